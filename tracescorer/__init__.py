@@ -1,0 +1,3 @@
+"""tracescorer: score AI agents in production from their OpenTelemetry traces."""
+
+__version__ = "0.1.0"
