@@ -1,0 +1,3 @@
+from tracescorer.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""Operational HTTP routes beside the OTLP endpoints: health, readiness, metrics, local queries."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import decimal
+import json
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
+from tracescorer.receiver.http import bearer_ok
+from tracescorer.store.duckdb import DuckDBStore, QueryResult, ReadOnlyViolation, StoreError
+
+QUERY_PATH = "/api/v1/query"
+
+
+def jsonable(value: Any) -> Any:
+    """DuckDB result values as JSON-friendly data (timestamps ISO 8601, decimals as numbers)."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def result_to_json(result: QueryResult) -> dict[str, Any]:
+    return {
+        "columns": result.columns,
+        "types": result.types,
+        "rows": [[jsonable(v) for v in row] for row in result.rows],
+        "truncated": result.truncated,
+    }
+
+
+class OpsApi:
+    """``/healthz``, ``/readyz``, ``/metrics`` and the token-protected read-only query endpoint."""
+
+    def __init__(self, store: DuckDBStore, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._token = query_token
+        self._max_rows = max_rows
+        self._timeout_s = timeout_s
+        self.ready = False
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/healthz", self.healthz),
+            web.get("/readyz", self.readyz),
+            web.get("/metrics", self.metrics),
+            web.post(QUERY_PATH, self.query),
+        ]
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        if self._store.accepting or not self.ready:
+            return web.json_response({"status": "ok"})
+        return web.json_response({"status": "writer stopped"}, status=503)
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        if not (self.ready and self._store.accepting):
+            return web.json_response({"ready": False, "reason": "not started or shutting down"}, status=503)
+        if self._store.queue_items >= self._store.max_queue_items:
+            return web.json_response({"ready": False, "reason": "write queue full"}, status=503)
+        return web.json_response({"ready": True})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        resp = web.Response(body=self._metrics.render())
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    async def query(self, request: web.Request) -> web.Response:
+        if not bearer_ok(request.headers.get("Authorization"), self._token):
+            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
+        try:
+            payload = await request.json()
+            sql = payload["sql"]
+            max_rows = min(int(payload.get("max_rows", self._max_rows)), self._max_rows)
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": "expected JSON {\"sql\": ..., \"max_rows\": n}"}, status=400)
+        if not isinstance(sql, str):
+            return web.json_response({"error": "sql must be a string"}, status=400)
+        try:
+            # DuckDB releases the GIL while it runs; a thread keeps the event loop serving OTLP.
+            result = await asyncio.to_thread(self._store.query, sql, max_rows=max_rows, timeout_s=self._timeout_s)
+        except ReadOnlyViolation as exc:
+            return web.json_response({"error": str(exc)}, status=403)
+        except StoreError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.Response(text=json.dumps(result_to_json(result)), content_type="application/json")

@@ -1,0 +1,184 @@
+"""The daemon: builds every component from :class:`Settings`, starts and stops them in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import ssl
+from collections.abc import Callable
+
+from aiohttp import web
+
+from tracescorer import control
+from tracescorer.api import OpsApi
+from tracescorer.config import Settings
+from tracescorer.metrics import Metrics
+from tracescorer.receiver.grpc import OtlpGrpcReceiver
+from tracescorer.receiver.http import OtlpHttpHandler
+from tracescorer.receiver.ingest import Ingestor
+from tracescorer.store.duckdb import Connection, DuckDBStore
+
+log = logging.getLogger(__name__)
+
+
+def _retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
+    def run(con: Connection) -> dict[str, int]:
+        deleted = {}
+        cutoff = f"now() - INTERVAL '{int(days * 86400)} seconds'"
+        for table, column in (("spans", "start_time"), ("log_records", "time")):
+            row = con.execute(f"DELETE FROM {table} WHERE {column} < {cutoff}").fetchone()
+            deleted[table] = int(row[0]) if row else 0
+        return deleted
+
+    return run
+
+
+class App:
+    """One daemon instance. ``await app.start()``, then ``await app.stop()`` (or ``run()``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        s = settings
+        self.store = DuckDBStore(
+            s.store.path,
+            max_queue_items=s.receiver.max_queue_items,
+            max_batch_items=s.store.max_batch_items,
+            observer=self.metrics,
+        )
+        self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s)
+        self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)
+        self.ops = OpsApi(
+            self.store,
+            self.metrics,
+            query_token=self.query_token,
+            max_rows=s.store.query_max_rows,
+            timeout_s=s.store.query_timeout_s,
+        )
+        self.grpc: OtlpGrpcReceiver | None = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.BaseSite | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.grpc_port = 0
+        self.http_port = 0
+        self._stopped = asyncio.Event()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        self.store.open()
+        self.metrics.track_queue(lambda: self.store.queue_items)
+        if s.store.path != ":memory:":
+            self.metrics.track_db_size(s.store.path)
+        tls = s.receiver.tls
+        if s.receiver.grpc.enabled:
+            self.grpc = OtlpGrpcReceiver(
+                self.ingestor,
+                self.metrics,
+                host=s.receiver.grpc.host,
+                port=s.receiver.grpc.port,
+                max_message_bytes=s.receiver.max_message_bytes,
+                auth_token=s.receiver.auth_token,
+                cert_file=tls.cert_file,
+                key_file=tls.key_file,
+            )
+            self.grpc_port = await self.grpc.start()
+        if s.receiver.http.enabled:
+            await self._start_http()
+        self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        self.ops.ready = True
+        if s.receiver.http.enabled and s.store.path != ":memory:":
+            scheme = "https" if tls.enabled else "http"
+            host = s.receiver.http.host
+            if host in ("0.0.0.0", "::", ""):
+                host = "127.0.0.1"
+            control.write_serve_info(
+                s.store.path,
+                control.ServeInfo(
+                    pid=os.getpid(),
+                    url=f"{scheme}://{host}:{self.http_port}",
+                    token=self.query_token,
+                    cafile=str(tls.cert_file) if tls.cert_file else None,
+                    grpc_port=self.grpc_port,
+                ),
+            )
+        log.info("tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, store %s", self.grpc_port, self.http_port, s.store.path)
+
+    async def _start_http(self) -> None:
+        s = self.settings
+        handler = OtlpHttpHandler(
+            self.ingestor, self.metrics, max_message_bytes=s.receiver.max_message_bytes, auth_token=s.receiver.auth_token
+        )
+        webapp = web.Application(client_max_size=s.receiver.max_message_bytes)
+        webapp.add_routes(handler.routes() + self.ops.routes())
+        self._runner = web.AppRunner(webapp, access_log=None, shutdown_timeout=s.receiver.request_timeout_s)
+        await self._runner.setup()
+        family = socket.AF_INET6 if ":" in s.receiver.http.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((s.receiver.http.host, s.receiver.http.port))
+        sock.setblocking(False)
+        ssl_context = None
+        if s.receiver.tls.enabled:
+            assert s.receiver.tls.cert_file is not None and s.receiver.tls.key_file is not None
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(s.receiver.tls.cert_file, s.receiver.tls.key_file)
+        self._site = web.SockSite(self._runner, sock, ssl_context=ssl_context)
+        await self._site.start()
+        self.http_port = sock.getsockname()[1]
+
+    async def _retention_loop(self) -> None:
+        s = self.settings.store
+        while True:
+            try:
+                future = self.store.submit(_retention_job(s.retention_days))
+                deleted = await asyncio.wrap_future(future)
+                for table, count in deleted.items():
+                    self.metrics.retention_deleted.labels(table).inc(count)
+                    if count:
+                        log.info("retention deleted %d rows from %s", count, table)
+            except Exception as exc:  # noqa: BLE001 - retention must never stop the daemon
+                log.warning("retention pass failed: %s", exc)
+            await asyncio.sleep(s.retention_interval_s)
+
+    async def stop(self) -> None:
+        """Stop intake, finish in-flight requests, commit what was queued, close the store."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.ops.ready = False
+        grace = self.settings.receiver.request_timeout_s
+        self.ingestor.stop_accepting()
+        if self._site is not None:
+            await self._site.stop()
+        if self.grpc is not None:
+            await self.grpc.stop(grace)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        ok = await asyncio.to_thread(self.store.close, grace)
+        if self.settings.store.path != ":memory:":
+            control.remove_serve_info(self.settings.store.path)
+        log.info("tracescorer stopped%s", "" if ok else " (writer did not drain)")
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, stop gracefully."""
+        loop = asyncio.get_running_loop()
+        stop_requested = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop_requested.set)
+        await self.start()
+        try:
+            await stop_requested.wait()
+            log.info("signal received, shutting down")
+        finally:
+            await self.stop()

@@ -1,0 +1,116 @@
+"""The ``tracescorer`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+import yaml
+
+from tracescorer import control
+from tracescorer.config import ConfigError, Settings, load_settings
+from tracescorer.output import FORMATS
+from tracescorer.store.duckdb import StoreError, open_read_only, run_read_query
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar="TRACESCORER_CONFIG",
+    help="YAML config file (default: built-in defaults + TRACESCORER_* env).",
+)
+
+
+def _settings(config_path: str | None) -> Settings:
+    try:
+        return load_settings(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracescorer")
+def main() -> None:
+    """Score AI agents in production from their OpenTelemetry traces."""
+
+
+@main.command()
+@config_option
+def serve(config_path: str | None) -> None:
+    """Run the daemon: OTLP receivers, span log, scoring."""
+    settings = _settings(config_path)
+    logging.basicConfig(
+        level=settings.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from tracescorer.app import App
+    from tracescorer.store.duckdb import StoreError as _StoreError
+
+    try:
+        asyncio.run(App(settings).run())
+    except (_StoreError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command("check-config")
+@config_option
+def check_config(config_path: str | None) -> None:
+    """Validate the configuration and print the effective values (secrets masked)."""
+    settings = _settings(config_path)
+    click.echo(yaml.safe_dump(settings.masked(), sort_keys=False).rstrip())
+    click.echo("# configuration is valid", err=True)
+
+
+def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
+    """Run read-only SQL through the running daemon, or on the file when none runs."""
+    path = settings.store.path
+    info = control.read_serve_info(path)
+    if info is not None:
+        try:
+            return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 5)
+        except control.RemoteQueryError as exc:
+            raise click.ClickException(str(exc)) from None
+    try:
+        con = open_read_only(path)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        result = run_read_query(con, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        con.close()
+    return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+
+
+@main.command()
+@config_option
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
+@click.option("--max-rows", type=click.IntRange(min=1), default=None, help="Row limit (default: store.query_max_rows).")
+def query(config_path: str | None, sql: str, fmt: str, max_rows: int | None) -> None:
+    """Run one read-only SQL statement against the database and print the rows."""
+    settings = _settings(config_path)
+    limit = min(max_rows or settings.store.query_max_rows, settings.store.query_max_rows)
+    result = run_query(settings, sql, limit)
+    click.echo(FORMATS[fmt](result["columns"], result["rows"]))
+    if result["truncated"]:
+        click.echo(f"(truncated at {limit} rows)", err=True)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the demo's working directory.")
+def demo(keep: bool) -> None:
+    """Start a daemon, send sample agent traffic with the OTel SDK, print what was stored."""
+    from tracescorer.demo import run_demo
+
+    sys.exit(run_demo(keep=keep))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,199 @@
+"""OpenInference (Arize Phoenix and its instrumentors).
+
+Model calls: spans with ``openinference.span.kind`` = LLM and flattened messages
+``llm.input_messages.{i}.message.role|content|name|tool_call_id``,
+``...message.contents.{j}.message_content.type|text``,
+``...message.tool_calls.{k}.tool_call.id|function.name|function.arguments`` (same under
+``llm.output_messages``; indices may have gaps); without them, an OpenAI-style request/response
+in ``input.value`` / ``output.value``. ``llm.model_name``, ``llm.token_count.*``.
+Agents: AGENT spans at the top of their subtree (or named differently from the enclosing agent,
+so graph nodes that are also marked AGENT do not split a run); the name is ``agent.name`` or the
+span name. ``input.value`` counts as the new input only when it is plain text or messages
+(decorators record Python call arguments as JSON, which is not a message).
+Tools: TOOL spans, ``tool.name``, ``input.value`` (arguments), ``output.value`` (result).
+Conversation: ``session.id``; user: ``user.id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
+from tracescorer.conventions.common import (
+    ASSISTANT,
+    USER,
+    first_str,
+    indexed,
+    loads_maybe,
+    output_from_text,
+    parse_arguments,
+    parse_message,
+    parse_messages,
+    parse_result,
+    text_message,
+    usage_from,
+)
+from tracescorer.conventions.runs import build_runs
+from tracescorer.model import AgentRun, Message, Span
+
+NAME = "openinference"
+KIND = "openinference.span.kind"
+
+
+def kind(span: Span) -> str:
+    value = span.attributes.get(KIND)
+    return value.upper() if isinstance(value, str) else ""
+
+
+def _flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
+    out = []
+    for entry in indexed(attrs, prefix):
+        raw: dict[str, Any] = {"role": entry.get("message.role") or ASSISTANT}
+        contents = indexed(entry, "message.contents")
+        if contents:
+            raw["content"] = [
+                {
+                    "type": c.get("message_content.type") or "text",
+                    "text": c.get("message_content.text"),
+                    **({"url": c["message_content.image.image.url"]}
+                       if "message_content.image.image.url" in c else {}),
+                }
+                for c in contents
+            ]
+        else:
+            raw["content"] = entry.get("message.content")
+        calls = indexed(entry, "message.tool_calls")
+        if calls:
+            raw["tool_calls"] = [
+                {
+                    "id": c.get("tool_call.id"),
+                    "function": {
+                        "name": c.get("tool_call.function.name"),
+                        "arguments": c.get("tool_call.function.arguments"),
+                    },
+                }
+                for c in calls
+            ]
+        for key in ("name", "tool_call_id"):
+            if "message." + key in entry:
+                raw[key] = entry["message." + key]
+        msg = parse_message(raw)
+        if msg is not None and (msg.parts or msg.content):
+            out.append(msg)
+    return out
+
+
+def _response_messages(value: Any) -> list[Message]:
+    """Assistant messages of an OpenAI-style response body (``choices[].message``)."""
+    data = loads_maybe(value)
+    if isinstance(data, Mapping) and isinstance(data.get("choices"), list):
+        out = []
+        for choice in data["choices"]:
+            if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
+                msg = parse_message({"role": ASSISTANT, **choice["message"]})
+                if msg is not None and (msg.parts or msg.content):
+                    out.append(msg)
+        return out
+    return output_from_text(data) if isinstance(data, (str, Mapping)) else []
+
+
+def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
+    if kind(span) != "LLM":
+        return None
+    attrs = span.attributes
+    inputs = _flat_messages(attrs, "llm.input_messages")
+    outputs = _flat_messages(attrs, "llm.output_messages")
+    if not inputs:
+        inputs = parse_messages(attrs.get("input.value"))
+    if not outputs and "output.value" in attrs:
+        outputs = _response_messages(attrs.get("output.value"))
+    return LlmCall(
+        span=span,
+        input=inputs,
+        output=[m for m in outputs if m.role == ASSISTANT],
+        model=first_str(attrs, "llm.model_name"),
+        usage=usage_from(
+            attrs,
+            {
+                "input_tokens": ("llm.token_count.prompt",),
+                "output_tokens": ("llm.token_count.completion",),
+                "total_tokens": ("llm.token_count.total",),
+                "cache_read_input_tokens": ("llm.token_count.prompt_details.cache_read",),
+                "reasoning_tokens": ("llm.token_count.completion_details.reasoning",),
+            },
+        ),
+        content_captured=bool(inputs or outputs),
+    )
+
+
+def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
+    if kind(span) != "TOOL":
+        return None
+    attrs = span.attributes
+    error = (span.status_message or "error") if span.status_code == "error" else None
+    return ToolExec(
+        span=span,
+        name=first_str(attrs, "tool.name") or span.name,
+        id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id"),
+        arguments=parse_arguments(attrs.get("input.value")),
+        result=parse_result(attrs.get("output.value")),
+        error=error,
+    )
+
+
+def _agent_name(span: Span) -> str:
+    return first_str(span.attributes, "agent.name", "gen_ai.agent.name") or span.name
+
+
+def _is_text(attrs: Mapping[str, Any], key: str) -> bool:
+    mime = attrs.get(key + ".mime_type")
+    value = attrs.get(key)
+    if not isinstance(value, str) or not value:
+        return False
+    if mime == "text/plain":
+        return True
+    return mime is None and loads_maybe(value) is value
+
+
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
+    if kind(span) != "AGENT":
+        return None
+    name = _agent_name(span)
+    enclosing = next((a for a in trace.ancestors(span) if kind(a) == "AGENT"), None)
+    if enclosing is not None and _agent_name(enclosing) == name:
+        return None  # a step of the same agent, not a nested agent
+    attrs = span.attributes
+    new_input: list[Message] = []
+    given: list[Message] = []
+    if _is_text(attrs, "input.value"):
+        new_input = [text_message(USER, attrs["input.value"])]
+    else:
+        given = parse_messages(attrs.get("input.value"))
+    output: list[Message] = []
+    if _is_text(attrs, "output.value"):
+        output = [text_message(ASSISTANT, attrs["output.value"])]
+    elif "output.value" in attrs:
+        output = [m for m in parse_messages(attrs.get("output.value")) if m.role == ASSISTANT]
+    return AgentInfo(
+        span=span,
+        name=name,
+        conversation_id=first_str(attrs, "session.id"),
+        resource_id=first_str(attrs, "user.id"),
+        model=first_str(attrs, "llm.model_name"),
+        new_input=new_input,
+        given=given,
+        output=output,
+    )
+
+
+class OpenInferenceAdapter:
+    """OpenInference span kinds and flattened message attributes."""
+
+    name = NAME
+
+    def detect(self, trace: TraceView) -> float:
+        return 0.8 if trace.has_key(KIND) else 0.0
+
+    def extract(self, trace: TraceView) -> list[AgentRun]:
+        return build_runs(trace, NAME, read_agent)

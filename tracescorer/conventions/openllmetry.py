@@ -1,0 +1,171 @@
+"""OpenLLMetry / Traceloop: numbered prompt keys and ``traceloop.*`` entity spans.
+
+Model calls: ``gen_ai.prompt.{i}.role|content|tool_call_id|tool_calls.{j}.id|name|arguments``
+and ``gen_ai.completion.{i}.role|content|finish_reason|tool_calls.{j}.*`` (older releases:
+``llm.prompts.{i}.*`` / ``llm.completions.{i}.*``), or whole JSON blobs in ``gen_ai.prompt`` /
+``gen_ai.completion``. Newer releases emit current GenAI keys, read by :mod:`.genai`.
+Agents: ``traceloop.span.kind`` = agent (or a workflow with no agent below it), named by
+``gen_ai.agent.name`` / ``traceloop.entity.name`` / ``traceloop.workflow.name``.
+Tools: ``traceloop.span.kind`` = tool with ``traceloop.entity.input`` (``{"args", "kwargs"}``)
+and ``traceloop.entity.output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
+from tracescorer.conventions.common import (
+    ASSISTANT,
+    first_str,
+    genai_usage,
+    indexed,
+    loads_maybe,
+    output_from_text,
+    parse_message,
+    parse_messages,
+    parse_result,
+)
+from tracescorer.conventions.runs import build_runs
+from tracescorer.model import AgentRun, Message, Span
+
+NAME = "openllmetry"
+_PROMPT_PREFIXES = ("gen_ai.prompt", "llm.prompts")
+_COMPLETION_PREFIXES = ("gen_ai.completion", "llm.completions")
+KIND = "traceloop.span.kind"
+
+
+def _numbered(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
+    out = []
+    for entry in indexed(attrs, prefix):
+        raw: dict[str, Any] = {"role": entry.get("role") or ASSISTANT}
+        content = entry.get("content")
+        parsed = loads_maybe(content)
+        # Multimodal content is written as a JSON list of parts.
+        raw["content"] = parsed if isinstance(parsed, list) else content
+        calls = indexed(entry, "tool_calls")
+        if calls:
+            raw["tool_calls"] = [
+                {"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+                for c in calls
+            ]
+        if "tool_call_id" in entry:
+            raw["tool_call_id"] = entry["tool_call_id"]
+        if "finish_reason" in entry:
+            raw["finish_reason"] = entry["finish_reason"]
+        msg = parse_message(raw)
+        if msg is not None and (msg.parts or msg.content):
+            out.append(msg)
+    return out
+
+
+def _has_numbered(attrs: Mapping[str, Any]) -> bool:
+    return any(
+        k.startswith(p + ".") and k[len(p) + 1 : len(p) + 2].isdigit()
+        for k in attrs
+        for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES)
+    )
+
+
+def blob_output(value: Any) -> list[Message]:
+    """A ``gen_ai.completion`` JSON blob: messages, or ``{text, toolCalls}`` objects."""
+    data = loads_maybe(value)
+    msgs = [m for m in parse_messages(data) if m.role == ASSISTANT]
+    if msgs:
+        return msgs
+    if isinstance(data, Mapping) and ("toolCalls" in data or "tool_calls" in data):
+        msg = parse_message(
+            {"role": ASSISTANT, "content": data.get("text") or "",
+             "tool_calls": data.get("toolCalls", data.get("tool_calls"))}
+        )
+        return [msg] if msg is not None and (msg.parts or msg.content) else []
+    return output_from_text(data)
+
+
+def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
+    attrs = span.attributes
+    if _has_numbered(attrs):
+        inputs = [m for p in _PROMPT_PREFIXES for m in _numbered(attrs, p)]
+        outputs = [m for p in _COMPLETION_PREFIXES for m in _numbered(attrs, p)]
+    elif isinstance(attrs.get("gen_ai.prompt"), str) or isinstance(attrs.get("gen_ai.completion"), str):
+        inputs = parse_messages(attrs.get("gen_ai.prompt"))
+        outputs = blob_output(attrs.get("gen_ai.completion"))
+        if not (inputs or outputs):
+            return None
+    else:
+        return None
+    return LlmCall(
+        span=span,
+        input=inputs,
+        output=[m for m in outputs if m.role == ASSISTANT],
+        model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
+                        "llm.request.model"),
+        usage=genai_usage(attrs),
+    )
+
+
+def _entity_args(value: Any) -> Any:
+    """Traceloop's ``{"args": [...], "kwargs": {...}}`` call record as tool arguments."""
+    data = loads_maybe(value)
+    if isinstance(data, Mapping) and set(data) <= {"args", "kwargs"}:
+        args, kwargs = data.get("args") or [], data.get("kwargs") or {}
+        if not args:
+            return kwargs
+        if not kwargs:
+            return args[0] if len(args) == 1 else args
+        return {"args": args, **kwargs}
+    return data
+
+
+def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
+    attrs = span.attributes
+    if attrs.get(KIND) != "tool":
+        return None
+    name = first_str(attrs, "gen_ai.tool.name", "traceloop.entity.name")
+    if name is None:
+        name = span.name.removesuffix(".tool")
+    error = span.status_message or "error" if span.status_code == "error" else None
+    return ToolExec(
+        span=span,
+        name=name,
+        id=first_str(attrs, "gen_ai.tool.call.id"),
+        arguments=_entity_args(attrs.get("traceloop.entity.input")),
+        result=parse_result(attrs.get("traceloop.entity.output")),
+        error=error,
+    )
+
+
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
+    attrs = span.attributes
+    kind = attrs.get(KIND)
+    if kind == "workflow":
+        # A workflow is the run only when no agent span sits below it.
+        if any(d.attributes.get(KIND) == "agent" for d in trace.descendants(span)):
+            return None
+    elif kind != "agent":
+        return None
+    return AgentInfo(
+        span=span,
+        name=first_str(attrs, "gen_ai.agent.name", "traceloop.entity.name", "traceloop.workflow.name"),
+        conversation_id=first_str(attrs, "gen_ai.conversation.id"),
+        output=output_from_text(attrs.get("traceloop.entity.output")),
+    )
+
+
+class OpenLLMetryAdapter:
+    """OpenLLMetry numbered keys and Traceloop entity spans."""
+
+    name = NAME
+
+    def detect(self, trace: TraceView) -> float:
+        if trace.has_key(KIND):
+            return 0.75
+        if any(_has_numbered(s.attributes) for s in trace.spans):
+            return 0.7
+        if trace.has_key("llm.request.type"):
+            return 0.3
+        return 0.0
+
+    def extract(self, trace: TraceView) -> list[AgentRun]:
+        return build_runs(trace, NAME, read_agent)

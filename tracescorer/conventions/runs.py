@@ -1,0 +1,393 @@
+"""Build :class:`AgentRun` objects from what the readers found in one trace.
+
+The shared core of every adapter. Given the agent spans (or, without any, the outermost
+LLM-bearing spans) it gathers each run's own model calls and tool executions — nested agent
+subtrees excluded, they are runs of their own — and decides:
+
+- *system messages*: the agent's instructions, else the system messages the model got;
+- *history vs new input*: what the model was given before this run vs what this run added
+  (compared against the agent's own input when the agent span states it);
+- *output*: the assistant messages of this run in order (tool-only turns have empty text);
+- *tool calls*: the model's tool-call parts joined with tool execution spans and tool results.
+
+Model calls that are not part of the agent's main line (a memory title-generation call, say)
+are told apart by their input: they do not contain the run's user input, or they carry other
+system instructions than the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tracescorer.conventions.base import AgentInfo, AgentReader, LlmCall, Readers, ToolExec, TraceView, run_id_for
+from tracescorer.conventions.common import (
+    ASSISTANT,
+    SYSTEM,
+    dedupe,
+    has_content,
+    is_genuine_user,
+    key_of,
+    split_history,
+    split_system,
+)
+from tracescorer.conventions.context import CONVERSATION_KEYS, RESOURCE_KEYS, find_id
+from tracescorer.model import AgentRun, Message, Span, ToolCall
+
+
+class _Cache:
+    """Reader results per span id, so each span is parsed once per extraction."""
+
+    def __init__(self, trace: TraceView, readers: Readers) -> None:
+        self.trace = trace
+        self.readers = readers
+        self._llm: dict[str, LlmCall | None] = {}
+        self._tool: dict[str, ToolExec | None] = {}
+
+    def llm(self, span: Span) -> LlmCall | None:
+        if span.span_id not in self._llm:
+            found = None
+            for read in self.readers.llm_calls:
+                found = read(span, self.trace)
+                if found is not None:
+                    break
+            self._llm[span.span_id] = found
+        return self._llm[span.span_id]
+
+    def tool(self, span: Span) -> ToolExec | None:
+        if span.span_id not in self._tool:
+            found = None
+            for read in self.readers.tools:
+                found = read(span, self.trace)
+                if found is not None:
+                    break
+            self._tool[span.span_id] = found
+        return self._tool[span.span_id]
+
+
+def find_agents(trace: TraceView, readers: Readers) -> dict[str, AgentInfo]:
+    agents: dict[str, AgentInfo] = {}
+    for span in trace.spans:
+        for read in readers.agents:
+            info = read(span, trace)
+            if info is not None:
+                agents[span.span_id] = info
+                break
+    return agents
+
+
+def build_runs(trace: TraceView, convention: str, primary: AgentReader | None = None) -> list[AgentRun]:
+    """All runs of ``trace``, labelled ``convention``; ``primary`` is tried first on agent spans."""
+    readers = trace.readers.first(primary)
+    cache = _Cache(trace, readers)
+    agents = find_agents(trace, readers)
+    fallback = not agents
+    if fallback:
+        agents = _fallback_roots(trace, cache)
+    runs = [_build_one(info, trace, cache, agents, convention, fallback) for info in agents.values()]
+    runs.sort(key=lambda r: (r.started_at, r.span_id))
+    return runs
+
+
+def _fallback_roots(trace: TraceView, cache: _Cache) -> dict[str, AgentInfo]:
+    """No agent span: one run per outermost span whose subtree holds model calls."""
+    roots: dict[str, AgentInfo] = {}
+    for span in trace.spans:
+        if cache.llm(span) is None:
+            continue
+        top = span
+        for anc in trace.ancestors(span):
+            top = anc
+        roots.setdefault(top.span_id, AgentInfo(span=top))
+    return roots
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+def _build_one(
+    info: AgentInfo,
+    trace: TraceView,
+    cache: _Cache,
+    agents: dict[str, AgentInfo],
+    convention: str,
+    fallback: bool,
+) -> AgentRun:
+    span = info.span
+    own = trace.descendants(span, stop=lambda s: s.span_id in agents)
+    # A fallback root may itself be the model call; a declared agent span never is.
+    candidates = [span] if fallback and cache.llm(span) is not None else []
+    candidates += [s for s in own if cache.llm(s) is not None]
+    calls = _merge_nested(candidates, trace, cache)
+    main = _main_line(calls, info)
+    tools = [t for t in (cache.tool(s) for s in own) if t is not None]
+
+    # System messages: the agent's instructions, else what the model was told.
+    system = list(info.system)
+    if not system:
+        for call in main:
+            sys_msgs = call.system + [m for m in call.input if m.role == SYSTEM]
+            if sys_msgs:
+                system = sys_msgs
+                break
+    if not system and info.transcript:
+        system = [m for m in info.transcript if m.role == SYSTEM]
+    system = dedupe(system)
+
+    produced: list[Message] = []
+    if info.transcript:
+        _, transcript = split_system(info.transcript)
+        history, new_input, produced = split_history(transcript, info.new_input)
+    else:
+        if info.given:
+            given = info.given
+        else:
+            given = next((c.input for c in main if c.input), [])
+        _, given = split_system(given)
+        history, new_input, _ = split_history(given, info.new_input)
+    if not new_input and info.new_input:
+        new_input = list(info.new_input)
+    history = [m for m in history if has_content(m)]
+
+    # Output: the agent's own record of this run when it has one, else the model calls'.
+    output = [m for m in produced if m.role == ASSISTANT]
+    if not output:
+        output = [m for c in main for m in c.output if m.role == ASSISTANT]
+    if not output:
+        output = [m for m in info.output if m.role == ASSISTANT]
+    output = [m for m in output if has_content(m)]
+
+    tool_calls = _tool_calls(output, produced, main, tools)
+    usage = info.usage or _sum_usage(calls)
+    model = info.model or next((c.model for c in main if c.model), None) or next(
+        (c.model for c in calls if c.model), None
+    )
+    ancestors = list(trace.ancestors(span))
+    conversation_id = info.conversation_id or find_id(
+        span, ancestors, own, CONVERSATION_KEYS, trace.conversation_keys
+    )
+    resource_id = info.resource_id or find_id(span, ancestors, own, RESOURCE_KEYS)
+
+    attributes: dict[str, Any] = dict(info.attributes)
+    attributes["tracescorer.llm_calls"] = len(calls)
+    captured = bool(new_input or history or system or output)
+    if not captured:
+        attributes["tracescorer.content_captured"] = False
+    if trace.incomplete:
+        attributes["tracescorer.incomplete"] = True
+
+    status, error = _status(span)
+    return AgentRun(
+        run_id=run_id_for(span.trace_id, span.span_id),
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=_parent_agent(span, trace, agents) or span.parent_span_id,
+        conversation_id=conversation_id,
+        resource_id=resource_id,
+        agent_name=info.name,
+        agent_id=info.id,
+        service_name=span.service_name,
+        convention=convention,
+        model=model,
+        started_at=span.start_time_unix_nano,
+        ended_at=span.end_time_unix_nano,
+        status=status,
+        error=error,
+        input_messages=tuple(new_input),
+        remembered_messages=tuple(history),
+        system_messages=tuple(system),
+        tagged_system_messages={},
+        output=tuple(output),
+        tool_calls=tuple(tool_calls),
+        usage=usage,
+        attributes=attributes,
+    )
+
+
+def _parent_agent(span: Span, trace: TraceView, agents: dict[str, AgentInfo]) -> str | None:
+    """The nearest enclosing agent span, so nested runs link to their parent run."""
+    for anc in trace.ancestors(span):
+        if anc.span_id in agents:
+            return anc.span_id
+    return None
+
+
+def _merge_nested(candidates: list[Span], trace: TraceView, cache: _Cache) -> list[LlmCall]:
+    """One call per model invocation when several nested spans describe it.
+
+    Mastra, for instance, wraps one model call in ``model_generation`` > ``model_step`` >
+    ``chat`` spans, each holding part of the story. A candidate with exactly one candidate
+    below it is merged into it (the inner span's data wins, the outer fills gaps); a candidate
+    with several below is an aggregate over steps and is dropped.
+    """
+    ids = {s.span_id for s in candidates}
+    parent_of: dict[str, str | None] = {}
+    kids: dict[str, list[str]] = {}
+    for s in candidates:
+        p = next((a.span_id for a in trace.ancestors(s) if a.span_id in ids), None)
+        parent_of[s.span_id] = p
+        if p is not None:
+            kids.setdefault(p, []).append(s.span_id)
+    merged: dict[str, LlmCall] = {}
+    # Innermost first: a span's children are resolved before the span itself.
+    depth = {s.span_id: sum(1 for _ in trace.ancestors(s)) for s in candidates}
+    dropped: set[str] = set()
+    for s in sorted(candidates, key=lambda s: -depth[s.span_id]):
+        call = cache.llm(s)
+        assert call is not None
+        children = kids.get(s.span_id, [])
+        if not children:
+            merged[s.span_id] = _copy(call)
+        elif len(children) == 1 and children[0] in merged:
+            inner = merged[children[0]]
+            _fill(inner, call)
+            merged[s.span_id] = inner
+            del merged[children[0]]
+        else:
+            dropped.add(s.span_id)
+    out = list(merged.values())
+    out.sort(key=lambda c: (c.span.start_time_unix_nano, c.span.end_time_unix_nano))
+    return out
+
+
+def _copy(call: LlmCall) -> LlmCall:
+    return LlmCall(
+        span=call.span, input=list(call.input), system=list(call.system), output=list(call.output),
+        model=call.model, usage=call.usage, content_captured=call.content_captured,
+    )
+
+
+def _fill(inner: LlmCall, outer: LlmCall) -> None:
+    if not inner.input:
+        inner.input = list(outer.input)
+    if not inner.system:
+        inner.system = list(outer.system)
+    if not inner.output:
+        inner.output = list(outer.output)
+    inner.model = inner.model or outer.model
+    inner.usage = inner.usage or outer.usage
+
+
+def _system_key(call: LlmCall) -> str:
+    for m in call.system + call.input:
+        if m.role == SYSTEM:
+            return m.content.strip()
+    return ""
+
+
+def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
+    """The calls that make up the agent's own exchange, without helper calls."""
+    with_input = [c for c in calls if c.input]
+    if len(with_input) <= 1:
+        return calls
+    anchor = [key_of(m) for m in info.new_input if is_genuine_user(m)]
+    agent_system = {m.content.strip() for m in info.system}
+    agent_output = {m.content.strip() for m in info.output if m.content}
+    groups: dict[str, list[LlmCall]] = {}
+    for c in with_input:
+        groups.setdefault(_system_key(c), []).append(c)
+
+    def contains_anchor(c: LlmCall) -> bool:
+        keys = {key_of(m) for m in c.input}
+        return bool(anchor) and all(k in keys for k in anchor)
+
+    if anchor and any(contains_anchor(c) for c in with_input):
+        keep = {id(c) for c in with_input if contains_anchor(c)}
+    else:
+        if len(groups) == 1:
+            return calls
+
+        def score(key: str) -> tuple[bool, bool, int, int]:
+            members = groups[key]
+            outputs = {m.content.strip() for c in members for m in c.output if m.content}
+            return (
+                bool(key) and key in agent_system,
+                bool(outputs & agent_output),
+                len(members),
+                max(len(c.input) for c in members),
+            )
+
+        best = max(groups, key=score)
+        keep = {id(c) for c in groups[best]}
+    return [c for c in calls if not c.input or id(c) in keep]
+
+
+def _tool_calls(
+    output: Sequence[Message], produced: Sequence[Message], main: Sequence[LlmCall], tools: list[ToolExec]
+) -> list[ToolCall]:
+    """Tool calls of the run: requested by the model, joined with executions and results."""
+    responses: dict[str, Any] = {}
+    for msgs in [produced, *(c.input for c in main), output]:
+        for m in msgs:
+            for p in m.parts:
+                if p.id and p.response is not None and p.type in ("tool_call_response", "tool_call"):
+                    responses.setdefault(p.id, p.response)
+    requested = []
+    seen_ids: set[str] = set()
+    for m in output:
+        for p in m.parts:
+            if p.type != "tool_call" or not p.name:
+                continue
+            if p.id and p.id in seen_ids:
+                continue
+            if p.id:
+                seen_ids.add(p.id)
+            requested.append(p)
+
+    unused = list(tools)
+    out: list[ToolCall] = []
+    for p in requested:
+        match = _match_exec(p.id, p.name or "", p.arguments, unused)
+        if match is not None:
+            unused.remove(match)
+        result = match.result if match is not None and match.result is not None else responses.get(p.id or "")
+        out.append(
+            ToolCall(
+                id=p.id or (match.id if match else None),
+                name=p.name or "",
+                arguments=p.arguments if p.arguments is not None else (match.arguments if match else None),
+                result=result,
+                error=match.error if match else None,
+            )
+        )
+    for t in unused:  # executions the model output did not show (content off, or agent-side)
+        out.append(
+            ToolCall(
+                id=t.id, name=t.name, arguments=t.arguments,
+                result=t.result if t.result is not None else responses.get(t.id or ""),
+                error=t.error,
+            )
+        )
+    return out
+
+
+def _match_exec(call_id: str | None, name: str, args: Any, execs: list[ToolExec]) -> ToolExec | None:
+    if call_id:
+        for t in execs:
+            if t.id == call_id:
+                return t
+    same_name = [t for t in execs if t.name == name and (not call_id or not t.id)]
+    for t in same_name:
+        if t.arguments == args:
+            return t
+    return same_name[0] if same_name else None
+
+
+def _sum_usage(calls: Sequence[LlmCall]) -> dict[str, int | float] | None:
+    total: dict[str, int | float] = {}
+    for c in calls:
+        for k, v in (c.usage or {}).items():
+            total[k] = total.get(k, 0) + v
+    return total or None
+
+
+def _status(span: Span) -> tuple[str, str | None]:
+    if span.status_code != "error":
+        return "ok", None
+    message = span.status_message or None
+    if not message:
+        for ev in span.events:
+            if ev.name == "exception":
+                message = str(ev.attributes.get("exception.message") or ev.attributes.get("exception.type") or "")
+                break
+    return "error", message or "error"

@@ -1,0 +1,93 @@
+"""Prometheus self-metrics, on a registry owned by the app (no global state)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+
+class Metrics:
+    """Every metric the daemon exports; components receive this object explicitly."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "tracescorer_receiver_requests",
+            "OTLP export requests by transport, signal and outcome",
+            ["transport", "signal", "outcome"],
+            registry=r,
+        )
+        self.accepted = Counter(
+            "tracescorer_receiver_items_accepted",
+            "Spans / log records committed to the span log",
+            ["signal"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "tracescorer_receiver_items_rejected",
+            "Spans / log records refused, by reason (invalid, backpressure, store_error, shutting_down)",
+            ["signal", "reason"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "tracescorer_receiver_request_seconds",
+            "Time from request received to response (includes the commit wait)",
+            ["transport"],
+            registry=r,
+        )
+        self.commit_seconds = Histogram(
+            "tracescorer_store_commit_seconds",
+            "Duration of one group commit",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        self.commits = Counter(
+            "tracescorer_store_commits", "Group commits", registry=r
+        )
+        self.write_errors = Counter(
+            "tracescorer_store_write_errors", "Failed write transactions", registry=r
+        )
+        self.retention_deleted = Counter(
+            "tracescorer_store_retention_deleted_rows",
+            "Rows deleted by retention",
+            ["table"],
+            registry=r,
+        )
+        self.queue_items = Gauge(
+            "tracescorer_store_queue_items", "Items waiting for the writer", registry=r
+        )
+        self.db_size = Gauge(
+            "tracescorer_store_db_size_bytes", "Database file size (including WAL)", registry=r
+        )
+
+    def track_queue(self, depth: Callable[[], int]) -> None:
+        self.queue_items.set_function(depth)
+
+    def track_db_size(self, path: str) -> None:
+        def size() -> float:
+            total = 0
+            for name in (path, path + ".wal"):
+                try:
+                    total += os.stat(name).st_size
+                except OSError:
+                    pass
+            return float(total)
+
+        self.db_size.set_function(size)
+
+    # CommitObserver
+    def on_commit(self, seconds: float, spans: int, logs: int) -> None:
+        self.commit_seconds.observe(seconds)
+        self.commits.inc()
+
+    def on_error(self, error: BaseException) -> None:
+        self.write_errors.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

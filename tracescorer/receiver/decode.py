@@ -1,0 +1,521 @@
+"""OTLP request bodies (protobuf or OTLP/JSON) to domain :class:`Span` / :class:`LogRecord`.
+
+The only module that sees OTLP protobuf types. Invalid items (bad or missing ids) are rejected
+one by one and counted, as OTLP partial success asks; an undecodable body raises
+:class:`DecodeError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError as _ProtoDecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tracescorer.model import (
+    Attributes,
+    LogRecord,
+    Resource,
+    Scope,
+    Span,
+    SpanEvent,
+    SpanLink,
+)
+
+SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
+STATUS_CODES = ("unset", "ok", "error")
+_MAX_ERRORS = 5
+
+
+class DecodeError(ValueError):
+    """The body is not a valid OTLP export request."""
+
+
+@dataclass(slots=True)
+class DecodedTraces:
+    spans: list[Span] = field(default_factory=list)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, message: str) -> None:
+        self.rejected += 1
+        if len(self.errors) < _MAX_ERRORS:
+            self.errors.append(message)
+
+
+@dataclass(slots=True)
+class DecodedLogs:
+    records: list[LogRecord] = field(default_factory=list)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, message: str) -> None:
+        self.rejected += 1
+        if len(self.errors) < _MAX_ERRORS:
+            self.errors.append(message)
+
+
+def error_summary(rejected: int, errors: list[str]) -> str:
+    """One human-readable line for a partial-success response."""
+    text = "; ".join(errors)
+    if rejected > len(errors):
+        text += f" (and {rejected - len(errors)} more)"
+    return text
+
+
+# --- ids ----------------------------------------------------------------------------------------
+
+
+def _id_hex(raw: bytes, size: int, what: str, *, required: bool) -> str | None:
+    """Validate an id of ``size`` bytes; ``None`` when empty and optional; ValueError otherwise."""
+    if not raw:
+        if required:
+            raise ValueError(f"missing {what}")
+        return None
+    if len(raw) != size:
+        raise ValueError(f"{what} must be {size} bytes, got {len(raw)}")
+    if raw == bytes(size):
+        if required:
+            raise ValueError(f"{what} is all zeros")
+        return None
+    return raw.hex()
+
+
+def _json_id(value: Any, size: int, what: str, *, required: bool) -> str | None:
+    if value is None or value == "":
+        return _id_hex(b"", size, what, required=required)
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a hex string")
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        # Some emitters send base64 ids in JSON (protobuf's generic mapping); accept when unambiguous.
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{what} is not hex: {value[:40]!r}") from None
+    return _id_hex(raw, size, what, required=required)
+
+
+# --- protobuf ------------------------------------------------------------------------------------
+
+
+def _pb_value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "array_value":
+        return [_pb_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return bytes(v.bytes_value)
+    return None
+
+
+def _pb_attrs(kvs: Iterable[Any]) -> Attributes:
+    return {kv.key: _pb_value(kv.value) for kv in kvs}
+
+
+def _pb_resource(r: Any, schema_url: str) -> Resource:
+    return Resource(
+        attributes=_pb_attrs(r.attributes),
+        schema_url=schema_url,
+        dropped_attributes_count=r.dropped_attributes_count,
+    )
+
+
+def _pb_scope(s: Any, schema_url: str) -> Scope:
+    return Scope(
+        name=s.name,
+        version=s.version,
+        attributes=_pb_attrs(s.attributes),
+        schema_url=schema_url,
+        dropped_attributes_count=s.dropped_attributes_count,
+    )
+
+
+def _enum_name(names: tuple[str, ...], value: int) -> str:
+    return names[value] if 0 <= value < len(names) else str(value)
+
+
+def _pb_span(s: Any, resource: Resource, scope: Scope) -> Span:
+    trace_id = _id_hex(s.trace_id, 16, "trace_id", required=True)
+    span_id = _id_hex(s.span_id, 8, "span_id", required=True)
+    assert trace_id is not None and span_id is not None  # required=True guarantees it
+    links = []
+    for link in s.links:
+        link_trace = _id_hex(link.trace_id, 16, "link trace_id", required=True)
+        link_span = _id_hex(link.span_id, 8, "link span_id", required=True)
+        assert link_trace is not None and link_span is not None
+        links.append(
+            SpanLink(
+                trace_id=link_trace,
+                span_id=link_span,
+                trace_state=link.trace_state,
+                attributes=_pb_attrs(link.attributes),
+                dropped_attributes_count=link.dropped_attributes_count,
+                flags=link.flags,
+            )
+        )
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_id_hex(s.parent_span_id, 8, "parent_span_id", required=False),
+        name=s.name,
+        kind=_enum_name(SPAN_KINDS, s.kind),
+        start_time_unix_nano=s.start_time_unix_nano,
+        end_time_unix_nano=s.end_time_unix_nano,
+        status_code=_enum_name(STATUS_CODES, s.status.code),
+        status_message=s.status.message,
+        attributes=_pb_attrs(s.attributes),
+        events=tuple(
+            SpanEvent(
+                name=e.name,
+                time_unix_nano=e.time_unix_nano,
+                attributes=_pb_attrs(e.attributes),
+                dropped_attributes_count=e.dropped_attributes_count,
+            )
+            for e in s.events
+        ),
+        links=tuple(links),
+        resource=resource,
+        scope=scope,
+        trace_state=s.trace_state,
+        flags=s.flags,
+        dropped_attributes_count=s.dropped_attributes_count,
+        dropped_events_count=s.dropped_events_count,
+        dropped_links_count=s.dropped_links_count,
+    )
+
+
+def _pb_log(r: Any, resource: Resource, scope: Scope) -> LogRecord:
+    return LogRecord(
+        time_unix_nano=r.time_unix_nano,
+        observed_time_unix_nano=r.observed_time_unix_nano,
+        severity_number=r.severity_number,
+        severity_text=r.severity_text,
+        body=_pb_value(r.body) if r.HasField("body") else None,
+        attributes=_pb_attrs(r.attributes),
+        event_name=r.event_name,
+        trace_id=_id_hex(r.trace_id, 16, "trace_id", required=False),
+        span_id=_id_hex(r.span_id, 8, "span_id", required=False),
+        flags=r.flags,
+        dropped_attributes_count=r.dropped_attributes_count,
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _parse(message: Any, body: bytes) -> None:
+    try:
+        message.ParseFromString(body)
+    except (_ProtoDecodeError, ValueError, RuntimeError) as exc:
+        raise DecodeError(f"invalid protobuf: {exc}") from None
+
+
+def decode_traces_protobuf(body: bytes) -> DecodedTraces:
+    """Decode an ``ExportTraceServiceRequest`` body."""
+    request = ExportTraceServiceRequest()
+    _parse(request, body)
+    out = DecodedTraces()
+    for rs in request.resource_spans:
+        resource = _pb_resource(rs.resource, rs.schema_url)
+        for ss in rs.scope_spans:
+            scope = _pb_scope(ss.scope, ss.schema_url)
+            for s in ss.spans:
+                try:
+                    out.spans.append(_pb_span(s, resource, scope))
+                except ValueError as exc:
+                    out.reject(f"span {s.name!r}: {exc}")
+    return out
+
+
+def decode_logs_protobuf(body: bytes) -> DecodedLogs:
+    """Decode an ``ExportLogsServiceRequest`` body."""
+    request = ExportLogsServiceRequest()
+    _parse(request, body)
+    out = DecodedLogs()
+    for rl in request.resource_logs:
+        resource = _pb_resource(rl.resource, rl.schema_url)
+        for sl in rl.scope_logs:
+            scope = _pb_scope(sl.scope, sl.schema_url)
+            for r in sl.log_records:
+                try:
+                    out.records.append(_pb_log(r, resource, scope))
+                except ValueError as exc:
+                    out.reject(f"log record: {exc}")
+    return out
+
+
+# --- OTLP/JSON -------------------------------------------------------------------------------------
+# The OTLP JSON mapping: lowerCamelCase keys (the original snake_case names are accepted too, as
+# protobuf's JSON parsers do), hex trace/span ids, 64-bit integers as strings or numbers, enums as
+# integers (names accepted), bytes values base64.
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+class _Obj:
+    """Typed access to one JSON object of the request; type errors raise DecodeError."""
+
+    __slots__ = ("d", "where")
+
+    def __init__(self, d: Any, where: str) -> None:
+        if not isinstance(d, dict):
+            raise DecodeError(f"{where}: expected an object, got {type(d).__name__}")
+        self.d = d
+        self.where = where
+
+    def raw(self, name: str) -> Any:
+        value = self.d.get(_camel(name))
+        return self.d.get(name) if value is None else value
+
+    def str(self, name: str) -> str:
+        value = self.raw(name)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise DecodeError(f"{self.where}.{_camel(name)}: expected a string")
+        return value
+
+    def int(self, name: str) -> int:
+        return _json_int(self.raw(name), f"{self.where}.{_camel(name)}")
+
+    def enum(self, name: str, names: tuple[str, ...], prefix: str) -> int:
+        value = self.raw(name)
+        if isinstance(value, str) and not value.lstrip("-").isdigit():
+            short = value.lower().removeprefix(prefix)
+            if short in names:
+                return names.index(short)
+            raise DecodeError(f"{self.where}.{_camel(name)}: unknown enum value {value!r}")
+        return self.int(name)
+
+    def list(self, name: str) -> list[Any]:
+        value = self.raw(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise DecodeError(f"{self.where}.{_camel(name)}: expected an array")
+        return value
+
+    def obj(self, name: str) -> _Obj:
+        value = self.raw(name)
+        return _Obj({} if value is None else value, f"{self.where}.{_camel(name)}")
+
+
+def _json_int(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise DecodeError(f"{where}: expected an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise DecodeError(f"{where}: expected an integer, got {value!r:.40}")
+
+
+def _json_value(raw: Any, where: str) -> Any:
+    v = _Obj(raw, where)
+    d = v.d
+    if "stringValue" in d or "string_value" in d:
+        return v.str("string_value")
+    if "boolValue" in d or "bool_value" in d:
+        value = v.raw("bool_value")
+        if not isinstance(value, bool):
+            raise DecodeError(f"{where}.boolValue: expected a boolean")
+        return value
+    if "intValue" in d or "int_value" in d:
+        return v.int("int_value")
+    if "doubleValue" in d or "double_value" in d:
+        value = v.raw("double_value")
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+            return float(value.replace("Infinity", "inf"))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DecodeError(f"{where}.doubleValue: expected a number")
+        return float(value)
+    if "bytesValue" in d or "bytes_value" in d:
+        try:
+            return base64.b64decode(v.str("bytes_value"), validate=True)
+        except (binascii.Error, ValueError):
+            raise DecodeError(f"{where}.bytesValue: invalid base64") from None
+    if "arrayValue" in d or "array_value" in d:
+        arr = v.obj("array_value")
+        return [_json_value(x, f"{where}.arrayValue") for x in arr.list("values")]
+    if "kvlistValue" in d or "kvlist_value" in d:
+        return _json_attrs(v.obj("kvlist_value").list("values"), f"{where}.kvlistValue")
+    return None
+
+
+def _json_attrs(kvs: list[Any], where: str) -> Attributes:
+    out: Attributes = {}
+    for kv in kvs:
+        o = _Obj(kv, where)
+        out[o.str("key")] = _json_value(o.raw("value") or {}, f"{where}.value")
+    return out
+
+
+def _json_resource(rs: _Obj) -> Resource:
+    r = rs.obj("resource")
+    return Resource(
+        attributes=_json_attrs(r.list("attributes"), "resource.attributes"),
+        schema_url=rs.str("schema_url"),
+        dropped_attributes_count=r.int("dropped_attributes_count"),
+    )
+
+
+def _json_scope(ss: _Obj) -> Scope:
+    s = ss.obj("scope")
+    return Scope(
+        name=s.str("name"),
+        version=s.str("version"),
+        attributes=_json_attrs(s.list("attributes"), "scope.attributes"),
+        schema_url=ss.str("schema_url"),
+        dropped_attributes_count=s.int("dropped_attributes_count"),
+    )
+
+
+def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
+    trace_id = _json_id(s.raw("trace_id"), 16, "trace_id", required=True)
+    span_id = _json_id(s.raw("span_id"), 8, "span_id", required=True)
+    assert trace_id is not None and span_id is not None
+    links = []
+    for raw in s.list("links"):
+        link = _Obj(raw, "span.links")
+        link_trace = _json_id(link.raw("trace_id"), 16, "link trace_id", required=True)
+        link_span = _json_id(link.raw("span_id"), 8, "link span_id", required=True)
+        assert link_trace is not None and link_span is not None
+        links.append(
+            SpanLink(
+                trace_id=link_trace,
+                span_id=link_span,
+                trace_state=link.str("trace_state"),
+                attributes=_json_attrs(link.list("attributes"), "link.attributes"),
+                dropped_attributes_count=link.int("dropped_attributes_count"),
+                flags=link.int("flags"),
+            )
+        )
+    events = []
+    for raw in s.list("events"):
+        e = _Obj(raw, "span.events")
+        events.append(
+            SpanEvent(
+                name=e.str("name"),
+                time_unix_nano=e.int("time_unix_nano"),
+                attributes=_json_attrs(e.list("attributes"), "event.attributes"),
+                dropped_attributes_count=e.int("dropped_attributes_count"),
+            )
+        )
+    status = s.obj("status")
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_json_id(s.raw("parent_span_id"), 8, "parent_span_id", required=False),
+        name=s.str("name"),
+        kind=_enum_name(SPAN_KINDS, s.enum("kind", SPAN_KINDS, "span_kind_")),
+        start_time_unix_nano=s.int("start_time_unix_nano"),
+        end_time_unix_nano=s.int("end_time_unix_nano"),
+        status_code=_enum_name(STATUS_CODES, status.enum("code", STATUS_CODES, "status_code_")),
+        status_message=status.str("message"),
+        attributes=_json_attrs(s.list("attributes"), "span.attributes"),
+        events=tuple(events),
+        links=tuple(links),
+        resource=resource,
+        scope=scope,
+        trace_state=s.str("trace_state"),
+        flags=s.int("flags"),
+        dropped_attributes_count=s.int("dropped_attributes_count"),
+        dropped_events_count=s.int("dropped_events_count"),
+        dropped_links_count=s.int("dropped_links_count"),
+    )
+
+
+def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
+    body = r.raw("body")
+    return LogRecord(
+        time_unix_nano=r.int("time_unix_nano"),
+        observed_time_unix_nano=r.int("observed_time_unix_nano"),
+        severity_number=r.int("severity_number") if not isinstance(r.raw("severity_number"), str)
+        or r.raw("severity_number").lstrip("-").isdigit()
+        else 0,
+        severity_text=r.str("severity_text"),
+        body=None if body is None else _json_value(body, "logRecord.body"),
+        attributes=_json_attrs(r.list("attributes"), "logRecord.attributes"),
+        event_name=r.str("event_name"),
+        trace_id=_json_id(r.raw("trace_id"), 16, "trace_id", required=False),
+        span_id=_json_id(r.raw("span_id"), 8, "span_id", required=False),
+        flags=r.int("flags"),
+        dropped_attributes_count=r.int("dropped_attributes_count"),
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _load_json(body: bytes) -> _Obj:
+    import json
+
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    return _Obj(data, "request")
+
+
+def _walk_json(
+    body: bytes,
+    top: str,
+    scoped: str,
+    items: str,
+    build: Callable[[_Obj, Resource, Scope], Any],
+    accept: Callable[[Any], None],
+    reject: Callable[[str], None],
+) -> None:
+    request = _load_json(body)
+    for raw_rs in request.list(top):
+        rs = _Obj(raw_rs, top)
+        resource = _json_resource(rs)
+        for raw_ss in rs.list(scoped):
+            ss = _Obj(raw_ss, scoped)
+            scope = _json_scope(ss)
+            for raw in ss.list(items):
+                item = _Obj(raw, items)
+                try:
+                    accept(build(item, resource, scope))
+                except ValueError as exc:
+                    if isinstance(exc, DecodeError):
+                        raise
+                    reject(f"{items[:-1]} {item.str('name')!r}: {exc}" if items == "spans" else f"log record: {exc}")
+
+
+def decode_traces_json(body: bytes) -> DecodedTraces:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` body."""
+    out = DecodedTraces()
+    _walk_json(body, "resource_spans", "scope_spans", "spans", _json_span, out.spans.append, out.reject)
+    return out
+
+
+def decode_logs_json(body: bytes) -> DecodedLogs:
+    """Decode an OTLP/JSON ``ExportLogsServiceRequest`` body."""
+    out = DecodedLogs()
+    _walk_json(body, "resource_logs", "scope_logs", "log_records", _json_log, out.records.append, out.reject)
+    return out

@@ -1,0 +1,119 @@
+"""OTLP/HTTP receiver routes: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON, gzip)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+import zlib
+
+from aiohttp import web
+
+from tracescorer.metrics import Metrics
+from tracescorer.receiver import status
+from tracescorer.receiver.ingest import Encoding, IngestRefused, Ingestor, Signal
+
+_MEDIA_TYPES = {"application/x-protobuf": Encoding.PROTOBUF, "application/json": Encoding.JSON}
+
+
+def bearer_ok(header: str | None, token: str) -> bool:
+    """Constant-time check of an ``Authorization: Bearer <token>`` header (no token = open)."""
+    if not token:
+        return True
+    if not header or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[7:].strip().encode(), token.encode())
+
+
+def gunzip(body: bytes, limit: int) -> bytes:
+    """Decompress a gzip body, refusing output beyond ``limit`` bytes (zip bombs)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ValueError(f"invalid gzip body: {exc}") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise OverflowError(f"decompressed body exceeds {limit} bytes")
+    return out
+
+
+class OtlpHttpHandler:
+    """aiohttp handlers for the OTLP/HTTP export endpoints."""
+
+    def __init__(self, ingestor: Ingestor, metrics: Metrics, *, max_message_bytes: int, auth_token: str) -> None:
+        self._ingestor = ingestor
+        self._metrics = metrics
+        self._max = max_message_bytes
+        self._token = auth_token
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/v1/traces", self.traces),
+            web.post("/v1/logs", self.logs),
+        ]
+
+    async def traces(self, request: web.Request) -> web.Response:
+        return await self._handle(request, Signal.TRACES)
+
+    async def logs(self, request: web.Request) -> web.Response:
+        return await self._handle(request, Signal.LOGS)
+
+    def _error(self, signal: Signal, encoding: Encoding, http_status: int, code: int, message: str,
+               outcome: str, retry_after_s: int | None = None) -> web.Response:
+        self._metrics.requests.labels("http", signal.value, outcome).inc()
+        if encoding is Encoding.JSON:
+            body, ctype = status.status_json(code, message), "application/json"
+        else:
+            body, ctype = status.status_protobuf(code, message, retry_after_s), "application/x-protobuf"
+        headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else {}
+        return web.Response(status=http_status, body=body, content_type=ctype, headers=headers)
+
+    async def _handle(self, request: web.Request, signal: Signal) -> web.Response:
+        started = time.perf_counter()
+        try:
+            return await self._handle_inner(request, signal)
+        finally:
+            self._metrics.request_seconds.labels("http").observe(time.perf_counter() - started)
+
+    async def _handle_inner(self, request: web.Request, signal: Signal) -> web.Response:
+        encoding = _MEDIA_TYPES.get(request.content_type)
+        reply_as = encoding or Encoding.PROTOBUF
+        if not bearer_ok(request.headers.get("Authorization"), self._token):
+            resp = self._error(signal, reply_as, 401, status.UNAUTHENTICATED, "missing or invalid bearer token", "unauthenticated")
+            resp.headers["WWW-Authenticate"] = "Bearer"
+            return resp
+        if encoding is None:
+            return self._error(signal, reply_as, 415, status.INVALID_ARGUMENT,
+                               f"unsupported content type {request.content_type!r}; use application/x-protobuf or application/json",
+                               "unsupported_media_type")
+        content_encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if content_encoding not in ("identity", "gzip", ""):
+            return self._error(signal, encoding, 415, status.INVALID_ARGUMENT,
+                               f"unsupported content encoding {content_encoding!r}", "unsupported_media_type")
+        if request.content_length is not None and request.content_length > self._max:
+            return self._too_large(signal, encoding)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._too_large(signal, encoding)
+        if content_encoding == "gzip":
+            try:
+                body = gunzip(body, self._max)
+            except OverflowError:
+                return self._too_large(signal, encoding)
+            except ValueError as exc:
+                return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), "decode_error")
+        try:
+            outcome = await self._ingestor.ingest(signal, encoding, body)
+        except IngestRefused as exc:
+            if exc.retryable:
+                http_status = 429 if exc.reason == "backpressure" else 503
+                return self._error(signal, encoding, http_status, status.UNAVAILABLE, str(exc), exc.reason, exc.retry_after_s)
+            return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), exc.reason)
+        self._metrics.requests.labels("http", signal.value, "partial" if outcome.rejected else "ok").inc()
+        if encoding is Encoding.JSON:
+            return web.Response(body=status.export_response_json(signal, outcome), content_type="application/json")
+        return web.Response(body=status.export_response_protobuf(signal, outcome), content_type="application/x-protobuf")
+
+    def _too_large(self, signal: Signal, encoding: Encoding) -> web.Response:
+        return self._error(signal, encoding, 413, status.INVALID_ARGUMENT,
+                           f"request body exceeds {self._max} bytes", "too_large")

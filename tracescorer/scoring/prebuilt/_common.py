@@ -1,0 +1,49 @@
+"""Helpers shared by the prebuilt scorers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from tracescorer.scoring.fence import FENCE_RULES
+from tracescorer.scoring.judge import Judge
+from tracescorer.scoring.scorer import PromptStep, Scorer, create_scorer
+from tracescorer.scoring.types import NotScorable, ScorerRun, StepResults
+
+
+def make_judge(model: str, instructions: str, options: Mapping[str, Any]) -> Judge:
+    """A Judge for a prebuilt LLM scorer: its instructions (plus the fence rules) and the
+    caller's options (``api_base``, ``error_processors``, ``instructions`` override...)."""
+    opts = dict(options)
+    base = opts.pop("instructions", instructions)
+    return Judge(model=model, instructions=f"{base}\n\n{FENCE_RULES}", **opts)
+
+
+def check_scale(scale: float) -> float:
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return float(scale)
+
+
+def llm_scorer(*, id: str, name: str, description: str, model: str, instructions: str,
+               options: Mapping[str, Any], create_prompt: Callable[..., str | NotScorable],
+               output_schema: type[BaseModel],
+               score: Callable[[Any, ScorerRun[Any, Any]], float],
+               reason: Callable[[Any, float], str], analyze_description: str) -> Scorer[Any, Any]:
+    """The common shape of the prebuilt LLM judges: the judge analyses (structured output),
+    a function computes the score from that analysis, another writes the reason."""
+    judge = make_judge(model, instructions, options)
+
+    def generate_score(*, run: ScorerRun[Any, Any], results: StepResults) -> float:
+        return score(results.analyze_step_result, run)
+
+    def generate_reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
+        return reason(results.analyze_step_result, score)
+
+    return (create_scorer(id=id, name=name, description=description, judge=judge, type="agent")
+            .analyze(PromptStep(description=analyze_description, create_prompt=create_prompt,
+                                output_schema=output_schema))
+            .generate_score(generate_score)
+            .generate_reason(generate_reason))

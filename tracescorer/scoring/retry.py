@@ -1,0 +1,221 @@
+"""Retrying failed judge requests: :class:`StreamErrorRetryProcessor` and :class:`RetryMatcher`.
+
+Errors are classified without importing litellm, from what its exceptions carry: the HTTP
+``status_code`` and the class names in the exception's MRO (litellm's classes subclass the
+OpenAI SDK's, so either naming is recognised). ``Retry-After`` headers are read from
+``litellm_response_headers``, ``response.headers`` or ``headers``, whichever is present.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol, runtime_checkable
+
+DEFAULT_MAX_PROCESSOR_RETRIES = 10
+"""Retry cap of a judge that has error processors but no ``max_processor_retries``."""
+
+_RETRYABLE_TYPES = frozenset({
+    "RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError",
+    "ServiceUnavailableError", "InternalServerError", "TimeoutError", "ConnectionError",
+    "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
+    "ServerDisconnectedError", "ClientConnectionError", "RemoteProtocolError",
+})
+_FATAL_TYPES = frozenset({
+    "AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
+    "ContextWindowExceededError", "ContentPolicyViolationError", "UnprocessableEntityError",
+    "UnsupportedParamsError", "InvalidRequestError", "BudgetExceededError",
+})
+_OVERLOADED = re.compile(r"overloaded|temporarily unavailable|try again later", re.IGNORECASE)
+
+
+def _type_names(error: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(error).__mro__}
+
+
+def status_code_of(error: BaseException) -> int | None:
+    """The HTTP status carried by a provider error, if any."""
+    for attr in ("status_code", "http_status"):
+        value = getattr(error, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return None
+
+
+def is_retryable(error: BaseException) -> bool | None:
+    """``True`` for transient provider errors, ``False`` for ones that will fail again, ``None``
+    when the error is not recognised.
+
+    Transient: rate limits (429), request timeouts (408), conflicts (409), 5xx and overloaded
+    responses, timeouts and connection failures. Permanent: 400/401/403/404/413/422 and
+    authentication, permission, invalid-request and context-length errors.
+    """
+    names = _type_names(error)
+    status = status_code_of(error)
+    if names & _FATAL_TYPES:
+        return False
+    if status is not None:
+        if status in (408, 409, 429) or status >= 500:
+            return True
+        if 400 <= status < 500:
+            return False
+    if names & _RETRYABLE_TYPES:
+        return True
+    if _OVERLOADED.search(str(error)):
+        return True
+    return None
+
+
+def _headers_of(error: BaseException) -> Mapping[str, Any] | None:
+    for candidate in (getattr(error, "litellm_response_headers", None),
+                      getattr(getattr(error, "response", None), "headers", None),
+                      getattr(error, "headers", None)):
+        if candidate is not None and hasattr(candidate, "get"):
+            return candidate  # type: ignore[no-any-return]
+    return None
+
+
+def _header(headers: Mapping[str, Any], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:  # plain dicts are case-sensitive; httpx.Headers are not
+        lowered = name.lower()
+        for key, val in headers.items():
+            if str(key).lower() == lowered:
+                value = val
+                break
+    return None if value is None else str(value).strip()
+
+
+def provider_retry_after_s(error: BaseException, *, now: float | None = None) -> float | None:
+    """The delay the provider asked for, in seconds, or ``None``.
+
+    ``retry-after-ms`` wins over ``Retry-After``; ``Retry-After`` may be seconds or an HTTP
+    date. Negative and unparsable values are ignored.
+    """
+    headers = _headers_of(error)
+    if headers is None:
+        return None
+    millis = _header(headers, "retry-after-ms")
+    if millis:
+        try:
+            value = float(millis) / 1000.0
+            if math.isfinite(value) and value >= 0:
+                return value
+        except ValueError:
+            pass
+    raw = _header(headers, "retry-after")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+        return value if math.isfinite(value) and value >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryMatcher:
+    """A narrow rule marking errors as retryable, even ones classified as permanent.
+
+    Matches when every given criterion holds: ``message`` (regex searched in ``str(error)``),
+    ``status_codes``, ``error_types`` (class names anywhere in the error's MRO). Any plain
+    ``callable(error) -> bool`` may be used as a matcher too.
+    """
+
+    message: str | None = None
+    status_codes: Sequence[int] = ()
+    error_types: Sequence[str] = ()
+
+    def __call__(self, error: BaseException) -> bool:
+        if self.message is None and not self.status_codes and not self.error_types:
+            return False
+        if self.message is not None and not re.search(self.message, str(error)):
+            return False
+        if self.status_codes and status_code_of(error) not in self.status_codes:
+            return False
+        return not (self.error_types and not (_type_names(error) & set(self.error_types)))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryDecision:
+    """An error processor's answer: retry after ``delay_s`` seconds."""
+
+    delay_s: float = 0.0
+
+
+@runtime_checkable
+class ErrorProcessor(Protocol):
+    """Inspects a failed judge request and may ask for a retry.
+
+    ``process_api_error`` is called on the event loop with the error and the number of
+    retries already made for this judge call (0 on the first failure); it returns a
+    :class:`RetryDecision` to retry, or ``None`` to let the error through. Implementations
+    must be stateless across calls: one instance serves concurrent judge calls.
+    """
+
+    def process_api_error(self, *, error: BaseException, retry_count: int) -> RetryDecision | None:
+        ...
+
+
+DelayFn = Callable[..., float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamErrorRetryProcessor:
+    """Retries transient judge failures, honouring the provider's ``Retry-After``.
+
+    Args:
+        max_retries: retries this processor grants per judge call.
+        matchers: :class:`RetryMatcher` rules or callables; a match makes any error retryable.
+        retry_unknown_errors: retry errors that are neither known transient nor known permanent.
+        delay_s: seconds to wait, or ``callable(retry_count=, error=) -> seconds``
+            (``retry_count`` = retries already made, 0 before the first retry).
+        max_retry_after_s: cap on the provider-requested delay.
+
+    The wait is ``max(delay_s, min(provider delay, max_retry_after_s))``. Set the judge's
+    ``max_processor_retries`` to the same value as ``max_retries`` for one exact budget.
+    """
+
+    max_retries: int = 1
+    matchers: Sequence[RetryMatcher | Callable[[BaseException], bool]] = ()
+    retry_unknown_errors: bool = False
+    delay_s: float | DelayFn = 0.0
+    max_retry_after_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.max_retry_after_s < 0:
+            raise ValueError("max_retry_after_s must be >= 0")
+
+    def should_retry(self, error: BaseException) -> bool:
+        """Whether ``error`` is retryable under this processor's rules (ignoring the count)."""
+        if any(matcher(error) for matcher in self.matchers):
+            return True
+        verdict = is_retryable(error)
+        return self.retry_unknown_errors if verdict is None else verdict
+
+    def delay_for(self, *, error: BaseException, retry_count: int) -> float:
+        """Seconds to wait before the next attempt."""
+        configured = (self.delay_s(retry_count=retry_count, error=error)
+                      if callable(self.delay_s) else self.delay_s)
+        provider = provider_retry_after_s(error)
+        capped = 0.0 if provider is None else min(provider, self.max_retry_after_s)
+        return max(float(configured), capped, 0.0)
+
+    def process_api_error(self, *, error: BaseException, retry_count: int) -> RetryDecision | None:
+        if retry_count >= self.max_retries or not self.should_retry(error):
+            return None
+        return RetryDecision(delay_s=self.delay_for(error=error, retry_count=retry_count))

@@ -1,0 +1,305 @@
+"""``create_scorer`` and the scorer pipeline: preprocess → analyze → generate_score → generate_reason.
+
+Each step is a function (sync or async, called with keyword arguments ``run=``, ``results=``,
+plus ``score=`` for ``generate_reason``) or a :class:`PromptStep` that asks the judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal
+
+from tracescorer.model import AgentRun, Conversation
+from tracescorer.scoring.errors import JudgeError, ScorerConfigError, ScorerRunError
+from tracescorer.scoring.judge import Judge, call_judge
+from tracescorer.scoring.structured import SCORE_SCHEMA, CompiledSchema, OutputSchema, compile_schema
+from tracescorer.scoring.types import (
+    STEP_ORDER,
+    InputT,
+    JudgeCall,
+    NotScorable,
+    OutputT,
+    ScorerResult,
+    ScorerRun,
+    StepName,
+    StepResults,
+    check_score,
+)
+
+log = logging.getLogger(__name__)
+
+StepFn = Callable[..., Any]
+PrepareRun = Callable[[ScorerRun[Any, Any]], ScorerRun[Any, Any] | Awaitable[ScorerRun[Any, Any]]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptStep:
+    """A step that asks the judge.
+
+    Args:
+        description: what the step does (documentation; not sent to the model).
+        create_prompt: called like a function step (``run=``, ``results=``, plus ``score=`` for
+            generate_reason), sync or async; returns the prompt text.
+        output_schema: pydantic model class or JSON schema dict of the judge's structured
+            output (preprocess/analyze: becomes the step result; generate_score: defaults to
+            ``{"score": number}``). Not used by generate_reason, which returns the judge's text.
+        judge: overrides the scorer-level judge field by field for this step.
+        calculate_score: generate_score only: ``(run=, results=, output=) -> number`` turning
+            the judge's structured output into the score.
+    """
+
+    description: str
+    create_prompt: Callable[..., str | Awaitable[str]]
+    output_schema: OutputSchema | None = None
+    judge: Judge | None = None
+    calculate_score: Callable[..., Any] | None = None
+
+
+Step = StepFn | PromptStep
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _BoundStep:
+    name: StepName
+    step: Step
+    schema: CompiledSchema | None
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    value = fn(*args, **kwargs)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scorer(Generic[InputT, OutputT]):
+    """A scorer pipeline. Build with :func:`create_scorer`; each step method returns a new scorer.
+
+    Scorers are immutable and safe to run concurrently.
+    """
+
+    id: str
+    name: str
+    description: str
+    judge: Judge | None = None
+    type: str | None = None
+    prepare_run: PrepareRun | None = None
+    _steps: tuple[_BoundStep, ...] = ()
+
+    # -- building ----------------------------------------------------------------------------
+    def _with(self, name: StepName, step: Step) -> Scorer[InputT, OutputT]:
+        if any(s.name == name for s in self._steps):
+            raise ScorerConfigError(f"scorer {self.id!r}: step {name!r} is already defined")
+        schema: CompiledSchema | None = None
+        if isinstance(step, PromptStep):
+            if step.calculate_score is not None and name != "generate_score":
+                raise ScorerConfigError(f"scorer {self.id!r}: calculate_score is only for "
+                                        "generate_score")
+            if name == "generate_score":
+                schema = compile_schema(step.output_schema or SCORE_SCHEMA)
+            elif name != "generate_reason" and step.output_schema is not None:
+                schema = compile_schema(step.output_schema)
+        elif not callable(step):
+            raise ScorerConfigError(f"scorer {self.id!r}: step {name!r} must be a function or a "
+                                    f"PromptStep, got {type(step).__name__}")
+        steps = sorted((*self._steps, _BoundStep(name=name, step=step, schema=schema)),
+                       key=lambda s: STEP_ORDER.index(s.name))
+        return dataclasses.replace(self, _steps=tuple(steps))
+
+    def preprocess(self, step: Step) -> Scorer[InputT, OutputT]:
+        """Add the optional preprocess step; its result is ``results.preprocess_step_result``."""
+        return self._with("preprocess", step)
+
+    def analyze(self, step: Step) -> Scorer[InputT, OutputT]:
+        """Add the optional analyze step; its result is ``results.analyze_step_result``."""
+        return self._with("analyze", step)
+
+    def generate_score(self, step: Step) -> Scorer[InputT, OutputT]:
+        """Add the required score step (a function returning a number, or a PromptStep)."""
+        return self._with("generate_score", step)
+
+    def generate_reason(self, step: Step) -> Scorer[InputT, OutputT]:
+        """Add the optional reason step (a function returning text, or a PromptStep)."""
+        return self._with("generate_reason", step)
+
+    @property
+    def steps(self) -> tuple[StepName, ...]:
+        """The defined steps, in execution order."""
+        return tuple(s.name for s in self._steps)
+
+    # -- running -----------------------------------------------------------------------------
+    def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation) -> ScorerResult:
+        """:meth:`run` for synchronous code (not from inside a running event loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(run))
+        raise RuntimeError("run_sync() called from a running event loop; use 'await scorer.run()'")
+
+    async def run(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation) -> ScorerResult:
+        """Score ``run`` (a :class:`ScorerRun`, or an AgentRun/Conversation turned into the
+        agent-typed run by :func:`~tracescorer.scoring.agent_io.agent_run_input`).
+
+        Returns a :class:`ScorerResult` (``status`` ``ok`` or ``not_scorable``); raises
+        :class:`ScorerRunError` when a step fails.
+        """
+        started = time.perf_counter()
+        if isinstance(run, (AgentRun, Conversation)):
+            from tracescorer.scoring.agent_io import agent_run_input
+
+            run = agent_run_input(run)
+        if not isinstance(run, ScorerRun):
+            raise TypeError(f"scorer.run() takes a ScorerRun, AgentRun or Conversation, "
+                            f"got {type(run).__name__}")
+        if not run.run_id:
+            run = dataclasses.replace(run, run_id=str(uuid.uuid4()))
+        state = _RunState(self, run, started)
+        if not any(s.name == "generate_score" for s in self._steps):
+            cause = ScorerConfigError(f"scorer {self.id!r} has no generate_score step")
+            raise state.failure("generate_score", cause)
+        if self.prepare_run is not None:
+            try:
+                prepared = await _call(self.prepare_run, run)
+            except Exception as exc:  # user code: reported as a failed run, never a crash
+                raise state.failure("prepare_run", exc) from exc
+            if not isinstance(prepared, ScorerRun):
+                cause = TypeError(f"prepare_run must return a ScorerRun, got "
+                                  f"{type(prepared).__name__}")
+                raise state.failure("prepare_run", cause)
+            state.run = prepared
+        for bound in self._steps:
+            try:
+                value = await state.execute(bound)
+            except ScorerRunError:
+                raise
+            except Exception as exc:  # user steps and judge failures become ScorerRunError
+                raise state.failure(bound.name, exc) from exc
+            if isinstance(value, NotScorable):
+                return state.result("not_scorable", reason=value.reason)
+            state.completed.append(bound.name)
+        return state.result("ok")
+
+
+class _RunState:
+    """Mutable bookkeeping of one run (kept off the immutable Scorer)."""
+
+    def __init__(self, scorer: Scorer[Any, Any], run: ScorerRun[Any, Any], started: float) -> None:
+        self.scorer = scorer
+        self.run = run
+        self.started = started
+        self.results = StepResults()
+        self.prompts: dict[str, str] = {}
+        self.calls: list[JudgeCall] = []
+        self.completed: list[str] = []
+        self.score: float | None = None
+        self.reason: str | None = None
+
+    def result(self, status: Literal["ok", "not_scorable", "error"], *,
+               reason: str | None = None, error: str | None = None) -> ScorerResult:
+        return ScorerResult(
+            scorer_id=self.scorer.id, scorer_name=self.scorer.name, run_id=str(self.run.run_id),
+            status=status, score=self.score if status == "ok" else None,
+            reason=reason if reason is not None else self.reason,
+            preprocess_step_result=self.results.preprocess_step_result,
+            analyze_step_result=self.results.analyze_step_result,
+            preprocess_prompt=self.prompts.get("preprocess"),
+            analyze_prompt=self.prompts.get("analyze"),
+            generate_score_prompt=self.prompts.get("generate_score"),
+            generate_reason_prompt=self.prompts.get("generate_reason"),
+            judge_calls=tuple(self.calls),
+            duration_ms=(time.perf_counter() - self.started) * 1000.0,
+            error=error, run=self.run)
+
+    def failure(self, step: str, cause: BaseException) -> ScorerRunError:
+        if isinstance(cause, JudgeError) and cause.call is not None:
+            self.calls.append(cause.call)
+        log.debug("scorer %s failed in %s: %s", self.scorer.id, step, type(cause).__name__)
+        return ScorerRunError(
+            scorer_id=self.scorer.id, failed_step=step, completed_steps=tuple(self.completed),
+            steps=self.scorer.steps, cause=cause,
+            result=self.result("error", error=f"{type(cause).__name__}: {cause}"))
+
+    async def execute(self, bound: _BoundStep) -> Any:
+        kwargs: dict[str, Any] = {"run": self.run, "results": self.results}
+        if bound.name == "generate_reason":
+            kwargs["score"] = self.score
+        step = bound.step
+        if isinstance(step, PromptStep):
+            value = await self._prompt_step(bound, step, kwargs)
+        else:
+            value = await _call(step, **kwargs)
+        if isinstance(value, NotScorable):
+            return value
+        if bound.name == "preprocess":
+            self.results = dataclasses.replace(self.results, preprocess_step_result=value)
+        elif bound.name == "analyze":
+            self.results = dataclasses.replace(self.results, analyze_step_result=value)
+        elif bound.name == "generate_score":
+            self.score = check_score(value)
+            self.results = dataclasses.replace(self.results, generate_score_step_result=self.score)
+        else:
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"generate_reason must return text, got {type(value).__name__}")
+            self.reason = value
+        return value
+
+    async def _prompt_step(self, bound: _BoundStep, step: PromptStep,
+                           kwargs: Mapping[str, Any]) -> Any:
+        prompt = await _call(step.create_prompt, **kwargs)
+        if isinstance(prompt, NotScorable):
+            return prompt
+        if not isinstance(prompt, str):
+            raise TypeError(f"create_prompt must return text, got {type(prompt).__name__}")
+        self.prompts[bound.name] = prompt
+        base = self.scorer.judge
+        judge = base.merged_with(step.judge) if base is not None else step.judge
+        if judge is None:
+            raise ScorerConfigError(f"scorer {self.scorer.id!r}: prompt step {bound.name!r} "
+                                    "needs a judge (create_scorer(judge=...) or PromptStep(judge=...))")
+        reply = await call_judge(judge, step=bound.name, prompt=prompt, schema=bound.schema)
+        self.calls.append(reply.call)
+        if bound.name != "generate_score":
+            return reply.output
+        if step.calculate_score is not None:
+            return await _call(step.calculate_score, run=self.run, results=self.results,
+                               output=reply.output)
+        output = reply.output
+        return output.get("score") if isinstance(output, dict) else getattr(output, "score", None)
+
+
+def create_scorer(*, id: str, description: str = "", name: str | None = None,
+                  judge: Judge | None = None, type: str | None = None,
+                  prepare_run: PrepareRun | None = None) -> Scorer[Any, Any]:
+    """Start building a scorer; chain ``.preprocess()``, ``.analyze()``, ``.generate_score()``
+    (required) and ``.generate_reason()``.
+
+    Args:
+        id: unique id (used for registration and persistence); required.
+        description: what the scorer measures.
+        name: display name; defaults to ``id``.
+        judge: the default :class:`Judge` for prompt steps.
+        type: ``"agent"`` for scorers of agent runs (``run.input`` is an
+            :class:`~tracescorer.scoring.agent_io.AgentInput`, ``run.output`` the assistant
+            messages), or ``None`` for any input/output types.
+        prepare_run: transforms the run before the pipeline (sync or async), e.g.
+            :func:`~tracescorer.scoring.filter.filter_run`.
+
+    Example::
+
+        scorer = create_scorer(id="short-answer", description="Answers stay short").generate_score(
+            lambda *, run, results: 1.0 if len(run.output[-1].content) < 500 else 0.0)
+    """
+    if not isinstance(id, str) or not id.strip():
+        raise ScorerConfigError("create_scorer() needs a non-empty id")
+    if type not in (None, "agent"):
+        raise ScorerConfigError(f"unknown scorer type {type!r} (use 'agent' or None)")
+    return Scorer(id=id, name=name or id, description=description, judge=judge, type=type,
+                  prepare_run=prepare_run)

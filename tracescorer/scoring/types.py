@@ -1,0 +1,172 @@
+"""Data shapes of a scorer run: what a scorer reads (:class:`ScorerRun`), what the steps see
+(:class:`StepResults`) and what it returns (:class:`ScorerResult`, with one :class:`JudgeCall`
+per judge request)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
+
+StepName = Literal["preprocess", "analyze", "generate_score", "generate_reason"]
+STEP_ORDER: tuple[StepName, ...] = ("preprocess", "analyze", "generate_score", "generate_reason")
+
+ResultStatus = Literal["ok", "not_scorable", "error"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScorerRun(Generic[InputT, OutputT]):
+    """What a scorer evaluates.
+
+    Attributes:
+        output: the target output (for ``type="agent"`` scorers: the assistant messages).
+        input: the target input (for ``type="agent"``: an :class:`~tracescorer.scoring.agent_io.AgentInput`).
+        run_id: id of the scored run; :meth:`Scorer.run` generates one when absent.
+        ground_truth: an optional expected value / reference.
+        request_context: optional context of the request being scored.
+        metadata: where the run came from (``trace_id``, ``span_id``, ``conversation_id``,
+            ``agent_name``, ``entity_type``, ...); not read by the pipeline.
+    """
+
+    output: OutputT
+    input: InputT | None = None
+    run_id: str | None = None
+    ground_truth: Any = None
+    request_context: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepResults:
+    """The results of the steps that already ran, passed to later steps as ``results=``."""
+
+    preprocess_step_result: Any = None
+    analyze_step_result: Any = None
+    generate_score_step_result: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotScorable:
+    """Returned by a step (via :func:`not_scorable`) to stop the run without a score."""
+
+    reason: str
+
+
+def not_scorable(reason: str) -> NotScorable:
+    """Return this from any step to end the run with ``status="not_scorable"`` and no score.
+
+    Example: ``return not_scorable("the agent produced no text")``.
+    """
+    return NotScorable(reason=reason)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JudgeCall:
+    """One judge request as made by a prompt step (one record per logical call, not per attempt).
+
+    ``status`` is ``ok`` or ``error``; ``attempts`` counts provider attempts including retries;
+    ``cost_usd`` comes from litellm's price table and is ``None`` when the model is unknown.
+    """
+
+    step: str
+    model: str
+    prompt: str
+    raw_output: str | None = None
+    output: Any = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    attempts: int = 1
+    duration_ms: float = 0.0
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScorerResult:
+    """The outcome of one scorer run.
+
+    ``status`` is ``ok`` (``score`` set), ``not_scorable`` (a step returned
+    :func:`not_scorable`; ``reason`` says why, ``score`` is ``None``) or ``error`` (only on the
+    partial result carried by :class:`~tracescorer.scoring.errors.ScorerRunError`).
+    """
+
+    scorer_id: str
+    scorer_name: str
+    run_id: str
+    status: ResultStatus
+    score: float | None = None
+    reason: str | None = None
+    preprocess_step_result: Any = None
+    analyze_step_result: Any = None
+    preprocess_prompt: str | None = None
+    analyze_prompt: str | None = None
+    generate_score_prompt: str | None = None
+    generate_reason_prompt: str | None = None
+    judge_calls: tuple[JudgeCall, ...] = ()
+    duration_ms: float = 0.0
+    error: str | None = None
+    run: ScorerRun[Any, Any] | None = None
+
+    @property
+    def judge_model(self) -> str | None:
+        """The model of the last judge call (``None`` for code-only scorers)."""
+        return self.judge_calls[-1].model if self.judge_calls else None
+
+    @property
+    def judge_input_tokens(self) -> int | None:
+        return _sum_or_none(c.input_tokens for c in self.judge_calls)
+
+    @property
+    def judge_output_tokens(self) -> int | None:
+        return _sum_or_none(c.output_tokens for c in self.judge_calls)
+
+    @property
+    def judge_cost_usd(self) -> float | None:
+        """Total judge cost; ``None`` when no call had a known cost."""
+        return _sum_or_none(c.cost_usd for c in self.judge_calls)
+
+    @property
+    def judge_attempts(self) -> int:
+        return sum(c.attempts for c in self.judge_calls)
+
+
+def _sum_or_none(values: Any) -> Any:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def check_score(value: object) -> float:
+    """A finite real number as ``float``, else TypeError/ValueError (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"generate_score must produce a number, got {type(value).__name__}: "
+                        f"{value!r:.80}")
+    score = float(value)
+    if not math.isfinite(score):
+        raise ValueError(f"generate_score produced a non-finite score: {score}")
+    return score
+
+
+@runtime_checkable
+class ScorerLike(Protocol):
+    """What the registry and :func:`run_evals` need from a scorer.
+
+    ``run`` is a coroutine; it returns a :class:`ScorerResult` or raises
+    :class:`~tracescorer.scoring.errors.ScorerRunError`. It must be safe to call concurrently.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def run(self, run: Any) -> Awaitable[ScorerResult]: ...
