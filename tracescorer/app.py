@@ -26,12 +26,18 @@ from tracescorer.store.duckdb import Connection, DuckDBStore
 log = logging.getLogger(__name__)
 
 
-def _retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
+def retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
+    """Delete span-log rows received more than ``days`` ago.
+
+    Age counts from ``received_at``, not the span's own timestamps: replayed captures and clients
+    with skewed clocks would otherwise be deleted on arrival.
+    """
+
     def run(con: Connection) -> dict[str, int]:
         deleted = {}
         cutoff = f"now() - INTERVAL '{int(days * 86400)} seconds'"
-        for table, column in (("spans", "start_time"), ("log_records", "time")):
-            row = con.execute(f"DELETE FROM {table} WHERE {column} < {cutoff}").fetchone()
+        for table in ("spans", "log_records"):
+            row = con.execute(f"DELETE FROM {table} WHERE received_at < {cutoff}").fetchone()
             deleted[table] = int(row[0]) if row else 0
         return deleted
 
@@ -117,7 +123,10 @@ class App:
         )
         webapp = web.Application(client_max_size=s.receiver.max_message_bytes)
         webapp.add_routes(handler.routes() + self.ops.routes())
-        self._runner = web.AppRunner(webapp, access_log=None, shutdown_timeout=s.receiver.request_timeout_s)
+        # We decompress ourselves, with the size limit applied to the inflated body.
+        self._runner = web.AppRunner(
+            webapp, access_log=None, shutdown_timeout=s.receiver.request_timeout_s, auto_decompress=False
+        )
         await self._runner.setup()
         family = socket.AF_INET6 if ":" in s.receiver.http.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -137,7 +146,7 @@ class App:
         s = self.settings.store
         while True:
             try:
-                future = self.store.submit(_retention_job(s.retention_days))
+                future = self.store.submit(retention_job(s.retention_days))
                 deleted = await asyncio.wrap_future(future)
                 for table, count in deleted.items():
                     self.metrics.retention_deleted.labels(table).inc(count)

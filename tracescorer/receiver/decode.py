@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,9 @@ from tracescorer.model import (
 
 SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES = ("unset", "ok", "error")
+SEVERITY_NUMBERS = ("unspecified", "trace", "trace2", "trace3", "trace4", "debug", "debug2", "debug3", "debug4",
+                    "info", "info2", "info3", "info4", "warn", "warn2", "warn3", "warn4", "error", "error2",
+                    "error3", "error4", "fatal", "fatal2", "fatal3", "fatal4")
 _MAX_ERRORS = 5
 
 
@@ -455,9 +460,7 @@ def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
     return LogRecord(
         time_unix_nano=r.int("time_unix_nano"),
         observed_time_unix_nano=r.int("observed_time_unix_nano"),
-        severity_number=r.int("severity_number") if not isinstance(r.raw("severity_number"), str)
-        or r.raw("severity_number").lstrip("-").isdigit()
-        else 0,
+        severity_number=r.enum("severity_number", SEVERITY_NUMBERS, "severity_number_"),
         severity_text=r.str("severity_text"),
         body=None if body is None else _json_value(body, "logRecord.body"),
         attributes=_json_attrs(r.list("attributes"), "logRecord.attributes"),
@@ -471,13 +474,27 @@ def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
     )
 
 
-def _load_json(body: bytes) -> _Obj:
-    import json
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
+
+def _fix_surrogates(value: Any) -> Any:
+    """Replace lone UTF-16 surrogates (valid JSON escapes, invalid text) with U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_fix_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_fix_surrogates(k): _fix_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _load_json(body: bytes) -> _Obj:
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise DecodeError(f"invalid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(body):
+        data = _fix_surrogates(data)
     return _Obj(data, "request")
 
 

@@ -201,7 +201,10 @@ class DuckDBStore:
 
     def _writer(self) -> None:
         while (batch := self._take()) is not None:
-            self._commit(batch)
+            # A future cancelled while queued is dropped; a running one can no longer be cancelled.
+            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+            if live:
+                self._commit(live)
             self._done(batch)
 
     def _commit(self, batch: list[_Job]) -> None:

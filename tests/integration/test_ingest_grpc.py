@@ -1,0 +1,144 @@
+"""OTLP/gRPC behaviour: errors, auth, TLS on both receivers, backpressure with real SDK retries."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+
+import aiohttp
+import grpc
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from support.daemon import running_app, settings_for
+from support.otlp import agent_trace, span_exporter, tracer
+from support.payloads import SPAN_ID, TRACE_ID, trace_request
+
+TRACE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def _count(app):
+    return app.store.read(lambda c: c.execute("SELECT count(*) FROM spans").fetchone()[0])
+
+
+def _raw_export(port: int, body: bytes, metadata=()) -> tuple[grpc.StatusCode, bytes | None]:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_unary(TRACE_METHOD, request_serializer=None, response_deserializer=None)
+        try:
+            return grpc.StatusCode.OK, call(body, metadata=metadata, timeout=10)
+        except grpc.RpcError as exc:
+            return exc.code(), None
+
+
+async def test_grpc_invalid_argument_and_keeps_serving(tmp_path):
+    async with running_app(settings_for(tmp_path)) as app:
+        code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, b"\x0a\xff\xff\xff\xff")
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        good = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
+        code, resp = await asyncio.to_thread(_raw_export, app.grpc_port, good)
+        assert code == grpc.StatusCode.OK and resp == b""
+        assert _count(app) == 1
+
+
+async def test_grpc_oversized_message_is_refused(tmp_path):
+    big = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 10_000}}]).SerializeToString()
+    async with running_app(settings_for(tmp_path, receiver={"max_message_bytes": 4096})) as app:
+        code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, big)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert _count(app) == 0
+
+
+async def test_grpc_bearer_auth_with_sdk_exporter(tmp_path):
+    async with running_app(settings_for(tmp_path, receiver={"auth_token": "tok"})) as app:
+        endpoint = f"127.0.0.1:{app.grpc_port}"
+        code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString())
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        exporter = span_exporter("grpc", grpc_endpoint=endpoint, headers={"authorization": "Bearer tok"})
+        await asyncio.to_thread(lambda: agent_trace_with(exporter))
+        assert _count(app) == 4
+
+
+def agent_trace_with(exporter) -> None:
+    with tracer(exporter) as t:
+        agent_trace(t)
+
+
+@pytest.fixture(scope="module")
+def tls_pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    return cert, key
+
+
+async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
+    cert, key = tls_pair
+    # requests lets these variables override the exporter's own CA file
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    settings = settings_for(tmp_path, receiver={"tls": {"cert_file": str(cert), "key_file": str(key)}})
+    async with running_app(settings) as app:
+        grpc_exp = span_exporter("grpc", grpc_endpoint=f"localhost:{app.grpc_port}", insecure=False,
+                                 credentials=grpc.ssl_channel_credentials(cert.read_bytes()))
+        http_exp = span_exporter("http", http_url=f"https://localhost:{app.http_port}", certificate_file=str(cert))
+        for exp in (grpc_exp, http_exp):
+            await asyncio.to_thread(agent_trace_with, exp)
+        assert _count(app) == 8
+        # plain HTTP to the TLS port is not served
+        async with aiohttp.ClientSession() as s:
+            with pytest.raises(aiohttp.ClientError):
+                await s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=b"", headers={"Content-Type": "application/x-protobuf"})
+
+
+class _BlockWriter:
+    """Occupies the single writer thread until released, so the queue fills deterministically."""
+
+    def __init__(self, app, items: int):
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+        def job(con):
+            self.started.set()
+            self.release.wait(30)
+
+        self.future = app.store.submit(job, items=items)
+        assert self.started.wait(10)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
+    settings = settings_for(tmp_path, receiver={"max_queue_items": 3, "retry_after_s": 1})
+    async with running_app(settings) as app:
+        blocker = _BlockWriter(app, items=2)
+        # A raw request is refused with the retryable status and a retry hint.
+        body = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": TRACE_ID, "span_id": "00000000000000aa"}]).SerializeToString()
+        if transport == "grpc":
+            code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, body)
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        else:
+            async with aiohttp.ClientSession() as s:
+                async with s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=body,
+                                  headers={"Content-Type": "application/x-protobuf"}) as r:
+                    assert r.status == 429 and r.headers["Retry-After"] == "1"
+        assert _count(app) == 0
+        # The SDK exporter honours the hint and succeeds once the writer is free again.
+        exporter = span_exporter(transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}")
+        threading.Timer(0.3, blocker.release.set).start()
+        from opentelemetry.sdk.trace import TracerProvider
+
+        provider = TracerProvider()
+        spans = []
+        t = provider.get_tracer("bp")
+        for i in range(3):
+            with t.start_as_current_span(f"s{i}") as sp:
+                spans.append(sp)
+        result = await asyncio.to_thread(exporter.export, spans)
+        assert result == SpanExportResult.SUCCESS
+        assert _count(app) == 3
+        text = app.metrics.render().decode()
+        assert 'reason="backpressure"' in text

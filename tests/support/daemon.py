@@ -1,0 +1,147 @@
+"""Running the daemon for tests: in-process (an App on the test's loop) or as a real process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracescorer.app import App
+from tracescorer.config import Settings
+from tracescorer.control import ServeInfo, read_serve_info, serve_info_path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def config_dict(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """A config with both receivers on free ports (port 0) and the store in ``tmp_path``."""
+    cfg: dict[str, Any] = {
+        "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "store": {"path": str(tmp_path / "ts.duckdb")},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict):
+            cfg.setdefault(key, {})
+            _merge(cfg[key], value)
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def settings_for(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
+    return Settings.model_validate(config_dict(tmp_path, **sections))
+
+
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[App]:
+    app = App(settings)
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+class DaemonProcess:
+    """``tracescorer serve`` in a child process, configured from a YAML file in ``tmp_path``."""
+
+    def __init__(self, tmp_path: Path, config: dict[str, Any], env: dict[str, str] | None = None) -> None:
+        self.tmp_path = tmp_path
+        self.config_path = tmp_path / "tracescorer.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.db_path = config["store"]["path"]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.info: ServeInfo | None = None
+        self.log_path = tmp_path / "daemon.log"
+
+    def start(self, timeout_s: float = 30.0) -> DaemonProcess:
+        serve_info_path(self.db_path).unlink(missing_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tracescorer", "serve", "--config", str(self.config_path)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=str(REPO),
+        )
+
+        def ready() -> ServeInfo | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log()}")
+            return read_serve_info(self.db_path)
+
+        self.info = wait_for(ready, timeout_s, what="daemon start")
+        return self
+
+    @property
+    def http_url(self) -> str:
+        assert self.info is not None
+        return self.info.url
+
+    @property
+    def grpc_endpoint(self) -> str:
+        assert self.info is not None
+        return f"127.0.0.1:{self.info.grpc_port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout_s)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self._log.close()
+        return code
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run another ``tracescorer`` command with this daemon's config."""
+        result = subprocess.run(
+            [sys.executable, "-m", "tracescorer", *args, "--config", str(self.config_path)],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=str(REPO),
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"tracescorer {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    def query_json(self, sql: str) -> list[dict[str, Any]]:
+        out = self.cli("query", sql, "--format", "json").stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
