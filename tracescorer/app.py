@@ -56,6 +56,8 @@ class App:
             max_queue_items=s.receiver.max_queue_items,
             max_batch_items=s.store.max_batch_items,
             observer=self.metrics,
+            memory_limit=s.store.memory_limit,
+            checkpoint_threshold=s.store.checkpoint_threshold,
         )
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s)
         self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)

@@ -70,6 +70,8 @@ class StoreSettings(_Section):
     retention_days: float = Field(30, gt=0)
     retention_interval_s: float = Field(3600, gt=0)
     max_batch_items: int = Field(20_000, gt=0, description="rows per group commit")
+    memory_limit: str = Field("1GB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+    checkpoint_threshold: str = Field("64MB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
 

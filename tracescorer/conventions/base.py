@@ -15,7 +15,7 @@ builder (:mod:`.runs`) combines them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -175,9 +175,6 @@ class TraceView:
     def logs_for(self, span: Span) -> list[LogRecord]:
         return self.logs_by_span.get(span.span_id, [])
 
-    def any_attr(self, predicate: Callable[[str, Any], bool]) -> bool:
-        return any(predicate(k, v) for s in self.spans for k, v in s.attributes.items())
-
     def has_key(self, key: str) -> bool:
         return any(key in s.attributes for s in self.spans)
 
@@ -210,9 +207,9 @@ def run_id_for(trace_id: str, span_id: str) -> str:
     return hashlib.sha256(f"{trace_id}:{span_id}".encode()).hexdigest()[:32]
 
 
-def attr(span: Span, key: str) -> Any:
-    return span.attributes.get(key)
-
-
-def attrs_with_prefix(attrs: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix) :]: v for k, v in attrs.items() if k.startswith(prefix)}
+def span_error(span: Span) -> str | None:
+    """The error of a span with error status: its status message, ``error.type``, or "error"."""
+    if span.status_code != "error":
+        return None
+    etype = span.attributes.get("error.type")
+    return span.status_message or (etype if isinstance(etype, str) and etype else "error")

@@ -217,7 +217,10 @@ def parse_part(raw: Any) -> Part | None:
             resp = _unwrap_aisdk_output(raw.get("output"))
         else:
             resp = raw.get("content")
-        extra = {}
+        extra: dict[str, Any] = {}
+        out = raw.get("output")
+        if isinstance(out, Mapping) and str(out.get("type", "")).startswith("error"):
+            extra["is_error"] = True  # AI SDK error-text / error-json results
         name = as_str(raw.get("name", raw.get("toolName")))
         return Part(
             type="tool_call_response",
@@ -334,7 +337,8 @@ def parse_message(raw: Any) -> Message | None:
 def parse_openai_tool_call(tc: Any) -> Part | None:
     if not isinstance(tc, Mapping):
         return None
-    fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
+    fn_value = tc.get("function")
+    fn: Mapping[str, Any] = fn_value if isinstance(fn_value, Mapping) else {}
     name = fn.get("name", tc.get("name", tc.get("toolName")))
     if name is None:
         return None
@@ -494,6 +498,21 @@ def output_from_text(text: Any) -> list[Message]:
     if isinstance(data, str) and data:
         return [text_message(ASSISTANT, data)]
     return []
+
+
+def blob_output(value: Any) -> list[Message]:
+    """A ``gen_ai.completion`` JSON blob: messages, or ``{text, toolCalls}`` objects."""
+    data = loads_maybe(value)
+    msgs = [m for m in parse_messages(data) if m.role == ASSISTANT]
+    if msgs:
+        return msgs
+    if isinstance(data, Mapping) and ("toolCalls" in data or "tool_calls" in data):
+        msg = parse_message(
+            {"role": ASSISTANT, "content": data.get("text") or "",
+             "tool_calls": data.get("toolCalls", data.get("tool_calls"))}
+        )
+        return [msg] if msg is not None and (msg.parts or msg.content) else []
+    return output_from_text(data)
 
 
 # --- usage ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
+from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
@@ -31,8 +31,8 @@ from tracescorer.conventions.common import (
     parse_result,
     parse_system_instructions,
 )
-from tracescorer.conventions.runs import build_runs
-from tracescorer.model import AgentRun, Message, Span
+from tracescorer.conventions.runs import BuilderAdapter
+from tracescorer.model import Message, Span
 
 NAME = "genai"
 
@@ -115,8 +115,12 @@ def _from_events(span: Span, trace: TraceView) -> tuple[list[Message], list[Mess
         elif name == CHOICE_EVENT:
             message = loads_maybe(data.get("message"))
             if not isinstance(message, Mapping):
-                message = {"content": data.get("content"), "tool_calls": data.get("tool_calls")}
-            raw = {"role": message.get("role") or ASSISTANT, **message}
+                # Some emitters (Strands) put the content list itself under "message".
+                message = {
+                    "content": message if message is not None else loads_maybe(data.get("content")),
+                    "tool_calls": loads_maybe(data.get("tool_calls")),
+                }
+            raw = {**message, "role": message.get("role") or ASSISTANT}
             raw.setdefault("finish_reason", data.get("finish_reason"))
             msg = parse_message(raw)
             if msg is not None:
@@ -172,16 +176,13 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     name = first_str(attrs, "gen_ai.tool.name")
     if name is None and span.name.startswith("execute_tool "):
         name = span.name[len("execute_tool ") :]
-    error = None
-    if span.status_code == "error":
-        error = span.status_message or first_str(attrs, "error.type") or "error"
     return ToolExec(
         span=span,
         name=name or span.name,
         id=first_str(attrs, "gen_ai.tool.call.id"),
         arguments=parse_arguments(attrs.get("gen_ai.tool.call.arguments")),
         result=parse_result(attrs.get("gen_ai.tool.call.result")),
-        error=error,
+        error=span_error(span),
     )
 
 
@@ -224,10 +225,11 @@ def _has_genai_events(trace: TraceView) -> bool:
     return any(r.name in EVENT_NAMES for recs in trace.logs_by_span.values() for r in recs)
 
 
-class GenAIAdapter:
+class GenAIAdapter(BuilderAdapter):
     """Current and event-based OpenTelemetry GenAI conventions (the catch-all GenAI reader)."""
 
     name = NAME
+    agent_reader = staticmethod(read_agent)
 
     def detect(self, trace: TraceView) -> float:
         if trace.has_key(INPUT_KEY) or trace.has_key(OUTPUT_KEY) or _has_genai_events(trace):
@@ -237,6 +239,3 @@ class GenAIAdapter:
         if trace.has_prefix("gen_ai."):
             return 0.2
         return 0.0
-
-    def extract(self, trace: TraceView) -> list[AgentRun]:
-        return build_runs(trace, NAME, read_agent)

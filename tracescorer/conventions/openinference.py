@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
+from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
 from tracescorer.conventions.common import (
     ASSISTANT,
     USER,
@@ -34,8 +34,8 @@ from tracescorer.conventions.common import (
     text_message,
     usage_from,
 )
-from tracescorer.conventions.runs import build_runs
-from tracescorer.model import AgentRun, Message, Span
+from tracescorer.conventions.runs import BuilderAdapter
+from tracescorer.model import Message, Span
 
 NAME = "openinference"
 KIND = "openinference.span.kind"
@@ -131,14 +131,13 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     if kind(span) != "TOOL":
         return None
     attrs = span.attributes
-    error = (span.status_message or "error") if span.status_code == "error" else None
     return ToolExec(
         span=span,
         name=first_str(attrs, "tool.name") or span.name,
         id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id"),
         arguments=parse_arguments(attrs.get("input.value")),
         result=parse_result(attrs.get("output.value")),
-        error=error,
+        error=span_error(span),
     )
 
 
@@ -187,13 +186,11 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-class OpenInferenceAdapter:
+class OpenInferenceAdapter(BuilderAdapter):
     """OpenInference span kinds and flattened message attributes."""
 
     name = NAME
+    agent_reader = staticmethod(read_agent)
 
     def detect(self, trace: TraceView) -> float:
         return 0.8 if trace.has_key(KIND) else 0.0
-
-    def extract(self, trace: TraceView) -> list[AgentRun]:
-        return build_runs(trace, NAME, read_agent)

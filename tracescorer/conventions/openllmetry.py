@@ -12,12 +12,14 @@ and ``traceloop.entity.output``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
+from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
 from tracescorer.conventions.common import (
     ASSISTANT,
+    blob_output,
     first_str,
     genai_usage,
     indexed,
@@ -27,8 +29,8 @@ from tracescorer.conventions.common import (
     parse_messages,
     parse_result,
 )
-from tracescorer.conventions.runs import build_runs
-from tracescorer.model import AgentRun, Message, Span
+from tracescorer.conventions.runs import BuilderAdapter
+from tracescorer.model import Message, Span
 
 NAME = "openllmetry"
 _PROMPT_PREFIXES = ("gen_ai.prompt", "llm.prompts")
@@ -60,27 +62,12 @@ def _numbered(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
     return out
 
 
+_NUMBERED_RE = re.compile(r"^(?:gen_ai\.prompt|gen_ai\.completion|llm\.prompts|llm\.completions)\.\d")
+_NUMBERED_STARTS = tuple(p + "." for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES))
+
+
 def _has_numbered(attrs: Mapping[str, Any]) -> bool:
-    return any(
-        k.startswith(p + ".") and k[len(p) + 1 : len(p) + 2].isdigit()
-        for k in attrs
-        for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES)
-    )
-
-
-def blob_output(value: Any) -> list[Message]:
-    """A ``gen_ai.completion`` JSON blob: messages, or ``{text, toolCalls}`` objects."""
-    data = loads_maybe(value)
-    msgs = [m for m in parse_messages(data) if m.role == ASSISTANT]
-    if msgs:
-        return msgs
-    if isinstance(data, Mapping) and ("toolCalls" in data or "tool_calls" in data):
-        msg = parse_message(
-            {"role": ASSISTANT, "content": data.get("text") or "",
-             "tool_calls": data.get("toolCalls", data.get("tool_calls"))}
-        )
-        return [msg] if msg is not None and (msg.parts or msg.content) else []
-    return output_from_text(data)
+    return any(k.startswith(_NUMBERED_STARTS) and _NUMBERED_RE.match(k) for k in attrs)
 
 
 def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
@@ -125,14 +112,13 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     name = first_str(attrs, "gen_ai.tool.name", "traceloop.entity.name")
     if name is None:
         name = span.name.removesuffix(".tool")
-    error = span.status_message or "error" if span.status_code == "error" else None
     return ToolExec(
         span=span,
         name=name,
         id=first_str(attrs, "gen_ai.tool.call.id"),
         arguments=_entity_args(attrs.get("traceloop.entity.input")),
         result=parse_result(attrs.get("traceloop.entity.output")),
-        error=error,
+        error=span_error(span),
     )
 
 
@@ -153,10 +139,11 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-class OpenLLMetryAdapter:
+class OpenLLMetryAdapter(BuilderAdapter):
     """OpenLLMetry numbered keys and Traceloop entity spans."""
 
     name = NAME
+    agent_reader = staticmethod(read_agent)
 
     def detect(self, trace: TraceView) -> float:
         if trace.has_key(KIND):
@@ -166,6 +153,3 @@ class OpenLLMetryAdapter:
         if trace.has_key("llm.request.type"):
             return 0.3
         return 0.0
-
-    def extract(self, trace: TraceView) -> list[AgentRun]:
-        return build_runs(trace, NAME, read_agent)

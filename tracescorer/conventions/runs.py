@@ -20,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, AgentReader, LlmCall, Readers, ToolExec, TraceView, run_id_for
+from tracescorer.conventions.base import (
+    AgentInfo,
+    AgentReader,
+    LlmCall,
+    Readers,
+    ToolExec,
+    TraceView,
+    run_id_for,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
@@ -28,6 +36,7 @@ from tracescorer.conventions.common import (
     has_content,
     is_genuine_user,
     key_of,
+    last_user_block,
     split_history,
     split_system,
 )
@@ -63,6 +72,19 @@ class _Cache:
                     break
             self._tool[span.span_id] = found
         return self._tool[span.span_id]
+
+
+class BuilderAdapter:
+    """Base for adapters whose ``extract`` is the shared run builder, their agent reader first.
+
+    Subclasses set ``name``, ``agent_reader = staticmethod(read_agent)`` and ``detect``.
+    """
+
+    name: str = ""
+    agent_reader: AgentReader | None = None
+
+    def extract(self, trace: TraceView) -> list[AgentRun]:
+        return build_runs(trace, self.name, self.agent_reader)
 
 
 def find_agents(trace: TraceView, readers: Readers) -> dict[str, AgentInfo]:
@@ -118,7 +140,7 @@ def _build_one(
     # A fallback root may itself be the model call; a declared agent span never is.
     candidates = [span] if fallback and cache.llm(span) is not None else []
     candidates += [s for s in own if cache.llm(s) is not None]
-    calls = _merge_nested(candidates, trace, cache)
+    calls, usage_total = _merge_nested(candidates, trace, cache)
     main = _main_line(calls, info)
     tools = [t for t in (cache.tool(s) for s in own) if t is not None]
 
@@ -133,18 +155,29 @@ def _build_one(
     if not system and info.transcript:
         system = [m for m in info.transcript if m.role == SYSTEM]
     system = dedupe(system)
+    # System messages the model got beyond the agent's instructions (memory, working memory,
+    # processors) are kept apart, as Mastra's tagged system messages are.
+    known = {m.content for m in system}
+    extra = dedupe(
+        m for c in main for m in c.system + c.input if m.role == SYSTEM and m.content not in known
+    )
+    tagged = {"model_context": tuple(extra)} if extra else {}
 
     produced: list[Message] = []
     if info.transcript:
         _, transcript = split_system(info.transcript)
         history, new_input, produced = split_history(transcript, info.new_input)
     else:
-        if info.given:
-            given = info.given
-        else:
-            given = next((c.input for c in main if c.input), [])
-        _, given = split_system(given)
-        history, new_input, _ = split_history(given, info.new_input)
+        # The new input is what the agent span says it got (only the new turn, or the last user
+        # block of what it was given); history is what the *model* got before it — a framework
+        # may add remembered messages the agent span does not list.
+        anchor = list(info.new_input)
+        _, agent_given = split_system(info.given)
+        if not anchor and agent_given:
+            _, anchor, _ = split_history(agent_given)
+        call_input = next((c.input for c in main if c.input), [])
+        _, given = split_system(call_input or agent_given)
+        history, new_input, _ = split_history(given, anchor)
     if not new_input and info.new_input:
         new_input = list(info.new_input)
     history = [m for m in history if has_content(m)]
@@ -158,13 +191,16 @@ def _build_one(
     output = [m for m in output if has_content(m)]
 
     tool_calls = _tool_calls(output, produced, main, tools)
-    usage = info.usage or _sum_usage(calls)
+    usage = info.usage or usage_total
     model = info.model or next((c.model for c in main if c.model), None) or next(
         (c.model for c in calls if c.model), None
     )
     ancestors = list(trace.ancestors(span))
-    conversation_id = info.conversation_id or find_id(
-        span, ancestors, own, CONVERSATION_KEYS, trace.conversation_keys
+    # Configured keys win over what the convention says; then the agent span's own id.
+    conversation_id = (
+        (find_id(span, ancestors, own, (), trace.conversation_keys) if trace.conversation_keys else None)
+        or info.conversation_id
+        or find_id(span, ancestors, own, CONVERSATION_KEYS)
     )
     resource_id = info.resource_id or find_id(span, ancestors, own, RESOURCE_KEYS)
 
@@ -196,7 +232,7 @@ def _build_one(
         input_messages=tuple(new_input),
         remembered_messages=tuple(history),
         system_messages=tuple(system),
-        tagged_system_messages={},
+        tagged_system_messages=tagged,
         output=tuple(output),
         tool_calls=tuple(tool_calls),
         usage=usage,
@@ -212,42 +248,47 @@ def _parent_agent(span: Span, trace: TraceView, agents: dict[str, AgentInfo]) ->
     return None
 
 
-def _merge_nested(candidates: list[Span], trace: TraceView, cache: _Cache) -> list[LlmCall]:
-    """One call per model invocation when several nested spans describe it.
+def _merge_nested(
+    candidates: list[Span], trace: TraceView, cache: _Cache
+) -> tuple[list[LlmCall], dict[str, int | float] | None]:
+    """One call per model invocation when several nested spans describe it, and total usage.
 
     Mastra, for instance, wraps one model call in ``model_generation`` > ``model_step`` >
     ``chat`` spans, each holding part of the story. A candidate with exactly one candidate
     below it is merged into it (the inner span's data wins, the outer fills gaps); a candidate
-    with several below is an aggregate over steps and is dropped.
+    with several below is an aggregate over steps and is dropped — its usage counts only when
+    none of the steps reported any, so tokens are never counted twice.
     """
     ids = {s.span_id for s in candidates}
-    parent_of: dict[str, str | None] = {}
     kids: dict[str, list[str]] = {}
     for s in candidates:
         p = next((a.span_id for a in trace.ancestors(s) if a.span_id in ids), None)
-        parent_of[s.span_id] = p
         if p is not None:
             kids.setdefault(p, []).append(s.span_id)
-    merged: dict[str, LlmCall] = {}
-    # Innermost first: a span's children are resolved before the span itself.
     depth = {s.span_id: sum(1 for _ in trace.ancestors(s)) for s in candidates}
-    dropped: set[str] = set()
-    for s in sorted(candidates, key=lambda s: -depth[s.span_id]):
+    merged: dict[str, LlmCall] = {}
+    #: usage reported at or below each resolved candidate
+    usage_below: dict[str, dict[str, int | float] | None] = {}
+    for s in sorted(candidates, key=lambda s: -depth[s.span_id]):  # innermost first
         call = cache.llm(s)
         assert call is not None
         children = kids.get(s.span_id, [])
         if not children:
             merged[s.span_id] = _copy(call)
+            usage_below[s.span_id] = call.usage
         elif len(children) == 1 and children[0] in merged:
-            inner = merged[children[0]]
+            inner = merged.pop(children[0])
             _fill(inner, call)
             merged[s.span_id] = inner
-            del merged[children[0]]
+            usage_below[s.span_id] = inner.usage
         else:
-            dropped.add(s.span_id)
+            below = _sum_usage([usage_below.get(c) for c in children])
+            usage_below[s.span_id] = below or call.usage
+    tops = [s.span_id for s in candidates if not any(
+        a.span_id in ids for a in trace.ancestors(s))]
     out = list(merged.values())
     out.sort(key=lambda c: (c.span.start_time_unix_nano, c.span.end_time_unix_nano))
-    return out
+    return out, _sum_usage([usage_below.get(t) for t in tops])
 
 
 def _copy(call: LlmCall) -> LlmCall:
@@ -276,39 +317,63 @@ def _system_key(call: LlmCall) -> str:
 
 
 def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
-    """The calls that make up the agent's own exchange, without helper calls."""
+    """The calls that make up the agent's own exchange, without helper calls.
+
+    Calls of the main line share user turns: each step re-sends the conversation. Calls are
+    clustered by shared genuine user messages; the cluster holding the agent's new input wins
+    (else the one with the agent's instructions, its output, most calls). Inside it, a call
+    with other system instructions than the agent's is a helper too.
+    """
     with_input = [c for c in calls if c.input]
     if len(with_input) <= 1:
         return calls
-    anchor = [key_of(m) for m in info.new_input if is_genuine_user(m)]
-    agent_system = {m.content.strip() for m in info.system}
+    users = [{key_of(m) for m in c.input if is_genuine_user(m)} for c in with_input]
+    anchor = {key_of(m) for m in info.new_input if is_genuine_user(m)}
+    if not anchor:
+        for source in (info.given, info.transcript):
+            start, end = last_user_block(source)
+            if start >= 0:
+                anchor = {key_of(m) for m in source[start:end]}
+                break
+    # Union-find over calls sharing a user message.
+    parent = list(range(len(with_input)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    seen: dict[tuple[str, str], int] = {}
+    for i, keys in enumerate(users):
+        for k in keys:
+            if k in seen:
+                parent[find(i)] = find(seen[k])
+            else:
+                seen[k] = i
+    clusters: dict[int, list[int]] = {}
+    for i in range(len(with_input)):
+        clusters.setdefault(find(i), []).append(i)
+
+    agent_system = {m.content.strip() for m in info.system if m.content}
     agent_output = {m.content.strip() for m in info.output if m.content}
-    groups: dict[str, list[LlmCall]] = {}
-    for c in with_input:
-        groups.setdefault(_system_key(c), []).append(c)
 
-    def contains_anchor(c: LlmCall) -> bool:
-        keys = {key_of(m) for m in c.input}
-        return bool(anchor) and all(k in keys for k in anchor)
+    def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
+        member_calls = [with_input[i] for i in members]
+        outputs = {m.content.strip() for c in member_calls for m in c.output if m.content}
+        return (
+            any(users[i] & anchor for i in members),
+            any(_system_key(c) in agent_system for c in member_calls),
+            bool(outputs & agent_output),
+            len(members),
+            -min(members),
+        )
 
-    if anchor and any(contains_anchor(c) for c in with_input):
-        keep = {id(c) for c in with_input if contains_anchor(c)}
-    else:
-        if len(groups) == 1:
-            return calls
-
-        def score(key: str) -> tuple[bool, bool, int, int]:
-            members = groups[key]
-            outputs = {m.content.strip() for c in members for m in c.output if m.content}
-            return (
-                bool(key) and key in agent_system,
-                bool(outputs & agent_output),
-                len(members),
-                max(len(c.input) for c in members),
-            )
-
-        best = max(groups, key=score)
-        keep = {id(c) for c in groups[best]}
+    best = [with_input[i] for i in max(clusters.values(), key=score)]
+    if agent_system:
+        same = [c for c in best if not _system_key(c) or _system_key(c) in agent_system]
+        best = same or best
+    keep = {id(c) for c in best}
     return [c for c in calls if not c.input or id(c) in keep]
 
 
@@ -373,10 +438,10 @@ def _match_exec(call_id: str | None, name: str, args: Any, execs: list[ToolExec]
     return same_name[0] if same_name else None
 
 
-def _sum_usage(calls: Sequence[LlmCall]) -> dict[str, int | float] | None:
+def _sum_usage(usages: Sequence[dict[str, int | float] | None]) -> dict[str, int | float] | None:
     total: dict[str, int | float] = {}
-    for c in calls:
-        for k, v in (c.usage or {}).items():
+    for u in usages:
+        for k, v in (u or {}).items():
             total[k] = total.get(k, 0) + v
     return total or None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,11 @@ async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     normalised = _normalise(scorers)
+    ids = [scorer.id for scorer, _ in normalised]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"scorer ids must be unique in one run_evals, got duplicates {duplicates}"
+                         " (prebuilt checks take id=...)")
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, item: Mapping[str, Any]) -> EvalItemResult:
@@ -174,5 +179,4 @@ async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
 
 def run_evals_sync(**kwargs: Any) -> EvalResult:
     """:func:`run_evals` for synchronous code."""
-    result: Awaitable[EvalResult] = run_evals(**kwargs)
-    return asyncio.run(result)  # type: ignore[arg-type]
+    return asyncio.run(run_evals(**kwargs))

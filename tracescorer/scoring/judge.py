@@ -27,7 +27,12 @@ _FIELDS = ("model", "instructions", "json_prompt_injection", "input_processors",
            "output_processors", "error_processors", "max_processor_retries")
 _FORBIDDEN_OPTIONS = ("num_retries", "max_retries")
 _RESERVED_OPTIONS = ("messages", "response_format", "stream")
-_UNSET: Any = object()
+class _Unset:
+    def __repr__(self) -> str:
+        return "<inherited>"
+
+
+_UNSET: Any = _Unset()
 
 
 class Judge:
@@ -94,7 +99,7 @@ class Judge:
         for key in _FIELDS:
             value = given[key] if key in explicit else defaults[key]
             if key.endswith("_processors"):
-                value = tuple(value)
+                value = tuple(cast(Sequence[Any], value))
             object.__setattr__(self, key, value)
         options = {k: v for k, v in options.items() if k not in _FORBIDDEN_OPTIONS}
         object.__setattr__(self, "options", dict(options))
@@ -165,10 +170,18 @@ def _build_messages(judge: Judge, prompt: str, schema: CompiledSchema | None) ->
 
 
 def _cost_usd(litellm: Any, response: Any) -> float | None:
-    try:
-        cost = litellm.completion_cost(completion_response=response)
-    except Exception:  # unknown model or price: cost is optional information, never fatal
-        return None
+    # litellm prices every response with its cost functions and keeps the figure in
+    # ``_hidden_params["response_cost"]`` (None when the model has no known price). Reuse it:
+    # calling completion_cost() again costs ~0.2 ms, and ~0.4 ms plus an exception for unknown
+    # models. Only if a litellm version stops providing it do we ask completion_cost().
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        cost = hidden["response_cost"]
+    else:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # unknown model or price: cost is optional information, never fatal
+            return None
     return float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
 
 
@@ -205,8 +218,8 @@ async def call_judge(judge: Judge, *, step: str, prompt: str,
         except Exception as exc:  # provider errors of every kind go through the error processors
             decision = None
             if retries < cap:
-                for processor in judge.error_processors:
-                    decision = processor.process_api_error(error=exc, retry_count=retries)
+                for err_processor in judge.error_processors:
+                    decision = err_processor.process_api_error(error=exc, retry_count=retries)
                     if decision is not None:
                         break
             if decision is None:

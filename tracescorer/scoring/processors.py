@@ -52,8 +52,9 @@ _PATTERNS: dict[str, tuple[str, re.Pattern[str]]] = {
         r"\b(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)\b"
         r"|\b(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}\b")),
     "phone": ("[REDACTED_PHONE]", re.compile(
-        r"(?<![\w.])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])"
-        r"\d{3,4}[ .\-]?\d{3,4}(?![\w.])")),
+        # not inside a longer run of digit groups (order numbers, non-card digit strings)
+        r"(?<![\w.])(?<!\d[ \-])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])"
+        r"\d{3,4}[ .\-]?\d{3,4}(?![\w.])(?![ \-]\d)")),
 }
 
 PII_KINDS: tuple[str, ...] = tuple(_PATTERNS)

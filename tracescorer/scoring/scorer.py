@@ -56,7 +56,7 @@ class PromptStep:
     """
 
     description: str
-    create_prompt: Callable[..., str | Awaitable[str]]
+    create_prompt: Callable[..., str | NotScorable | Awaitable[str | NotScorable]]
     output_schema: OutputSchema | None = None
     judge: Judge | None = None
     calculate_score: Callable[..., Any] | None = None
@@ -152,22 +152,25 @@ class Scorer(Generic[InputT, OutputT]):
         :class:`ScorerRunError` when a step fails.
         """
         started = time.perf_counter()
+        target: ScorerRun[Any, Any]
         if isinstance(run, (AgentRun, Conversation)):
             from tracescorer.scoring.agent_io import agent_run_input
 
-            run = agent_run_input(run)
-        if not isinstance(run, ScorerRun):
+            target = agent_run_input(run)
+        elif isinstance(run, ScorerRun):
+            target = run
+        else:
             raise TypeError(f"scorer.run() takes a ScorerRun, AgentRun or Conversation, "
                             f"got {type(run).__name__}")
-        if not run.run_id:
-            run = dataclasses.replace(run, run_id=str(uuid.uuid4()))
-        state = _RunState(self, run, started)
+        if not target.run_id:
+            target = dataclasses.replace(target, run_id=str(uuid.uuid4()))
+        state = _RunState(self, target, started)
         if not any(s.name == "generate_score" for s in self._steps):
-            cause = ScorerConfigError(f"scorer {self.id!r} has no generate_score step")
-            raise state.failure("generate_score", cause)
+            missing = ScorerConfigError(f"scorer {self.id!r} has no generate_score step")
+            raise state.failure("generate_score", missing)
         if self.prepare_run is not None:
             try:
-                prepared = await _call(self.prepare_run, run)
+                prepared = await _call(self.prepare_run, target)
             except Exception as exc:  # user code: reported as a failed run, never a crash
                 raise state.failure("prepare_run", exc) from exc
             if not isinstance(prepared, ScorerRun):

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -25,7 +26,7 @@ SCORE_SCHEMA: Mapping[str, Any] = {
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class CompiledSchema:
     """A schema prepared once per step: its JSON schema, ``response_format`` and validator."""
 
@@ -43,8 +44,29 @@ class CompiledSchema:
             except ValidationError as exc:
                 raise JudgeOutputError(
                     f"judge output does not match schema {self.name!r}: {exc}") from exc
-        _validate_json_schema(self.json_schema, value, self.name)
+        import jsonschema
+
+        try:
+            self._validator.validate(value)
+        except jsonschema.ValidationError as exc:
+            raise JudgeOutputError(
+                f"judge output does not match schema {self.name!r}: {exc.message}") from exc
         return value
+
+    @cached_property
+    def _validator(self) -> Any:
+        # Checking the schema and building the validator costs ~1 ms: done once per schema.
+        # jsonschema ships with litellm (a dict schema implies an LLM judge); imported lazily to
+        # keep it off the daemon's start-up path.
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(self.json_schema)
+        try:
+            cls.check_schema(self.json_schema)
+        except jsonschema.SchemaError as exc:
+            raise ScorerConfigError(f"output_schema {self.name!r} is not a valid JSON schema: "
+                                    f"{exc.message}") from exc
+        return cls(self.json_schema)
 
 
 def compile_schema(schema: OutputSchema) -> CompiledSchema:
@@ -91,18 +113,3 @@ def parse_json_text(text: str | None) -> Any:
         except ValueError:
             continue
     raise JudgeOutputError(f"judge reply is not valid JSON: {text[:200]!r}", raw_output=text)
-
-
-def _validate_json_schema(schema: Mapping[str, Any], value: Any, name: str) -> None:
-    # jsonschema ships with litellm (a dict schema implies an LLM judge); imported lazily to keep
-    # it off the daemon's start-up path.
-    import jsonschema
-
-    try:
-        jsonschema.validate(value, dict(schema))
-    except jsonschema.ValidationError as exc:
-        raise JudgeOutputError(
-            f"judge output does not match schema {name!r}: {exc.message}") from exc
-    except jsonschema.SchemaError as exc:
-        raise ScorerConfigError(f"output_schema {name!r} is not a valid JSON schema: "
-                                f"{exc.message}") from exc

@@ -120,25 +120,23 @@ class ScorerResult:
 
     @property
     def judge_input_tokens(self) -> int | None:
-        return _sum_or_none(c.input_tokens for c in self.judge_calls)
+        known = [c.input_tokens for c in self.judge_calls if c.input_tokens is not None]
+        return sum(known) if known else None
 
     @property
     def judge_output_tokens(self) -> int | None:
-        return _sum_or_none(c.output_tokens for c in self.judge_calls)
+        known = [c.output_tokens for c in self.judge_calls if c.output_tokens is not None]
+        return sum(known) if known else None
 
     @property
     def judge_cost_usd(self) -> float | None:
         """Total judge cost; ``None`` when no call had a known cost."""
-        return _sum_or_none(c.cost_usd for c in self.judge_calls)
+        known = [c.cost_usd for c in self.judge_calls if c.cost_usd is not None]
+        return sum(known) if known else None
 
     @property
     def judge_attempts(self) -> int:
         return sum(c.attempts for c in self.judge_calls)
-
-
-def _sum_or_none(values: Any) -> Any:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def check_score(value: object) -> float:

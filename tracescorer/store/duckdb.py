@@ -66,8 +66,10 @@ class _NullObserver:
 class _Job:
     future: Future[Any]
     items: int
-    spans: Sequence[Span] = ()
-    logs: Sequence[LogRecord] = ()
+    span_cols: list[list[Any]] | None = None
+    log_cols: list[list[Any]] | None = None
+    spans: int = 0
+    logs: int = 0
     fn: Callable[[Connection], Any] | None = None
 
 
@@ -96,12 +98,15 @@ class DuckDBStore:
         max_batch_items: int = 20_000,
         observer: CommitObserver | None = None,
         extra_ddl: Sequence[str] = (),
+        memory_limit: str = "1GB",
+        checkpoint_threshold: str = "64MB",
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
         self.max_batch_items = max_batch_items
         self._observer = observer or _NullObserver()
         self._extra_ddl = tuple(extra_ddl)
+        self._settings = {"memory_limit": memory_limit, "checkpoint_threshold": checkpoint_threshold}
         self._queue = _Queue()
         self._cond = threading.Condition()
         self._closing = False
@@ -115,8 +120,8 @@ class DuckDBStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = duckdb.connect(self.path)
-        except duckdb.IOException as exc:
+            self._con = duckdb.connect(self.path, config=self._settings)
+        except duckdb.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}") from None
         for statement in (*DDL, *self._extra_ddl):
             self._con.execute(statement)
@@ -170,9 +175,21 @@ class DuckDBStore:
             self._cond.notify()
 
     def submit_telemetry(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> Future[None]:
-        """Queue spans/log records; the future completes once they are committed."""
+        """Queue spans/log records; the future completes once they are committed.
+
+        Rows are converted here, on the caller's thread, so the writer thread spends its time in
+        DuckDB (which releases the GIL) and the two overlap.
+        """
         future: Future[None] = Future()
-        self._enqueue(_Job(future, max(1, len(spans) + len(logs)), spans=spans, logs=logs))
+        job = _Job(
+            future,
+            max(1, len(spans) + len(logs)),
+            span_cols=rows.span_columns(spans) if spans else None,
+            log_cols=rows.log_columns(logs) if logs else None,
+            spans=len(spans),
+            logs=len(logs),
+        )
+        self._enqueue(job)
         return future
 
     def submit(self, fn: Callable[[Connection], T], items: int = 1) -> Future[T]:
@@ -211,26 +228,30 @@ class DuckDBStore:
         con = self._con
         assert con is not None
         started = time.perf_counter()
-        spans: list[Span] = []
-        logs: list[LogRecord] = []
+        span_cols = rows.concat_columns([job.span_cols for job in batch if job.span_cols])
+        log_cols = rows.concat_columns([job.log_cols for job in batch if job.log_cols])
         results: list[Any] = []
+        statements = [(sql, cols) for sql, cols in ((rows.SPAN_INSERT, span_cols), (rows.LOG_INSERT, log_cols)) if cols]
+        # One statement alone runs as its own (auto-commit) transaction: every execute() call has
+        # to win the GIL back from the event loop, so fewer calls means much less waiting.
+        single = len(statements) == 1 and all(job.fn is None for job in batch)
         try:
-            con.execute("BEGIN TRANSACTION")
-            for job in batch:
-                spans.extend(job.spans)
-                logs.extend(job.logs)
-            if spans:
-                con.execute(rows.SPAN_INSERT, rows.span_columns(spans))
-            if logs:
-                con.execute(rows.LOG_INSERT, rows.log_columns(logs))
-            for job in batch:
-                results.append(job.fn(con) if job.fn is not None else None)
-            con.execute("COMMIT")
+            if single:
+                con.execute(*statements[0])
+                results = [None] * len(batch)
+            else:
+                con.execute("BEGIN TRANSACTION")
+                for sql, cols in statements:
+                    con.execute(sql, cols)
+                for job in batch:
+                    results.append(job.fn(con) if job.fn is not None else None)
+                con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - any failure: roll back, then isolate the bad job
-            try:
-                con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass
+            if not single:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
             if len(batch) > 1:
                 for job in batch:
                     self._commit([job])
@@ -239,7 +260,9 @@ class DuckDBStore:
             log.error("write failed: %s", exc)
             batch[0].future.set_exception(StoreError(f"write failed: {exc}"))
             return
-        self._observer.on_commit(time.perf_counter() - started, len(spans), len(logs))
+        self._observer.on_commit(
+            time.perf_counter() - started, sum(job.spans for job in batch), sum(job.logs for job in batch)
+        )
         for job, result in zip(batch, results):
             job.future.set_result(result)
 

@@ -103,6 +103,19 @@ def _links_json(links: Sequence[SpanLink]) -> str:
     )
 
 
+def concat_columns(parts: list[list[list[Any]]]) -> list[list[Any]] | None:
+    """Join the column lists of several jobs into one set (None when there are none)."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    out: list[list[Any]] = [[] for _ in parts[0]]
+    for cols in parts:
+        for target, col in zip(out, cols):
+            target.extend(col)
+    return out
+
+
 def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
     """Column lists for :data:`SPAN_INSERT`."""
     cols: list[list[Any]] = [[] for _ in range(26)]

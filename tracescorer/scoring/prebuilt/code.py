@@ -7,7 +7,7 @@ strings, so they also work on custom runs such as ``ScorerRun(input="...", outpu
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -52,33 +52,47 @@ def _reference(run: ScorerRun[Any, Any]) -> str:
     return message_text(run.ground_truth) if run.ground_truth is not None else input_text(run)
 
 
-def create_completeness_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
-    """Share of the input's content words (stemmed) that the output covers.
+def _coverage_scorer(*, id: str, name: str, description: str, scale: float, noun: str,
+                     split: Callable[[ScorerRun[Any, Any]], tuple[list[str], list[str]]],
+                     ) -> Scorer[Any, Any]:
+    """A scorer of the share of wanted items found: ``split(run) -> (wanted, found)``.
 
-    Analysis result: ``{"input_terms", "covered", "missing"}``; an input without content words
-    scores ``scale``.
+    Analysis result: ``{"wanted", "found", "missing"}``; nothing wanted scores ``scale``.
     """
     factor = check_scale(scale)
 
     def analyze(*, run: ScorerRun[Any, Any], results: StepResults) -> dict[str, list[str]]:
-        wanted = terms(input_text(run))
-        have = {_stem(w) for w in words(output_text(run))}
-        covered = [t for t in wanted if _stem(t) in have]
-        return {"input_terms": wanted, "covered": covered,
-                "missing": [t for t in wanted if t not in covered]}
+        wanted, found = split(run)
+        return {"wanted": wanted, "found": found, "missing": [w for w in wanted if w not in found]}
 
     def score(*, run: ScorerRun[Any, Any], results: StepResults) -> float:
         a = results.analyze_step_result
-        return factor if not a["input_terms"] else len(a["covered"]) / len(a["input_terms"]) * factor
+        return factor if not a["wanted"] else len(a["found"]) / len(a["wanted"]) * factor
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         a = results.analyze_step_result
-        return (f"Covered {len(a['covered'])} of {len(a['input_terms'])} input terms"
+        return (f"Found {len(a['found'])} of {len(a['wanted'])} {noun}"
                 + (f"; missing: {', '.join(a['missing'][:20])}" if a["missing"] else ""))
 
-    return (create_scorer(id="completeness-scorer", name="Completeness", type="agent",
-                          description="How much of the input the output covers")
+    return (create_scorer(id=id, name=name, description=description, type="agent")
             .analyze(analyze).generate_score(score).generate_reason(reason))
+
+
+def create_completeness_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
+    """Share of the input's content words (stemmed) that the output covers.
+
+    Analysis result: ``{"wanted", "found", "missing"}`` (input terms); an input without
+    content words scores ``scale``.
+    """
+
+    def split(run: ScorerRun[Any, Any]) -> tuple[list[str], list[str]]:
+        wanted = terms(input_text(run))
+        have = {_stem(w) for w in words(output_text(run))}
+        return wanted, [t for t in wanted if _stem(t) in have]
+
+    return _coverage_scorer(id="completeness-scorer", name="Completeness", scale=scale,
+                            description="How much of the input the output covers",
+                            noun="input terms", split=split)
 
 
 def create_keyword_coverage_scorer(*, keywords: Sequence[str] | None = None,
@@ -86,28 +100,16 @@ def create_keyword_coverage_scorer(*, keywords: Sequence[str] | None = None,
                                    scale: float = 1) -> Scorer[Any, Any]:
     """Share of keywords present in the output: ``keywords=`` (phrases allowed, matched on word
     boundaries), else the input's content words. No keywords scores ``scale``."""
-    factor = check_scale(scale)
     flags = 0 if case_sensitive else re.IGNORECASE
 
-    def analyze(*, run: ScorerRun[Any, Any], results: StepResults) -> dict[str, list[str]]:
+    def split(run: ScorerRun[Any, Any]) -> tuple[list[str], list[str]]:
         wanted = list(keywords) if keywords is not None else terms(input_text(run))
         out = output_text(run)
-        found = [k for k in wanted if re.search(rf"(?<!\w){re.escape(k)}(?!\w)", out, flags)]
-        return {"keywords": wanted, "matched": found,
-                "missing": [k for k in wanted if k not in found]}
+        return wanted, [k for k in wanted if re.search(rf"(?<!\w){re.escape(k)}(?!\w)", out, flags)]
 
-    def score(*, run: ScorerRun[Any, Any], results: StepResults) -> float:
-        a = results.analyze_step_result
-        return factor if not a["keywords"] else len(a["matched"]) / len(a["keywords"]) * factor
-
-    def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
-        a = results.analyze_step_result
-        return (f"Matched {len(a['matched'])} of {len(a['keywords'])} keywords"
-                + (f"; missing: {', '.join(a['missing'][:20])}" if a["missing"] else ""))
-
-    return (create_scorer(id="keyword-coverage-scorer", name="Keyword Coverage", type="agent",
-                          description="Share of keywords found in the output")
-            .analyze(analyze).generate_score(score).generate_reason(reason))
+    return _coverage_scorer(id="keyword-coverage-scorer", name="Keyword Coverage", scale=scale,
+                            description="Share of keywords found in the output",
+                            noun="keywords", split=split)
 
 
 def _normalise(text: str, ignore_case: bool, ignore_whitespace: bool) -> str:
@@ -196,8 +198,8 @@ def create_tone_consistency_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
     def score(*, run: ScorerRun[Any, Any], results: StepResults) -> float:
         a = results.analyze_step_result
         if a["mode"] == "reference":
-            return (1 - abs(a["output_sentiment"] - a["reference_sentiment"]) / 2) * factor
-        return max(0.0, 1 - a["variance"]) * factor
+            return (1 - abs(float(a["output_sentiment"]) - float(a["reference_sentiment"])) / 2) * factor
+        return max(0.0, 1 - float(a["variance"])) * factor
 
     return (create_scorer(id="tone-consistency-scorer", name="Tone Consistency", type="agent",
                           description="Consistency of sentiment")

@@ -9,7 +9,7 @@ the score and reason are computed from that analysis, so each run costs one judg
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -36,7 +36,7 @@ class Verdicts(BaseModel):
     verdicts: list[Verdict] = Field(default_factory=list)
 
 
-def _count(verdicts: Verdicts, value: str) -> int:
+def _count(verdicts: Verdicts | ToolVerdicts, value: str) -> int:
     return sum(1 for v in verdicts.verdicts if v.verdict == value)
 
 
@@ -46,6 +46,17 @@ def _io_block(run: ScorerRun[Any, Any]) -> str | NotScorable:
         return not_scorable("the run has no output text")
     return (f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
             f"Agent response:\n{fence(output, 'AGENT_RESPONSE')}")
+
+
+def _io_prompt(task: str) -> Callable[..., str | NotScorable]:
+    """A create_prompt showing the fenced input and response, then ``task``; not scorable
+    when the run has no output text."""
+
+    def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
+        block = _io_block(run)
+        return block if isinstance(block, NotScorable) else f"{block}\n\n{task}"
+
+    return create_prompt
 
 
 def _context(run: ScorerRun[Any, Any], context: Sequence[str] | None) -> list[str]:
@@ -58,7 +69,7 @@ def _context(run: ScorerRun[Any, Any], context: Sequence[str] | None) -> list[st
             for c in tool_calls_of(run) if c.result is not None]
 
 
-def _fraction_reason(kind: str, verdicts: Verdicts, value: float) -> str:
+def _fraction_reason(kind: str, verdicts: Verdicts | ToolVerdicts, value: float) -> str:
     notes = "; ".join(f"{v.verdict}: {v.statement or v.reason}".strip()
                       for v in verdicts.verdicts[:10])
     return f"{kind} score {value:.3g} from {len(verdicts.verdicts)} verdict(s). {notes}".strip()
@@ -71,13 +82,10 @@ def create_answer_relevancy_scorer(*, model: str, scale: float = 1,
     ``(yes + 0.3 * unsure) / statements * scale`` (0 when there are no statements)."""
     factor = check_scale(scale)
 
-    def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
-        block = _io_block(run)
-        if isinstance(block, NotScorable):
-            return block
-        return (f"{block}\n\nSplit the agent response into its individual statements. For each, "
-                "give verdict 'yes' if it is relevant to the user input, 'no' if not, 'unsure' "
-                "if it is partially relevant, with a short reason.")
+    prompt = _io_prompt(
+        "Split the agent response into its individual statements. For each, give verdict 'yes' "
+        "if it is relevant to the user input, 'no' if not, 'unsure' if it is partially "
+        "relevant, with a short reason.")
 
     def score(v: Verdicts, run: ScorerRun[Any, Any]) -> float:
         n = len(v.verdicts)
@@ -201,17 +209,14 @@ def create_prompt_alignment_scorer(*, model: str, scale: float = 1,
     (30 %), completeness (20 %) and format/appropriateness (10 %), each rated 0-1 by the judge."""
     factor = check_scale(scale)
 
-    def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
-        block = _io_block(run)
-        if isinstance(block, NotScorable):
-            return block
-        return (f"{block}\n\nRate from 0 to 1 how well the agent response aligns with the user "
-                "input: intent_alignment (does it address what the user wants), "
-                "requirements_fulfillment (explicit requirements and constraints), completeness, "
-                "response_appropriateness (format and tone asked for), and give reasoning.")
+    prompt = _io_prompt(
+        "Rate from 0 to 1 how well the agent response aligns with the user input: "
+        "intent_alignment (does it address what the user wants), requirements_fulfillment "
+        "(explicit requirements and constraints), completeness, response_appropriateness "
+        "(format and tone asked for), and give reasoning.")
 
     def score(a: Alignment, run: ScorerRun[Any, Any]) -> float:
-        return sum(getattr(a, k) * w for k, w in ALIGNMENT_WEIGHTS.items()) * factor
+        return float(sum(float(getattr(a, k)) * w for k, w in ALIGNMENT_WEIGHTS.items())) * factor
 
     return llm_scorer(id="prompt-alignment-scorer", name="Prompt Alignment", model=model,
                       description="How well the response follows the prompt",
@@ -247,11 +252,11 @@ def create_tool_call_appropriateness_scorer(
 
     def score(v: ToolVerdicts, run: ScorerRun[Any, Any]) -> float:
         total = len(v.verdicts) + len(v.missing_tools)
-        return factor if total == 0 else _count(v, "yes") / total * factor  # type: ignore[arg-type]
+        return factor if total == 0 else _count(v, "yes") / total * factor
 
     def reason(v: ToolVerdicts, s: float) -> str:
         missing = f" Missing tools: {', '.join(v.missing_tools)}." if v.missing_tools else ""
-        return _fraction_reason("Tool-call appropriateness", v, s) + missing  # type: ignore[arg-type]
+        return _fraction_reason("Tool-call appropriateness", v, s) + missing
 
     return llm_scorer(id="tool-call-appropriateness-scorer", name="Tool Call Appropriateness",
                       model=model, description="Whether the agent called the right tools",
@@ -282,14 +287,11 @@ def create_rubric_scorer(*, model: str, criteria: Sequence[str], require_all: bo
         raise ValueError("criteria must hold at least one criterion")
     factor = check_scale(scale)
 
-    def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
-        block = _io_block(run)
-        if isinstance(block, NotScorable):
-            return block
-        listed = "\n".join(f"{i}. {c}" for i, c in enumerate(items, 1))
-        return (f"Criteria:\n{listed}\n\n{block}\n\nFor every criterion, in the order given, say "
-                "whether the agent response satisfies it (satisfied true/false) with reasoning; "
-                "repeat the criterion text in `criterion`.")
+    listed = "\n".join(f"{i}. {c}" for i, c in enumerate(items, 1))
+    prompt = _io_prompt(
+        f"Criteria:\n{listed}\n\nFor every criterion, in the order given, say whether the agent "
+        "response satisfies it (satisfied true/false) with reasoning; repeat the criterion text "
+        "in `criterion`.")
 
     def score(v: RubricVerdicts, run: ScorerRun[Any, Any]) -> float:
         satisfied = sum(1 for c in v.verdicts[:len(items)] if c.satisfied)

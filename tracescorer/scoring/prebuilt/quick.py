@@ -1,4 +1,8 @@
-"""Quick checks: binary code scorers (``scale`` when the check passes, else 0), with a reason."""
+"""Quick checks: binary code scorers (``scale`` when the check passes, else 0), with a reason.
+
+Every check takes ``id=`` to override its default id, so several checks of one kind can be
+registered or run together.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ from tracescorer.scoring.types import ScorerRun, StepResults
 
 
 def _check(id: str, name: str, description: str, scale: float,
-           test: Callable[[ScorerRun[Any, Any]], tuple[bool, str]]) -> Scorer[Any, Any]:
+           test: Callable[[ScorerRun[Any, Any]], tuple[bool, str]],
+           custom_id: str | None = None) -> Scorer[Any, Any]:
     factor = check_scale(scale)
+    id = custom_id or id
 
     def analyze(*, run: ScorerRun[Any, Any], results: StepResults) -> dict[str, Any]:
         passed, detail = test(run)
@@ -34,7 +40,8 @@ def _as_list(value: str | Sequence[str]) -> list[str]:
 
 
 def create_includes_check(text: str | Sequence[str], *, case_sensitive: bool = False,
-                          match_all: bool = True, scale: float = 1) -> Scorer[Any, Any]:
+                          match_all: bool = True, scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The output contains ``text`` (all of the strings, or any with ``match_all=False``)."""
     wanted = _as_list(text)
 
@@ -44,11 +51,12 @@ def create_includes_check(text: str | Sequence[str], *, case_sensitive: bool = F
         ok = len(found) == len(wanted) if match_all else bool(found)
         return ok, f"found {found!r} of {wanted!r}"
 
-    return _check("includes-check", "Includes", f"Output includes {wanted!r}", scale, test)
+    return _check("includes-check", "Includes", f"Output includes {wanted!r}", scale, test, id)
 
 
 def create_excludes_check(text: str | Sequence[str], *, case_sensitive: bool = False,
-                          scale: float = 1) -> Scorer[Any, Any]:
+                          scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The output contains none of the strings."""
     banned = _as_list(text)
 
@@ -57,10 +65,11 @@ def create_excludes_check(text: str | Sequence[str], *, case_sensitive: bool = F
         found = [t for t in banned if (t if case_sensitive else t.lower()) in out]
         return not found, f"found {found!r}" if found else f"none of {banned!r} found"
 
-    return _check("excludes-check", "Excludes", f"Output excludes {banned!r}", scale, test)
+    return _check("excludes-check", "Excludes", f"Output excludes {banned!r}", scale, test, id)
 
 
-def create_matches_check(pattern: str, *, flags: int = 0, scale: float = 1) -> Scorer[Any, Any]:
+def create_matches_check(pattern: str, *, flags: int = 0, scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The output matches the regular expression ``pattern`` (``re.search``)."""
     compiled = re.compile(pattern, flags)
 
@@ -69,20 +78,22 @@ def create_matches_check(pattern: str, *, flags: int = 0, scale: float = 1) -> S
         return match is not None, (f"matched {match.group(0)[:80]!r}" if match
                                    else f"no match for /{pattern}/")
 
-    return _check("matches-check", "Matches", f"Output matches /{pattern}/", scale, test)
+    return _check("matches-check", "Matches", f"Output matches /{pattern}/", scale, test, id)
 
 
-def create_called_tool_check(tool_name: str, *, scale: float = 1) -> Scorer[Any, Any]:
+def create_called_tool_check(tool_name: str, *, scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The agent called ``tool_name`` at least once."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
         called = [c.name for c in tool_calls_of(run)]
         return tool_name in called, f"called {called or 'no tools'}"
 
-    return _check("called-tool-check", "Called Tool", f"Agent called {tool_name}", scale, test)
+    return _check("called-tool-check", "Called Tool", f"Agent called {tool_name}", scale, test, id)
 
 
-def create_did_not_call_check(tool_name: str, *, scale: float = 1) -> Scorer[Any, Any]:
+def create_did_not_call_check(tool_name: str, *, scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The agent never called ``tool_name``."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
@@ -90,10 +101,11 @@ def create_did_not_call_check(tool_name: str, *, scale: float = 1) -> Scorer[Any
         return tool_name not in called, f"called {called or 'no tools'}"
 
     return _check("did-not-call-check", "Did Not Call", f"Agent did not call {tool_name}",
-                  scale, test)
+                  scale, test, id)
 
 
-def create_max_tool_calls_check(max_calls: int, *, scale: float = 1) -> Scorer[Any, Any]:
+def create_max_tool_calls_check(max_calls: int, *, scale: float = 1,
+        id: str | None = None) -> Scorer[Any, Any]:
     """The agent made at most ``max_calls`` tool calls."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
@@ -101,20 +113,20 @@ def create_max_tool_calls_check(max_calls: int, *, scale: float = 1) -> Scorer[A
         return n <= max_calls, f"{n} tool call(s), limit {max_calls}"
 
     return _check("max-tool-calls-check", "Max Tool Calls", f"At most {max_calls} tool calls",
-                  scale, test)
+                  scale, test, id)
 
 
-def create_no_tool_errors_check(*, scale: float = 1) -> Scorer[Any, Any]:
+def create_no_tool_errors_check(*, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """No tool call ended in an error (``ToolCall.error`` from the trace)."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
         failed = [f"{c.name}: {c.error}" for c in tool_calls_of(run) if c.error]
         return not failed, "; ".join(failed)[:500] if failed else "no tool errors"
 
-    return _check("no-tool-errors-check", "No Tool Errors", "No tool call failed", scale, test)
+    return _check("no-tool-errors-check", "No Tool Errors", "No tool call failed", scale, test, id)
 
 
-def create_non_empty_response_check(*, scale: float = 1) -> Scorer[Any, Any]:
+def create_non_empty_response_check(*, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """The output has non-whitespace text."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
@@ -122,4 +134,4 @@ def create_non_empty_response_check(*, scale: float = 1) -> Scorer[Any, Any]:
         return n > 0, f"{n} character(s) of text"
 
     return _check("non-empty-response-check", "Non-empty Response", "Output has text", scale,
-                  test)
+                  test, id)
