@@ -16,6 +16,7 @@ from aiohttp import web
 
 from tracescorer import control
 from tracescorer.api import OpsApi
+from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
@@ -60,6 +61,8 @@ class App:
             checkpoint_threshold=s.store.checkpoint_threshold,
         )
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s)
+        self.assembly = AssemblyStage(s.assembly, self.store, self.metrics)
+        self.ingestor.add_listener(self.assembly)
         self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)
         self.ops = OpsApi(
             self.store,
@@ -84,6 +87,7 @@ class App:
         self.metrics.track_queue(lambda: self.store.queue_items)
         if s.store.path != ":memory:":
             self.metrics.track_db_size(s.store.path)
+        await self.assembly.start()
         tls = s.receiver.tls
         if s.receiver.grpc.enabled:
             self.grpc = OtlpGrpcReceiver(
@@ -172,6 +176,7 @@ class App:
             await self.grpc.stop(grace)
         if self._runner is not None:
             await self._runner.cleanup()
+        await self.assembly.stop()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 from typing import Any
@@ -11,25 +10,12 @@ from typing import Any
 import click
 import yaml
 
-from tracescorer import control
-from tracescorer.config import ConfigError, Settings, load_settings
+from tracescorer.commands.common import config_option, load, run_query
+from tracescorer.config import Settings
 from tracescorer.output import FORMATS
-from tracescorer.store.duckdb import StoreError, open_read_only, run_read_query
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    envvar="TRACESCORER_CONFIG",
-    help="YAML config file (default: built-in defaults + TRACESCORER_* env).",
-)
-
 
 def _settings(config_path: str | None) -> Settings:
-    try:
-        return load_settings(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    return load(config_path)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,28 +57,6 @@ def check_config(config_path: str | None) -> None:
     click.echo("# configuration is valid", err=True)
 
 
-def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    """Run read-only SQL through the running daemon, or on the file when none runs."""
-    path = settings.store.path
-    info = control.read_serve_info(path)
-    if info is not None:
-        try:
-            return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 5)
-        except control.RemoteQueryError as exc:
-            raise click.ClickException(str(exc)) from None
-    try:
-        con = open_read_only(path)
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
-        result = run_read_query(con, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s)
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        con.close()
-    return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
-
-
 @main.command()
 @config_option
 @click.argument("sql")
@@ -116,6 +80,15 @@ def demo(keep: bool) -> None:
 
     sys.exit(run_demo(keep=keep))
 
+
+def _register() -> None:
+    from tracescorer.commands import replay, runs
+
+    main.add_command(runs.runs)
+    main.add_command(replay.replay)
+
+
+_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -66,6 +66,35 @@ class Metrics:
             "tracescorer_store_db_size_bytes", "Database file size (including WAL)", registry=r
         )
 
+        self.buffered_traces = Gauge(
+            "tracescorer_assembly_buffered_traces", "Traces waiting to complete", registry=r
+        )
+        self.traces_assembled = Counter(
+            "tracescorer_assembly_traces",
+            "Traces assembled, by reason (complete, max_wait, overflow, recovered) and pass (first, late)",
+            ["reason", "pass"],
+            registry=r,
+        )
+        self.traces_unmatched = Counter(
+            "tracescorer_assembly_traces_unmatched",
+            "Traces no convention adapter could rebuild a run from",
+            registry=r,
+        )
+        self.traces_recovered = Counter(
+            "tracescorer_assembly_traces_recovered",
+            "Traces assembled at start from the span log",
+            registry=r,
+        )
+        self.runs_extracted = Counter(
+            "tracescorer_assembly_runs", "Agent runs rebuilt, by convention", ["convention"], registry=r
+        )
+        self.assembly_seconds = Histogram(
+            "tracescorer_assembly_extract_seconds",
+            "Time to extract the runs of one trace",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+            registry=r,
+        )
+
     def track_queue(self, depth: Callable[[], int]) -> None:
         self.queue_items.set_function(depth)
 

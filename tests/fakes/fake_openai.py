@@ -48,13 +48,18 @@ class Reply:
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
-    fenced: bool = False
+    fenced: bool | None = None
     usage: Mapping[str, int] | None = None
 
     @staticmethod
-    def json(value: Any, *, delay_s: float = 0.0, fenced: bool = False,
+    def json(value: Any, *, delay_s: float = 0.0, fenced: bool | None = None,
              usage: Mapping[str, int] | None = None) -> Reply:
-        """Reply with ``value`` as JSON content (wrapped in a ```json fence when ``fenced``)."""
+        """Reply with ``value`` as JSON content.
+
+        Like a real model: bare JSON when the request asks for ``response_format``, else (by
+        default) JSON in a ```json fence after a line of prose. ``fenced=True/False`` forces
+        either form.
+        """
         return Reply(kind="json", value=value, delay_s=delay_s, fenced=fenced, usage=usage)
 
     @staticmethod
@@ -364,9 +369,12 @@ class FakeOpenAI:
         return web.json_response(self._completion(recorded, reply))
 
     def _completion(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        """The chat.completion body for a 200 reply; subclasses override it to add reply kinds
+        (``tests/fakes/agent_openai.py`` does)."""
         if reply.kind == "json":
             content = json.dumps(reply.value)
-            if reply.fenced:
+            fenced = (request.response_format is None) if reply.fenced is None else reply.fenced
+            if fenced:
                 content = f"Here is my verdict:\n```json\n{content}\n```"
         else:
             content = str(reply.value)

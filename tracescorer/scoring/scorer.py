@@ -177,6 +177,8 @@ class Scorer(Generic[InputT, OutputT]):
                 cause = TypeError(f"prepare_run must return a ScorerRun, got "
                                   f"{type(prepared).__name__}")
                 raise state.failure("prepare_run", cause)
+            if not prepared.run_id:  # a rebuilt run keeps the id of the run it came from
+                prepared = dataclasses.replace(prepared, run_id=target.run_id)
             state.run = prepared
         for bound in self._steps:
             try:

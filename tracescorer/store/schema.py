@@ -56,6 +56,53 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR PRIMARY KEY"),
+    ("trace_id", "VARCHAR NOT NULL"),
+    ("span_id", "VARCHAR"),
+    ("parent_span_id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("resource_id", "VARCHAR"),
+    ("agent_name", "VARCHAR"),
+    ("agent_id", "VARCHAR"),
+    ("service_name", "VARCHAR"),
+    ("convention", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("started_at", "TIMESTAMPTZ"),
+    ("ended_at", "TIMESTAMPTZ"),
+    ("started_at_unix_nano", "UBIGINT"),
+    ("ended_at_unix_nano", "UBIGINT"),
+    ("status", "VARCHAR"),
+    ("error", "VARCHAR"),
+    ("input_messages", "JSON"),
+    ("remembered_messages", "JSON"),
+    ("system_messages", "JSON"),
+    ("tagged_system_messages", "JSON"),
+    ("output", "JSON"),
+    ("tool_calls", "JSON"),
+    ("usage", "JSON"),
+    ("attributes", "JSON"),
+    ("incomplete", "BOOLEAN"),
+    ("created_at", "TIMESTAMPTZ"),
+    ("updated_at", "TIMESTAMPTZ"),
+)
+
+# One row per assembled trace: when, how, and why it gave no run (powers `runs --unmatched` and
+# restart recovery: traces with spans newer than their row are assembled again).
+ASSEMBLED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("trace_id", "VARCHAR PRIMARY KEY"),
+    ("assembled_at", "TIMESTAMPTZ"),
+    ("reason", "VARCHAR"),
+    ("incomplete", "BOOLEAN"),
+    ("span_count", "INTEGER"),
+    ("log_count", "INTEGER"),
+    ("run_count", "INTEGER"),
+    ("unmatched_reason", "VARCHAR"),
+    ("service_name", "VARCHAR"),
+    ("root_name", "VARCHAR"),
+)
+
+
 def _create(table: str, columns: tuple[tuple[str, str], ...]) -> str:
     body = ",\n  ".join(f"{name} {kind}" for name, kind in columns)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"
@@ -64,6 +111,9 @@ def _create(table: str, columns: tuple[tuple[str, str], ...]) -> str:
 DDL: tuple[str, ...] = (
     _create("spans", SPAN_COLUMNS),
     _create("log_records", LOG_COLUMNS),
+    _create("runs", RUN_COLUMNS),
+    _create("assembled_traces", ASSEMBLED_COLUMNS),
+    "CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",
     "CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
     "INSERT OR IGNORE INTO schema_info VALUES ('version', '1')",
 )

@@ -8,76 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from support.captures import CASES, CONTRACT_KEYS, check_run, load_case
 from tracescorer.conventions import extract_runs
-from tracescorer.model import AgentRun, LogRecord, Span
-from tracescorer.receiver.decode import (
-    decode_logs_json,
-    decode_logs_protobuf,
-    decode_traces_json,
-    decode_traces_protobuf,
-)
-
-CAPTURES = Path(__file__).resolve().parents[2] / "data" / "captures"
-CASES = sorted(p for p in CAPTURES.iterdir() if (p / "expected.json").is_file())
-
-
-def load_case(case: Path) -> tuple[list[Span], list[LogRecord]]:
-    spans: list[Span] = []
-    logs: list[LogRecord] = []
-    for f in sorted((case / "requests").glob("*")):
-        decoded = (decode_traces_json if f.suffix == ".json" else decode_traces_protobuf)(f.read_bytes())
-        assert not decoded.rejected, decoded.errors
-        spans.extend(decoded.spans)
-    for f in sorted((case / "logs").glob("*")) if (case / "logs").is_dir() else ():
-        decoded_logs = (decode_logs_json if f.suffix == ".json" else decode_logs_protobuf)(f.read_bytes())
-        assert not decoded_logs.rejected, decoded_logs.errors
-        logs.extend(decoded_logs.records)
-    return spans, logs
-
-
-def _text_turns(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """User/assistant turns with text — the shape of expected.json's history_messages."""
-    return [(m["role"], m["content"]) for m in messages if m["role"] in ("user", "assistant") and m["content"]]
-
-
-def _final_text(run: dict[str, Any]) -> str | None:
-    texts = [m["content"] for m in run["output"] if m["role"] == "assistant" and m["content"]]
-    return texts[-1] if texts else None
-
-
-def check_run(got: AgentRun, want: dict[str, Any], expected: dict[str, Any]) -> None:
-    run = got.to_dict()
-    assert run["agent_name"] == expected["agent_name"]
-    if "conversation_id" in expected:
-        assert run["conversation_id"] == expected["conversation_id"]
-    if expected.get("user_id"):
-        assert run["resource_id"] == expected["user_id"]
-    assert [(m["role"], m["content"]) for m in run["input_messages"]] == [
-        (m["role"], m["content"]) for m in want["input_messages"]
-    ]
-    assert [m["content"] for m in run["system_messages"]] == want["system_messages"]
-    assert _text_turns(run["remembered_messages"]) == [
-        (m["role"], m["content"]) for m in want["history_messages"]
-    ]
-    # History is never counted again as new input.
-    assert not set(_text_turns(run["input_messages"])) & set(_text_turns(run["remembered_messages"]))
-    assert _final_text(run) == want["output_text"]
-    assert [(t["name"], t["arguments"]) for t in run["tool_calls"]] == [
-        (t["name"], t["args"]) for t in want["tool_calls"]
-    ]
-    for res in want.get("tool_results", ()):
-        match = [t for t in run["tool_calls"] if t["id"] == res["id"]]
-        assert match, f"no tool call with id {res['id']}"
-        assert match[0]["name"] == res["name"]
-        assert match[0]["result"] == res["result"]
-    if "llm_calls" in want:
-        assert run["attributes"]["tracescorer.llm_calls"] == want["llm_calls"]
-    assert "tracescorer.content_captured" not in run["attributes"]
-
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_capture_gives_expected_runs(case: Path) -> None:
@@ -87,7 +22,7 @@ def test_capture_gives_expected_runs(case: Path) -> None:
     assert extraction.unmatched_reason is None
     assert len(extraction.runs) == len(expected["runs"])
     for got, want in zip(extraction.runs, expected["runs"]):
-        check_run(got, want, expected)
+        check_run(got.to_dict(), want, expected)
     # The jsonl contract: exactly these keys, and re-extraction gives the same run ids.
     again = extract_runs(list(reversed(spans)), logs)
     assert [r.run_id for r in again.runs] == [r.run_id for r in extraction.runs]
@@ -96,12 +31,6 @@ def test_capture_gives_expected_runs(case: Path) -> None:
         json.dumps(r.to_dict())
 
 
-CONTRACT_KEYS = [
-    "run_id", "trace_id", "span_id", "parent_span_id", "conversation_id", "resource_id",
-    "agent_name", "agent_id", "service_name", "convention", "model", "started_at", "ended_at",
-    "status", "error", "input_messages", "remembered_messages", "system_messages",
-    "tagged_system_messages", "output", "tool_calls", "usage", "attributes",
-]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

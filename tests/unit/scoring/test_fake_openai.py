@@ -34,21 +34,25 @@ def test_scripting_paths_and_counts(fake: FakeOpenAI) -> None:
     assert status == 429 and headers["Retry-After"] == "2" and headers["retry-after-ms"] == "1500"
     assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
     base = fake.base_url.removesuffix("/v1")
-    status, _, body = post(f"{base}/chat/completions", chat("alpha one"))  # no /v1 prefix
+    status, _, body = post(f"{base}/chat/completions",  # no /v1 prefix
+                           chat("alpha one", response_format={"type": "json_object"}))
     data = json.loads(body)
     assert status == 200 and json.loads(data["choices"][0]["message"]["content"]) == {"ok": 1}
     assert data["usage"]["total_tokens"] == data["usage"]["prompt_tokens"] + \
         data["usage"]["completion_tokens"]
     _, _, body = post(f"{fake.base_url}/chat/completions", {**chat("x"), "model": "special"})
     assert json.loads(body)["choices"][0]["message"]["content"] == "special reply"
-    _, _, body = post(f"{fake.base_url}/chat/completions", chat("unmatched"))
+    rf = {"type": "json_object"}
+    _, _, body = post(f"{fake.base_url}/chat/completions", chat("unmatched", response_format=rf))
     assert json.loads(json.loads(body)["choices"][0]["message"]["content"]) == {"score": 1}
-    assert fake.attempts() == 4 and fake.attempts("alpha") == 2
-    assert sorted(fake.attempts_by_request().values()) == [1, 1, 2]
+    _, _, body = post(f"{fake.base_url}/chat/completions", chat("unmatched"))  # no format: text
+    assert "```json" in json.loads(body)["choices"][0]["message"]["content"]
+    assert fake.attempts() == 5 and fake.attempts("alpha") == 2
+    assert sorted(fake.attempts_by_request().values()) == [1, 2, 2]
     assert [r.path for r in fake.requests[:2]] == ["/v1/chat/completions", "/chat/completions"]
-    fake.wait_for_requests(4, timeout_s=1)
+    fake.wait_for_requests(5, timeout_s=1)
     with pytest.raises(TimeoutError):
-        fake.wait_for_requests(5, timeout_s=0.05)
+        fake.wait_for_requests(6, timeout_s=0.05)
 
 
 def test_error_shapes(fake: FakeOpenAI) -> None:

@@ -105,7 +105,7 @@ async def test_known_model_gets_a_cost(fake: FakeOpenAI, judge_opts: dict[str, A
 
 async def test_json_prompt_injection_sends_no_response_format(
         fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
-    fake.script("GRADE", Reply.json({"score": 0.5}, fenced=True))
+    fake.script("GRADE", Reply.json({"score": 0.5}))  # no response_format: fenced JSON in text
     scorer = create_scorer(id="inj", judge=judge(judge_opts, json_prompt_injection=True)
                            ).generate_score(PromptStep(description="s",
                                                        create_prompt=lambda *, run, results: "GRADE"))
@@ -115,6 +115,7 @@ async def test_json_prompt_injection_sends_no_response_format(
     assert "response_format" not in req.body
     assert "JSON schema" in req.prompt_text and '"score"' in req.prompt_text
     assert result.generate_score_prompt == "GRADE"  # the step's prompt, not the injected text
+    assert (result.judge_calls[0].raw_output or "").startswith("Here is my verdict:\n```json")
 
 
 async def test_injection_invalid_json_is_a_clear_error(fake: FakeOpenAI,

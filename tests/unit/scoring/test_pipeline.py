@@ -138,11 +138,13 @@ async def test_not_scorable_stops_without_score() -> None:
 
 async def test_prepare_run_sync_and_async() -> None:
     async def prepare(run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:
-        return ScorerRun(input=run.input, output=str(run.output).upper(), run_id=run.run_id)
+        return ScorerRun(input=run.input, output=str(run.output).upper())
 
     scorer = create_scorer(id="p", prepare_run=prepare).generate_score(
         lambda *, run, results: 1.0 if run.output == "ABC" else 0.0)
-    assert (await scorer.run(ScorerRun(output="abc"))).score == 1.0
+    result = await scorer.run(ScorerRun(output="abc", run_id="keep-me"))
+    assert result.score == 1.0 and result.run_id == "keep-me"
+    assert result.run is not None and result.run.output == "ABC"
 
     bad = create_scorer(id="p2", prepare_run=lambda run: "nope").generate_score(  # type: ignore[arg-type,return-value]
         lambda *, run, results: 1)

@@ -43,3 +43,12 @@ def test_import_does_not_load_litellm() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_judge_is_the_only_litellm_importer() -> None:
+    import re
+
+    pattern = re.compile(r"^\s*(import litellm|from litellm)", re.MULTILINE)
+    importers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tracescorer").rglob("*.py")
+                       if pattern.search(p.read_text(encoding="utf-8")))
+    assert importers == ["tracescorer/scoring/judge.py"]

@@ -1,0 +1,119 @@
+"""Trace assembly in the running daemon: split and out-of-order delivery, late spans upserting,
+overflow marking runs incomplete, restart recovery, unmatched traces."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from support.daemon import DaemonProcess, config_dict, wait_for
+from support.payloads import trace_request
+
+TRACE = "7a1c0ffee0000000000000000000beef"
+ROOT, CHAT1, TOOL, CHAT2 = "a000000000000001", "a000000000000002", "a000000000000003", "a000000000000004"
+T0 = 1_800_000_000_000_000_000
+
+
+def agent_spans(trace: str = TRACE, question: str = "Weather in Paris?", answer: str = "Sunny, 22C") -> list[dict]:
+    msgs_in = json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}])
+    msgs_out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": answer}]}])
+    return [
+        {"trace_id": trace, "span_id": ROOT, "name": "invoke_agent weather", "start": T0, "end": T0 + 9_000,
+         "attributes": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather",
+                        "gen_ai.conversation.id": "conv-" + trace[:6], "gen_ai.input.messages": msgs_in,
+                        "gen_ai.output.messages": msgs_out}},
+        {"trace_id": trace, "span_id": CHAT1, "parent_span_id": ROOT, "name": "chat m", "start": T0 + 1_000, "end": T0 + 2_000,
+         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}},
+        {"trace_id": trace, "span_id": TOOL, "parent_span_id": ROOT, "name": "execute_tool get_weather", "start": T0 + 3_000,
+         "end": T0 + 4_000, "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                                           "gen_ai.tool.call.id": "call_1", "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+                                           "gen_ai.tool.call.result": "Sunny, 22C"}},
+        {"trace_id": trace, "span_id": CHAT2, "parent_span_id": ROOT, "name": "chat m", "start": T0 + 5_000, "end": T0 + 6_000,
+         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}},
+    ]
+
+
+def post(daemon: DaemonProcess, spans: list[dict]) -> None:
+    req = urllib.request.Request(daemon.http_url + "/v1/traces", data=trace_request(spans).SerializeToString(),
+                                 headers={"Content-Type": "application/x-protobuf"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 200
+
+
+def runs(daemon: DaemonProcess, *args: str) -> list[dict]:
+    out = daemon.cli("runs", "--format", "jsonl", *args).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def wait_runs(daemon: DaemonProcess, count: int, *args: str, check=lambda rs: True) -> list[dict]:
+    return wait_for(lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(runs(daemon, *args)),
+                    20, interval_s=0.2, what=f"{count} run(s)")
+
+
+def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.5})).start()
+    try:
+        spans = agent_spans()
+        # children before their parent, one span per request, the tool span held back
+        for span in [spans[3], spans[1], spans[0]]:
+            post(daemon, [span])
+        first = wait_runs(daemon, 1)[0]
+        assert first["agent_name"] == "weather" and first["tool_calls"] == []
+        assert [m["content"] for m in first["input_messages"]] == ["Weather in Paris?"]
+        post(daemon, [spans[2]])  # the late tool span
+        second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
+        assert second["run_id"] == first["run_id"]
+        assert second["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"},
+                                         "result": "Sunny, 22C", "error": None}]
+        assert len(runs(daemon, "--conversation", first["conversation_id"])) == 1
+        metrics = urllib.request.urlopen(daemon.http_url + "/metrics").read().decode()
+        assert 'tracescorer_assembly_traces_total{pass="late",reason="complete"} 1.0' in metrics
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+
+
+def test_overflow_marks_runs_incomplete(tmp_path):
+    cfg = config_dict(tmp_path, assembly={"idle_s": 60, "max_traces": 2})
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    try:
+        traces = [f"{i:032x}" for i in range(1, 4)]
+        for t in traces:  # only the model calls: the root (agent span) never comes
+            post(daemon, [s for s in agent_spans(t) if s["span_id"] != ROOT])
+        # the oldest trace is pushed out with what it has: each orphan model call becomes a run
+        got = wait_runs(daemon, 2)
+        assert {r["trace_id"] for r in got} == {traces[0]}
+        assert all(r["attributes"]["tracescorer.incomplete"] is True for r in got)
+        rows = daemon.query_json("SELECT reason, incomplete FROM assembled_traces")
+        assert rows == [{"reason": "overflow", "incomplete": True}]
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+
+
+def test_restart_recovers_traces_never_assembled(tmp_path):
+    slow = config_dict(tmp_path, assembly={"idle_s": 3600})
+    daemon = DaemonProcess(tmp_path, slow).start()
+    post(daemon, agent_spans())
+    assert daemon.stop() == 0
+    assert runs(daemon) == []  # nothing assembled before the stop
+    fast = config_dict(tmp_path, assembly={"idle_s": 3600})
+    daemon = DaemonProcess(tmp_path, fast).start()
+    try:
+        got = wait_runs(daemon, 1)  # assembled at start from the span log, no new traffic
+        assert got[0]["agent_name"] == "weather" and len(got[0]["tool_calls"]) == 1
+        assert daemon.query_json("SELECT reason FROM assembled_traces") == [{"reason": "recovered"}]
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+
+
+def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
+    try:
+        post(daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
+        rows = wait_for(lambda: runs(daemon, "--unmatched"), 20, interval_s=0.2, what="unmatched trace")
+        assert rows[0]["trace_id"] == TRACE and rows[0]["root_name"] == "GET /health"
+        assert "no known agent/GenAI convention" in rows[0]["unmatched_reason"]
+        assert runs(daemon) == []
+        table = daemon.cli("runs", "--unmatched").stdout
+        assert TRACE in table
+    finally:
+        assert daemon.stop() == 0, daemon.log()
