@@ -13,9 +13,11 @@ from aiohttp import web
 
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.receiver.http import bearer_ok
+from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
+from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store.duckdb import DuckDBStore, QueryResult, ReadOnlyViolation, StoreError
 
-QUERY_PATH = "/api/v1/query"
+from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 
 
 def jsonable(value: Any) -> Any:
@@ -49,7 +51,10 @@ def result_to_json(result: QueryResult) -> dict[str, Any]:
 class OpsApi:
     """``/healthz``, ``/readyz``, ``/metrics`` and the token-protected read-only query endpoint."""
 
-    def __init__(self, store: DuckDBStore, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float) -> None:
+    def __init__(self, store: DuckDBStore, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float,
+                 runner: ScoringRunner | None = None) -> None:
+        self._runner = runner
+        self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._store = store
         self._metrics = metrics
         self._token = query_token
@@ -63,6 +68,8 @@ class OpsApi:
             web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics),
             web.post(QUERY_PATH, self.query),
+            web.post(BACKFILL_PATH, self.start_backfill),
+            web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
         ]
 
     async def healthz(self, request: web.Request) -> web.Response:
@@ -101,3 +108,49 @@ class OpsApi:
         except StoreError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.Response(text=json.dumps(result_to_json(result)), content_type="application/json")
+
+    async def start_backfill(self, request: web.Request) -> web.Response:
+        """Start a backfill job in the daemon (the CLI polls its progress)."""
+        if not bearer_ok(request.headers.get("Authorization"), self._token):
+            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
+        if self._runner is None:
+            return web.json_response({"error": "scoring is not running"}, status=503)
+        try:
+            payload = await request.json()
+            req = BackfillRequest(
+                scorer_id=str(payload["scorer"]),
+                since=dt.datetime.fromisoformat(payload["since"]) if payload.get("since") else None,
+                until=dt.datetime.fromisoformat(payload["until"]) if payload.get("until") else None,
+                filter=dict(payload.get("filter") or {}),
+                dry_run=bool(payload.get("dry_run", False)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            return web.json_response({"error": f"bad backfill request: {exc}"}, status=400)
+        progress = BackfillProgress()
+        # validate before answering, so a bad scorer id or filter is a 400 and not a failed job
+        if self._runner.binding(req.scorer_id) is None:
+            known = ", ".join(b.binding.id for b in self._runner.bindings) or "none"
+            return web.json_response({"error": f"scorer {req.scorer_id!r} is not bound (bound: {known})"}, status=400)
+        job = uuid.uuid4().hex[:12]
+        task = asyncio.create_task(self._backfill(req, progress), name=f"backfill-{job}")
+        self._jobs[job] = (progress, task)
+        return web.json_response({"job": job}, status=202)
+
+    async def _backfill(self, req: BackfillRequest, progress: BackfillProgress) -> BackfillProgress:
+        assert self._runner is not None
+        try:
+            return await run_backfill(self._runner, req, progress)
+        except BackfillError as exc:
+            progress.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported to the polling CLI instead of lost in a task
+            progress.error = f"{type(exc).__name__}: {exc}"
+        progress.finished = True
+        return progress
+
+    async def backfill_status(self, request: web.Request) -> web.Response:
+        if not bearer_ok(request.headers.get("Authorization"), self._token):
+            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
+        entry = self._jobs.get(request.match_info["job"])
+        if entry is None:
+            return web.json_response({"error": "no such backfill job"}, status=404)
+        return web.json_response(entry[0].to_json())

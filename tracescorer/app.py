@@ -17,6 +17,9 @@ from aiohttp import web
 from tracescorer import control
 from tracescorer.api import OpsApi
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.export.otlp import EvaluationExporter
+from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
@@ -63,6 +66,15 @@ class App:
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s)
         self.assembly = AssemblyStage(s.assembly, self.store, self.metrics)
         self.ingestor.add_listener(self.assembly)
+        self.exporter = self._build_exporter()
+        self.runner = ScoringRunner(
+            build_bindings(s.scorers, s.judge),
+            self.store,
+            self.metrics,
+            s,
+            on_scores=self.exporter.notify if self.exporter is not None else None,
+        )
+        self.assembly.add_listener(self.runner)
         self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)
         self.ops = OpsApi(
             self.store,
@@ -70,14 +82,20 @@ class App:
             query_token=self.query_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
+            runner=self.runner,
         )
         self.grpc: OtlpGrpcReceiver | None = None
-        self._runner: web.AppRunner | None = None
+        self._web_runner: web.AppRunner | None = None
         self._site: web.BaseSite | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.grpc_port = 0
         self.http_port = 0
         self._stopped = asyncio.Event()
+
+    def _build_exporter(self) -> EvaluationExporter | None:
+        if not self.settings.export.enabled:
+            return None
+        return EvaluationExporter(self.store, self.settings.export, observer=self.metrics)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -88,6 +106,9 @@ class App:
         if s.store.path != ":memory:":
             self.metrics.track_db_size(s.store.path)
         await self.assembly.start()
+        await self.runner.start()
+        if self.exporter is not None:
+            await self.exporter.start()
         tls = s.receiver.tls
         if s.receiver.grpc.enabled:
             self.grpc = OtlpGrpcReceiver(
@@ -130,10 +151,10 @@ class App:
         webapp = web.Application(client_max_size=s.receiver.max_message_bytes)
         webapp.add_routes(handler.routes() + self.ops.routes())
         # We decompress ourselves, with the size limit applied to the inflated body.
-        self._runner = web.AppRunner(
+        self._web_runner = web.AppRunner(
             webapp, access_log=None, shutdown_timeout=s.receiver.request_timeout_s, auto_decompress=False
         )
-        await self._runner.setup()
+        await self._web_runner.setup()
         family = socket.AF_INET6 if ":" in s.receiver.http.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -144,7 +165,7 @@ class App:
             assert s.receiver.tls.cert_file is not None and s.receiver.tls.key_file is not None
             ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ssl_context.load_cert_chain(s.receiver.tls.cert_file, s.receiver.tls.key_file)
-        self._site = web.SockSite(self._runner, sock, ssl_context=ssl_context)
+        self._site = web.SockSite(self._web_runner, sock, ssl_context=ssl_context)
         await self._site.start()
         self.http_port = sock.getsockname()[1]
 
@@ -174,9 +195,12 @@ class App:
             await self._site.stop()
         if self.grpc is not None:
             await self.grpc.stop(grace)
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._web_runner is not None:
+            await self._web_runner.cleanup()
         await self.assembly.stop()
+        await self.runner.stop(self.settings.scoring.shutdown_timeout_s)
+        if self.exporter is not None:
+            await self.exporter.shutdown(self.settings.export.timeout_s)
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -44,7 +44,7 @@ def serve(config_path: str | None) -> None:
 
     try:
         asyncio.run(App(settings).run())
-    except (_StoreError, OSError) as exc:
+    except (_StoreError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -82,10 +82,14 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from tracescorer.commands import replay, runs
+    from tracescorer.commands import backfill, replay, runs, scores
 
     main.add_command(runs.runs)
     main.add_command(replay.replay)
+    main.add_command(scores.scores)
+    main.add_command(scores.explain)
+    main.add_command(scores.scorers)
+    main.add_command(backfill.backfill)
 
 
 _register()

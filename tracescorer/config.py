@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tracescorer.scoring.filters import RunFilter
+
 ENV_PREFIX = "TRACESCORER_"
 SECRET_KEYS = frozenset({"auth_token", "api_key", "query_token", "headers"})
 _EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
@@ -95,6 +97,13 @@ class JudgeSettings(_Section):
     timeout_s: float = Field(60, gt=0)
 
 
+class ScoringSettings(_Section):
+    max_queue: int = Field(1000, gt=0, description="targets waiting for a scorer; beyond: rate_limited")
+    workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
+    recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")
+    shutdown_timeout_s: float = Field(30, ge=0)
+
+
 class SamplingSettings(_Section):
     ratio: float = Field(1.0, ge=0, le=1)
 
@@ -106,7 +115,7 @@ class ScorerBinding(_Section):
     options: dict[str, Any] = {}
     scope: Literal["run", "conversation"] = "run"
     sampling: SamplingSettings = SamplingSettings()
-    filter: dict[str, Any] = {}
+    filter: RunFilter = RunFilter()
     threshold: float | None = None
     judge: dict[str, Any] = {}
     enabled: bool = True
@@ -124,6 +133,10 @@ class ExportSettings(_Section):
     protocol: Literal["grpc", "http/protobuf"] | None = None
     headers: dict[str, str] = {}
     timeout_s: float = Field(10, gt=0)
+    batch_size: int = Field(256, gt=0, description="most evaluation spans per export request")
+    interval_s: float = Field(2.0, gt=0, description="export scores written since the last export this often")
+    retry_initial_s: float = Field(1.0, gt=0, description="first wait after a failed export; doubles per failure")
+    retry_max_s: float = Field(60.0, gt=0, description="longest wait between retries of a failing export")
 
 
 class Settings(_Section):
@@ -133,6 +146,7 @@ class Settings(_Section):
     store: StoreSettings = StoreSettings()
     assembly: AssemblySettings = AssemblySettings()
     judge: JudgeSettings = JudgeSettings()
+    scoring: ScoringSettings = ScoringSettings()
     scorers: list[ScorerBinding] = []
     export: ExportSettings = ExportSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracescorer.api import QUERY_PATH
+QUERY_PATH = "/api/v1/query"
+BACKFILL_PATH = "/api/v1/backfill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +86,17 @@ class RemoteQueryError(RuntimeError):
 
 def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0) -> dict[str, Any]:
     """Run a read-only query through the daemon; returns ``{columns, types, rows, truncated}``."""
-    body = json.dumps({"sql": sql, "max_rows": max_rows}).encode()
+    return call_daemon(info, "POST", QUERY_PATH, {"sql": sql, "max_rows": max_rows}, timeout_s=timeout_s)
+
+
+def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any] | None = None,
+                *, timeout_s: float = 60.0) -> dict[str, Any]:
+    """One authenticated JSON call to the daemon's local API."""
     req = urllib.request.Request(
-        info.url.rstrip("/") + QUERY_PATH,
-        data=body,
+        info.url.rstrip("/") + path,
+        data=None if payload is None else json.dumps(payload).encode(),
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {info.token}"},
-        method="POST",
+        method=method,
     )
     context = ssl.create_default_context(cafile=info.cafile) if info.cafile else None
     if context is not None:

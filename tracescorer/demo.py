@@ -121,19 +121,60 @@ def _cli(config: Path, *args: str) -> str:
     return out.stdout
 
 
+CRITERION = "The agent resolved what the user asked for."
+
+
+def _demo_config(db: Path, judge: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "store": {"path": str(db)},
+        "assembly": {"idle_s": 0.5, "conversation_idle_s": 2.0},
+        "judge": judge,
+        "scorers": [
+            {"id": "non-empty-response", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
+            {"id": "no-tool-errors", "prebuilt": "no_tool_errors", "scope": "run", "threshold": 1},
+            {"id": "multi-turn-judge-scorer", "prebuilt": "multi_turn_judge", "scope": "conversation",
+             "options": {"criterion": CRITERION}, "threshold": 1},
+        ],
+        "log_level": "WARNING",
+    }
+
+
+def _wait_for_scores(config: Path, expected: int, timeout_s: float = 90.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    count = 0
+    while time.monotonic() < deadline:
+        out = _cli(config, "query", "SELECT count(*) AS n FROM scores", "--format", "json")
+        count = json.loads(out.splitlines()[0])["n"]
+        if count >= expected:
+            break
+        time.sleep(0.5)
+    return count
+
+
 def run_demo(*, keep: bool = False) -> int:
+    """Start the daemon, send the demo conversations, print scores and one explanation, stop."""
     workdir = Path(tempfile.mkdtemp(prefix="tracescorer-demo-"))
     db = workdir / "demo.duckdb"
     config = workdir / "tracescorer.yaml"
-    config.write_text(yaml.safe_dump({
-        "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
-        "store": {"path": str(db)},
-        "assembly": {"idle_s": 0.5},
-    }))
+    model = os.environ.get("TRACESCORER_JUDGE_MODEL", "")
+    stand_in = None
+    if model:
+        judge: dict[str, Any] = {"model": model}
+        print(f"== judge: {model} (from TRACESCORER_JUDGE_MODEL)", flush=True)
+    else:
+        from tracescorer.demo_judge import StandInJudge
+
+        stand_in = StandInJudge().__enter__()
+        judge = {"model": "openai/demo-stand-in", "api_base": stand_in.base_url, "api_key": "not-needed"}
+        print("== judge: no TRACESCORER_JUDGE_MODEL set, using a local RULE-BASED STAND-IN judge "
+              f"(not an LLM) at {stand_in.base_url}", flush=True)
+    config.write_text(yaml.safe_dump(_demo_config(db, judge)))
     log_file = open(workdir / "daemon.log", "wb")
     print(f"== starting tracescorer serve (workdir {workdir})", flush=True)
     proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(config)],
                             stdout=log_file, stderr=subprocess.STDOUT)
+    ok = False
     try:
         deadline = time.monotonic() + 60
         info = None
@@ -147,20 +188,33 @@ def run_demo(*, keep: bool = False) -> int:
         print(f"== daemon up: OTLP gRPC 127.0.0.1:{info.grpc_port}, OTLP HTTP {info.url}", flush=True)
         runs = emit_conversations(f"127.0.0.1:{info.grpc_port}")
         print(f"== sent {runs} agent runs in {len(CONVERSATIONS)} conversations via the OTel SDK exporter", flush=True)
-        print("\n== tracescorer query: spans stored per agent and conversation", flush=True)
+        expected = runs * 2 + len(CONVERSATIONS)
+        print(f"== waiting for {expected} scores (runs: 2 code scorers; conversations: the multi-turn judge "
+              "once idle)", flush=True)
+        got = _wait_for_scores(config, expected)
+        print("\n== tracescorer runs", flush=True)
+        print(_cli(config, "runs"))
+        print("== tracescorer scores", flush=True)
         print(_cli(config, "query",
-                   "SELECT attributes->>'$.\"gen_ai.agent.name\"' AS agent, "
-                   "attributes->>'$.\"gen_ai.conversation.id\"' AS conversation, count(*) AS runs "
-                   "FROM spans WHERE name LIKE 'invoke_agent%' GROUP BY ALL ORDER BY conversation"))
-        print("== tracescorer query: failing tool calls", flush=True)
-        print(_cli(config, "query",
-                   "SELECT trace_id, name, status_message FROM spans WHERE status_code = 'error' ORDER BY start_time"))
+                   "SELECT scorer_id, entity_type, coalesce(conversation_id, '') AS conversation, status, score, label, "
+                   "left(coalesce(reason, error, ''), 90) AS reason FROM scores ORDER BY conversation, entity_type, scorer_id"))
+        failing = _cli(config, "query", "SELECT trace_id FROM spans WHERE status_code = 'error' LIMIT 1",
+                       "--format", "csv").splitlines()
+        if len(failing) > 1:
+            print(f"== tracescorer explain {failing[1]}  (the run whose tool failed)", flush=True)
+            print(_cli(config, "explain", failing[1]))
+        ok = got >= expected
+        if not ok:
+            print(f"only {got} of {expected} scores arrived in time; see {workdir / 'daemon.log'}", file=sys.stderr)
+            keep = True
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
         log_file.close()
+        if stand_in is not None:
+            stand_in.__exit__(None, None, None)
         print(f"== daemon stopped (exit code {code})", flush=True)
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    return 0 if code == 0 else 1
+    return 0 if code == 0 and ok else 1

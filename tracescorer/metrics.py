@@ -95,6 +95,42 @@ class Metrics:
             registry=r,
         )
 
+        self.decisions = Counter(
+            "tracescorer_scoring_decisions",
+            "Scoring decisions by scorer and kind (scored, sampled_out, filtered_out, not_scorable, "
+            "rate_limited, budget_exhausted, failed)",
+            ["scorer", "decision"],
+            registry=r,
+        )
+        self.scores = Counter(
+            "tracescorer_scores", "Scores stored, by scorer and status", ["scorer", "status"], registry=r
+        )
+        self.scoring_queue = Gauge(
+            "tracescorer_scoring_queue_depth", "Targets waiting for a scorer", ["pool"], registry=r
+        )
+        self.conversations_tracked = Gauge(
+            "tracescorer_scoring_conversations_tracked", "Conversations waiting to go idle", registry=r
+        )
+        self.judge_calls = Counter(
+            "tracescorer_judge_calls", "Judge calls by model and status", ["model", "status"], registry=r
+        )
+        self.judge_seconds = Histogram(
+            "tracescorer_judge_call_seconds",
+            "Judge call latency (including retries)",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            "tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r
+        )
+        self.judge_cost = Counter("tracescorer_judge_cost_usd", "Judge spend in USD", registry=r)
+        self.exports = Counter(
+            "tracescorer_export_spans",
+            "Evaluation spans exported, by result (success, failure)",
+            ["result"],
+            registry=r,
+        )
+
     def track_queue(self, depth: Callable[[], int]) -> None:
         self.queue_items.set_function(depth)
 
@@ -117,6 +153,10 @@ class Metrics:
 
     def on_error(self, error: BaseException) -> None:
         self.write_errors.inc()
+
+    # ExportObserver (tracescorer.export.otlp)
+    def on_export(self, outcome: object, spans: int, seconds: float) -> None:
+        self.exports.labels(str(getattr(outcome, "value", outcome))).inc(spans)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

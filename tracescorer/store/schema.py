@@ -103,6 +103,62 @@ ASSEMBLED_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# One row per (scorer, target): re-scoring upserts the same deterministic id. Columns follow
+# Mastra's score row (ARCHITECTURE.md); `label`, `threshold` and `error_type` are additions.
+SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "VARCHAR PRIMARY KEY"),
+    ("scorer_id", "VARCHAR NOT NULL"),
+    ("scorer_name", "VARCHAR"),
+    ("run_id", "VARCHAR"),
+    ("trace_id", "VARCHAR"),
+    ("span_id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("entity_type", "VARCHAR"),  # agent | conversation
+    ("entity_id", "VARCHAR"),  # agent name
+    ("source", "VARCHAR"),  # live | backfill
+    ("score", "DOUBLE"),
+    ("reason", "VARCHAR"),
+    ("status", "VARCHAR"),  # ok | error | not_scorable
+    ("error", "VARCHAR"),
+    ("error_type", "VARCHAR"),
+    ("label", "VARCHAR"),  # pass | fail when the binding has a threshold
+    ("threshold", "DOUBLE"),
+    ("preprocess_step_result", "JSON"),
+    ("analyze_step_result", "JSON"),
+    ("preprocess_prompt", "VARCHAR"),
+    ("analyze_prompt", "VARCHAR"),
+    ("generate_score_prompt", "VARCHAR"),
+    ("generate_reason_prompt", "VARCHAR"),
+    ("judge_model", "VARCHAR"),
+    ("judge_input_tokens", "BIGINT"),
+    ("judge_output_tokens", "BIGINT"),
+    ("judge_cost_usd", "DOUBLE"),
+    ("judge_attempts", "INTEGER"),
+    ("duration_ms", "DOUBLE"),
+    ("sample_rate", "DOUBLE"),
+    ("metadata", "JSON"),
+    ("created_at", "TIMESTAMPTZ"),
+    ("updated_at", "TIMESTAMPTZ"),
+    ("exported_at", "TIMESTAMPTZ"),
+)
+
+# Why each bound scorer did or did not score each target (latest decision per pair).
+DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "VARCHAR PRIMARY KEY"),
+    ("scorer_id", "VARCHAR NOT NULL"),
+    ("target_type", "VARCHAR"),  # run | conversation
+    ("target_id", "VARCHAR"),  # run id or conversation id
+    ("trace_id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("decision", "VARCHAR"),  # scored | sampled_out | filtered_out | not_scorable | rate_limited | budget_exhausted | failed
+    ("detail", "VARCHAR"),
+    ("sample_rate", "DOUBLE"),
+    ("source", "VARCHAR"),
+    ("score_id", "VARCHAR"),
+    ("decided_at", "TIMESTAMPTZ"),
+)
+
+
 def _create(table: str, columns: tuple[tuple[str, str], ...]) -> str:
     body = ",\n  ".join(f"{name} {kind}" for name, kind in columns)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"
@@ -114,6 +170,8 @@ DDL: tuple[str, ...] = (
     _create("runs", RUN_COLUMNS),
     _create("assembled_traces", ASSEMBLED_COLUMNS),
     "CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",
+    _create("scores", SCORE_COLUMNS),
+    _create("scoring_decisions", DECISION_COLUMNS),
     "CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
     "INSERT OR IGNORE INTO schema_info VALUES ('version', '1')",
 )

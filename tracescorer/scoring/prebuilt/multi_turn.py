@@ -65,7 +65,7 @@ def create_multi_turn_judge_scorer(*, model: str, criterion: str, scale: float =
 
     def reason(verdict: MultiTurnVerdict, value: float) -> str:
         label = "Satisfied" if verdict.satisfied else "Not satisfied"
-        return f"{label}. Criterion: {criterion.strip()}. Explanation: {verdict.reasoning}"
+        return f"{label}. Criterion: {criterion.strip().rstrip('.')}. Explanation: {verdict.reasoning}"
 
     return llm_scorer(
         id=MULTI_TURN_JUDGE_ID, name="Multi-turn Judge", model=model, options=judge_options,

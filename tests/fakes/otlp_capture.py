@@ -1,0 +1,362 @@
+"""An OTLP trace capture server for tests: what a collector or trace backend would receive.
+
+Two real servers on ``127.0.0.1``, port 0, in background threads: OTLP/gRPC
+(``TraceService/Export`` on a sync ``grpc.server``) and OTLP/HTTP (``POST /v1/traces``,
+protobuf, optionally gzip/deflate, on aiohttp with its own event loop). Every request is decoded
+with ``opentelemetry-proto`` and recorded; accepted spans are flattened into
+:class:`CapturedSpan` records with hex ids and plain-Python attribute values. Failures are
+scripted with :meth:`OtlpCapture.fail_next` (gRPC ``UNAVAILABLE`` / HTTP 503 by default).
+
+Example::
+
+    with OtlpCapture() as capture:
+        exporter = OTLPSpanExporter(endpoint=capture.grpc_endpoint, insecure=True)
+        ...
+        [span] = capture.wait_for_spans(1, timeout_s=5)
+        assert span.parent_span_id == "00f067aa0ba902b7"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from aiohttp import web
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+__all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport"]
+
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_PROTOBUF = "application/x-protobuf"
+
+
+def any_value(value: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as plain Python (lists for arrays, dicts for kvlists)."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    return getattr(value, kind)
+
+
+def attributes(kvs: Sequence[KeyValue]) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapturedEvent:
+    name: str
+    time_unix_nano: int
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapturedLink:
+    trace_id: str
+    span_id: str
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapturedSpan:
+    """One received span, ids as lowercase hex (``parent_span_id`` is "" for a root)."""
+
+    transport: str  # grpc | http
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: int  # opentelemetry.proto.trace.v1.Span.SpanKind value (1 = INTERNAL)
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    status_code: int  # 0 unset, 1 ok, 2 error
+    status_message: str
+    attributes: dict[str, Any]
+    events: list[CapturedEvent]
+    links: list[CapturedLink]
+    resource: dict[str, Any]
+    scope_name: str
+    scope_version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedExport:
+    """One export request as received; ``failed`` when a scripted failure answered it."""
+
+    transport: str
+    request: ExportTraceServiceRequest
+    headers: dict[str, str]
+    failed: bool
+
+
+@dataclass(kw_only=True)
+class _Failures:
+    remaining: int = 0
+    grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    http_status: int = 503
+
+
+@dataclass
+class _State:
+    exports: list[RecordedExport] = field(default_factory=list)
+    spans: list[CapturedSpan] = field(default_factory=list)
+
+
+def flatten(transport: str, request: ExportTraceServiceRequest) -> list[CapturedSpan]:
+    out = []
+    for rs in request.resource_spans:
+        resource = attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                out.append(
+                    CapturedSpan(
+                        transport=transport,
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_span_id=s.parent_span_id.hex(),
+                        name=s.name,
+                        kind=s.kind,
+                        start_time_unix_nano=s.start_time_unix_nano,
+                        end_time_unix_nano=s.end_time_unix_nano,
+                        status_code=s.status.code,
+                        status_message=s.status.message,
+                        attributes=attributes(s.attributes),
+                        events=[CapturedEvent(name=e.name, time_unix_nano=e.time_unix_nano,
+                                              attributes=attributes(e.attributes)) for e in s.events],
+                        links=[CapturedLink(trace_id=link.trace_id.hex(), span_id=link.span_id.hex(),
+                                            attributes=attributes(link.attributes)) for link in s.links],
+                        resource=resource,
+                        scope_name=ss.scope.name,
+                        scope_version=ss.scope.version,
+                    )
+                )
+    return out
+
+
+class OtlpCapture:
+    """Records OTLP trace exports over gRPC and HTTP; use as a context manager (or start/stop)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self._cond = threading.Condition()
+        self._state = _State()
+        self._failures = _Failures()
+        self._grpc: grpc.Server | None = None
+        self._grpc_port = 0
+        self._http_port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> OtlpCapture:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp-capture-grpc"))
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export,
+            request_deserializer=ExportTraceServiceRequest.FromString,
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),))
+        self._grpc_port = server.add_insecure_port(f"{self.host}:0")
+        server.start()
+        self._grpc = server
+
+        started = threading.Event()
+        errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._serve_http, args=(started, errors), name="otlp-capture-http", daemon=True)
+        self._thread.start()
+        started.wait(10)
+        if errors or not self._http_port:
+            self.stop()
+            raise RuntimeError(f"OTLP/HTTP capture server did not start: {errors}")
+
+    def stop(self) -> None:
+        if self._grpc is not None:
+            self._grpc.stop(grace=None)
+            self._grpc = None
+        loop, runner = self._loop, self._runner
+        if loop is not None and runner is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        self._loop = self._runner = None
+
+    def _serve_http(self, started: threading.Event, errors: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            app = web.Application(client_max_size=64 * 1024 * 1024)
+            app.router.add_post("/v1/traces", self._http_export)
+            runner = web.AppRunner(app, access_log=None)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, 0)
+            loop.run_until_complete(site.start())
+            self._runner = runner
+            self._http_port = runner.addresses[0][1]
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            errors.append(exc)
+            started.set()
+            loop.close()
+            return
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    # --- endpoints -------------------------------------------------------------------------
+
+    @property
+    def grpc_endpoint(self) -> str:
+        """``http://127.0.0.1:PORT`` (the scheme makes the SDK gRPC exporter use plaintext)."""
+        return f"http://{self.host}:{self._grpc_port}"
+
+    @property
+    def grpc_target(self) -> str:
+        """``127.0.0.1:PORT`` for a raw gRPC channel."""
+        return f"{self.host}:{self._grpc_port}"
+
+    @property
+    def http_base_url(self) -> str:
+        """Base URL as in ``OTEL_EXPORTER_OTLP_ENDPOINT`` (signal path not included)."""
+        return f"http://{self.host}:{self._http_port}"
+
+    @property
+    def http_endpoint(self) -> str:
+        """The full traces URL, ``http://127.0.0.1:PORT/v1/traces``."""
+        return self.http_base_url + "/v1/traces"
+
+    # --- scripting -------------------------------------------------------------------------
+
+    def fail_next(
+        self, n: int, *, grpc_code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE, http_status: int = 503
+    ) -> None:
+        """Answer the next ``n`` export requests (either transport) with an error."""
+        with self._cond:
+            self._failures = _Failures(remaining=n, grpc_code=grpc_code, http_status=http_status)
+
+    def clear_failures(self) -> None:
+        with self._cond:
+            self._failures.remaining = 0
+
+    def clear(self) -> None:
+        """Forget everything recorded so far."""
+        with self._cond:
+            self._state = _State()
+
+    def _record(
+        self, transport: str, request: ExportTraceServiceRequest, headers: Mapping[str, str]
+    ) -> _Failures | None:
+        """Record a request; the scripted failure to answer it with, if any."""
+        with self._cond:
+            script = self._failures
+            failed = script.remaining > 0
+            if failed:
+                script.remaining -= 1
+            self._state.exports.append(
+                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed)
+            )
+            if not failed:
+                self._state.spans.extend(flatten(transport, request))
+            self._cond.notify_all()
+            return script if failed else None
+
+    def _grpc_export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        if (failure := self._record("grpc", request, headers)) is not None:
+            context.abort(failure.grpc_code, "scripted failure")
+        return ExportTraceServiceResponse()
+
+    async def _http_export(self, http_request: web.Request) -> web.Response:
+        body = await http_request.read()
+        encoding = http_request.headers.get("Content-Encoding", "").lower()
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        elif encoding == "deflate":
+            body = zlib.decompress(body)
+        if http_request.content_type != _PROTOBUF:
+            return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except Exception:  # noqa: BLE001 - any decode error is the client's
+            return web.Response(status=400, text="undecodable ExportTraceServiceRequest")
+        failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()})
+        if failure is not None:
+            return web.Response(status=failure.http_status, text="scripted failure")
+        return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=_PROTOBUF)
+
+    # --- results ---------------------------------------------------------------------------
+
+    @property
+    def exports(self) -> list[RecordedExport]:
+        """Every request received (including failed ones), in arrival order."""
+        with self._cond:
+            return list(self._state.exports)
+
+    def spans(self) -> list[CapturedSpan]:
+        """Every span of every accepted request, in arrival order."""
+        with self._cond:
+            return list(self._state.spans)
+
+    def wait_for_spans(self, n: int, timeout_s: float = 10.0) -> list[CapturedSpan]:
+        """Block until at least ``n`` spans were accepted; raises ``TimeoutError`` otherwise."""
+        return self._wait(lambda: len(self._state.spans) >= n, timeout_s, f"{n} spans", self.spans)
+
+    def wait_for_exports(self, n: int, timeout_s: float = 10.0) -> list[RecordedExport]:
+        """Block until at least ``n`` requests (accepted or failed) arrived."""
+        return self._wait(lambda: len(self._state.exports) >= n, timeout_s, f"{n} export requests", lambda: self.exports)
+
+    async def await_spans(self, n: int, timeout_s: float = 10.0) -> list[CapturedSpan]:
+        """:meth:`wait_for_spans` for async tests (waits in a worker thread)."""
+        return await asyncio.to_thread(self.wait_for_spans, n, timeout_s)
+
+    async def await_exports(self, n: int, timeout_s: float = 10.0) -> list[RecordedExport]:
+        return await asyncio.to_thread(self.wait_for_exports, n, timeout_s)
+
+    def _wait(self, ready: Any, timeout_s: float, what: str, result: Any) -> Any:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not ready():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"waited {timeout_s:g}s for {what}; got {len(self._state.spans)} spans "
+                        f"in {len(self._state.exports)} requests"
+                    )
+                self._cond.wait(remaining)
+        return result()
+
+    def spans_named(self, name: str) -> list[CapturedSpan]:
+        return [s for s in self.spans() if s.name == name]
+
+
+def capture() -> Iterator[OtlpCapture]:
+    """A pytest fixture body: ``capture = pytest.fixture(otlp_capture.capture)``."""
+    with OtlpCapture() as server:
+        yield server

@@ -1,0 +1,274 @@
+"""Scorer bindings: the ``scorers:`` section of the configuration turned into scorers.
+
+Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundScorer`:
+
+- ``prebuilt: <name>`` calls the factory in :data:`PREBUILT` with the binding's ``options``.
+  LLM judges (factories taking ``model=``) get the judge model and connection settings: the
+  binding's ``judge`` keys win over ``options``, which win over the ``judge:`` defaults
+  section (``model``, ``api_base``, ``api_key``, ``timeout_s``). Quick checks (factories
+  taking ``id=``) are built with the binding id.
+- ``python: "package.module:attribute"`` imports a :class:`~tracescorer.scoring.scorer.Scorer`,
+  or a callable returning one (called with the binding's ``options`` as keyword arguments).
+  Its ``id`` must equal the binding id: a user scorer's id is its identity in the score
+  history, so it is never silently changed.
+
+Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
+renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
+with different criteria). Scores are stored under the binding id: the registry built by
+:func:`registry_from` holds exactly the bound ids (the seed's rule: only registered ids are
+persisted).
+
+Building never calls a model and never imports litellm (a :class:`Judge` is configuration only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracescorer.config import JudgeSettings, ScorerBinding
+from tracescorer.scoring import prebuilt as _p
+from tracescorer.scoring.judge import Judge
+from tracescorer.scoring.registry import ScorerRegistry
+from tracescorer.scoring.scorer import PromptStep, Scorer
+
+PREBUILT: dict[str, Callable[..., Scorer[Any, Any]]] = {
+    # LLM judges (take model=)
+    "multi_turn_judge": _p.create_multi_turn_judge_scorer,
+    "answer_relevancy": _p.create_answer_relevancy_scorer,
+    "faithfulness": _p.create_faithfulness_scorer,
+    "hallucination": _p.create_hallucination_scorer,
+    "toxicity": _p.create_toxicity_scorer,
+    "bias": _p.create_bias_scorer,
+    "prompt_alignment": _p.create_prompt_alignment_scorer,
+    "tool_call_appropriateness": _p.create_tool_call_appropriateness_scorer,
+    "rubric": _p.create_rubric_scorer,
+    # code scorers
+    "completeness": _p.create_completeness_scorer,
+    "keyword_coverage": _p.create_keyword_coverage_scorer,
+    "content_similarity": _p.create_content_similarity_scorer,
+    "textual_difference": _p.create_textual_difference_scorer,
+    "tone_consistency": _p.create_tone_consistency_scorer,
+    "tool_call_accuracy": _p.create_tool_call_accuracy_scorer,
+    # quick checks (take id=)
+    "includes": _p.create_includes_check,
+    "excludes": _p.create_excludes_check,
+    "matches": _p.create_matches_check,
+    "called_tool": _p.create_called_tool_check,
+    "did_not_call": _p.create_did_not_call_check,
+    "max_tool_calls": _p.create_max_tool_calls_check,
+    "no_tool_errors": _p.create_no_tool_errors_check,
+    "non_empty_response": _p.create_non_empty_response_check,
+}
+
+# ``judge:`` keys of a binding that are settings of the judge connection; every other key is
+# passed to the Judge as an option (``temperature``, ``max_tokens``, ``instructions``...).
+_CONNECTION_KEYS = ("model", "api_base", "api_key", "timeout_s")
+# JudgeSettings keys that belong to the runner's limits, never to a Judge object.
+_RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
+
+
+class BindingError(ValueError):
+    """A scorer binding cannot be built; the message starts with ``scorers[<index>] (<id>): ``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BoundScorer:
+    """A binding with its built scorer.
+
+    ``uses_judge`` is True when the scorer has a :class:`PromptStep` (it calls the LLM judge,
+    so judge concurrency, rate and budget limits apply). A function step that calls a model by
+    itself is not detected: such a scorer counts as a code scorer.
+    """
+
+    binding: ScorerBinding
+    scorer: Scorer[Any, Any]
+    uses_judge: bool
+
+
+def uses_judge(scorer: Scorer[Any, Any]) -> bool:
+    """Whether any step of ``scorer`` is a :class:`PromptStep` (asks the judge)."""
+    return bool(_prompt_steps(scorer))
+
+
+def build_bindings(bindings: Sequence[ScorerBinding],
+                   judge_defaults: JudgeSettings) -> list[BoundScorer]:
+    """Build the scorers of the enabled ``bindings`` (disabled ones are skipped).
+
+    Raises :class:`BindingError` for the first binding that cannot be built.
+    """
+    bound: list[BoundScorer] = []
+    for index, binding in enumerate(bindings):
+        if not binding.enabled:
+            continue
+        try:
+            scorer = _build(binding, judge_defaults)
+        except _Problem as exc:
+            raise BindingError(f"scorers[{index}] ({binding.id}): {exc}") from exc.__cause__
+        bound.append(BoundScorer(binding=binding, scorer=scorer, uses_judge=uses_judge(scorer)))
+    return bound
+
+
+def registry_from(bound: Sequence[BoundScorer]) -> ScorerRegistry:
+    """A registry holding the bound scorers, by binding id."""
+    registry = ScorerRegistry()
+    for item in bound:
+        registry.register(item.scorer)
+    return registry
+
+
+# -- building ----------------------------------------------------------------------------------
+class _Problem(Exception):
+    """What is wrong with one binding (wrapped into a BindingError naming it)."""
+
+
+def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
+    runner_keys = sorted(_RUNNER_KEYS & binding.judge.keys())
+    if runner_keys:
+        raise _Problem(f"judge.{runner_keys[0]} is a global limit: set it in the 'judge:' section")
+    if binding.prebuilt is not None:
+        return _build_prebuilt(binding, binding.prebuilt, defaults)
+    if binding.python is not None:
+        return _build_python(binding, binding.python, defaults)
+    raise _Problem("exactly one of 'prebuilt' or 'python' is required")
+
+
+def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
+    factory = PREBUILT.get(name)
+    if factory is None:
+        raise _Problem(f"unknown prebuilt scorer {name!r}; valid names: {', '.join(sorted(PREBUILT))}")
+    params = inspect.signature(factory).parameters
+    kwargs = dict(binding.options)
+    if "model" in params:
+        kwargs.update(_judge_kwargs(binding, name, kwargs, defaults))
+    elif binding.judge:
+        raise _Problem(f"'judge' is set but prebuilt {name!r} is a code scorer that uses no judge")
+    if "id" in params:
+        if "id" in kwargs:
+            raise _Problem("options.id is not allowed: the binding id is the scorer id")
+        kwargs["id"] = binding.id
+    try:
+        scorer = factory(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise _Problem(f"bad options for prebuilt {name!r}: {exc}") from exc
+    if scorer.id != binding.id:
+        # Fixed-id prebuilts take the binding's id (see the module docstring); the display
+        # name stays the prebuilt's own.
+        scorer = dataclasses.replace(scorer, id=binding.id)
+    return scorer
+
+
+def _judge_kwargs(binding: ScorerBinding, name: str, options: Mapping[str, Any],
+                  defaults: JudgeSettings) -> dict[str, Any]:
+    """model/api_base/api_key/timeout for an LLM factory: binding ``judge`` > ``options`` >
+    the ``judge:`` defaults; other ``judge`` keys become Judge options."""
+    override = binding.judge
+    model = override.get("model") or options.get("model") or defaults.model
+    if not model:
+        raise _Problem(f"prebuilt {name!r} is an LLM judge and needs a model: set judge.model "
+                       "on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)")
+    out: dict[str, Any] = {"model": model}
+    for key, default in (("api_base", defaults.api_base), ("api_key", defaults.api_key)):
+        value = override.get(key, options.get(key, default))
+        if value is not None:
+            out[key] = value
+    timeout = override.get("timeout_s", options.get("timeout", defaults.timeout_s))
+    if timeout is not None:
+        out["timeout"] = timeout
+    out.update({k: v for k, v in override.items() if k not in _CONNECTION_KEYS})
+    return out
+
+
+def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
+    target = _import(spec)
+    if isinstance(target, Scorer):
+        if binding.options:
+            raise _Problem(f"{spec!r} is a Scorer instance: 'options' need a function that "
+                           "returns a scorer")
+        scorer = target
+    elif callable(target):
+        try:
+            scorer = target(**binding.options)
+        except Exception as exc:  # user code: any failure is a configuration error to report
+            raise _Problem(f"calling {spec!r} failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(scorer, Scorer):
+            raise _Problem(f"{spec!r} returned {type(scorer).__name__}, not a Scorer")
+    else:
+        raise _Problem(f"{spec!r} is {type(target).__name__}, not a Scorer or a function "
+                       "returning one")
+    if scorer.id != binding.id:
+        raise _Problem(f"{spec!r} has id {scorer.id!r}; a python scorer's id must equal the "
+                       f"binding id (set id: {scorer.id})")
+    return _with_judge(scorer, binding, defaults)
+
+
+def _import(spec: str) -> Any:
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise _Problem(f"python: {spec!r} is not of the form 'package.module:attribute'")
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as exc:  # an import runs user code: report whatever it raised
+        hint = " (is it installed, or on PYTHONPATH?)" if isinstance(exc, ModuleNotFoundError) else ""
+        raise _Problem(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
+                       f"{hint}") from exc
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise _Problem(f"module {module_name!r} has no attribute {attribute!r}") from None
+    return value
+
+
+def _prompt_steps(scorer: Scorer[Any, Any]) -> list[PromptStep]:
+    # Scorer keeps its steps in ``_steps`` (name, step, schema); there is no public accessor
+    # for the step objects, only their names.
+    return [s.step for s in scorer._steps if isinstance(s.step, PromptStep)]
+
+
+def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
+                defaults: JudgeSettings) -> Scorer[Any, Any]:
+    """A python scorer's judge: the binding's ``judge`` keys on top of the scorer's own judge;
+    where a prompt step would have no model, the ``judge:`` defaults underneath."""
+    steps = _prompt_steps(scorer)
+    if not steps:
+        if binding.judge:
+            raise _Problem("'judge' is set but the scorer has no prompt step that uses a judge")
+        return scorer
+    judge = scorer.judge
+    if binding.judge:
+        override = dict(binding.judge)
+        if "timeout_s" in override:
+            override["timeout"] = override.pop("timeout_s")
+        try:
+            extra = Judge(**override)
+        except (TypeError, ValueError) as exc:
+            raise _Problem(f"bad judge settings: {exc}") from exc
+        judge = judge.merged_with(extra) if judge is not None else extra
+    if any(_model_of(judge, step) is None for step in steps):
+        if not defaults.model:
+            raise _Problem("the scorer has a prompt step without a judge model: set judge.model "
+                           "on the binding, or the 'judge: model:' default "
+                           "(TRACESCORER_JUDGE_MODEL)")
+        base = _default_judge(defaults)
+        judge = base.merged_with(judge)
+    return dataclasses.replace(scorer, judge=judge) if judge is not scorer.judge else scorer
+
+
+def _model_of(judge: Judge | None, step: PromptStep) -> str | None:
+    if step.judge is not None and step.judge.model:
+        return step.judge.model
+    return judge.model if judge is not None and judge.model else None
+
+
+def _default_judge(defaults: JudgeSettings) -> Judge:
+    options: dict[str, Any] = {"timeout": defaults.timeout_s}
+    if defaults.api_base is not None:
+        options["api_base"] = defaults.api_base
+    if defaults.api_key is not None:
+        options["api_key"] = defaults.api_key
+    return Judge(model=defaults.model, **options)

@@ -1,0 +1,364 @@
+"""Online scoring: bound scorers decide, queue and run on live runs and idle conversations.
+
+For every (binding, target) one decision is recorded in ``scoring_decisions``: ``filtered_out``
+(which clause), ``sampled_out``, ``budget_exhausted``, ``rate_limited`` (queue full), or after
+the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included)
+in ``scores``. Nothing is skipped silently. Judge-using scorers share a concurrency limit, a
+requests-per-minute bucket and a daily USD budget; code scorers have their own workers and keep
+running when the judge budget is spent or the judge is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracescorer.assembly.conversations import ConversationTracker
+from tracescorer.config import Settings
+from tracescorer.metrics import Metrics
+from tracescorer.model import AgentRun, Conversation
+from tracescorer.sampling import is_sampled, sample_value
+from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.errors import ScorerRunError
+from tracescorer.scoring.limits import DailyBudget, RateLimiter
+from tracescorer.scoring.scorer import PromptStep
+from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
+from tracescorer.scoring.types import ScorerResult
+from tracescorer.store.duckdb import Connection, DuckDBStore, QueueFull
+from tracescorer.store.runs import RUN_SELECT, run_from_row
+from tracescorer.store.scores import DecisionRecord, ScoreRecord, write_job
+
+log = logging.getLogger(__name__)
+
+SCORED, SAMPLED_OUT, FILTERED_OUT = "scored", "sampled_out", "filtered_out"
+NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = "not_scorable", "rate_limited", "budget_exhausted", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    bound: BoundScorer
+    target: Target
+    source: str
+    done: asyncio.Future[str] | None = None
+
+
+def _prompt_steps(bound: BoundScorer) -> int:
+    steps = getattr(bound.scorer, "_steps", ())
+    return max(1, sum(1 for s in steps if isinstance(getattr(s, "step", None), PromptStep)))
+
+
+def load_conversation(con: Connection, conversation_id: str) -> Conversation | None:
+    rows = con.execute(RUN_SELECT + " WHERE conversation_id = ? ORDER BY started_at_unix_nano, run_id",
+                       [conversation_id]).fetchall()
+    runs = tuple(run_from_row(r) for r in rows)
+    return Conversation(conversation_id=conversation_id, runs=runs) if runs else None
+
+
+def _spent_today(con: Connection) -> float:
+    row = con.execute("SELECT coalesce(sum(judge_cost_usd), 0) FROM scores "
+                      "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'").fetchone()
+    return float(row[0]) if row else 0.0
+
+
+class ScoringRunner:
+    """Owns the scoring queues and workers; runs on the daemon's event loop."""
+
+    def __init__(self, bound: Sequence[BoundScorer], store: DuckDBStore, metrics: Metrics, settings: Settings,
+                 *, on_scores: Callable[[], None] | None = None) -> None:
+        self._bound = list(bound)
+        self._run_bindings = [b for b in bound if b.binding.scope == "run"]
+        self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
+        self._store = store
+        self._metrics = metrics
+        self._settings = settings
+        self._on_scores = on_scores
+        judge, scoring = settings.judge, settings.scoring
+        self._judge_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
+        self._code_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
+        self._judge_workers = judge.max_concurrency
+        self._code_workers = scoring.workers
+        self.rate = RateLimiter(judge.requests_per_minute)
+        self.budget = DailyBudget(judge.daily_budget_usd)
+        self.tracker = ConversationTracker(conversation_idle_s=settings.assembly.conversation_idle_s)
+        self._decisions: list[DecisionRecord] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._accepting = False
+
+    def binding(self, scorer_id: str) -> BoundScorer | None:
+        return next((b for b in self._bound if b.binding.id == scorer_id), None)
+
+    @property
+    def queue_capacity(self) -> int:
+        return self._settings.scoring.max_queue
+
+    @property
+    def bindings(self) -> list[BoundScorer]:
+        return list(self._bound)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start workers, the conversation timer and recovery of unscored recent runs."""
+        await self.start_workers()
+        self._tasks.append(asyncio.create_task(self._tick(), name="scoring-tick"))
+        if self._bound:
+            self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
+
+    async def start_workers(self) -> None:
+        """Only the workers (a one-off backfill needs no timer or recovery)."""
+        self.budget = DailyBudget(self._settings.judge.daily_budget_usd,
+                                  spent_today_usd=await asyncio.to_thread(self._store.read, _spent_today))
+        self._accepting = True
+        for i in range(self._judge_workers):
+            self._tasks.append(asyncio.create_task(self._worker(self._judge_queue), name=f"judge-worker-{i}"))
+        for i in range(self._code_workers):
+            self._tasks.append(asyncio.create_task(self._worker(self._code_queue), name=f"code-worker-{i}"))
+
+    async def stop(self, timeout_s: float) -> None:
+        """Stop intake, let queued work finish until the deadline, record what was decided.
+
+        Targets still queued at the deadline get no decision row, so the next start's recovery
+        scores them (within ``scoring.recover_window_s``).
+        """
+        self._accepting = False
+        deadline = time.monotonic() + timeout_s
+        for queue in (self._judge_queue, self._code_queue):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(queue.join(), max(0.0, deadline - time.monotonic()))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._flush_decisions()
+
+    # --- intake ---------------------------------------------------------------------------------
+
+    def on_runs(self, runs: Sequence[AgentRun]) -> None:
+        """RunListener: decide run-scope bindings now, track conversations for later."""
+        if not self._accepting:
+            return
+        for run in runs:
+            target = run_target(run)
+            for bound in self._run_bindings:
+                self.decide(bound, target, "live")
+        if self._conv_bindings:
+            self.tracker.add(runs)
+            self._metrics.conversations_tracked.set(len(self.tracker))
+
+    def decide(self, bound: BoundScorer, target: Target, source: str,
+               extra_check: Callable[[Target], str | None] | None = None) -> str | asyncio.Future[str]:
+        """Record why ``target`` is not scored (returns that decision), or queue it (returns a
+        future of the decision it gets once the scorer ran)."""
+        binding = bound.binding
+        ratio = binding.sampling.ratio
+        failed_clause = binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
+        if failed_clause is not None:
+            self._record(bound, target, FILTERED_OUT, failed_clause, source)
+            return FILTERED_OUT
+        if not is_sampled(target.sample_key, ratio):
+            self._record(bound, target, SAMPLED_OUT,
+                         f"sample value {sample_value(target.sample_key):.4f} >= ratio {ratio:g}", source)
+            return SAMPLED_OUT
+        if bound.uses_judge and self.budget.exhausted:
+            self._record(bound, target, BUDGET_EXHAUSTED, self._budget_detail(), source)
+            return BUDGET_EXHAUSTED
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        queue = self._judge_queue if bound.uses_judge else self._code_queue
+        try:
+            queue.put_nowait(_Task(bound, target, source, done))
+        except asyncio.QueueFull:
+            self._record(bound, target, RATE_LIMITED, f"scoring queue full ({queue.maxsize} waiting)", source)
+            return RATE_LIMITED
+        self._metrics.scoring_queue.labels("judge" if bound.uses_judge else "code").set(queue.qsize())
+        return done
+
+    def _budget_detail(self) -> str:
+        return f"daily judge budget spent: ${self.budget.spent_usd:.4f} of ${self.budget.limit_usd:g}"
+
+    def _record(self, bound: BoundScorer, target: Target, decision: str, detail: str | None, source: str,
+                score_row_id: str | None = None) -> None:
+        self._metrics.decisions.labels(bound.binding.id, decision).inc()
+        self._decisions.append(DecisionRecord(
+            id=decision_id(bound.binding.id, target), scorer_id=bound.binding.id, target_type=target.kind,
+            target_id=target.id, trace_id=target.trace_id, conversation_id=target.conversation_id,
+            decision=decision, detail=detail, sample_rate=bound.binding.sampling.ratio, source=source,
+            score_id=score_row_id))
+
+    # --- execution ------------------------------------------------------------------------------
+
+    async def _worker(self, queue: asyncio.Queue[_Task]) -> None:
+        while True:
+            task = await queue.get()
+            try:
+                decision = await self.execute(task.bound, task.target, task.source)
+            except Exception:  # noqa: BLE001 - a worker must survive anything a task does
+                log.exception("scoring %s failed unexpectedly", task.bound.binding.id)
+                decision = FAILED
+            finally:
+                queue.task_done()
+            if task.done is not None and not task.done.done():
+                task.done.set_result(decision)
+
+    async def execute(self, bound: BoundScorer, target: Target, source: str) -> str:
+        """Run one scorer on one target (limits applied), store the score; returns the decision."""
+        if bound.uses_judge:
+            if self.budget.exhausted:
+                self._record(bound, target, BUDGET_EXHAUSTED, self._budget_detail(), source)
+                return BUDGET_EXHAUSTED
+            await self.rate.acquire(_prompt_steps(bound))
+        started = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            result = await bound.scorer.run(target.subject)
+        except ScorerRunError as exc:
+            result, error = exc.result, exc
+        except Exception as exc:  # noqa: BLE001 - user scorer code: an error row, never a crash
+            result, error = None, exc
+        record = self._score_record(bound, target, source, result, error, time.perf_counter() - started)
+        self.budget.add(record.judge_cost_usd)
+        decision = {"ok": SCORED, "not_scorable": NOT_SCORABLE}.get(record.status, FAILED)
+        detail = record.error if record.status == "error" else (record.reason if record.status == "not_scorable" else None)
+        self._record(bound, target, decision, detail, source, record.id)
+        m = self._metrics
+        m.scores.labels(bound.binding.id, record.status).inc()
+        if result is not None:
+            for call in result.judge_calls:
+                m.judge_calls.labels(call.model, call.status).inc()
+                m.judge_seconds.observe(call.duration_ms / 1000)
+                if call.input_tokens:
+                    m.judge_tokens.labels("input").inc(call.input_tokens)
+                if call.output_tokens:
+                    m.judge_tokens.labels("output").inc(call.output_tokens)
+        if record.judge_cost_usd:
+            m.judge_cost.inc(record.judge_cost_usd)
+        await self._persist([record])
+        return decision
+
+    def _score_record(self, bound: BoundScorer, target: Target, source: str, result: ScorerResult | None,
+                      error: BaseException | None, seconds: float) -> ScoreRecord:
+        binding = bound.binding
+        run_ids = [r.run_id for r in target.subject.runs] if isinstance(target.subject, Conversation) else [target.run_id]
+        subject = target.subject.runs[-1] if isinstance(target.subject, Conversation) else target.subject
+        metadata: dict[str, Any] = {"run_ids": run_ids, "convention": subject.convention, "model": subject.model,
+                                    "service_name": subject.service_name}
+        status = "error" if error is not None else (result.status if result else "error")
+        score = result.score if result is not None and status == "ok" else None
+        label = None
+        if binding.threshold is not None and score is not None:
+            label = "pass" if score >= binding.threshold else "fail"
+        cause = error.__cause__ if isinstance(error, ScorerRunError) and error.__cause__ else error
+        if isinstance(error, ScorerRunError):
+            metadata["failed_step"] = error.failed_step
+            metadata["completed_steps"] = list(error.completed_steps)
+        if result is not None and result.judge_calls:
+            metadata["judge_calls"] = [
+                {"step": c.step, "model": c.model, "status": c.status, "attempts": c.attempts, "error": c.error,
+                 "cost_usd": c.cost_usd, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                 "duration_ms": round(c.duration_ms, 2)} for c in result.judge_calls]
+        return ScoreRecord(
+            id=score_id(binding.id, target), scorer_id=binding.id,
+            scorer_name=getattr(bound.scorer, "name", binding.id) or binding.id,
+            run_id=target.run_id, trace_id=target.trace_id, span_id=target.span_id,
+            conversation_id=target.conversation_id,
+            entity_type="conversation" if target.kind == "conversation" else "agent", entity_id=target.agent_name,
+            source=source, score=score, reason=result.reason if result is not None else None, status=status,
+            error=str(error) if error is not None else None,
+            error_type=type(cause).__name__ if cause is not None else None,
+            label=label, threshold=binding.threshold,
+            preprocess_step_result=result.preprocess_step_result if result else None,
+            analyze_step_result=result.analyze_step_result if result else None,
+            preprocess_prompt=result.preprocess_prompt if result else None,
+            analyze_prompt=result.analyze_prompt if result else None,
+            generate_score_prompt=result.generate_score_prompt if result else None,
+            generate_reason_prompt=result.generate_reason_prompt if result else None,
+            judge_model=result.judge_model if result else None,
+            judge_input_tokens=result.judge_input_tokens if result else None,
+            judge_output_tokens=result.judge_output_tokens if result else None,
+            judge_cost_usd=result.judge_cost_usd if result else None,
+            judge_attempts=result.judge_attempts if result else None,
+            duration_ms=round(seconds * 1000, 3), sample_rate=binding.sampling.ratio, metadata=metadata)
+
+    async def _persist(self, scores: list[ScoreRecord]) -> None:
+        decisions, self._decisions = self._decisions, []
+        for attempt in range(50):
+            try:
+                await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
+                break
+            except QueueFull:
+                await asyncio.sleep(min(0.05 * (attempt + 1), 1.0))  # the span log is busy; scores wait, never drop
+        else:
+            log.error("could not store %d score(s): write queue stayed full", len(scores))
+            return
+        if scores and self._on_scores is not None:
+            self._on_scores()
+
+    async def _flush_decisions(self) -> None:
+        if self._decisions:
+            await self._persist([])
+
+    # --- conversations and recovery ----------------------------------------------------------
+
+    async def _tick(self) -> None:
+        interval = max(0.05, min(1.0, self._settings.assembly.conversation_idle_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                for conversation in self.tracker.pop_idle():
+                    await self.score_conversation(conversation.conversation_id, "live")
+                self._metrics.conversations_tracked.set(len(self.tracker))
+                await self._flush_decisions()
+            except Exception:  # noqa: BLE001 - keep the timer alive whatever one pass hits
+                log.exception("scoring tick failed")
+
+    async def score_conversation(self, conversation_id: str, source: str,
+                                 extra_check: Callable[[Target], str | None] | None = None,
+                                 bindings: Sequence[BoundScorer] | None = None) -> list[str | asyncio.Future[str]]:
+        """Decide every conversation-scope binding for the stored conversation (all its runs)."""
+        conversation = await asyncio.to_thread(self._store.read, lambda con: load_conversation(con, conversation_id))
+        if conversation is None:
+            return []
+        target = conversation_target(conversation)
+        return [self.decide(bound, target, source, extra_check)
+                for bound in (bindings if bindings is not None else self._conv_bindings)]
+
+    async def _recover(self) -> None:
+        """Score recent runs/conversations that have no decision for a current binding (the daemon
+        stopped between assembly and scoring)."""
+        window = self._settings.scoring.recover_window_s
+        if window <= 0:
+            return
+        ids = [b.binding.id for b in self._bound]
+
+        def pending(con: Connection) -> tuple[list[AgentRun], list[str]]:
+            since = f"now() - INTERVAL '{int(window)} seconds'"
+            runs = [run_from_row(r) for r in con.execute(
+                RUN_SELECT + f" WHERE updated_at >= {since} AND run_id NOT IN (SELECT target_id FROM scoring_decisions "
+                "WHERE target_type = 'run' AND list_contains($1::VARCHAR[], scorer_id)) ORDER BY started_at_unix_nano",
+                [ids]).fetchall()]
+            convs = [r[0] for r in con.execute(
+                f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND updated_at >= {since} "
+                "GROUP BY conversation_id HAVING max(updated_at) > coalesce((SELECT max(decided_at) FROM scoring_decisions d "
+                "WHERE d.target_type = 'conversation' AND d.target_id = runs.conversation_id), TIMESTAMPTZ '1970-01-01')"
+            ).fetchall()]
+            return runs, convs
+
+        try:
+            runs, conversations = await asyncio.to_thread(self._store.read, pending)
+        except Exception:  # noqa: BLE001 - recovery is best effort
+            log.exception("scoring recovery query failed")
+            return
+        if runs or conversations:
+            log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(runs), len(conversations))
+        for run in runs:
+            target = run_target(run)
+            for bound in self._run_bindings:
+                self.decide(bound, target, "live")
+        if self._conv_bindings and conversations:
+            for cid in conversations:
+                await self.score_conversation(cid, "live")
