@@ -59,19 +59,24 @@ def _messages(role: str, text: str) -> list[dict[str, Any]]:
     return [{"role": role, "parts": [{"type": "text", "content": text}]}]
 
 
-def emit_conversations(grpc_endpoint: str) -> int:
-    """Send the demo conversations as OTel GenAI spans through the SDK's gRPC exporter."""
+def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] | None = None,
+                       service_name: str = "demo-agents") -> int:
+    """Send conversations (default: the demo's) as OTel GenAI spans through the SDK's gRPC exporter.
+
+    Each conversation is ``{"id", "agent", "turns": [(user, tool|None, args, result, answer), ...]}``;
+    every turn is one ``invoke_agent`` trace carrying the history it was given. Returns the runs sent.
+    """
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.trace import Status, StatusCode
 
-    provider = TracerProvider(resource=Resource.create({"service.name": "demo-agents"}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=grpc_endpoint, insecure=True)))
     tracer = provider.get_tracer("tracescorer.demo")
     runs = 0
-    for conv in CONVERSATIONS:
+    for conv in CONVERSATIONS if conversations is None else conversations:
         history: list[dict[str, Any]] = []
         for user, tool, args, result, answer in conv["turns"]:
             new_input = _messages("user", user)

@@ -23,10 +23,10 @@ import gzip
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from aiohttp import web
@@ -38,6 +38,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 __all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport"]
 
+T = TypeVar("T")
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 _PROTOBUF = "application/x-protobuf"
 
@@ -339,7 +340,7 @@ class OtlpCapture:
     async def await_exports(self, n: int, timeout_s: float = 10.0) -> list[RecordedExport]:
         return await asyncio.to_thread(self.wait_for_exports, n, timeout_s)
 
-    def _wait(self, ready: Any, timeout_s: float, what: str, result: Any) -> Any:
+    def _wait(self, ready: Callable[[], bool], timeout_s: float, what: str, result: Callable[[], T]) -> T:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while not ready():

@@ -65,7 +65,13 @@ def loads_maybe(value: Any) -> Any:
 
 
 def parse_arguments(value: Any) -> Any:
-    """Tool arguments as an object where they parse as JSON (strings are often JSON-encoded)."""
+    """Tool arguments as an object where they parse as JSON (strings are often JSON-encoded).
+
+    None when nothing was recorded (content capture off, or an empty string): unknown
+    arguments, never ``{}``, which would claim the call had none.
+    """
+    if value is None or (isinstance(value, (str, bytes)) and not value.strip()):
+        return None
     parsed = loads_maybe(value)
     # Some emitters double-encode: '"{\"city\": \"Paris\"}"'.
     if isinstance(parsed, str) and parsed is not value:
@@ -194,8 +200,9 @@ def parse_part(raw: Any) -> Part | None:
             return None
     if ptype in _TEXT_TYPES:
         text = raw.get("content", raw.get("text"))
-        text = _content_str(text)
-        return Part(type="text", content=text) if text is not None else None
+        # A text part without its text (content capture off: pydantic-ai ``{"type": "text"}``)
+        # is kept as structure: it still shows a turn was there. It carries no content.
+        return Part(type="text", content=_content_str(text))
     if ptype in ("reasoning", "thinking"):
         text = _content_str(raw.get("content", raw.get("text", raw.get("thinking"))))
         return Part(type="reasoning", content=text)
@@ -410,10 +417,43 @@ def is_genuine_user(msg: Message) -> bool:
     return any(p.type != "tool_call_response" for p in msg.parts)
 
 
-def has_content(msg: Message) -> bool:
-    return bool(msg.content) or any(
-        p.type != "text" or p.content for p in msg.parts
+#: Keys of non-text parts that describe a part rather than carry its data.
+_STRUCTURE_KEYS = frozenset({
+    "modality", "mime_type", "media_type", "mimeType", "mediaType", "builtin", "code_arg_name",
+    "code_arg_language", "providerOptions", "providerMetadata", "provider_details",
+})
+
+
+def part_has_content(part: Part) -> bool:
+    """Whether a part carries captured content, not just structure.
+
+    With content capture off, emitters still write the shape of a message: a text part without
+    text, a tool call with only its id and name, a tool result without the result, a blob
+    without data. Content is text, tool-call arguments, tool results or media data.
+    """
+    if part.type in ("text", "reasoning"):
+        return bool(part.content)
+    if part.type == "tool_call":
+        return part.arguments is not None or part.response is not None
+    if part.type == "tool_call_response":
+        return part.response is not None
+    return bool(part.content) or any(
+        v not in (None, "") for k, v in part.extra.items() if k not in _STRUCTURE_KEYS
     )
+
+
+def has_content(msg: Message) -> bool:
+    """Whether a message carries captured content (see :func:`part_has_content`).
+
+    A message that only shows structure — roles, parts without text, tool call ids and names —
+    is what content capture off leaves behind; it is not a message of the run.
+    """
+    return bool(msg.content) or any(part_has_content(p) for p in msg.parts)
+
+
+def any_content(*groups: Iterable[Message]) -> bool:
+    """Whether any message of ``groups`` carries content."""
+    return any(has_content(m) for g in groups for m in g)
 
 
 def key_of(msg: Message) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from tracescorer.conventions.common import (
     SYSTEM,
     TOOL,
     USER,
+    any_content,
     first_str,
     genai_usage,
     loads_maybe,
@@ -163,7 +164,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
         output=[m for m in outputs if m.role == ASSISTANT],
         model=model_of(attrs),
         usage=genai_usage(attrs),
-        content_captured=bool(inputs or outputs or system),
+        content_captured=any_content(inputs, outputs, system),
     )
 
 

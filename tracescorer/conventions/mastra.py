@@ -21,6 +21,7 @@ from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
 from tracescorer.conventions.common import (
     ASSISTANT,
     USER,
+    any_content,
     blob_output,
     first_str,
     genai_usage,
@@ -69,7 +70,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
         output=[m for m in outputs if m.role == ASSISTANT],
         model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model", "modelId"),
         usage=genai_usage(attrs),
-        content_captured=bool(inputs or outputs),
+        content_captured=any_content(inputs, outputs),
     )
 
 

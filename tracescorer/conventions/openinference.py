@@ -12,6 +12,9 @@ span name. ``input.value`` counts as the new input only when it is plain text or
 (decorators record Python call arguments as JSON, which is not a message).
 Tools: TOOL spans, ``tool.name``, ``input.value`` (arguments), ``output.value`` (result).
 Conversation: ``session.id``; user: ``user.id``.
+Hidden content (``TraceConfig(hide_inputs=..., hide_outputs=..., hide_input_text=...)``): values
+replaced by OpenInference's ``REDACTED_VALUE`` (``"__REDACTED__"``) are content not captured, never
+text or tool arguments; masked message texts keep the message's structure without text.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView
 from tracescorer.conventions.common import (
     ASSISTANT,
     USER,
+    any_content,
     first_str,
     indexed,
     loads_maybe,
@@ -39,6 +43,18 @@ from tracescorer.model import Message, Span
 
 NAME = "openinference"
 KIND = "openinference.span.kind"
+#: ``openinference.instrumentation.REDACTED_VALUE``: what ``TraceConfig`` writes in place of
+#: a hidden ``input.value`` / ``output.value``, message text or image URL.
+REDACTED = "__REDACTED__"
+
+
+def _shown(value: Any) -> Any:
+    """``value``, or None where OpenInference masked it (content not captured)."""
+    return None if isinstance(value, str) and value.strip() == REDACTED else value
+
+
+def _value(attrs: Mapping[str, Any], key: str) -> Any:
+    return _shown(attrs.get(key))
 
 
 def kind(span: Span) -> str:
@@ -55,12 +71,14 @@ def _flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
             raw["content"] = [
                 {
                     "type": c.get("message_content.type") or "text",
-                    "text": c.get("message_content.text"),
-                    **({"url": c["message_content.image.image.url"]}
-                       if "message_content.image.image.url" in c else {}),
+                    "text": _shown(c.get("message_content.text")),
+                    **({"url": url}
+                       if (url := _shown(c.get("message_content.image.image.url"))) is not None else {}),
                 }
                 for c in contents
             ]
+        elif _shown(entry.get("message.content")) is None and entry.get("message.content") is not None:
+            raw["content"] = [{"type": "text"}]  # hidden text: the turn is there, its text is not
         else:
             raw["content"] = entry.get("message.content")
         calls = indexed(entry, "message.tool_calls")
@@ -70,7 +88,7 @@ def _flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
                     "id": c.get("tool_call.id"),
                     "function": {
                         "name": c.get("tool_call.function.name"),
-                        "arguments": c.get("tool_call.function.arguments"),
+                        "arguments": _shown(c.get("tool_call.function.arguments")),
                     },
                 }
                 for c in calls
@@ -105,9 +123,9 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     inputs = _flat_messages(attrs, "llm.input_messages")
     outputs = _flat_messages(attrs, "llm.output_messages")
     if not inputs:
-        inputs = parse_messages(attrs.get("input.value"))
-    if not outputs and "output.value" in attrs:
-        outputs = _response_messages(attrs.get("output.value"))
+        inputs = parse_messages(_value(attrs, "input.value"))
+    if not outputs and _value(attrs, "output.value") is not None:
+        outputs = _response_messages(attrs["output.value"])
     return LlmCall(
         span=span,
         input=inputs,
@@ -123,7 +141,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
                 "reasoning_tokens": ("llm.token_count.completion_details.reasoning",),
             },
         ),
-        content_captured=bool(inputs or outputs),
+        content_captured=any_content(inputs, outputs),
     )
 
 
@@ -135,8 +153,8 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
         span=span,
         name=first_str(attrs, "tool.name") or span.name,
         id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id"),
-        arguments=parse_arguments(attrs.get("input.value")),
-        result=parse_result(attrs.get("output.value")),
+        arguments=parse_arguments(_value(attrs, "input.value")),
+        result=parse_result(_value(attrs, "output.value")),
         error=span_error(span),
     )
 
@@ -147,7 +165,7 @@ def _agent_name(span: Span) -> str:
 
 def _is_text(attrs: Mapping[str, Any], key: str) -> bool:
     mime = attrs.get(key + ".mime_type")
-    value = attrs.get(key)
+    value = _value(attrs, key)
     if not isinstance(value, str) or not value:
         return False
     if mime == "text/plain":
@@ -168,12 +186,12 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     if _is_text(attrs, "input.value"):
         new_input = [text_message(USER, attrs["input.value"])]
     else:
-        given = parse_messages(attrs.get("input.value"))
+        given = parse_messages(_value(attrs, "input.value"))
     output: list[Message] = []
     if _is_text(attrs, "output.value"):
         output = [text_message(ASSISTANT, attrs["output.value"])]
-    elif "output.value" in attrs:
-        output = [m for m in parse_messages(attrs.get("output.value")) if m.role == ASSISTANT]
+    elif _value(attrs, "output.value") is not None:
+        output = [m for m in parse_messages(attrs["output.value"]) if m.role == ASSISTANT]
     return AgentInfo(
         span=span,
         name=name,

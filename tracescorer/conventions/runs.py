@@ -32,6 +32,7 @@ from tracescorer.conventions.base import (
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
+    any_content,
     dedupe,
     has_content,
     is_genuine_user,
@@ -144,28 +145,36 @@ def _build_one(
     main = _main_line(calls, info)
     tools = [t for t in (cache.tool(s) for s in own) if t is not None]
 
+    # The agent's own record of the exchange, unless it is only the shape of one (content
+    # capture off in the framework): then the model calls tell, and may have the content.
+    transcript = info.transcript if any_content(info.transcript) else []
+
     # System messages: the agent's instructions, else what the model was told.
-    system = list(info.system)
+    system = [m for m in info.system if has_content(m)]
     if not system:
         for call in main:
-            sys_msgs = call.system + [m for m in call.input if m.role == SYSTEM]
+            sys_msgs = [m for m in call.system + call.input if m.role == SYSTEM and has_content(m)]
             if sys_msgs:
                 system = sys_msgs
                 break
-    if not system and info.transcript:
-        system = [m for m in info.transcript if m.role == SYSTEM]
+    if not system and transcript:
+        system = [m for m in transcript if m.role == SYSTEM and has_content(m)]
     system = dedupe(system)
     # System messages the model got beyond the agent's instructions (memory, working memory,
     # processors) are kept apart, as Mastra's tagged system messages are.
     known = {m.content for m in system}
     extra = dedupe(
-        m for c in main for m in c.system + c.input if m.role == SYSTEM and m.content not in known
+        m for c in main for m in c.system + c.input
+        if m.role == SYSTEM and has_content(m) and m.content not in known
     )
     tagged = {"model_context": tuple(extra)} if extra else {}
 
+    # Messages are split by their structure (roles, tool turns) even where their content was
+    # not captured, so this run's own tool round-trip never reads as history; then only
+    # messages that carry content are kept.
     produced: list[Message] = []
-    if info.transcript:
-        _, transcript = split_system(info.transcript)
+    if transcript:
+        _, transcript = split_system(transcript)
         history, new_input, produced = split_history(transcript, info.new_input)
     else:
         # The new input is what the agent span says it got (only the new turn, or the last user
@@ -180,17 +189,19 @@ def _build_one(
         history, new_input, _ = split_history(given, anchor)
     if not new_input and info.new_input:
         new_input = list(info.new_input)
+    new_input = [m for m in new_input if has_content(m)]
     history = [m for m in history if has_content(m)]
 
     # Output: the agent's own record of this run when it has one, else the model calls'.
-    output = [m for m in produced if m.role == ASSISTANT]
-    if not output:
-        output = [m for c in main for m in c.output if m.role == ASSISTANT]
-    if not output:
-        output = [m for m in info.output if m.role == ASSISTANT]
-    output = [m for m in output if has_content(m)]
+    turns = [m for m in produced if m.role == ASSISTANT]
+    if not turns:
+        turns = [m for c in main for m in c.output if m.role == ASSISTANT]
+    if not turns:
+        turns = [m for m in info.output if m.role == ASSISTANT]
+    output = [m for m in turns if has_content(m)]
 
-    tool_calls = _tool_calls(output, produced, main, tools)
+    # Tool calls from every assistant turn, content or not: ids and names are structure.
+    tool_calls = _tool_calls(turns, produced, main, tools)
     usage = info.usage or usage_total
     model = info.model or next((c.model for c in main if c.model), None) or next(
         (c.model for c in calls if c.model), None
@@ -206,6 +217,7 @@ def _build_one(
 
     attributes: dict[str, Any] = dict(info.attributes)
     attributes["tracescorer.llm_calls"] = len(calls)
+    # Content capture off (or masked): nothing but structure was left, so no message at all.
     captured = bool(new_input or history or system or output)
     if not captured:
         attributes["tracescorer.content_captured"] = False
@@ -327,13 +339,16 @@ def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     with_input = [c for c in calls if c.input]
     if len(with_input) <= 1:
         return calls
-    users = [{key_of(m) for m in c.input if is_genuine_user(m)} for c in with_input]
-    anchor = {key_of(m) for m in info.new_input if is_genuine_user(m)}
+    if not any(any_content(c.input) for c in with_input):
+        return calls  # content capture off: nothing tells a helper call apart
+    # Only turns with content identify a conversation (an uncaptured turn matches any other).
+    users = [{key_of(m) for m in c.input if is_genuine_user(m) and has_content(m)} for c in with_input]
+    anchor = {key_of(m) for m in info.new_input if is_genuine_user(m) and has_content(m)}
     if not anchor:
         for source in (info.given, info.transcript):
             start, end = last_user_block(source)
             if start >= 0:
-                anchor = {key_of(m) for m in source[start:end]}
+                anchor = {key_of(m) for m in source[start:end] if has_content(m)}
                 break
     # Union-find over calls sharing a user message.
     parent = list(range(len(with_input)))

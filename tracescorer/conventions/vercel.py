@@ -21,6 +21,7 @@ from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
     USER,
+    any_content,
     first_str,
     genai_usage,
     loads_maybe,
@@ -91,7 +92,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
         output=outputs,
         model=first_str(attrs, "ai.response.model", "ai.model.id", "gen_ai.response.model"),
         usage=_usage(attrs),
-        content_captured=bool(inputs or outputs),
+        content_captured=any_content(inputs, outputs),
     )
 
 

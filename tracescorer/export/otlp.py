@@ -43,6 +43,9 @@ __all__ = [
     "ScoreRow",
     "build_evaluation_spans",
     "build_span_exporter",
+    "default_resource",
+    "evaluation_attributes",
+    "evaluation_span_id",
     "mark_exported",
     "read_pending",
 ]
@@ -431,11 +434,12 @@ class EvaluationExporter:
                 while deadline is None or time.monotonic() < deadline:
                     self._dirty = False
                     self._announced = 0
-                    count = await self._export_once()
-                    if count < 0:
+                    read, marked = await self._export_once()
+                    if read < 0:
                         self._dirty = True
                         return False
-                    if count < self._settings.batch_size:
+                    # a row re-scored while its old version was in flight is pending again
+                    if read < self._settings.batch_size and marked == read:
                         return True
                 return False
         except Exception:  # noqa: BLE001 - the loop must survive anything; the rows stay pending
@@ -443,8 +447,8 @@ class EvaluationExporter:
             self._dirty = True
             return False
 
-    async def _export_once(self) -> int:
-        """Read, send and mark one batch: the number of rows read, or -1 on failure."""
+    async def _export_once(self) -> tuple[int, int]:
+        """Read, send and mark one batch: (rows read, rows marked exported); (-1, 0) on failure."""
         exporter = self._exporter
         assert exporter is not None
         limit = self._settings.batch_size
@@ -452,9 +456,9 @@ class EvaluationExporter:
             rows = await asyncio.to_thread(self._store.read, lambda con: read_pending(con, limit))
         except Exception as exc:  # noqa: BLE001 - store closed or failing: try again later
             self._failed("cannot read pending scores: %s", exc)
-            return -1
+            return -1, 0
         if not rows:
-            return 0
+            return 0, 0
         spans = build_evaluation_spans(rows, self._resource)
         started = time.perf_counter()
         try:
@@ -466,15 +470,15 @@ class EvaluationExporter:
         if result is not SpanExportResult.SUCCESS:
             self._observer_call("failed", len(spans), seconds)
             self._failed("evaluation export of %d spans failed", len(spans))
-            return -1
+            return -1, 0
         self._observer_call("exported", len(spans), seconds)
         try:
-            await asyncio.wrap_future(self._store.submit(mark_exported(rows), items=len(rows)))
+            marked = await asyncio.wrap_future(self._store.submit(mark_exported(rows), items=len(rows)))
         except Exception as exc:  # noqa: BLE001 - sent but not marked: sent again later (same span ids)
             self._failed("exported %d evaluation spans but cannot record it: %s", len(rows), exc)
-            return -1
+            return -1, 0
         self._succeeded()
-        return len(rows)
+        return len(rows), marked
 
     def _observer_call(self, outcome: ExportOutcome, spans: int, seconds: float) -> None:
         try:
@@ -488,7 +492,7 @@ class EvaluationExporter:
         self._backoff_s = min(settings.retry_max_s, self._backoff_s * 2 if self._backoff_s else settings.retry_initial_s)
         self._retry_at = time.monotonic() + self._backoff_s
         if self._failures == 1:
-            log.warning(message + "; retrying with backoff (up to %.0fs) until it succeeds", *args, settings.retry_max_s)
+            log.warning(message + "; retrying with backoff (up to %gs) until it succeeds", *args, settings.retry_max_s)
         else:
             log.debug(message + " (failure %d in a row)", *args, self._failures)
 

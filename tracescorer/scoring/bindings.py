@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,7 +154,10 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
         kwargs["id"] = binding.id
     try:
         scorer = factory(**kwargs)
-    except (TypeError, ValueError) as exc:
+    except re.error as exc:  # a pattern option (matches) that does not compile
+        raise _Problem(f"bad options for prebuilt {name!r}: invalid regular expression: "
+                       f"{exc}") from exc
+    except (TypeError, ValueError) as exc:  # unknown/missing options, values out of range
         raise _Problem(f"bad options for prebuilt {name!r}: {exc}") from exc
     if scorer.id != binding.id:
         # Fixed-id prebuilts take the binding's id (see the module docstring); the display

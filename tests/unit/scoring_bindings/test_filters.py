@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from pydantic import ValidationError
 from tracescorer.config import ScorerBinding
 from tracescorer.scoring.filters import RunFilter
 
-from .runs import S, conversation, msg, run
+from .runs import S, conversation, run
 
 
 def rf(**data: Any) -> RunFilter:
@@ -60,23 +61,20 @@ def test_bad_attribute_regex_names_the_attribute() -> None:
     (["a", "b"], "a list is not a condition; use {in: [...]}"),
 ])
 def test_bad_attribute_conditions(cond: Any, message: str) -> None:
-    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]").replace("{", r"\{")
-                       .replace("}", r"\}").replace(".", r"\.")):
+    with pytest.raises(ValidationError, match=re.escape(message)):
         rf(attributes={"tenant": cond})
 
 
-@pytest.mark.parametrize("data, loc", [
-    ({"status": "failed"}, ("status",)),
-    ({"min_duration_s": -1}, ("min_duration_s",)),
-    ({"convention": "otel"}, ("convention", "literal['genai','openinference','vercel','mastra','pydantic_ai','openllmetry']")),
-    ({"agent_name": []}, ("agent_name", "list[str]")),
-    ({"has_conversation": "maybe"}, ("has_conversation",)),
+@pytest.mark.parametrize("data", [
+    {"status": "failed"}, {"min_duration_s": -1}, {"max_duration_s": "long"},
+    {"convention": "otel"}, {"convention": ["genai", "otel"]}, {"agent_name": []},
+    {"service_name": 3}, {"has_conversation": "maybe"}, {"attributes": ["tenant"]},
 ])
-def test_bad_values(data: dict[str, Any], loc: tuple[str, ...]) -> None:
+def test_bad_values_name_the_field(data: dict[str, Any]) -> None:
+    (field,) = data
     with pytest.raises(ValidationError) as err:
         rf(**data)
-    assert any(e["loc"][0] == loc[0] for e in err.value.errors())
+    assert {e["loc"][0] for e in err.value.errors()} == {field}
 
 
 def test_min_above_max_is_an_error() -> None:
@@ -91,7 +89,6 @@ def test_binding_filter_is_a_run_filter_and_round_trips() -> None:
                                       "region": {"regex": "^eu-"}, "beta": {"exists": False}}}}
     binding = ScorerBinding.model_validate(data)
     assert isinstance(binding.filter, RunFilter)
-    assert ScorerBinding().filter == RunFilter() if False else True  # default checked below
     dumped = binding.model_dump(mode="json")
     assert dumped["filter"]["attributes"]["tenant"]["in"] == ["acme", "b"]
     assert ScorerBinding.model_validate(dumped) == binding
@@ -107,7 +104,7 @@ def test_agent_name_glob() -> None:
     assert rf(agent_name="support-bo?").check(run()) is None
     assert (rf(agent_name="support-*").check(run(agent_name="billing"))
             == "agent_name 'billing' does not match 'support-*'")
-    # case-sensitive, also on case-insensitive file systems' platforms
+    # fnmatchcase: case-sensitive on every OS
     assert (rf(agent_name="Support-*").check(run())
             == "agent_name 'support-bot' does not match 'Support-*'")
 
@@ -334,9 +331,8 @@ def test_first_failing_clause_is_reported_in_order() -> None:
     assert f.check(run(answer="no")) == "output_regex: no output message matches /Billing/"
 
 
-def test_filter_is_hashable_and_comparable() -> None:
+def test_filters_compare_by_value() -> None:
     a = rf(agent_name="x", attributes={"t": {"regex": "a"}}, input_regex="b")
     b = rf(agent_name="x", attributes={"t": {"regex": "a"}}, input_regex="b")
     assert a == b
     assert a != rf(agent_name="y")
-    assert msg("user", "x").content == "x"
