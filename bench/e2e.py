@@ -131,6 +131,23 @@ def total(metrics: dict[str, float], name: str, **labels: str) -> float:
     return sum_
 
 
+def hist_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float) -> float:
+    """``q`` quantile of a histogram's observations between two scrapes (upper bucket bound,
+    like Prometheus' histogram_quantile without the interpolation)."""
+    buckets: list[tuple[float, float]] = []
+    for key, value in after.items():
+        base, _, rest = key.partition("{")
+        if base == f"{name}_bucket":
+            le = dict(kv.split("=", 1) for kv in rest.rstrip("}").split(",") if kv)["le"]
+            buckets.append((float(le), value - before.get(key, 0.0)))
+    buckets.sort()
+    count = buckets[-1][1] if buckets else 0.0
+    for bound, cumulative in buckets:
+        if count and cumulative >= q * count:
+            return bound
+    return 0.0
+
+
 @dataclass
 class Sampler:
     """Samples the daemon's RSS and queue gauges in a background thread while a phase runs."""
@@ -265,6 +282,8 @@ class Phase:
     rss_max: float = 0.0
     gauges: dict[str, float] = field(default_factory=dict)
     rate_limited_metric: float = 0.0
+    commit_ms: tuple[float, float] = (0.0, 0.0)
+    judge_ms: tuple[float, float] = (0.0, 0.0)
 
 
 def wait_decided(url: str, before: float, expected: int, timeout_s: float) -> bool:
@@ -292,6 +311,10 @@ def run_phase(agents: Agents, info: control.ServeInfo, pid: int, phase: Phase, s
     after = scrape(info.url)
     phase.rss_max = max(sampler.rss or [0]) / 1e6
     phase.gauges = sampler.gauges
+    phase.commit_ms = (hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.5) * 1000,
+                       hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.99) * 1000)
+    phase.judge_ms = (hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.5) * 1000,
+                      hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.99) * 1000)
     phase.rate_limited_metric = (total(after, "tracescorer_scoring_decisions_total", decision="rate_limited")
                                  - total(before, "tracescorer_scoring_decisions_total", decision="rate_limited"))
 
@@ -311,7 +334,8 @@ WITH s AS (
   WHERE r.agent_name = ?
 )
 SELECT scorer_id, count(*) AS n, count(*) FILTER (status = 'ok') AS ok,
-       (max(scored_ms) - min(ended_ms)) / 1e3 AS span_s,
+       (max(scored_ms) - min(scored_ms)) / 1e3 AS span_s,
+       (max(scored_ms) - max(ended_ms)) AS drain_ms,
        quantile_cont(scored_ms - ended_ms, 0.5) AS p50, quantile_cont(scored_ms - ended_ms, 0.99) AS p99,
        max(scored_ms - ended_ms) AS worst,
        quantile_cont(received_ms - ended_ms, 0.5) AS to_received,
@@ -334,17 +358,20 @@ def report_phase(con: Any, phase: Phase) -> float:
     print(f"\n== {phase.name}: {offered}; sent {phase.runs} runs in {phase.send_s:.1f} s "
           f"({phase.runs / max(phase.send_s, 1e-9):.0f}/s, worst send lag {phase.lag_s * 1000:.0f} ms); "
           f"runs stored {runs_stored}; {'all decided' if phase.drained else 'NOT all decided within 60 s'}")
-    print(f"   {'scorer':<20}{'scores':>7}{'ok':>6}{'scored/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
-          f"   median parts: end->received->assembled->scored (p99 of last)")
+    print(f"   {'scorer':<20}{'scores':>7}{'ok':>6}{'scored/s':>10}{'drain ms':>10}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'max ms':>9}   median parts: end->received->assembled->scored (p99 of last)")
     slowest = float("inf")
-    for (scorer, n, ok, span_s, p50, p99, worst, rec, asm, sc, sc99) in con.execute(LATENCY_SQL, [phase.agent]).fetchall():
-        rate = n / span_s if span_s else 0.0
+    rows = con.execute(LATENCY_SQL, [phase.agent]).fetchall()
+    for (scorer, n, ok, span_s, drain, p50, p99, worst, rec, asm, sc, sc99) in rows:
+        rate = (n - 1) / span_s if span_s else 0.0  # first to last score committed
         slowest = min(slowest, rate)
-        print(f"   {scorer:<20}{n:>7}{ok:>6}{rate:>10.1f}{p50:>9.0f}{p99:>9.0f}{worst:>9.0f}"
+        print(f"   {scorer:<20}{n:>7}{ok:>6}{rate:>10.1f}{drain:>10.0f}{p50:>9.0f}{p99:>9.0f}{worst:>9.0f}"
               f"   {rec:.0f} + {asm:.0f} + {sc:.0f} ms ({sc99:.0f})")
     decisions = ", ".join(f"{d} {c}" for d, c in con.execute(DECISIONS_SQL, [phase.agent]).fetchall())
     gauges = ", ".join(f"{k} {v:.0f}" for k, v in phase.gauges.items())
-    print(f"   decisions: {decisions}; rate_limited on /metrics: {phase.rate_limited_metric:.0f}")
+    print(f"   decisions: {decisions}; rate_limited on /metrics: {phase.rate_limited_metric:.0f}; "
+          f"store commit p50/p99 {phase.commit_ms[0]:.0f}/{phase.commit_ms[1]:.0f} ms, "
+          f"judge call p50/p99 {phase.judge_ms[0]:.0f}/{phase.judge_ms[1]:.0f} ms (histogram buckets)")
     print(f"   daemon RSS max {phase.rss_max:.0f} MB; max seen on /metrics: {gauges}")
     return slowest if slowest != float("inf") else 0.0
 

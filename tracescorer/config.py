@@ -163,7 +163,8 @@ class Settings(_Section):
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by ``***``."""
-        return _mask(self.model_dump(mode="json"))
+        masked: dict[str, Any] = _mask(self.model_dump(mode="json"))
+        return masked
 
 
 def _mask(value: Any, key: str = "") -> Any:

@@ -93,7 +93,7 @@ def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] |
                     ),
                 },
             ):
-                model_attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                model_attrs: dict[str, str | int] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
                                "gen_ai.provider.name": "openai", "gen_ai.usage.input_tokens": 42,
                                "gen_ai.usage.output_tokens": 17}
                 if tool:
@@ -101,7 +101,7 @@ def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] |
                         pass
                     with tracer.start_as_current_span(
                         f"execute_tool {tool}",
-                        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(tool),
                                     "gen_ai.tool.call.id": f"call_{runs}", "gen_ai.tool.call.arguments": json.dumps(args),
                                     "gen_ai.tool.call.result": result},
                     ) as tool_span:

@@ -185,3 +185,42 @@ def test_backfill_new_binding_over_stored_runs(tmp_path, fake):
         assert bad.returncode != 0 and "not bound" in bad.stderr
     finally:
         assert daemon.stop() == 0, daemon.log()
+
+
+def test_scores_exported_as_evaluation_spans_into_the_scored_traces(tmp_path, fake):
+    from fakes.otlp_capture import OtlpCapture
+
+    with OtlpCapture() as capture:
+        cfg = _cfg(tmp_path, fake, _bindings())
+        cfg["export"] = {"enabled": True, "endpoint": capture.grpc_endpoint, "protocol": "grpc", "interval_s": 0.2}
+        daemon = DaemonProcess(tmp_path, cfg).start()
+        try:
+            emit_conversations(daemon.grpc_endpoint, [GOOD])
+            rows = _wait_scores(daemon, 5)  # 2 runs x 2 code scorers + the conversation judge
+            spans = capture.wait_for_spans(5, timeout_s=30)
+            runs = daemon.query_json("SELECT run_id, trace_id, span_id FROM runs ORDER BY started_at_unix_nano")
+            by_score = {s.attributes["tracescorer.score.id"]: s for s in spans}
+            for row in rows:
+                span = by_score[row["id"]]
+                assert span.name == f"evaluate {row['scorer_id']}"
+                assert (span.trace_id, span.parent_span_id) == (row["trace_id"], row["span_id"])
+                assert [(link.trace_id, link.span_id) for link in span.links] == [(row["trace_id"], row["span_id"])]
+                attrs = span.attributes
+                assert attrs["gen_ai.evaluation.name"] == row["scorer_id"]
+                assert attrs["gen_ai.evaluation.score.value"] == row["score"]
+                assert attrs["gen_ai.evaluation.score.label"] == row["label"]
+                assert attrs["gen_ai.evaluation.explanation"] == row["reason"]
+                assert attrs["gen_ai.conversation.id"] == "conv-good"
+                assert attrs["tracescorer.scorer.id"] == row["scorer_id"]
+                assert attrs["tracescorer.run.id"] == row["run_id"]
+                assert [e.name for e in span.events] == ["gen_ai.evaluation.result"]
+                assert span.events[0].attributes["gen_ai.evaluation.score.value"] == row["score"]
+            # run scores hang off their own agent span; the conversation score off the last run's
+            conv = next(r for r in rows if r["entity_type"] == "conversation")
+            assert (conv["run_id"], conv["trace_id"], conv["span_id"]) == (
+                runs[-1]["run_id"], runs[-1]["trace_id"], runs[-1]["span_id"])
+            assert by_score[conv["id"]].attributes.get("tracescorer.judge.cost_usd", 0) > 0
+            exported = wait_for(lambda: all(r["exported_at"] for r in _scores(daemon)), 15, what="exported_at set")
+            assert exported
+        finally:
+            assert daemon.stop() == 0, daemon.log()

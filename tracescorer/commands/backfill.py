@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
     except control.RemoteQueryError as exc:
         raise click.ClickException(str(exc)) from None
     last = 0
-    with click.progressbar(length=1, label="backfill", file=click.get_text_stream("stderr")) as bar:
+    with click.progressbar(length=1, label="backfill", file=sys.stderr) as bar:
         while True:
             try:
                 progress = control.call_daemon(info, "GET", f"{control.BACKFILL_PATH}/{job}")
@@ -71,7 +72,7 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
         runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
         await runner.start_workers()
         progress = BackfillProgress()
-        with click.progressbar(length=1, label="backfill", file=click.get_text_stream("stderr")) as bar:
+        with click.progressbar(length=1, label="backfill", file=sys.stderr) as bar:
             last = [0]
 
             def update(p: BackfillProgress) -> None:
@@ -107,7 +108,7 @@ def backfill(config_path: str | None, scorer_id: str, since: str, until: str | N
              dry_run: bool) -> None:
     """Score stored runs or conversations with a scorer (new or changed), with the same budgets."""
     settings = load(config_path)
-    payload = {
+    payload: dict[str, Any] = {
         "scorer": scorer_id,
         "since": parse_since(since),
         "until": parse_since(until) if until else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -123,7 +124,7 @@ def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None
         protocol = "grpc" if endpoint.startswith(("grpc://", "grpcs://")) else "http"
     sender = _Sender(endpoint, protocol, token or None, insecure)
     sent = {"traces": 0, "logs": 0}
-    with click.progressbar(files, label=f"replaying to {endpoint}", file=click.get_text_stream("stderr"),
+    with click.progressbar(files, label=f"replaying to {endpoint}", file=sys.stderr,
                            show_pos=True, item_show_func=lambda f: f.name if f else "") as bar:
         for path in bar:
             signal = _signal(path, forced_signal)

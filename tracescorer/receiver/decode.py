@@ -290,7 +290,7 @@ class _Obj:
         value = self.d.get(_camel(name))
         return self.d.get(name) if value is None else value
 
-    def str(self, name: str) -> str:
+    def text(self, name: str) -> str:
         value = self.raw(name)
         if value is None:
             return ""
@@ -298,7 +298,7 @@ class _Obj:
             raise DecodeError(f"{self.where}.{_camel(name)}: expected a string")
         return value
 
-    def int(self, name: str) -> int:
+    def integer(self, name: str) -> int:
         return _json_int(self.raw(name), f"{self.where}.{_camel(name)}")
 
     def enum(self, name: str, names: tuple[str, ...], prefix: str) -> int:
@@ -308,9 +308,9 @@ class _Obj:
             if short in names:
                 return names.index(short)
             raise DecodeError(f"{self.where}.{_camel(name)}: unknown enum value {value!r}")
-        return self.int(name)
+        return self.integer(name)
 
-    def list(self, name: str) -> list[Any]:
+    def array(self, name: str) -> list[Any]:
         value = self.raw(name)
         if value is None:
             return []
@@ -344,14 +344,14 @@ def _json_value(raw: Any, where: str) -> Any:
     v = _Obj(raw, where)
     d = v.d
     if "stringValue" in d or "string_value" in d:
-        return v.str("string_value")
+        return v.text("string_value")
     if "boolValue" in d or "bool_value" in d:
         value = v.raw("bool_value")
         if not isinstance(value, bool):
             raise DecodeError(f"{where}.boolValue: expected a boolean")
         return value
     if "intValue" in d or "int_value" in d:
-        return v.int("int_value")
+        return v.integer("int_value")
     if "doubleValue" in d or "double_value" in d:
         value = v.raw("double_value")
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
@@ -361,14 +361,14 @@ def _json_value(raw: Any, where: str) -> Any:
         return float(value)
     if "bytesValue" in d or "bytes_value" in d:
         try:
-            return base64.b64decode(v.str("bytes_value"), validate=True)
+            return base64.b64decode(v.text("bytes_value"), validate=True)
         except (binascii.Error, ValueError):
             raise DecodeError(f"{where}.bytesValue: invalid base64") from None
     if "arrayValue" in d or "array_value" in d:
         arr = v.obj("array_value")
-        return [_json_value(x, f"{where}.arrayValue") for x in arr.list("values")]
+        return [_json_value(x, f"{where}.arrayValue") for x in arr.array("values")]
     if "kvlistValue" in d or "kvlist_value" in d:
-        return _json_attrs(v.obj("kvlist_value").list("values"), f"{where}.kvlistValue")
+        return _json_attrs(v.obj("kvlist_value").array("values"), f"{where}.kvlistValue")
     return None
 
 
@@ -376,27 +376,27 @@ def _json_attrs(kvs: list[Any], where: str) -> Attributes:
     out: Attributes = {}
     for kv in kvs:
         o = _Obj(kv, where)
-        out[o.str("key")] = _json_value(o.raw("value") or {}, f"{where}.value")
+        out[o.text("key")] = _json_value(o.raw("value") or {}, f"{where}.value")
     return out
 
 
 def _json_resource(rs: _Obj) -> Resource:
     r = rs.obj("resource")
     return Resource(
-        attributes=_json_attrs(r.list("attributes"), "resource.attributes"),
-        schema_url=rs.str("schema_url"),
-        dropped_attributes_count=r.int("dropped_attributes_count"),
+        attributes=_json_attrs(r.array("attributes"), "resource.attributes"),
+        schema_url=rs.text("schema_url"),
+        dropped_attributes_count=r.integer("dropped_attributes_count"),
     )
 
 
 def _json_scope(ss: _Obj) -> Scope:
     s = ss.obj("scope")
     return Scope(
-        name=s.str("name"),
-        version=s.str("version"),
-        attributes=_json_attrs(s.list("attributes"), "scope.attributes"),
-        schema_url=ss.str("schema_url"),
-        dropped_attributes_count=s.int("dropped_attributes_count"),
+        name=s.text("name"),
+        version=s.text("version"),
+        attributes=_json_attrs(s.array("attributes"), "scope.attributes"),
+        schema_url=ss.text("schema_url"),
+        dropped_attributes_count=s.integer("dropped_attributes_count"),
     )
 
 
@@ -405,7 +405,7 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
     span_id = _json_id(s.raw("span_id"), 8, "span_id", required=True)
     assert trace_id is not None and span_id is not None
     links = []
-    for raw in s.list("links"):
+    for raw in s.array("links"):
         link = _Obj(raw, "span.links")
         link_trace = _json_id(link.raw("trace_id"), 16, "link trace_id", required=True)
         link_span = _json_id(link.raw("span_id"), 8, "link span_id", required=True)
@@ -414,21 +414,21 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
             SpanLink(
                 trace_id=link_trace,
                 span_id=link_span,
-                trace_state=link.str("trace_state"),
-                attributes=_json_attrs(link.list("attributes"), "link.attributes"),
-                dropped_attributes_count=link.int("dropped_attributes_count"),
-                flags=link.int("flags"),
+                trace_state=link.text("trace_state"),
+                attributes=_json_attrs(link.array("attributes"), "link.attributes"),
+                dropped_attributes_count=link.integer("dropped_attributes_count"),
+                flags=link.integer("flags"),
             )
         )
     events = []
-    for raw in s.list("events"):
+    for raw in s.array("events"):
         e = _Obj(raw, "span.events")
         events.append(
             SpanEvent(
-                name=e.str("name"),
-                time_unix_nano=e.int("time_unix_nano"),
-                attributes=_json_attrs(e.list("attributes"), "event.attributes"),
-                dropped_attributes_count=e.int("dropped_attributes_count"),
+                name=e.text("name"),
+                time_unix_nano=e.integer("time_unix_nano"),
+                attributes=_json_attrs(e.array("attributes"), "event.attributes"),
+                dropped_attributes_count=e.integer("dropped_attributes_count"),
             )
         )
     status = s.obj("status")
@@ -436,39 +436,39 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=_json_id(s.raw("parent_span_id"), 8, "parent_span_id", required=False),
-        name=s.str("name"),
+        name=s.text("name"),
         kind=_enum_name(SPAN_KINDS, s.enum("kind", SPAN_KINDS, "span_kind_")),
-        start_time_unix_nano=s.int("start_time_unix_nano"),
-        end_time_unix_nano=s.int("end_time_unix_nano"),
+        start_time_unix_nano=s.integer("start_time_unix_nano"),
+        end_time_unix_nano=s.integer("end_time_unix_nano"),
         status_code=_enum_name(STATUS_CODES, status.enum("code", STATUS_CODES, "status_code_")),
-        status_message=status.str("message"),
-        attributes=_json_attrs(s.list("attributes"), "span.attributes"),
+        status_message=status.text("message"),
+        attributes=_json_attrs(s.array("attributes"), "span.attributes"),
         events=tuple(events),
         links=tuple(links),
         resource=resource,
         scope=scope,
-        trace_state=s.str("trace_state"),
-        flags=s.int("flags"),
-        dropped_attributes_count=s.int("dropped_attributes_count"),
-        dropped_events_count=s.int("dropped_events_count"),
-        dropped_links_count=s.int("dropped_links_count"),
+        trace_state=s.text("trace_state"),
+        flags=s.integer("flags"),
+        dropped_attributes_count=s.integer("dropped_attributes_count"),
+        dropped_events_count=s.integer("dropped_events_count"),
+        dropped_links_count=s.integer("dropped_links_count"),
     )
 
 
 def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
     body = r.raw("body")
     return LogRecord(
-        time_unix_nano=r.int("time_unix_nano"),
-        observed_time_unix_nano=r.int("observed_time_unix_nano"),
+        time_unix_nano=r.integer("time_unix_nano"),
+        observed_time_unix_nano=r.integer("observed_time_unix_nano"),
         severity_number=r.enum("severity_number", SEVERITY_NUMBERS, "severity_number_"),
-        severity_text=r.str("severity_text"),
+        severity_text=r.text("severity_text"),
         body=None if body is None else _json_value(body, "logRecord.body"),
-        attributes=_json_attrs(r.list("attributes"), "logRecord.attributes"),
-        event_name=r.str("event_name"),
+        attributes=_json_attrs(r.array("attributes"), "logRecord.attributes"),
+        event_name=r.text("event_name"),
         trace_id=_json_id(r.raw("trace_id"), 16, "trace_id", required=False),
         span_id=_json_id(r.raw("span_id"), 8, "span_id", required=False),
-        flags=r.int("flags"),
-        dropped_attributes_count=r.int("dropped_attributes_count"),
+        flags=r.integer("flags"),
+        dropped_attributes_count=r.integer("dropped_attributes_count"),
         resource=resource,
         scope=scope,
     )
@@ -508,20 +508,20 @@ def _walk_json(
     reject: Callable[[str], None],
 ) -> None:
     request = _load_json(body)
-    for raw_rs in request.list(top):
+    for raw_rs in request.array(top):
         rs = _Obj(raw_rs, top)
         resource = _json_resource(rs)
-        for raw_ss in rs.list(scoped):
+        for raw_ss in rs.array(scoped):
             ss = _Obj(raw_ss, scoped)
             scope = _json_scope(ss)
-            for raw in ss.list(items):
+            for raw in ss.array(items):
                 item = _Obj(raw, items)
                 try:
                     accept(build(item, resource, scope))
                 except ValueError as exc:
                     if isinstance(exc, DecodeError):
                         raise
-                    reject(f"{items[:-1]} {item.str('name')!r}: {exc}" if items == "spans" else f"log record: {exc}")
+                    reject(f"{items[:-1]} {item.text('name')!r}: {exc}" if items == "spans" else f"log record: {exc}")
 
 
 def decode_traces_json(body: bytes) -> DecodedTraces:

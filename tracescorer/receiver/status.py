@@ -29,7 +29,7 @@ def export_response_protobuf(signal: Signal, outcome: IngestOutcome) -> bytes:
         if outcome.rejected:
             resp.partial_success.rejected_log_records = outcome.rejected
             resp.partial_success.error_message = outcome.message
-    return resp.SerializeToString()
+    return bytes(resp.SerializeToString())
 
 
 def export_response_json(signal: Signal, outcome: IngestOutcome) -> bytes:
@@ -46,7 +46,7 @@ def status_protobuf(code: int, message: str, retry_after_s: int | None = None) -
     if retry_after_s is not None:
         info = error_details_pb2.RetryInfo(retry_delay=Duration(seconds=retry_after_s))
         status.details.add().Pack(info)
-    return status.SerializeToString()
+    return bytes(status.SerializeToString())
 
 
 def status_json(code: int, message: str) -> bytes:
@@ -54,4 +54,4 @@ def status_json(code: int, message: str) -> bytes:
 
 
 def retry_info(retry_after_s: int) -> bytes:
-    return error_details_pb2.RetryInfo(retry_delay=Duration(seconds=retry_after_s)).SerializeToString()
+    return bytes(error_details_pb2.RetryInfo(retry_delay=Duration(seconds=retry_after_s)).SerializeToString())

@@ -10,7 +10,14 @@ Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundS
 - ``python: "package.module:attribute"`` imports a :class:`~tracescorer.scoring.scorer.Scorer`,
   or a callable returning one (called with the binding's ``options`` as keyword arguments).
   Its ``id`` must equal the binding id: a user scorer's id is its identity in the score
-  history, so it is never silently changed.
+  history, so it is never silently changed. If it has prompt steps, the binding's ``judge``
+  keys are merged over its own judge, and where a prompt step would still have no model the
+  ``judge:`` defaults go underneath (a judge the scorer configured keeps its own settings).
+
+Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, and any other
+:class:`Judge` argument or litellm option (``temperature``, ``max_tokens``, ``instructions``).
+The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
+refused there: they belong to the ``judge:`` section.
 
 Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
 renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
@@ -66,9 +73,10 @@ PREBUILT: dict[str, Callable[..., Scorer[Any, Any]]] = {
     "non_empty_response": _p.create_non_empty_response_check,
 }
 
-# ``judge:`` keys of a binding that are settings of the judge connection; every other key is
-# passed to the Judge as an option (``temperature``, ``max_tokens``, ``instructions``...).
-_CONNECTION_KEYS = ("model", "api_base", "api_key", "timeout_s")
+# Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
+# ``judge`` keys override them, and its other keys are passed to the Judge as they are
+# (``temperature``, ``max_tokens``, ``instructions``...).
+_CONNECTION_OPTIONS = ("api_base", "api_key", "timeout")
 # JudgeSettings keys that belong to the runner's limits, never to a Judge object.
 _RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
 
@@ -77,7 +85,7 @@ class BindingError(ValueError):
     """A scorer binding cannot be built; the message starts with ``scorers[<index>] (<id>): ``."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class BoundScorer:
     """A binding with its built scorer.
 
@@ -141,7 +149,8 @@ def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
 def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
     factory = PREBUILT.get(name)
     if factory is None:
-        raise _Problem(f"unknown prebuilt scorer {name!r}; valid names: {', '.join(sorted(PREBUILT))}")
+        raise _Problem(f"unknown prebuilt scorer {name!r}; valid names: "
+                       f"{', '.join(sorted(PREBUILT))}")
     params = inspect.signature(factory).parameters
     kwargs = dict(binding.options)
     if "model" in params:
@@ -170,21 +179,34 @@ def _judge_kwargs(binding: ScorerBinding, name: str, options: Mapping[str, Any],
                   defaults: JudgeSettings) -> dict[str, Any]:
     """model/api_base/api_key/timeout for an LLM factory: binding ``judge`` > ``options`` >
     the ``judge:`` defaults; other ``judge`` keys become Judge options."""
-    override = binding.judge
-    model = override.get("model") or options.get("model") or defaults.model
+    override = _judge_override(binding)
+    model = override.pop("model", None) or options.get("model") or defaults.model
     if not model:
         raise _Problem(f"prebuilt {name!r} is an LLM judge and needs a model: set judge.model "
                        "on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)")
-    out: dict[str, Any] = {"model": model}
-    for key, default in (("api_base", defaults.api_base), ("api_key", defaults.api_key)):
-        value = override.get(key, options.get(key, default))
-        if value is not None:
-            out[key] = value
-    timeout = override.get("timeout_s", options.get("timeout", defaults.timeout_s))
-    if timeout is not None:
-        out["timeout"] = timeout
-    out.update({k: v for k, v in override.items() if k not in _CONNECTION_KEYS})
-    return out
+    from_options = {k: options[k] for k in _CONNECTION_OPTIONS if k in options}
+    return _drop_unset({**_connection(defaults), **from_options, **override, "model": model})
+
+
+def _judge_override(binding: ScorerBinding) -> dict[str, Any]:
+    """The binding's ``judge`` keys as Judge arguments (``timeout_s`` is litellm's ``timeout``)."""
+    override = dict(binding.judge)
+    if "timeout_s" in override:
+        override["timeout"] = override.pop("timeout_s")
+    return override
+
+
+def _connection(defaults: JudgeSettings) -> dict[str, Any]:
+    """The Judge options the ``judge:`` defaults section provides."""
+    return _drop_unset({"api_base": defaults.api_base, "api_key": defaults.api_key,
+                        "timeout": defaults.timeout_s})
+
+
+def _drop_unset(options: dict[str, Any]) -> dict[str, Any]:
+    # ``api_key: ${KEY:-}`` expands to "": leave the key out so litellm falls back to the
+    # provider's environment variable instead of sending an empty key.
+    return {k: v for k, v in options.items()
+            if not (k in _CONNECTION_OPTIONS and (v is None or v == ""))}
 
 
 def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
@@ -217,7 +239,8 @@ def _import(spec: str) -> Any:
     try:
         value: Any = importlib.import_module(module_name)
     except Exception as exc:  # an import runs user code: report whatever it raised
-        hint = " (is it installed, or on PYTHONPATH?)" if isinstance(exc, ModuleNotFoundError) else ""
+        missing = isinstance(exc, ModuleNotFoundError)
+        hint = " (is it installed, or on PYTHONPATH?)" if missing else ""
         raise _Problem(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
                        f"{hint}") from exc
     for part in attribute.split("."):
@@ -245,11 +268,8 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
         return scorer
     judge = scorer.judge
     if binding.judge:
-        override = dict(binding.judge)
-        if "timeout_s" in override:
-            override["timeout"] = override.pop("timeout_s")
         try:
-            extra = Judge(**override)
+            extra = Judge(**_drop_unset(_judge_override(binding)))
         except (TypeError, ValueError) as exc:
             raise _Problem(f"bad judge settings: {exc}") from exc
         judge = judge.merged_with(extra) if judge is not None else extra
@@ -258,7 +278,7 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
             raise _Problem("the scorer has a prompt step without a judge model: set judge.model "
                            "on the binding, or the 'judge: model:' default "
                            "(TRACESCORER_JUDGE_MODEL)")
-        base = _default_judge(defaults)
+        base = Judge(model=defaults.model, **_connection(defaults))
         judge = base.merged_with(judge)
     return dataclasses.replace(scorer, judge=judge) if judge is not scorer.judge else scorer
 
@@ -267,12 +287,3 @@ def _model_of(judge: Judge | None, step: PromptStep) -> str | None:
     if step.judge is not None and step.judge.model:
         return step.judge.model
     return judge.model if judge is not None and judge.model else None
-
-
-def _default_judge(defaults: JudgeSettings) -> Judge:
-    options: dict[str, Any] = {"timeout": defaults.timeout_s}
-    if defaults.api_base is not None:
-        options["api_base"] = defaults.api_base
-    if defaults.api_key is not None:
-        options["api_key"] = defaults.api_key
-    return Judge(model=defaults.model, **options)

@@ -106,10 +106,6 @@ def _as_list(value: str | Sequence[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _show(patterns: Sequence[str]) -> str:
-    return repr(patterns[0]) if len(patterns) == 1 else f"any of {list(patterns)!r}"
-
-
 class RunFilter(BaseModel):
     """Conditions a run or conversation must meet to be scored by a binding (all must hold).
 
@@ -237,6 +233,10 @@ def _distinct(values: Iterable[Any]) -> list[Any]:
 def _values(values: Sequence[Any]) -> str:
     """One value as its repr; a conversation's several runs' values as a list."""
     return repr(values[0]) if len(values) == 1 else f"(of its runs) {list(values)!r}"
+
+
+def _show(patterns: Sequence[str]) -> str:
+    return repr(patterns[0]) if len(patterns) == 1 else f"any of {list(patterns)!r}"
 
 
 def _glob(field: str, patterns: Sequence[str], get: Callable[[AgentRun], str | None],

@@ -69,7 +69,7 @@ class ScoringRunner:
     """Owns the scoring queues and workers; runs on the daemon's event loop."""
 
     def __init__(self, bound: Sequence[BoundScorer], store: DuckDBStore, metrics: Metrics, settings: Settings,
-                 *, on_scores: Callable[[], None] | None = None) -> None:
+                 *, on_scores: Callable[[int], None] | None = None) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
@@ -296,7 +296,7 @@ class ScoringRunner:
             log.error("could not store %d score(s): write queue stayed full", len(scores))
             return
         if scores and self._on_scores is not None:
-            self._on_scores()
+            self._on_scores(len(scores))
 
     async def _flush_decisions(self) -> None:
         if self._decisions:

@@ -106,7 +106,10 @@ class DuckDBStore:
         self.max_batch_items = max_batch_items
         self._observer = observer or _NullObserver()
         self._extra_ddl = tuple(extra_ddl)
-        self._settings = {"memory_limit": memory_limit, "checkpoint_threshold": checkpoint_threshold}
+        self._settings: dict[str, str | bool | int | float | list[str]] = {
+            "memory_limit": memory_limit,
+            "checkpoint_threshold": checkpoint_threshold,
+        }
         self._queue = _Queue()
         self._cond = threading.Condition()
         self._closing = False

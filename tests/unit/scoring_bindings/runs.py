@@ -10,7 +10,8 @@ S = 1_000_000_000  # nanoseconds per second
 
 
 def msg(role: str, text: str) -> Message:
-    return Message(role=role, content=text, parts=(Part(type="text", content=text),) if text else ())
+    parts = (Part(type="text", content=text),) if text else ()
+    return Message(role=role, content=text, parts=parts)
 
 
 def run(*, run_id: str = "r1", agent_name: str | None = "support-bot",

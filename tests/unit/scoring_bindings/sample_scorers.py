@@ -1,4 +1,7 @@
-"""User scorers loaded by ``python:`` bindings in the tests (``unit.scoring_bindings.sample_scorers``)."""
+"""User scorers that the tests' ``python:`` bindings load.
+
+Imported as ``unit.scoring_bindings.sample_scorers`` (pytest's pythonpath has ``tests``).
+"""
 
 from __future__ import annotations
 

@@ -146,6 +146,14 @@ def test_unset_defaults_are_not_passed() -> None:
     assert dict(judge.options) == {"timeout": 60.0}
 
 
+def test_empty_connection_settings_are_left_out() -> None:
+    # `api_key: ${OPENAI_API_KEY:-}` expands to "": litellm must fall back to the environment
+    empty = JudgeSettings(model=MODEL, api_base="", api_key="")
+    assert dict(judge_of(build_one(empty, prebuilt="bias")).options) == {"timeout": 60.0}
+    judge = judge_of(build_one(empty, id="politeness", python=f"{SAMPLES}:politeness"))
+    assert dict(judge.options) == {"timeout": 60.0}
+
+
 def test_model_from_options_over_defaults() -> None:
     judge = judge_of(build_one(prebuilt="bias", options={"model": "anthropic/claude-haiku-4-5",
                                                          "api_base": "http://other/v1"}))

@@ -54,7 +54,8 @@ def test_bad_attribute_regex_names_the_attribute() -> None:
 
 
 @pytest.mark.parametrize("cond, message", [
-    ({"equals": 1, "exists": True}, "exactly one of 'equals', 'in', 'regex', 'exists' (got equals, exists)"),
+    ({"equals": 1, "exists": True},
+     "exactly one of 'equals', 'in', 'regex', 'exists' (got equals, exists)"),
     ({}, "exactly one of"),
     ({"contains": "x"}, "Extra inputs are not permitted"),
     (None, "null is not a condition; use {exists: false}"),
@@ -310,7 +311,8 @@ def test_message_regexes_on_conversation() -> None:
     assert rf(input_regex="^hello$").check(conv) is None
     assert rf(output_regex="^Done").check(conv) is None
     assert rf(output_regex="help").check(conv) is None
-    assert rf(input_regex="HISTORY").check(conv) == "input_regex: no input message matches /HISTORY/"
+    assert (rf(input_regex="HISTORY").check(conv)
+            == "input_regex: no input message matches /HISTORY/")
     assert rf(output_regex="sorry").check(conv) == "output_regex: no output message matches /sorry/"
     assert rf(input_regex="refund").check(conversation()) == (
         "input_regex: no input message has text to match /refund/")
