@@ -57,11 +57,13 @@ def calls_of(run: AgentRun) -> list[tuple[str | None, str, Any, Any]]:
 
 # --- pydantic-ai, include_content=False -------------------------------------------------------
 
-USER_TURN = {"role": "user", "parts": [{"type": "text"}]}
-TOOL_CALL = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "get_weather"}],
-             "finish_reason": "tool_call"}
-TOOL_RESULT = {"role": "user", "parts": [{"type": "tool_call_response", "id": "call_1", "name": "get_weather"}]}
-ANSWER = {"role": "assistant", "parts": [{"type": "text"}], "finish_reason": "stop"}
+USER_TURN: dict[str, Any] = {"role": "user", "parts": [{"type": "text"}]}
+TOOL_CALL: dict[str, Any] = {
+    "role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "get_weather"}],
+    "finish_reason": "tool_call"}
+TOOL_RESULT: dict[str, Any] = {
+    "role": "user", "parts": [{"type": "tool_call_response", "id": "call_1", "name": "get_weather"}]}
+ANSWER: dict[str, Any] = {"role": "assistant", "parts": [{"type": "text"}], "finish_reason": "stop"}
 
 
 def _pydantic_turn(trace: str, all_messages: list[Any], chats: list[tuple[list[Any], list[Any]]],
