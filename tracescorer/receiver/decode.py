@@ -42,27 +42,25 @@ class DecodeError(ValueError):
 
 
 @dataclass(slots=True)
-class DecodedTraces:
-    spans: list[Span] = field(default_factory=list)
+class _Rejections:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
 
     def reject(self, message: str) -> None:
+        """Count one invalid item; keep the first few messages for the partial-success reply."""
         self.rejected += 1
         if len(self.errors) < _MAX_ERRORS:
             self.errors.append(message)
 
 
 @dataclass(slots=True)
-class DecodedLogs:
-    records: list[LogRecord] = field(default_factory=list)
-    rejected: int = 0
-    errors: list[str] = field(default_factory=list)
+class DecodedTraces(_Rejections):
+    spans: list[Span] = field(default_factory=list)
 
-    def reject(self, message: str) -> None:
-        self.rejected += 1
-        if len(self.errors) < _MAX_ERRORS:
-            self.errors.append(message)
+
+@dataclass(slots=True)
+class DecodedLogs(_Rejections):
+    records: list[LogRecord] = field(default_factory=list)
 
 
 def error_summary(rejected: int, errors: list[str]) -> str:
@@ -230,20 +228,36 @@ def _parse(message: Any, body: bytes) -> None:
         raise DecodeError(f"invalid protobuf: {exc}") from None
 
 
+def _rejection(items: str, name: str, exc: ValueError) -> str:
+    return f"span {name!r}: {exc}" if items == "spans" else f"log record: {exc}"
+
+
+def _walk_pb(
+    request: Any,
+    top: str,
+    scoped: str,
+    items: str,
+    build: Callable[[Any, Resource, Scope], Any],
+    accept: Callable[[Any], None],
+    reject: Callable[[str], None],
+) -> None:
+    for rs in getattr(request, top):
+        resource = _pb_resource(rs.resource, rs.schema_url)
+        for ss in getattr(rs, scoped):
+            scope = _pb_scope(ss.scope, ss.schema_url)
+            for item in getattr(ss, items):
+                try:
+                    accept(build(item, resource, scope))
+                except ValueError as exc:
+                    reject(_rejection(items, getattr(item, "name", ""), exc))
+
+
 def decode_traces_protobuf(body: bytes) -> DecodedTraces:
     """Decode an ``ExportTraceServiceRequest`` body."""
     request = ExportTraceServiceRequest()
     _parse(request, body)
     out = DecodedTraces()
-    for rs in request.resource_spans:
-        resource = _pb_resource(rs.resource, rs.schema_url)
-        for ss in rs.scope_spans:
-            scope = _pb_scope(ss.scope, ss.schema_url)
-            for s in ss.spans:
-                try:
-                    out.spans.append(_pb_span(s, resource, scope))
-                except ValueError as exc:
-                    out.reject(f"span {s.name!r}: {exc}")
+    _walk_pb(request, "resource_spans", "scope_spans", "spans", _pb_span, out.spans.append, out.reject)
     return out
 
 
@@ -252,15 +266,7 @@ def decode_logs_protobuf(body: bytes) -> DecodedLogs:
     request = ExportLogsServiceRequest()
     _parse(request, body)
     out = DecodedLogs()
-    for rl in request.resource_logs:
-        resource = _pb_resource(rl.resource, rl.schema_url)
-        for sl in rl.scope_logs:
-            scope = _pb_scope(sl.scope, sl.schema_url)
-            for r in sl.log_records:
-                try:
-                    out.records.append(_pb_log(r, resource, scope))
-                except ValueError as exc:
-                    out.reject(f"log record: {exc}")
+    _walk_pb(request, "resource_logs", "scope_logs", "log_records", _pb_log, out.records.append, out.reject)
     return out
 
 
@@ -521,7 +527,7 @@ def _walk_json(
                 except ValueError as exc:
                     if isinstance(exc, DecodeError):
                         raise
-                    reject(f"{items[:-1]} {item.text('name')!r}: {exc}" if items == "spans" else f"log record: {exc}")
+                    reject(_rejection(items, item.text("name"), exc))
 
 
 def decode_traces_json(body: bytes) -> DecodedTraces:
