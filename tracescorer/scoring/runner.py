@@ -29,7 +29,7 @@ from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.scorer import PromptStep
 from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
 from tracescorer.scoring.types import ScorerResult
-from tracescorer.store.duckdb import Connection, DuckDBStore, QueueFull
+from tracescorer.store.duckdb import Connection, DuckDBStore
 from tracescorer.store.runs import RUN_SELECT, run_from_row
 from tracescorer.store.scores import DecisionRecord, ScoreRecord, write_job
 
@@ -286,15 +286,7 @@ class ScoringRunner:
 
     async def _persist(self, scores: list[ScoreRecord]) -> None:
         decisions, self._decisions = self._decisions, []
-        for attempt in range(50):
-            try:
-                await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
-                break
-            except QueueFull:
-                await asyncio.sleep(min(0.05 * (attempt + 1), 1.0))  # the span log is busy; scores wait, never drop
-        else:
-            log.error("could not store %d score(s): write queue stayed full", len(scores))
-            return
+        await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
         if scores and self._on_scores is not None:
             self._on_scores(len(scores))
 

@@ -166,12 +166,12 @@ class DuckDBStore:
 
     # --- writes ------------------------------------------------------------------------------
 
-    def _enqueue(self, job: _Job) -> None:
+    def _enqueue(self, job: _Job, *, bounded: bool) -> None:
         with self._cond:
             if self._closing or self._thread is None:
                 raise StoreClosed("store is shutting down")
             # An oversized request is still admitted into an empty queue, so it can make progress.
-            if self._queue.items and self._queue.items + job.items > self.max_queue_items:
+            if bounded and self._queue.items and self._queue.items + job.items > self.max_queue_items:
                 raise QueueFull(f"write queue full ({self._queue.items} items waiting)")
             self._queue.jobs.append(job)
             self._queue.items += job.items
@@ -192,13 +192,18 @@ class DuckDBStore:
             spans=len(spans),
             logs=len(logs),
         )
-        self._enqueue(job)
+        self._enqueue(job, bounded=True)
         return future
 
     def submit(self, fn: Callable[[Connection], T], items: int = 1) -> Future[T]:
-        """Run ``fn(connection)`` on the writer thread inside a group-committed transaction."""
+        """Run ``fn(connection)`` on the writer thread inside a group-committed transaction.
+
+        Only telemetry intake is refused when the queue is full: these jobs come from the
+        daemon's own stages (runs, scores, export marks), each bounded by its own queue, and
+        refusing them would lose work that was already acknowledged upstream.
+        """
         future: Future[T] = Future()
-        self._enqueue(_Job(future, items, fn=fn))
+        self._enqueue(_Job(future, items, fn=fn), bounded=False)
         return future
 
     def _take(self) -> list[_Job] | None:

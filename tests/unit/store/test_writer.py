@@ -128,3 +128,15 @@ def test_retention_deletes_by_received_at(store):
     deleted = store.submit(retention_job(30)).result(10)
     assert deleted == {"spans": 1, "log_records": 0}
     assert store.read(lambda c: c.execute("SELECT name FROM spans").fetchall()) == [("s2",)]
+
+
+def test_internal_jobs_are_not_refused_when_intake_is_full(store):
+    gate = threading.Event()
+    store.submit(lambda con: gate.wait(10), items=995)
+    with pytest.raises(QueueFull):
+        store.submit_telemetry([_span(i) for i in range(20)])
+    # a stage's own write (runs, scores) must not be lost to backpressure meant for clients
+    job = store.submit(lambda con: con.execute("INSERT INTO schema_info VALUES ('k', 'v')"), items=50)
+    gate.set()
+    job.result(10)
+    assert store.read(lambda c: c.execute("SELECT value FROM schema_info WHERE key = 'k'").fetchone()) == ("v",)
