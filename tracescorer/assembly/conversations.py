@@ -96,6 +96,22 @@ class ConversationTracker:
             self.stats.conversations_evicted += 1
         self.stats.conversations_tracked = len(self._active)
 
+    def touch(self, conversation_ids: Iterable[str], now: float | None = None) -> None:
+        """Record activity without keeping runs (callers that reload runs from the store when a
+        conversation goes idle keep memory at one small entry per active conversation)."""
+        t = self._clock() if now is None else now
+        for cid in conversation_ids:
+            tracked = self._active.get(cid)
+            if tracked is None:
+                tracked = self._active[cid] = _Tracked(last_activity=t)
+            tracked.last_activity = t
+            self._active.move_to_end(cid)
+        while len(self._active) > self.max_conversations:
+            cid, tracked = self._active.popitem(last=False)
+            self._evicted.append(self._conversation(cid, tracked))
+            self.stats.conversations_evicted += 1
+        self.stats.conversations_tracked = len(self._active)
+
     def get(self, conversation_id: str) -> Conversation | None:
         tracked = self._active.get(conversation_id)
         return None if tracked is None else self._conversation(conversation_id, tracked)

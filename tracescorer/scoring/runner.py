@@ -148,7 +148,7 @@ class ScoringRunner:
             for bound in self._run_bindings:
                 self.decide(bound, target, "live")
         if self._conv_bindings:
-            self.tracker.add(runs)
+            self.tracker.touch(r.conversation_id for r in runs if r.conversation_id)
             self._metrics.conversations_tracked.set(len(self.tracker))
 
     def decide(self, bound: BoundScorer, target: Target, source: str,

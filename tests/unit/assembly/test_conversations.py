@@ -58,3 +58,18 @@ def test_tracker_bounded() -> None:
     tr.add([run("a", "c1", 1), run("b", "c2", 2), run("c", "c3", 3)])
     assert [c.conversation_id for c in tr.pop_idle()] == ["c1"]
     assert tr.stats.conversations_evicted == 1 and len(tr) == 2
+
+
+def test_touch_tracks_activity_without_holding_runs():
+    from tracescorer.assembly.conversations import ConversationTracker
+
+    now = [0.0]
+    tracker = ConversationTracker(conversation_idle_s=10, max_conversations=2, clock=lambda: now[0])
+    tracker.touch(["a", "b"])
+    now[0] = 5
+    tracker.touch(["a"])
+    now[0] = 12
+    assert [c.conversation_id for c in tracker.pop_idle()] == ["b"]
+    tracker.touch(["c", "d"])  # over max_conversations: the least recently active is handed out early
+    assert [c.conversation_id for c in tracker.pop_idle()] == ["a"]
+    assert all(c.runs == () for c in tracker.pop_all())
