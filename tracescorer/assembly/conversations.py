@@ -90,11 +90,7 @@ class ConversationTracker:
             tracked.runs[run.run_id] = run
             self._active.move_to_end(run.conversation_id)
             self.stats.runs_added += 1
-        while len(self._active) > self.max_conversations:
-            cid, tracked = self._active.popitem(last=False)
-            self._evicted.append(self._conversation(cid, tracked))
-            self.stats.conversations_evicted += 1
-        self.stats.conversations_tracked = len(self._active)
+        self._evict_over_limit()
 
     def touch(self, conversation_ids: Iterable[str], now: float | None = None) -> None:
         """Record activity without keeping runs (callers that reload runs from the store when a
@@ -106,6 +102,9 @@ class ConversationTracker:
                 tracked = self._active[cid] = _Tracked(last_activity=t)
             tracked.last_activity = t
             self._active.move_to_end(cid)
+        self._evict_over_limit()
+
+    def _evict_over_limit(self) -> None:
         while len(self._active) > self.max_conversations:
             cid, tracked = self._active.popitem(last=False)
             self._evicted.append(self._conversation(cid, tracked))
