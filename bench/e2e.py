@@ -370,7 +370,8 @@ def report_phase(con: Any, phase: Phase) -> float:
     print(f"\n== {phase.name}: {offered}; sent {phase.runs} runs in {phase.send_s:.1f} s "
           f"({phase.runs / max(phase.send_s, 1e-9):.0f}/s, worst send lag {phase.lag_s * 1000:.0f} ms); "
           f"runs stored {runs_stored}; " + ("all decided" if phase.drained else
-          f"NOT all decided within the drain limit: {undecided} run(s) lack a decision at stop"))
+          f"NOT all decided within --drain (decided during the 5 s shutdown grace: {phase.runs - undecided} "
+          f"of {phase.runs} runs; {undecided} without every decision)"))
     print(f"   {'scorer':<20}{'scores':>7}{'ok':>6}{'scored/s':>10}{'drain ms':>10}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'max ms':>9}   median parts: end->received->assembled->scored (p99 of last)")
     slowest = float("inf")
