@@ -126,7 +126,7 @@ class Metrics:
         self.judge_cost = Counter("tracescorer_judge_cost_usd", "Judge spend in USD", registry=r)
         self.exports = Counter(
             "tracescorer_export_spans",
-            "Evaluation spans exported, by result (success, failure)",
+            "Evaluation spans sent, by result (exported, failed)",
             ["result"],
             registry=r,
         )

@@ -25,7 +25,8 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.store import rows
 from tracescorer.store.duckdb import Connection, DuckDBStore
-from tracescorer.store.runs import RUN_UPSERT, run_to_row
+from tracescorer.store.runs import upsert_runs
+from tracescorer.store.upsert import upsert
 
 log = logging.getLogger(__name__)
 
@@ -78,36 +79,30 @@ def _dedupe(spans: Sequence[Span]) -> list[Span]:
     return list(seen.values())
 
 
+_ASSEMBLED = ["trace_id", "reason", "incomplete", "span_count", "log_count", "run_count", "unmatched_reason",
+              "service_name", "root_name"]
+
+
 def _store_job(results: list[_Result]) -> Callable[[Connection], None]:
     def run(con: Connection) -> None:
         latest: dict[str, AgentRun] = {}
         for res in results:
             for run_ in res.runs:
                 latest[run_.run_id] = run_
-        if latest:
-            con.executemany(RUN_UPSERT, [run_to_row(r) for r in latest.values()])
+        upsert_runs(con, list(latest.values()))
+        # a re-assembly may find a different agent span (e.g. the root arrived late): drop stale runs
+        con.execute(
+            "DELETE FROM runs WHERE list_contains($1::VARCHAR[], trace_id) AND NOT list_contains($2::VARCHAR[], run_id)",
+            [[res.trace.trace_id for res in results], list(latest)],
+        )
+        rows = []
         for res in results:
-            keep = [r.run_id for r in res.runs]
-            # a re-assembly may find a different agent span (e.g. the root arrived late): drop stale runs
-            con.execute(
-                "DELETE FROM runs WHERE trace_id = $1 AND NOT list_contains($2::VARCHAR[], run_id)",
-                [res.trace.trace_id, keep],
-            )
             root = next((s for s in res.spans if is_root(s)), None)
-            con.execute(
-                "INSERT OR REPLACE INTO assembled_traces VALUES ($1, now(), $2, $3, $4, $5, $6, $7, $8, $9)",
-                [
-                    res.trace.trace_id,
-                    res.trace.reason,
-                    res.trace.incomplete,
-                    len(res.spans),
-                    len(res.logs),
-                    len(res.runs),
-                    res.unmatched_reason,
-                    res.spans[0].service_name if res.spans else None,
-                    root.name if root else None,
-                ],
-            )
+            rows.append([res.trace.trace_id, res.trace.reason, res.trace.incomplete, len(res.spans), len(res.logs),
+                         len(res.runs), res.unmatched_reason, res.spans[0].service_name if res.spans else None,
+                         root.name if root else None])
+        upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", rows, insert_extra={"assembled_at": "now()"},
+               update_extra=", assembled_at = now()")
 
     return run
 

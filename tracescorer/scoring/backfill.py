@@ -133,6 +133,7 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
         await _drain(pending, progress, runner, spent_before, on_progress)
         if on_progress is not None:
             on_progress(progress)
+    await runner.flush()  # the summary is only reported once its scores are committed
     progress.finished = True
     return progress
 

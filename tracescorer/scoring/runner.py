@@ -86,6 +86,8 @@ class ScoringRunner:
         self.budget = DailyBudget(judge.daily_budget_usd)
         self.tracker = ConversationTracker(conversation_idle_s=settings.assembly.conversation_idle_s)
         self._decisions: list[DecisionRecord] = []
+        self._scores: list[ScoreRecord] = []
+        self._dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
 
@@ -118,6 +120,9 @@ class ScoringRunner:
             self._tasks.append(asyncio.create_task(self._worker(self._judge_queue), name=f"judge-worker-{i}"))
         for i in range(self._code_workers):
             self._tasks.append(asyncio.create_task(self._worker(self._code_queue), name=f"code-worker-{i}"))
+        self._tasks.append(asyncio.create_task(self._writer(), name="score-writer"))
+        self._metrics.scoring_queue.labels("judge").set_function(self._judge_queue.qsize)
+        self._metrics.scoring_queue.labels("code").set_function(self._code_queue.qsize)
 
     async def stop(self, timeout_s: float) -> None:
         """Stop intake, let queued work finish until the deadline, record what was decided.
@@ -175,7 +180,6 @@ class ScoringRunner:
         except asyncio.QueueFull:
             self._record(bound, target, RATE_LIMITED, f"scoring queue full ({queue.maxsize} waiting)", source)
             return RATE_LIMITED
-        self._metrics.scoring_queue.labels("judge" if bound.uses_judge else "code").set(queue.qsize())
         return done
 
     def _budget_detail(self) -> str:
@@ -184,6 +188,7 @@ class ScoringRunner:
     def _record(self, bound: BoundScorer, target: Target, decision: str, detail: str | None, source: str,
                 score_row_id: str | None = None) -> None:
         self._metrics.decisions.labels(bound.binding.id, decision).inc()
+        self._dirty.set()
         self._decisions.append(DecisionRecord(
             id=decision_id(bound.binding.id, target), scorer_id=bound.binding.id, target_type=target.kind,
             target_id=target.id, trace_id=target.trace_id, conversation_id=target.conversation_id,
@@ -237,7 +242,8 @@ class ScoringRunner:
                     m.judge_tokens.labels("output").inc(call.output_tokens)
         if record.judge_cost_usd:
             m.judge_cost.inc(record.judge_cost_usd)
-        await self._persist([record])
+        self._scores.append(record)
+        self._dirty.set()
         return decision
 
     def _score_record(self, bound: BoundScorer, target: Target, source: str, result: ScorerResult | None,
@@ -284,15 +290,35 @@ class ScoringRunner:
             judge_attempts=result.judge_attempts if result else None,
             duration_ms=round(seconds * 1000, 3), sample_rate=binding.sampling.ratio, metadata=metadata)
 
-    async def _persist(self, scores: list[ScoreRecord]) -> None:
-        decisions, self._decisions = self._decisions, []
-        await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
-        if scores and self._on_scores is not None:
-            self._on_scores(len(scores))
+    async def _writer(self) -> None:
+        """Store what the workers produced, many rows per transaction (workers never wait)."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._flush_decisions()
+            except Exception:  # noqa: BLE001 - rows stay pending and are retried with the next batch
+                log.exception("storing scores failed; retrying")
+                await asyncio.sleep(1.0)
+                self._dirty.set()
+
+    async def flush(self) -> None:
+        """Write every pending score and decision now and wait for the commit."""
+        await self._flush_decisions()
 
     async def _flush_decisions(self) -> None:
-        if self._decisions:
-            await self._persist([])
+        """Write every pending score and decision now (one group-committed job)."""
+        scores, self._scores = self._scores, []
+        decisions, self._decisions = self._decisions, []
+        if not scores and not decisions:
+            return
+        try:
+            await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
+        except BaseException:
+            self._scores[:0], self._decisions[:0] = scores, decisions  # keep them for the next try
+            raise
+        if scores and self._on_scores is not None:
+            self._on_scores(len(scores))
 
     # --- conversations and recovery ----------------------------------------------------------
 
@@ -304,7 +330,6 @@ class ScoringRunner:
                 for conversation in self.tracker.pop_idle():
                     await self.score_conversation(conversation.conversation_id, "live")
                 self._metrics.conversations_tracked.set(len(self.tracker))
-                await self._flush_decisions()
             except Exception:  # noqa: BLE001 - keep the timer alive whatever one pass hits
                 log.exception("scoring tick failed")
 

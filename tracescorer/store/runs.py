@@ -8,17 +8,18 @@ from typing import Any
 from tracescorer.model import AgentRun, Message, Part, ToolCall, nanos_to_rfc3339
 from tracescorer.store.jsonvalue import dumps, loads
 from tracescorer.store.schema import RUN_COLUMNS
+from tracescorer.store.upsert import upsert
 
 _DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "updated_at")]
 _TIME_COLUMNS = {"started_at", "ended_at"}
 
-RUN_UPSERT = (
-    f"INSERT INTO runs ({', '.join(_DATA_COLUMNS)}, created_at, updated_at) VALUES ("
-    + ", ".join("make_timestamp(?::BIGINT)::TIMESTAMPTZ" if c in _TIME_COLUMNS else "?" for c in _DATA_COLUMNS)
-    + ", now(), now()) ON CONFLICT (run_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _DATA_COLUMNS if c != "run_id")
-    + ", updated_at = now()"
-)
+def upsert_runs(con: Any, runs: Sequence[AgentRun]) -> int:
+    """Insert or update runs by ``run_id`` in multi-row statements."""
+    return upsert(con, "runs", _DATA_COLUMNS, "run_id", [run_to_row(r) for r in runs],
+                  placeholders=["make_timestamp(?::BIGINT)::TIMESTAMPTZ" if c in _TIME_COLUMNS else "?"
+                                for c in _DATA_COLUMNS],
+                  insert_extra={"created_at": "now()", "updated_at": "now()"}, update_extra=", updated_at = now()")
+
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"
 
@@ -28,7 +29,7 @@ def _messages(msgs: Sequence[Message]) -> str:
 
 
 def run_to_row(run: AgentRun) -> list[Any]:
-    """Parameters for :data:`RUN_UPSERT`."""
+    """The values of one run, in ``runs`` column order (without the timestamps set by SQL)."""
     values: dict[str, Any] = {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
@@ -110,4 +111,4 @@ def run_from_row(row: Sequence[Any]) -> AgentRun:
     )
 
 
-__all__ = ["RUN_SELECT", "RUN_UPSERT", "nanos_to_rfc3339", "run_from_row", "run_to_row"]
+__all__ = ["RUN_SELECT", "nanos_to_rfc3339", "run_from_row", "run_to_row", "upsert_runs"]

@@ -8,26 +8,10 @@ from typing import Any
 
 from tracescorer.store.jsonvalue import dumps
 from tracescorer.store.schema import DECISION_COLUMNS, SCORE_COLUMNS
+from tracescorer.store.upsert import upsert
 
 _SCORE_DATA = [n for n, _ in SCORE_COLUMNS if n not in ("created_at", "updated_at", "exported_at")]
 _DECISION_DATA = [n for n, _ in DECISION_COLUMNS if n != "decided_at"]
-
-SCORE_UPSERT = (
-    f"INSERT INTO scores ({', '.join(_SCORE_DATA)}, created_at, updated_at, exported_at) "
-    f"VALUES ({', '.join('?' for _ in _SCORE_DATA)}, now(), now(), NULL) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _SCORE_DATA if c != "id")
-    + ", updated_at = now(), exported_at = NULL"
-)
-
-DECISION_UPSERT = (
-    f"INSERT INTO scoring_decisions ({', '.join(_DECISION_DATA)}, decided_at) "
-    f"VALUES ({', '.join('?' for _ in _DECISION_DATA)}, now()) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _DECISION_DATA if c != "id")
-    + ", decided_at = now()"
-)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScoreRecord:
@@ -113,14 +97,15 @@ def _plain(value: Any) -> Any:
 
 
 def write_job(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> Any:
-    """A store job upserting the given rows (last one wins per id)."""
-    score_rows = list({s.id: s for s in scores}.values())
-    decision_rows = list({d.id: d for d in decisions}.values())
+    """A store job upserting the given rows in multi-row statements (last one wins per id)."""
+    score_rows = [s.params() for s in scores]
+    decision_rows = [d.params() for d in decisions]
 
     def run(con: Any) -> None:
-        if score_rows:
-            con.executemany(SCORE_UPSERT, [s.params() for s in score_rows])
-        if decision_rows:
-            con.executemany(DECISION_UPSERT, [d.params() for d in decision_rows])
+        upsert(con, "scores", _SCORE_DATA, "id", score_rows,
+               insert_extra={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
+               update_extra=", updated_at = now(), exported_at = NULL")
+        upsert(con, "scoring_decisions", _DECISION_DATA, "id", decision_rows,
+               insert_extra={"decided_at": "now()"}, update_extra=", decided_at = now()")
 
     return run
