@@ -111,3 +111,29 @@ def test_check_config_masks_secrets_and_applies_env(tmp_path):
     out = daemon.cli("check-config").stdout
     assert "topsecret" not in out and "auth_token: '***'" in out
     assert "retention_days: 7" in out
+
+
+def test_daemon_with_only_code_scorers_never_imports_litellm(tmp_path):
+    """litellm costs ~3 s and ~190 MB at import: it stays off the start-up path without LLM scorers."""
+    import subprocess
+    import sys
+
+    script = f"""
+import asyncio, sys
+from tracescorer.app import App
+from tracescorer.config import Settings
+s = Settings.model_validate({{
+    "receiver": {{"grpc": {{"host": "127.0.0.1", "port": 0}}, "http": {{"host": "127.0.0.1", "port": 0}}}},
+    "store": {{"path": {str(tmp_path / "x.duckdb")!r}}},
+    "scorers": [{{"id": "non-empty", "prebuilt": "non_empty_response"}}],
+}})
+async def main():
+    app = App(s)
+    await app.start()
+    await app.stop()
+asyncio.run(main())
+print("litellm" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
