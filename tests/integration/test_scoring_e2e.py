@@ -224,3 +224,29 @@ def test_scores_exported_as_evaluation_spans_into_the_scored_traces(tmp_path, fa
             assert exported
         finally:
             assert daemon.stop() == 0, daemon.log()
+
+
+def test_replayed_framework_captures_are_scored(tmp_path, fake):
+    from support.captures import CAPTURES
+
+    bindings = [
+        {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
+        {"id": "conversation-judge", "prebuilt": "multi_turn_judge", "scope": "conversation",
+         "options": {"criterion": CRITERION}, "threshold": 1},
+    ]
+    daemon = DaemonProcess(tmp_path, _cfg(tmp_path, fake, bindings)).start()
+    try:
+        cases = ["py-pydantic-ai-multiturn-tools", "py-openinference-openai-session-tools"]
+        for case in cases:
+            daemon.cli("replay", str(CAPTURES / case), "--endpoint", daemon.http_url)
+        runs = wait_for(lambda: (lambda r: r if len(r) == 5 else None)(daemon.query_json("SELECT run_id FROM runs")),
+                        30, interval_s=0.25, what="5 runs from the two captures")
+        rows = _wait_scores(daemon, 5 + 2)
+        run_scores = [r for r in rows if r["scorer_id"] == "non-empty"]
+        assert {r["run_id"] for r in run_scores} == {r["run_id"] for r in runs}
+        assert all(r["status"] == "ok" and r["label"] == "pass" for r in run_scores)
+        conv = {r["conversation_id"]: r for r in rows if r["scorer_id"] == "conversation-judge"}
+        assert set(conv) == {"conv-pyd-7", "sess-oi-42"}
+        assert all(r["status"] == "ok" and r["score"] == 1.0 for r in conv.values())
+    finally:
+        assert daemon.stop() == 0, daemon.log()

@@ -1,0 +1,93 @@
+"""The scoring runner on a real DuckDB file: queue overflow, limits, error rows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tracescorer.config import Settings
+from tracescorer.metrics import Metrics
+from tracescorer.model import AgentRun, Message, Part
+from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.limits import DailyBudget, RateLimiter
+from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.store.duckdb import DuckDBStore
+
+
+def _run(i: int) -> AgentRun:
+    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
+                    conversation_id=None, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
+                    convention="genai", model="m", started_at=i, ended_at=i + 1, status="ok", error=None,
+                    output=(Message(role="assistant", content=f"answer {i}", parts=(Part(type="text", content=f"answer {i}"),)),))
+
+
+def _settings(tmp_path, **scoring) -> Settings:
+    return Settings.model_validate({
+        "store": {"path": str(tmp_path / "r.duckdb")},
+        "scoring": {"recover_window_s": 0, **scoring},
+        "scorers": [
+            {"id": "non-empty", "prebuilt": "non_empty_response"},
+            {"id": "boom", "python": "unit.scoring_runner.test_runner:exploding"},
+        ],
+    })
+
+
+def exploding():  # a user scorer whose step raises: must become an error row, not a crash
+    from tracescorer import create_scorer
+
+    def score(*, run, results):
+        raise RuntimeError("scorer bug")
+
+    return create_scorer(id="boom", description="always fails").generate_score(score)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = DuckDBStore(tmp_path / "r.duckdb")
+    s.open()
+    yield s
+    s.close()
+
+
+def _rows(store, sql):
+    return store.read(lambda c: c.execute(sql).fetchall())
+
+
+async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_path, store):
+    settings = _settings(tmp_path, max_queue=2, workers=1)
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
+    await runner.start()
+    runner.on_runs([_run(i) for i in range(6)])  # 12 targets into a queue of 2: the rest is rate_limited
+    await runner.stop(10)
+    decisions = dict(_rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
+    assert decisions.get("rate_limited", 0) >= 6
+    assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent
+    errors = _rows(store, "SELECT error, error_type, status FROM scores WHERE scorer_id = 'boom'")
+    assert errors and all(e[2] == "error" and e[1] == "RuntimeError" and "scorer bug" in e[0] for e in errors)
+    failed = _rows(store, "SELECT count(*) FROM scoring_decisions WHERE scorer_id = 'boom' AND decision = 'failed'")
+    assert failed[0][0] == len(errors)
+
+
+async def test_rate_limiter_spaces_requests():
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])  # one token a second, bucket of 60
+    for _ in range(60):
+        await limiter.acquire()
+    waited = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0.05)
+    assert not waited.done()  # bucket empty, clock frozen: must wait
+    now[0] = 1.0
+    await asyncio.wait_for(waited, 5)
+
+
+def test_daily_budget_rolls_over_at_midnight():
+    import datetime as dt
+
+    day = [dt.date(2026, 1, 1)]
+    budget = DailyBudget(1.0, spent_today_usd=0.5, today=lambda: day[0])
+    budget.add(0.6)
+    assert budget.exhausted
+    day[0] = dt.date(2026, 1, 2)
+    assert not budget.exhausted and budget.spent_usd == 0.0
+    assert not DailyBudget(None, spent_today_usd=1e9).exhausted
