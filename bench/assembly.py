@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchutil import rss_bytes  # noqa: E402 - bench/ is the script's own folder
 from tracescorer.assembly import TraceBuffer  # noqa: E402
 from tracescorer.conventions import extract_runs  # noqa: E402
 from tracescorer.model import LogRecord, Span  # noqa: E402
@@ -53,9 +54,8 @@ def reissue(spans: list[Span], logs: list[LogRecord], n: int) -> tuple[list[Span
             [dataclasses.replace(r, trace_id=tid) for r in logs])
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def own_rss() -> int:
+    return rss_bytes(os.getpid())
 
 
 def bench_extraction(traces: list[tuple[str, list[Span], list[LogRecord]]], seconds: float) -> None:
@@ -113,7 +113,7 @@ def bench_memory(traces: list[tuple[str, list[Span], list[LogRecord]]], buffered
         raw.extend(f.read_bytes() for f in sorted((case / "requests").glob("*.pb")))
     buf = TraceBuffer(max_traces=buffered * 2, max_spans=buffered * 100)
     gc.collect()
-    before = rss_bytes()
+    before = own_rss()
     n = spans = 0
     while len(buf) < buffered:
         for body in raw:
@@ -126,7 +126,7 @@ def bench_memory(traces: list[tuple[str, list[Span], list[LogRecord]]], buffered
             if len(buf) >= buffered:
                 break
     gc.collect()
-    grown = rss_bytes() - before
+    grown = own_rss() - before
     print("memory (RSS growth while buffering decoded capture traces):")
     print(f"  {len(buf)} traces / {buf.stats.items_buffered} spans buffered: +{grown / 2**20:.1f} MiB, "
           f"{grown / len(buf) / 1024:.1f} KiB per trace, {grown / buf.stats.items_buffered / 1024:.2f} KiB per span")

@@ -52,6 +52,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import yaml  # noqa: E402
 
+from benchutil import rss_bytes  # noqa: E402 - bench/ is the script's own folder
 from tracescorer import control  # noqa: E402
 
 SCORERS = ("non-empty-response", "no-tool-errors", "answer-relevancy")
@@ -103,16 +104,6 @@ def daemon_config(db: Path, judge_url: str) -> dict[str, Any]:
         "scoring": {"shutdown_timeout_s": 5},
         "log_level": "WARNING",
     }
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -470,15 +461,11 @@ def main() -> int:
     exit_code = None
     rss_idle = 0.0
     try:
-        deadline = time.monotonic() + 60
-        info = None
-        while info is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                print((workdir / "daemon.log").read_text(), file=sys.stderr)
-                print("daemon failed to start", file=sys.stderr)
-                return 1
-            info = control.read_serve_info(str(db))
-            time.sleep(0.1)
+        info = control.wait_for_daemon(str(db), proc)
+        if info is None:
+            print((workdir / "daemon.log").read_text(), file=sys.stderr)
+            print("daemon failed to start", file=sys.stderr)
+            return 1
         agents = Agents(f"127.0.0.1:{info.grpc_port}")
         agents.run("bench-warmup")  # first judge call pays litellm's import in the daemon
         agents.provider.force_flush()

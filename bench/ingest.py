@@ -33,6 +33,8 @@ import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from benchutil import rss_bytes  # noqa: E402 - bench/ is the script's own folder
+
 REPO = Path(__file__).resolve().parents[1]
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 SPANS_PER_REQUEST = 200
@@ -200,7 +202,7 @@ def drive(transport: str, target: str, payloads: list[bytes], seconds: float, cl
     for p in procs:
         p.start()
     while any(p.is_alive() for p in procs) and time.monotonic() < deadline + 5:
-        rss.append(_rss(rss_pid))
+        rss.append(rss_bytes(rss_pid))
         time.sleep(0.25)
         if not q.empty():
             break
@@ -222,16 +224,6 @@ def drive(transport: str, target: str, payloads: list[bytes], seconds: float, cl
         "rss_mb_first": (rss or [0])[0] / 1e6,
         "rss_mb_last": (rss or [0])[-1] / 1e6,
     }
-
-
-def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def _free_port() -> int:

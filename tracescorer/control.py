@@ -80,6 +80,20 @@ def read_serve_info(db_path: str) -> ServeInfo | None:
     return info if _alive(info.pid) else None
 
 
+def wait_for_daemon(db_path: str, proc: Any, timeout_s: float = 60.0) -> ServeInfo | None:
+    """Wait until the ``serve`` child process ``proc`` (a Popen) published its info; None if it
+    exited or the deadline passed."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        info = read_serve_info(db_path)
+        if info is not None:
+            return info
+        time.sleep(0.1)
+    return None
+
+
 class RemoteQueryError(RuntimeError):
     pass
 

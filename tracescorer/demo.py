@@ -181,15 +181,11 @@ def run_demo(*, keep: bool = False) -> int:
                             stdout=log_file, stderr=subprocess.STDOUT)
     ok = False
     try:
-        deadline = time.monotonic() + 60
-        info = None
-        while info is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                print((workdir / "daemon.log").read_text(), file=sys.stderr)
-                print("daemon failed to start", file=sys.stderr)
-                return 1
-            info = control.read_serve_info(str(db))
-            time.sleep(0.1)
+        info = control.wait_for_daemon(str(db), proc)
+        if info is None:
+            print((workdir / "daemon.log").read_text(), file=sys.stderr)
+            print("daemon failed to start", file=sys.stderr)
+            return 1
         print(f"== daemon up: OTLP gRPC 127.0.0.1:{info.grpc_port}, OTLP HTTP {info.url}", flush=True)
         runs = emit_conversations(f"127.0.0.1:{info.grpc_port}")
         print(f"== sent {runs} agent runs in {len(CONVERSATIONS)} conversations via the OTel SDK exporter", flush=True)
