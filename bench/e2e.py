@@ -334,7 +334,7 @@ WITH s AS (
   WHERE r.agent_name = ?
 )
 SELECT scorer_id, count(*) AS n, count(*) FILTER (status = 'ok') AS ok,
-       (max(scored_ms) - min(scored_ms)) / 1e3 AS span_s,
+       (max(scored_ms) - min(ended_ms)) / 1e3 AS span_s,
        (max(scored_ms) - max(ended_ms)) AS drain_ms,
        quantile_cont(scored_ms - ended_ms, 0.5) AS p50, quantile_cont(scored_ms - ended_ms, 0.99) AS p99,
        max(scored_ms - ended_ms) AS worst,
@@ -368,7 +368,7 @@ def report_phase(con: Any, phase: Phase) -> float:
     slowest = float("inf")
     rows = con.execute(LATENCY_SQL, [phase.agent]).fetchall()
     for (scorer, n, ok, span_s, drain, p50, p99, worst, rec, asm, sc, sc99) in rows:
-        rate = (n - 1) / span_s if span_s else 0.0  # first to last score committed
+        rate = n / span_s if span_s else 0.0  # first run ended -> last score committed
         slowest = min(slowest, rate)
         print(f"   {scorer:<20}{n:>7}{ok:>6}{rate:>10.1f}{drain:>10.0f}{p50:>9.0f}{p99:>9.0f}{worst:>9.0f}"
               f"   {rec:.0f} + {asm:.0f} + {sc:.0f} ms ({sc99:.0f})")
