@@ -26,8 +26,9 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py
-	@if [ -f bench/assembly.py ]; then $(PY) bench/assembly.py; fi
-	@if [ -f bench/scoring.py ]; then $(PY) bench/scoring.py; fi
+	$(PY) bench/assembly.py
+	$(PY) bench/scoring.py
+	$(PY) bench/e2e.py
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy
