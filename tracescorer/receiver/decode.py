@@ -343,6 +343,10 @@ def _json_int(value: Any, where: str) -> int:
             return int(value)
         except ValueError:
             pass
+    if isinstance(value, dict) and set(value) <= {"low", "high", "unsigned"} and "low" in value:
+        # older OpenTelemetry JS exporters wrote 64-bit values as Long objects {low, high}
+        low, high = _json_int(value["low"], where), _json_int(value.get("high", 0), where)
+        return ((high & 0xFFFFFFFF) << 32) | (low & 0xFFFFFFFF)
     raise DecodeError(f"{where}: expected an integer, got {value!r:.40}")
 
 

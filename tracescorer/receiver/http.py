@@ -24,13 +24,23 @@ def bearer_ok(header: str | None, token: str) -> bool:
     return hmac.compare_digest(header[7:].strip().encode(), token.encode())
 
 
-def gunzip(body: bytes, limit: int) -> bytes:
-    """Decompress a gzip body, refusing output beyond ``limit`` bytes (zip bombs)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise ValueError(f"invalid gzip body: {exc}") from None
+# zlib window bits: gzip framing, or zlib framing with raw-deflate fallback ("deflate" in HTTP
+# means zlib-wrapped, but some clients send raw deflate).
+_WBITS = {"gzip": (16 + zlib.MAX_WBITS,), "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS)}
+
+
+def inflate(body: bytes, limit: int, encoding: str = "gzip") -> bytes:
+    """Decompress a gzip/deflate body, refusing output beyond ``limit`` bytes (zip bombs)."""
+    error: zlib.error | None = None
+    for wbits in _WBITS[encoding]:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out = inflater.decompress(body, limit + 1)
+            break
+        except zlib.error as exc:
+            error = exc
+    else:
+        raise ValueError(f"invalid {encoding} body: {error}")
     if len(out) > limit or inflater.unconsumed_tail:
         raise OverflowError(f"decompressed body exceeds {limit} bytes")
     return out
@@ -86,7 +96,7 @@ class OtlpHttpHandler:
                                f"unsupported content type {request.content_type!r}; use application/x-protobuf or application/json",
                                "unsupported_media_type")
         content_encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-        if content_encoding not in ("identity", "gzip", ""):
+        if content_encoding not in ("identity", "gzip", "deflate", ""):
             return self._error(signal, encoding, 415, status.INVALID_ARGUMENT,
                                f"unsupported content encoding {content_encoding!r}", "unsupported_media_type")
         if request.content_length is not None and request.content_length > self._max:
@@ -95,9 +105,9 @@ class OtlpHttpHandler:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._too_large(signal, encoding)
-        if content_encoding == "gzip":
+        if content_encoding in _WBITS:
             try:
-                body = gunzip(body, self._max)
+                body = inflate(body, self._max, content_encoding)
             except OverflowError:
                 return self._too_large(signal, encoding)
             except ValueError as exc:

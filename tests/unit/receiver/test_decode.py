@@ -51,3 +51,22 @@ def test_log_record_without_ids_is_fine_and_event_name_falls_back_to_attribute()
 def test_garbage_protobuf_is_a_decode_error():
     with pytest.raises(DecodeError):
         decode_traces_protobuf(b"\xff\xff\xff")
+
+
+def test_long_bits_objects_from_old_js_exporters():
+    ns = 1_700_000_000_123_456_789
+    body = _span_json(startTimeUnixNano={"low": ns & 0xFFFFFFFF, "high": ns >> 32, "unsigned": True})
+    assert decode_traces_json(body).spans[0].start_time_unix_nano == ns
+
+
+def test_deflate_bodies_zlib_or_raw():
+    import zlib
+
+    from tracescorer.receiver.http import inflate
+
+    data = b"x" * 1000
+    assert inflate(zlib.compress(data), 2000, "deflate") == data
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    assert inflate(raw.compress(data) + raw.flush(), 2000, "deflate") == data
+    with pytest.raises(OverflowError):
+        inflate(zlib.compress(data), 100, "deflate")
