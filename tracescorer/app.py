@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 
 def retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
-    """Delete span-log rows received more than ``days`` ago.
+    """Delete span-log rows received more than ``days`` ago (and their assembly records).
+
+    Runs, scores and decisions are the history people query: they are kept.
 
     Age counts from ``received_at``, not the span's own timestamps: replayed captures and clients
     with skewed clocks would otherwise be deleted on arrival.
@@ -40,8 +42,9 @@ def retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
     def run(con: Connection) -> dict[str, int]:
         deleted = {}
         cutoff = f"now() - INTERVAL '{int(days * 86400)} seconds'"
-        for table in ("spans", "log_records"):
-            row = con.execute(f"DELETE FROM {table} WHERE received_at < {cutoff}").fetchone()
+        for table, column in (("spans", "received_at"), ("log_records", "received_at"),
+                              ("assembled_traces", "assembled_at")):
+            row = con.execute(f"DELETE FROM {table} WHERE {column} < {cutoff}").fetchone()
             deleted[table] = int(row[0]) if row else 0
         return deleted
 

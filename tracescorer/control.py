@@ -95,7 +95,11 @@ def wait_for_daemon(db_path: str, proc: Any, timeout_s: float = 60.0) -> ServeIn
 
 
 class RemoteQueryError(RuntimeError):
-    pass
+    """The daemon refused or failed a request (the message is the daemon's)."""
+
+
+class DaemonUnreachable(RemoteQueryError):
+    """No daemon answered at the address in the state file."""
 
 
 def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0) -> dict[str, Any]:
@@ -126,4 +130,4 @@ def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any]
             message = str(exc)
         raise RemoteQueryError(message) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise RemoteQueryError(f"cannot reach the daemon at {info.url}: {exc}") from None
+        raise DaemonUnreachable(f"cannot reach the daemon at {info.url}: {exc}") from None

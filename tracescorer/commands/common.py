@@ -63,6 +63,8 @@ def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
     if info is not None:
         try:
             return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 5)
+        except control.DaemonUnreachable:
+            pass  # a stale state file (daemon killed, pid reused): the file itself may be readable
         except control.RemoteQueryError as exc:
             raise click.ClickException(str(exc)) from None
     try:

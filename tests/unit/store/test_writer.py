@@ -126,7 +126,7 @@ def test_retention_deletes_by_received_at(store):
     store.submit_telemetry([_span(1), _span(2)]).result(10)
     store.submit(lambda con: con.execute("UPDATE spans SET received_at = now() - INTERVAL 40 DAY WHERE name = 's1'")).result(10)
     deleted = store.submit(retention_job(30)).result(10)
-    assert deleted == {"spans": 1, "log_records": 0}
+    assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0}
     assert store.read(lambda c: c.execute("SELECT name FROM spans").fetchall()) == [("s2",)]
 
 
