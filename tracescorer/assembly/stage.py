@@ -31,6 +31,7 @@ from tracescorer.store.upsert import upsert
 log = logging.getLogger(__name__)
 
 RECOVERY_CHUNK = 200
+FLUSH_CHUNK = 100
 
 _PENDING_SQL = """
 WITH latest AS (
@@ -161,8 +162,12 @@ class AssemblyStage:
         """Assemble every complete trace now (or the given ones); returns how many."""
         traces = self.buffer.pop_complete() if traces is None else traces
         self._metrics.buffered_traces.set(len(self.buffer))
-        if not traces:
-            return 0
+        # extraction is CPU work on the event loop: in chunks, so receivers keep answering between them
+        for start in range(0, len(traces), FLUSH_CHUNK):
+            await self._assemble(traces[start : start + FLUSH_CHUNK])
+        return len(traces)
+
+    async def _assemble(self, traces: list[AssembledTrace]) -> None:
         late_ids = [t.trace_id for t in traces if t.late]
         stored = await asyncio.to_thread(self._store.read, lambda con: load_traces(con, late_ids)) if late_ids else {}
         results = []
@@ -176,7 +181,6 @@ class AssemblyStage:
                 listener.on_runs(runs)
             except Exception:  # noqa: BLE001 - scoring problems must not stop assembly
                 log.exception("run listener %r failed", listener)
-        return len(traces)
 
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:
         started = time.perf_counter()

@@ -108,16 +108,13 @@ def _json_id(value: Any, size: int, what: str, *, required: bool) -> str | None:
 # --- protobuf ------------------------------------------------------------------------------------
 
 
+_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})
+
+
 def _pb_value(v: Any) -> Any:
     kind = v.WhichOneof("value")
-    if kind == "string_value":
-        return v.string_value
-    if kind == "int_value":
-        return v.int_value
-    if kind == "bool_value":
-        return v.bool_value
-    if kind == "double_value":
-        return v.double_value
+    if kind in _SCALARS:
+        return getattr(v, kind)
     if kind == "array_value":
         return [_pb_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
@@ -128,7 +125,12 @@ def _pb_value(v: Any) -> Any:
 
 
 def _pb_attrs(kvs: Iterable[Any]) -> Attributes:
-    return {kv.key: _pb_value(kv.value) for kv in kvs}
+    out: Attributes = {}
+    for kv in kvs:  # the hot loop of ingest: scalars inline, nested values recurse
+        v = kv.value
+        kind = v.WhichOneof("value")
+        out[kv.key] = getattr(v, kind) if kind in _SCALARS else _pb_value(v)
+    return out
 
 
 def _pb_resource(r: Any, schema_url: str) -> Resource:
@@ -157,8 +159,9 @@ def _pb_span(s: Any, resource: Resource, scope: Scope) -> Span:
     trace_id = _id_hex(s.trace_id, 16, "trace_id", required=True)
     span_id = _id_hex(s.span_id, 8, "span_id", required=True)
     assert trace_id is not None and span_id is not None  # required=True guarantees it
+    status = s.status
     links = []
-    for link in s.links:
+    for link in s.links if len(s.links) else ():
         link_trace = _id_hex(link.trace_id, 16, "link trace_id", required=True)
         link_span = _id_hex(link.span_id, 8, "link span_id", required=True)
         assert link_trace is not None and link_span is not None
@@ -180,8 +183,8 @@ def _pb_span(s: Any, resource: Resource, scope: Scope) -> Span:
         kind=_enum_name(SPAN_KINDS, s.kind),
         start_time_unix_nano=s.start_time_unix_nano,
         end_time_unix_nano=s.end_time_unix_nano,
-        status_code=_enum_name(STATUS_CODES, s.status.code),
-        status_message=s.status.message,
+        status_code=_enum_name(STATUS_CODES, status.code),
+        status_message=status.message,
         attributes=_pb_attrs(s.attributes),
         events=tuple(
             SpanEvent(
@@ -191,7 +194,9 @@ def _pb_span(s: Any, resource: Resource, scope: Scope) -> Span:
                 dropped_attributes_count=e.dropped_attributes_count,
             )
             for e in s.events
-        ),
+        )
+        if len(s.events)
+        else (),
         links=tuple(links),
         resource=resource,
         scope=scope,

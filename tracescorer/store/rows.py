@@ -118,10 +118,9 @@ def concat_columns(parts: list[list[list[Any]]]) -> list[list[Any]] | None:
 
 def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
     """Column lists for :data:`SPAN_INSERT`."""
-    cols: list[list[Any]] = [[] for _ in range(26)]
     cache = _JsonCache()
-    for s in spans:
-        row = (
+    rows = [
+        (
             s.trace_id,
             s.span_id,
             s.parent_span_id,
@@ -149,17 +148,16 @@ def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
             s.resource.schema_url,
             s.scope.schema_url,
         )
-        for col, value in zip(cols, row):
-            col.append(value)
-    return cols
+        for s in spans
+    ]
+    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(26)]
 
 
 def log_columns(records: Sequence[LogRecord]) -> list[list[Any]]:
     """Column lists for :data:`LOG_INSERT`."""
-    cols: list[list[Any]] = [[] for _ in range(18)]
     cache = _JsonCache()
-    for r in records:
-        row = (
+    rows = [
+        (
             r.time_unix_nano,
             r.observed_time_unix_nano,
             r.severity_number,
@@ -179,9 +177,9 @@ def log_columns(records: Sequence[LogRecord]) -> list[list[Any]]:
             r.resource.schema_url,
             r.scope.schema_url,
         )
-        for col, value in zip(cols, row):
-            col.append(value)
-    return cols
+        for r in records
+    ]
+    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(18)]
 
 
 # --- back to domain objects (span log readers: assembly recovery, re-assembly) -------------------
