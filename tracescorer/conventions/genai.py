@@ -96,6 +96,17 @@ def _events(span: Span, trace: TraceView) -> list[tuple[str, dict[str, Any]]]:
     return [(name, data) for _, _, name, data in found]
 
 
+def _span_messages(span: Span, trace: TraceView) -> tuple[list[Message], list[Message], list[Message]]:
+    """(input, system, output) from the message attributes, else from the GenAI events."""
+    attrs = span.attributes
+    given = parse_messages(attrs.get(INPUT_KEY))
+    output = parse_messages(attrs.get(OUTPUT_KEY))
+    system = parse_system_instructions(attrs.get(SYSTEM_KEY))
+    if not (given or output or system):
+        given, system, output = _from_events(span, trace)
+    return given, system, output
+
+
 def _from_events(span: Span, trace: TraceView) -> tuple[list[Message], list[Message], list[Message]]:
     """(input, system instructions, output) carried by the span's GenAI events."""
     inputs: list[Message] = []
@@ -152,11 +163,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
         )
         if not has_events:
             return None
-    inputs = parse_messages(attrs.get(INPUT_KEY))
-    outputs = parse_messages(attrs.get(OUTPUT_KEY))
-    system = parse_system_instructions(attrs.get(SYSTEM_KEY))
-    if not (inputs or outputs or system):
-        inputs, system, outputs = _from_events(span, trace)
+    inputs, system, outputs = _span_messages(span, trace)
     return LlmCall(
         span=span,
         input=inputs,
@@ -199,11 +206,7 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     name = first_str(attrs, "gen_ai.agent.name")
     if name is None and span.name.startswith("invoke_agent "):
         name = span.name[len("invoke_agent ") :].strip() or None
-    given = parse_messages(attrs.get(INPUT_KEY))
-    output = parse_messages(attrs.get(OUTPUT_KEY))
-    system = parse_system_instructions(attrs.get(SYSTEM_KEY))
-    if not (given or output or system):
-        given, system, output = _from_events(span, trace)
+    given, system, output = _span_messages(span, trace)
     return AgentInfo(
         span=span,
         name=name,
