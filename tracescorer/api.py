@@ -132,6 +132,10 @@ class OpsApi:
             known = ", ".join(b.binding.id for b in self._runner.bindings) or "none"
             return web.json_response({"error": f"scorer {req.scorer_id!r} is not bound (bound: {known})"}, status=400)
         job = uuid.uuid4().hex[:12]
+        # keep the progress of recent jobs only: finished ones beyond the newest 100 are dropped
+        finished = [j for j, (p, _) in self._jobs.items() if p.finished]
+        for old in finished[: max(0, len(self._jobs) - 100)]:
+            del self._jobs[old]
         task = asyncio.create_task(self._backfill(req, progress), name=f"backfill-{job}")
         self._jobs[job] = (progress, task)
         return web.json_response({"job": job}, status=202)

@@ -10,13 +10,8 @@ from typing import Any
 import click
 import yaml
 
-from tracescorer.commands.common import config_option, load, run_query
-from tracescorer.config import Settings
+from tracescorer.commands.common import config_option, load, row_limit, run_query
 from tracescorer.output import FORMATS
-
-def _settings(config_path: str | None) -> Settings:
-    return load(config_path)
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tracescorer")
@@ -28,7 +23,7 @@ def main() -> None:
 @config_option
 def serve(config_path: str | None) -> None:
     """Run the daemon: OTLP receivers, span log, scoring."""
-    settings = _settings(config_path)
+    settings = load(config_path)
     logging.basicConfig(
         level=settings.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -52,7 +47,7 @@ def serve(config_path: str | None) -> None:
 @config_option
 def check_config(config_path: str | None) -> None:
     """Validate the configuration and print the effective values (secrets masked)."""
-    settings = _settings(config_path)
+    settings = load(config_path)
     click.echo(yaml.safe_dump(settings.masked(), sort_keys=False).rstrip())
     click.echo("# configuration is valid", err=True)
 
@@ -64,8 +59,8 @@ def check_config(config_path: str | None) -> None:
 @click.option("--max-rows", type=click.IntRange(min=1), default=None, help="Row limit (default: store.query_max_rows).")
 def query(config_path: str | None, sql: str, fmt: str, max_rows: int | None) -> None:
     """Run one read-only SQL statement against the database and print the rows."""
-    settings = _settings(config_path)
-    limit = min(max_rows or settings.store.query_max_rows, settings.store.query_max_rows)
+    settings = load(config_path)
+    limit = row_limit(settings, max_rows)
     result = run_query(settings, sql, limit)
     click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     if result["truncated"]:

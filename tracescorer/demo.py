@@ -7,6 +7,7 @@ path a real agent takes), prints what the daemon stored, and stops it with SIGTE
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -163,14 +164,14 @@ def run_demo(*, keep: bool = False) -> int:
     db = workdir / "demo.duckdb"
     config = workdir / "tracescorer.yaml"
     model = os.environ.get("TRACESCORER_JUDGE_MODEL", "")
-    stand_in = None
+    cleanup = contextlib.ExitStack()
     if model:
         judge: dict[str, Any] = {"model": model}
         print(f"== judge: {model} (from TRACESCORER_JUDGE_MODEL)", flush=True)
     else:
         from tracescorer.demo_judge import StandInJudge
 
-        stand_in = StandInJudge().__enter__()
+        stand_in = cleanup.enter_context(StandInJudge())
         judge = {"model": "openai/demo-stand-in", "api_base": stand_in.base_url, "api_key": "not-needed"}
         print("== judge: no TRACESCORER_JUDGE_MODEL set, using a local RULE-BASED STAND-IN judge "
               f"(not an LLM) at {stand_in.base_url}", flush=True)
@@ -213,8 +214,7 @@ def run_demo(*, keep: bool = False) -> int:
             proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
         log_file.close()
-        if stand_in is not None:
-            stand_in.__exit__(None, None, None)
+        cleanup.close()
         print(f"== daemon stopped (exit code {code})", flush=True)
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -110,8 +110,11 @@ def test_live_scoring_decisions_outage_restart_and_late_turn(tmp_path, fake):
 
         scores_out = daemon.cli("scores", "--scorer", "multi-turn-judge-scorer").stdout
         assert "conv-good" in scores_out and "conv-bad" in scores_out
-        metrics = daemon.cli("query", "SELECT 1").stdout  # daemon still answering reads
-        assert metrics
+        import urllib.request
+
+        metrics = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
+        assert 'tracescorer_scoring_decisions_total{decision="filtered_out",scorer="multi-turn-judge-scorer"} 1.0' in metrics
+        assert 'tracescorer_scores_total{scorer="multi-turn-judge-scorer",status="error"} 1.0' in metrics
         first_good = judged["conv-good"]
         count_before = len(_scores(daemon))
     finally:

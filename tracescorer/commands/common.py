@@ -53,6 +53,16 @@ def time_literal(value: dt.datetime) -> str:
     return f"TIMESTAMPTZ {sql_str(value.isoformat())}"
 
 
+def where_sql(clauses: list[str]) -> str:
+    """`` WHERE a AND b`` (empty when there are no clauses)."""
+    return f" WHERE {' AND '.join(clauses)}" if clauses else ""
+
+
+def row_limit(settings: Settings, requested: int | None) -> int:
+    """The ``--limit`` asked for, capped at ``store.query_max_rows``."""
+    return min(requested or settings.store.query_max_rows, settings.store.query_max_rows)
+
+
 def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
     """Run read-only SQL through the running daemon, or on the file when none runs.
 

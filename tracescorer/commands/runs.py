@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from tracescorer.commands.common import config_option, load, parse_since, run_query, sql_str, time_literal
+from tracescorer.commands.common import (
+    config_option,
+    load,
+    parse_since,
+    row_limit,
+    run_query,
+    sql_str,
+    time_literal,
+    where_sql,
+)
 from tracescorer.output import format_table
 from tracescorer.store.runs import RUN_SELECT, run_from_row
 
@@ -38,7 +47,7 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
          unmatched: bool, fmt: str, limit: int | None) -> None:
     """Agent runs rebuilt from the traces, oldest first."""
     settings = load(config_path)
-    limit = min(limit or settings.store.query_max_rows, settings.store.query_max_rows)
+    limit = row_limit(settings, limit)
     if unmatched:
         where = ["unmatched_reason IS NOT NULL"]
         if trace_id:
@@ -46,7 +55,7 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
         if since:
             where.append(f"assembled_at >= {time_literal(parse_since(since))}")
         sql = ("SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
-               f"FROM assembled_traces WHERE {' AND '.join(where)} ORDER BY assembled_at")
+               f"FROM assembled_traces{where_sql(where)} ORDER BY assembled_at")
         result = run_query(settings, sql, limit)
         if fmt == "jsonl":
             for row in result["rows"]:
@@ -61,7 +70,7 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
         where.append(f"conversation_id = {sql_str(conversation_id)}")
     if since:
         where.append(f"started_at >= {time_literal(parse_since(since))}")
-    sql = RUN_SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY started_at_unix_nano, run_id"
+    sql = RUN_SELECT + where_sql(where) + " ORDER BY started_at_unix_nano, run_id"
     result = run_query(settings, sql, limit)
     agent_runs = [run_from_row(row) for row in result["rows"]]
     if fmt == "jsonl":

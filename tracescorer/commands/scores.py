@@ -6,7 +6,16 @@ from typing import Any
 
 import click
 
-from tracescorer.commands.common import config_option, load, parse_since, run_query, sql_str, time_literal
+from tracescorer.commands.common import (
+    config_option,
+    load,
+    parse_since,
+    row_limit,
+    run_query,
+    sql_str,
+    time_literal,
+    where_sql,
+)
 from tracescorer.output import FORMATS
 
 _SCORE_COLUMNS = ("updated_at, scorer_id, entity_type, coalesce(entity_id, '') AS agent, "
@@ -25,7 +34,7 @@ def scores(config_path: str | None, scorer_id: str | None, since: str | None, st
            limit: int | None) -> None:
     """Stored scores, newest last."""
     settings = load(config_path)
-    limit = min(limit or settings.store.query_max_rows, settings.store.query_max_rows)
+    limit = row_limit(settings, limit)
     where = []
     if scorer_id:
         where.append(f"scorer_id = {sql_str(scorer_id)}")
@@ -34,7 +43,7 @@ def scores(config_path: str | None, scorer_id: str | None, since: str | None, st
     if status:
         where.append(f"status = {sql_str(status)}")
     columns = _SCORE_COLUMNS if fmt == "table" else "*"
-    sql = f"SELECT {columns} FROM scores" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY updated_at, id"
+    sql = f"SELECT {columns} FROM scores{where_sql(where)} ORDER BY updated_at, id"
     result = run_query(settings, sql, limit)
     click.echo(FORMATS[fmt](result["columns"], result["rows"]))
 

@@ -101,7 +101,7 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
         raise BackfillError(f"invalid --filter: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     extra_check = (lambda t: extra.check(t.subject)) if extra is not None else None
     scope = bound.binding.scope
-    store = runner._store  # noqa: SLF001 - the runner owns the store handle backfill reads through
+    store = runner.store
     ids = await asyncio.to_thread(store.read, lambda con: _target_ids(con, scope, request))
     progress.total = len(ids)
     spent_before = runner.budget.spent_usd

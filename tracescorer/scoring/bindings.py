@@ -98,10 +98,15 @@ class BoundScorer:
     scorer: Scorer[Any, Any]
     uses_judge: bool
 
+    @property
+    def judge_requests(self) -> int:
+        """Judge requests one run of the scorer makes (what the requests-per-minute limit counts)."""
+        return len(self.scorer.prompt_steps)
+
 
 def uses_judge(scorer: Scorer[Any, Any]) -> bool:
     """Whether any step of ``scorer`` is a :class:`PromptStep` (asks the judge)."""
-    return bool(_prompt_steps(scorer))
+    return bool(scorer.prompt_steps)
 
 
 def build_bindings(bindings: Sequence[ScorerBinding],
@@ -251,17 +256,11 @@ def _import(spec: str) -> Any:
     return value
 
 
-def _prompt_steps(scorer: Scorer[Any, Any]) -> list[PromptStep]:
-    # Scorer keeps its steps in ``_steps`` (name, step, schema); there is no public accessor
-    # for the step objects, only their names.
-    return [s.step for s in scorer._steps if isinstance(s.step, PromptStep)]
-
-
 def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
                 defaults: JudgeSettings) -> Scorer[Any, Any]:
     """A python scorer's judge: the binding's ``judge`` keys on top of the scorer's own judge;
     where a prompt step would have no model, the ``judge:`` defaults underneath."""
-    steps = _prompt_steps(scorer)
+    steps = list(scorer.prompt_steps)
     if not steps:
         if binding.judge:
             raise _Problem("'judge' is set but the scorer has no prompt step that uses a judge")

@@ -26,7 +26,6 @@ from tracescorer.sampling import is_sampled, sample_value
 from tracescorer.scoring.bindings import BoundScorer
 from tracescorer.scoring.errors import ScorerRunError
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
-from tracescorer.scoring.scorer import PromptStep
 from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
 from tracescorer.scoring.types import ScorerResult
 from tracescorer.store.duckdb import Connection, DuckDBStore
@@ -45,11 +44,6 @@ class _Task:
     target: Target
     source: str
     done: asyncio.Future[str] | None = None
-
-
-def _prompt_steps(bound: BoundScorer) -> int:
-    steps = getattr(bound.scorer, "_steps", ())
-    return max(1, sum(1 for s in steps if isinstance(getattr(s, "step", None), PromptStep)))
 
 
 def load_conversation(con: Connection, conversation_id: str) -> Conversation | None:
@@ -90,6 +84,10 @@ class ScoringRunner:
         self._dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
+
+    @property
+    def store(self) -> DuckDBStore:
+        return self._store
 
     def binding(self, scorer_id: str) -> BoundScorer | None:
         return next((b for b in self._bound if b.binding.id == scorer_id), None)
@@ -216,7 +214,7 @@ class ScoringRunner:
             if self.budget.exhausted:
                 self._record(bound, target, BUDGET_EXHAUSTED, self._budget_detail(), source)
                 return BUDGET_EXHAUSTED
-            await self.rate.acquire(_prompt_steps(bound))
+            await self.rate.acquire(max(1, bound.judge_requests))
         started = time.perf_counter()
         error: BaseException | None = None
         try:

@@ -135,6 +135,11 @@ class Scorer(Generic[InputT, OutputT]):
         """The defined steps, in execution order."""
         return tuple(s.name for s in self._steps)
 
+    @property
+    def prompt_steps(self) -> tuple[PromptStep, ...]:
+        """The steps that ask the judge, in execution order (empty for a code-only scorer)."""
+        return tuple(s.step for s in self._steps if isinstance(s.step, PromptStep))
+
     # -- running -----------------------------------------------------------------------------
     def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation) -> ScorerResult:
         """:meth:`run` for synchronous code (not from inside a running event loop)."""
