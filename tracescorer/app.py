@@ -75,7 +75,7 @@ class App:
             self.store,
             self.metrics,
             s,
-            on_scores=self.exporter.notify if self.exporter is not None else None,
+            listeners=[self.exporter] if self.exporter is not None else [],
         )
         self.assembly.add_listener(self.runner)
         self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)

@@ -361,6 +361,10 @@ class EvaluationExporter:
         if self._announced >= self._settings.batch_size and time.monotonic() >= self._retry_at:
             self._wake.set()
 
+    def on_scores(self, scores: Sequence[Any]) -> None:
+        """ScoreListener: new score rows were committed."""
+        self.notify(len(scores))
+
     async def force_flush(self, timeout_s: float = 30.0) -> bool:
         """Export every pending score now (ignoring any retry backoff).
 

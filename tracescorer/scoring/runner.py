@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tracescorer.assembly.conversations import ConversationTracker
 from tracescorer.config import Settings
@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 
 SCORED, SAMPLED_OUT, FILTERED_OUT = "scored", "sampled_out", "filtered_out"
 NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = "not_scorable", "rate_limited", "budget_exhausted", "failed"
+
+
+class ScoreListener(Protocol):
+    """Told about score rows after they were committed (on the event loop; must not block or raise)."""
+
+    def on_scores(self, scores: Sequence[ScoreRecord]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +69,14 @@ class ScoringRunner:
     """Owns the scoring queues and workers; runs on the daemon's event loop."""
 
     def __init__(self, bound: Sequence[BoundScorer], store: DuckDBStore, metrics: Metrics, settings: Settings,
-                 *, on_scores: Callable[[int], None] | None = None) -> None:
+                 *, listeners: Sequence[ScoreListener] = ()) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
         self._store = store
         self._metrics = metrics
         self._settings = settings
-        self._on_scores = on_scores
+        self._score_listeners = list(listeners)
         judge, scoring = settings.judge, settings.scoring
         self._judge_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
         self._code_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
@@ -84,6 +90,10 @@ class ScoringRunner:
         self._dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
+
+    def add_score_listener(self, listener: ScoreListener) -> None:
+        """Also tell ``listener`` about every committed batch of score rows."""
+        self._score_listeners.append(listener)
 
     @property
     def store(self) -> DuckDBStore:
@@ -315,8 +325,12 @@ class ScoringRunner:
         except BaseException:
             self._scores[:0], self._decisions[:0] = scores, decisions  # keep them for the next try
             raise
-        if scores and self._on_scores is not None:
-            self._on_scores(len(scores))
+        if scores:
+            for listener in self._score_listeners:
+                try:
+                    listener.on_scores(scores)
+                except Exception:  # noqa: BLE001 - a listener must never fail score storage
+                    log.exception("score listener %r failed", listener)
 
     # --- conversations and recovery ----------------------------------------------------------
 
