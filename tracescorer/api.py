@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -15,7 +16,7 @@ from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
 from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.store.duckdb import DuckDBStore, QueryResult, ReadOnlyViolation, StoreError
+from tracescorer.store.base import QueryResult, ReadOnlyViolation, Store, StoreError
 
 from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 
@@ -51,8 +52,8 @@ def result_to_json(result: QueryResult) -> dict[str, Any]:
 class OpsApi:
     """``/healthz``, ``/readyz``, ``/metrics`` and the token-protected read-only query endpoint."""
 
-    def __init__(self, store: DuckDBStore, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float,
-                 runner: ScoringRunner | None = None) -> None:
+    def __init__(self, store: Store, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float,
+                 runner: ScoringRunner | None = None, readiness: Callable[[], str | None] | None = None) -> None:
         self._runner = runner
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._store = store
@@ -60,6 +61,7 @@ class OpsApi:
         self._token = query_token
         self._max_rows = max_rows
         self._timeout_s = timeout_s
+        self._readiness = readiness
         self.ready = False
 
     def routes(self) -> list[web.RouteDef]:
@@ -80,8 +82,9 @@ class OpsApi:
     async def readyz(self, request: web.Request) -> web.Response:
         if not (self.ready and self._store.accepting):
             return web.json_response({"ready": False, "reason": "not started or shutting down"}, status=503)
-        if self._store.queue_items >= self._store.max_queue_items:
-            return web.json_response({"ready": False, "reason": "write queue full"}, status=503)
+        reason = self._readiness() if self._readiness is not None else None
+        if reason is not None:
+            return web.json_response({"ready": False, "reason": reason}, status=503)
         return web.json_response({"ready": True})
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -101,8 +104,7 @@ class OpsApi:
         if not isinstance(sql, str):
             return web.json_response({"error": "sql must be a string"}, status=400)
         try:
-            # DuckDB releases the GIL while it runs; a thread keeps the event loop serving OTLP.
-            result = await asyncio.to_thread(self._store.query, sql, max_rows=max_rows, timeout_s=self._timeout_s)
+            result = await self._store.query(sql, max_rows=max_rows, timeout_s=self._timeout_s)
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
         except StoreError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import secrets
@@ -25,30 +26,9 @@ from tracescorer.metrics import Metrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
-from tracescorer.store.duckdb import Connection, DuckDBStore
+from tracescorer.store.duckdb import DuckDBStore
 
 log = logging.getLogger(__name__)
-
-
-def retention_job(days: float) -> Callable[[Connection], dict[str, int]]:
-    """Delete span-log rows received more than ``days`` ago (and their assembly records).
-
-    Runs, scores and decisions are the history people query: they are kept.
-
-    Age counts from ``received_at``, not the span's own timestamps: replayed captures and clients
-    with skewed clocks would otherwise be deleted on arrival.
-    """
-
-    def run(con: Connection) -> dict[str, int]:
-        deleted = {}
-        cutoff = f"now() - INTERVAL '{int(days * 86400)} seconds'"
-        for table, column in (("spans", "received_at"), ("log_records", "received_at"),
-                              ("assembled_traces", "assembled_at")):
-            row = con.execute(f"DELETE FROM {table} WHERE {column} < {cutoff}").fetchone()
-            deleted[table] = int(row[0]) if row else 0
-        return deleted
-
-    return run
 
 
 class App:
@@ -66,9 +46,11 @@ class App:
             memory_limit=s.store.memory_limit,
             checkpoint_threshold=s.store.checkpoint_threshold,
         )
-        self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s)
+        self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s,
+                                 max_inflight_bytes=s.receiver.max_inflight_bytes)
         self.assembly = AssemblyStage(s.assembly, self.store, self.metrics)
         self.ingestor.add_listener(self.assembly)
+        self.ingestor.add_backlog_check("assembly", self.assembly.backlog)
         self.exporter = self._build_exporter()
         self.runner = ScoringRunner(
             build_bindings(s.scorers, s.judge),
@@ -78,6 +60,7 @@ class App:
             listeners=[self.exporter] if self.exporter is not None else [],
         )
         self.assembly.add_listener(self.runner)
+        self.ingestor.add_backlog_check("scoring", self.runner.backlog)
         self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)
         self.ops = OpsApi(
             self.store,
@@ -86,6 +69,7 @@ class App:
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
             runner=self.runner,
+            readiness=self.not_ready_reason,
         )
         self.grpc: OtlpGrpcReceiver | None = None
         self._web_runner: web.AppRunner | None = None
@@ -100,12 +84,23 @@ class App:
             return None
         return EvaluationExporter(self.store, self.settings.export, observer=self.metrics)
 
+    def not_ready_reason(self) -> str | None:
+        """Why the daemon should not get traffic now (None when ready): writes failing, or a
+        pipeline stage over its bound."""
+        failure = self.store.write_failure
+        if failure is not None:
+            return f"store writes are failing: {failure}"
+        if self.store.pending_items >= self.store.max_queue_items:
+            return "write queue full"
+        return self.ingestor.over_bound()
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         s = self.settings
-        self.store.open()
-        self.metrics.track_queue(lambda: self.store.queue_items)
+        await self.store.open()
+        self.metrics.track_queue(lambda: self.store.pending_items)
+        self.metrics.track_readiness(self.not_ready_reason)
         if s.store.path != ":memory:":
             self.metrics.track_db_size(s.store.path)
         await self.assembly.start()
@@ -173,11 +168,15 @@ class App:
         self.http_port = sock.getsockname()[1]
 
     async def _retention_loop(self) -> None:
+        """Delete span-log rows received more than ``store.retention_days`` ago (and their assembly
+        records); runs, scores and decisions are the history people query and are kept. Age counts
+        from ``received_at``: replayed captures and clients with skewed clocks would otherwise be
+        deleted on arrival."""
         s = self.settings.store
         while True:
             try:
-                future = self.store.submit(retention_job(s.retention_days))
-                deleted = await asyncio.wrap_future(future)
+                cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=s.retention_days)
+                deleted = await self.store.prune_span_log(cutoff)
                 for table, count in deleted.items():
                     self.metrics.retention_deleted.labels(table).inc(count)
                     if count:
@@ -208,7 +207,7 @@ class App:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        ok = await asyncio.to_thread(self.store.close, grace)
+        ok = await self.store.close(grace)
         if self.settings.store.path != ":memory:":
             control.remove_serve_info(self.settings.store.path)
         log.info("tracescorer stopped%s", "" if ok else " (writer did not drain)")

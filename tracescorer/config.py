@@ -63,6 +63,8 @@ class ReceiverSettings(_Section):
     auth_token: str = ""
     tls: TLSSettings = TLSSettings()
     max_queue_items: int = Field(50_000, gt=0, description="spans + log records waiting for commit")
+    max_inflight_bytes: int = Field(64 * 1024 * 1024, gt=0,
+                                    description="request bytes being decoded or waiting for commit; beyond: 429")
     retry_after_s: int = Field(1, ge=0)
     request_timeout_s: float = Field(30.0, gt=0)
 
@@ -82,8 +84,8 @@ class AssemblySettings(_Section):
     idle_s: float = Field(5, gt=0)
     max_wait_s: float = Field(300, gt=0)
     conversation_idle_s: float = Field(900, gt=0)
-    max_traces: int = Field(10_000, gt=0)
-    max_spans: int = Field(200_000, gt=0)
+    max_traces: int = Field(100_000, gt=0, description="traces tracked until complete; beyond: ingest pushes back")
+    max_spans: int = Field(50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log")
     conversation_keys: list[str] = []
 
 

@@ -35,6 +35,19 @@ class Metrics:
             ["signal", "reason"],
             registry=r,
         )
+        self.backpressure = Counter(
+            "tracescorer_receiver_backpressure",
+            "Requests refused as retryable backpressure, by the bound that was hit (inflight_bytes, "
+            "write_queue, assembly, scoring)",
+            ["bound"],
+            registry=r,
+        )
+        self.stage_cpu = Counter(
+            "tracescorer_stage_cpu_seconds",
+            "CPU time of the daemon's own thread spent per pipeline stage (decode, assembly, scoring)",
+            ["stage"],
+            registry=r,
+        )
         self.request_seconds = Histogram(
             "tracescorer_receiver_request_seconds",
             "Time from request received to response (includes the commit wait)",
@@ -61,6 +74,12 @@ class Metrics:
         )
         self.queue_items = Gauge(
             "tracescorer_store_queue_items", "Items waiting for the writer", registry=r
+        )
+        self.ready = Gauge(
+            "tracescorer_ready",
+            "1 while the daemon takes traffic; 0 while writes fail or a pipeline stage is over its "
+            "bound (see tracescorer_receiver_backpressure and /readyz for the reason)",
+            registry=r,
         )
         self.db_size = Gauge(
             "tracescorer_store_db_size_bytes", "Database file size (including WAL)", registry=r
@@ -130,6 +149,10 @@ class Metrics:
             ["result"],
             registry=r,
         )
+
+    def track_readiness(self, reason: Callable[[], str | None]) -> None:
+        """``tracescorer_ready`` is 1 while ``reason()`` is None; the info metric names the reason."""
+        self.ready.set_function(lambda: 0.0 if reason() else 1.0)
 
     def track_queue(self, depth: Callable[[], int]) -> None:
         self.queue_items.set_function(depth)

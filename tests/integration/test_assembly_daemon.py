@@ -1,10 +1,13 @@
 """Trace assembly in the running daemon: split and out-of-order delivery, late spans upserting,
-overflow marking runs incomplete, restart recovery, unmatched traces."""
+backpressure when the backlog is full, restart recovery, unmatched traces."""
 
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
+
+import pytest
 
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.payloads import trace_request
@@ -72,21 +75,39 @@ def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
         assert daemon.stop() == 0, daemon.log()
 
 
-def test_overflow_marks_runs_incomplete(tmp_path):
-    cfg = config_dict(tmp_path, assembly={"idle_s": 60, "max_traces": 2})
+def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
+    cfg = config_dict(tmp_path, assembly={"idle_s": 60, "max_wait_s": 3, "max_traces": 2})
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         traces = [f"{i:032x}" for i in range(1, 4)]
-        for t in traces:  # only the model calls: the root (agent span) never comes
+        for t in traces[:2]:  # only the model calls: the roots never come
             post(daemon, [s for s in agent_spans(t) if s["span_id"] != ROOT])
-        # the oldest trace is pushed out with what it has: each orphan model call becomes a run
-        got = wait_runs(daemon, 2)
-        assert {r["trace_id"] for r in got} == {traces[0]}
+        # two traces tracked = the bound: the third is refused as retryable, not dropped
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT])
+        assert refused.value.code == 429 and refused.value.headers["Retry-After"] == "1"
+        with pytest.raises(urllib.error.HTTPError) as not_ready:
+            urllib.request.urlopen(daemon.http_url + "/readyz", timeout=10)
+        assert not_ready.value.code == 503 and "assembly" in not_ready.value.read().decode()
+        # max_wait hands the two out, incomplete (no root): each orphan model call is a run
+        got = wait_runs(daemon, 4)
+        assert {r["trace_id"] for r in got} == set(traces[:2])
         assert all(r["attributes"]["tracescorer.incomplete"] is True for r in got)
-        rows = daemon.query_json("SELECT reason, incomplete FROM assembled_traces")
-        assert rows == [{"reason": "overflow", "incomplete": True}]
+        wait_for(lambda: _posted(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT]), 20,
+                 interval_s=0.2, what="the third trace to be taken")
+        rows = daemon.query_json("SELECT reason, incomplete, count(*) AS n FROM assembled_traces GROUP BY ALL")
+        assert rows == [{"reason": "max_wait", "incomplete": True, "n": 2}]
     finally:
         assert daemon.stop() == 0, daemon.log()
+
+
+def _posted(daemon: DaemonProcess, spans: list[dict]) -> bool:
+    try:
+        post(daemon, spans)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 429
+        return False
+    return True
 
 
 def test_restart_recovers_traces_never_assembled(tmp_path):

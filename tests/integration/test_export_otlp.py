@@ -16,6 +16,8 @@ from fakes.otlp_capture import CapturedSpan, OtlpCapture
 from tracescorer.config import ConfigError, ExportSettings
 from tracescorer.export import EvaluationExporter, ScoreRow, build_evaluation_spans
 from tracescorer.export.otlp import default_resource
+from support import store_ops
+from support.db import fetch
 from tracescorer.store.duckdb import DuckDBStore
 
 TRANSPORTS = ["grpc", "http"]
@@ -31,11 +33,11 @@ def capture() -> Iterator[OtlpCapture]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[DuckDBStore]:
+async def store(tmp_path: Path) -> AsyncIterator[DuckDBStore]:
     db = DuckDBStore(tmp_path / "x.duckdb")
-    db.open()
+    await db.open()
     yield db
-    db.close()
+    await db.close()
 
 
 class Outcomes:
@@ -110,28 +112,21 @@ async def insert_score(store: DuckDBStore, **values: Any) -> dict[str, Any]:
     cols = list(row)
     sql = f"INSERT INTO scores ({', '.join(cols)}, created_at, updated_at) VALUES ({', '.join('?' for _ in cols)}, now(), now())"
     params = [row[c] for c in cols]
-    await asyncio.wrap_future(store.submit(lambda con: con.execute(sql, params)))
+    await store.write(store_ops.execute, sql, params)
     return row
 
 
 async def rescore(store: DuckDBStore, score_id: str, score: float) -> None:
     """What a re-score does to a row: new values and a later updated_at (exported_at left alone)."""
-    await asyncio.wrap_future(
-        store.submit(lambda con: con.execute("UPDATE scores SET score = ?, updated_at = now() WHERE id = ?", [score, score_id]))
-    )
+    await store.write(store_ops.execute, "UPDATE scores SET score = ?, updated_at = now() WHERE id = ?", [score, score_id])
 
 
 async def export_state(store: DuckDBStore) -> dict[str, str]:
     """Per score id: 'exported' (exported_at >= updated_at), 'stale' (older) or 'pending' (NULL)."""
 
-    def read(con: Any) -> dict[str, str]:
-        rows = con.execute(
-            "SELECT id, CASE WHEN exported_at IS NULL THEN 'pending' WHEN exported_at >= updated_at "
-            "THEN 'exported' ELSE 'stale' END FROM scores"
-        ).fetchall()
-        return dict(rows)
-
-    return await asyncio.to_thread(store.read, read)
+    rows = await fetch(store, "SELECT id, CASE WHEN exported_at IS NULL THEN 'pending' WHEN exported_at >= updated_at "
+                              "THEN 'exported' ELSE 'stale' END FROM scores")
+    return dict(rows)
 
 
 def by_score(spans: Sequence[CapturedSpan]) -> dict[str, CapturedSpan]:
@@ -262,11 +257,12 @@ async def test_row_rescored_during_export_stays_pending(
 ) -> None:
     row = await insert_score(store, score=0.1)
     once = [True]
+    loop = asyncio.get_running_loop()
 
     def rescore_now() -> None:  # runs in the export thread, between read and mark
         if once:
             once.clear()
-            store.submit(lambda con: con.execute("UPDATE scores SET score = 0.5, updated_at = now() WHERE id = ?", [row["id"]])).result()
+            asyncio.run_coroutine_threadsafe(rescore(store, row["id"], 0.5), loop).result()
 
     grpc_only = make_exporter()  # only to borrow a real SDK exporter built from settings
     exporter = make_exporter(exporter=Tap(grpc_only.span_exporter, before_export=rescore_now))

@@ -11,15 +11,18 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from support.daemon import running_app, settings_for
+from support.daemon import running_app, settings_for, wait_for_async
+from support.db import scalar
+from support.gate import WriterGate
+from tracescorer.model import Span
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import SPAN_ID, TRACE_ID, trace_request
 
 TRACE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-def _count(app):
-    return app.store.read(lambda c: c.execute("SELECT count(*) FROM spans").fetchone()[0])
+async def _count(app):
+    return await scalar(app.store, "SELECT count(*) FROM spans")
 
 
 def _raw_export(port: int, body: bytes, metadata=()) -> tuple[grpc.StatusCode, bytes | None]:
@@ -38,7 +41,7 @@ async def test_grpc_invalid_argument_and_keeps_serving(tmp_path):
         good = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
         code, resp = await asyncio.to_thread(_raw_export, app.grpc_port, good)
         assert code == grpc.StatusCode.OK and resp == b""
-        assert _count(app) == 1
+        assert await _count(app) == 1
 
 
 async def test_grpc_oversized_message_is_refused(tmp_path):
@@ -46,7 +49,7 @@ async def test_grpc_oversized_message_is_refused(tmp_path):
     async with running_app(settings_for(tmp_path, receiver={"max_message_bytes": 4096})) as app:
         code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, big)
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert _count(app) == 0
+        assert await _count(app) == 0
 
 
 async def test_grpc_bearer_auth_with_sdk_exporter(tmp_path):
@@ -56,7 +59,7 @@ async def test_grpc_bearer_auth_with_sdk_exporter(tmp_path):
         assert code == grpc.StatusCode.UNAUTHENTICATED
         exporter = span_exporter("grpc", grpc_endpoint=endpoint, headers={"authorization": "Bearer tok"})
         await asyncio.to_thread(lambda: agent_trace_with(exporter))
-        assert _count(app) == 4
+        assert await _count(app) == 4
 
 
 def agent_trace_with(exporter) -> None:
@@ -88,33 +91,20 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
         http_exp = span_exporter("http", http_url=f"https://localhost:{app.http_port}", certificate_file=str(cert))
         for exp in (grpc_exp, http_exp):
             await asyncio.to_thread(agent_trace_with, exp)
-        assert _count(app) == 8
+        assert await _count(app) == 8
         # plain HTTP to the TLS port is not served
         async with aiohttp.ClientSession() as s:
             with pytest.raises(aiohttp.ClientError):
                 await s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=b"", headers={"Content-Type": "application/x-protobuf"})
 
 
-class _BlockWriter:
-    """Occupies the single writer thread until released, so the queue fills deterministically."""
-
-    def __init__(self, app, items: int):
-        self.release = threading.Event()
-        self.started = threading.Event()
-
-        def job(con):
-            self.started.set()
-            self.release.wait(30)
-
-        self.future = app.store.submit(job, items=items)
-        assert self.started.wait(10)
-
-
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
     settings = settings_for(tmp_path, receiver={"max_queue_items": 3, "retry_after_s": 1})
-    async with running_app(settings) as app:
-        blocker = _BlockWriter(app, items=2)
+    async with running_app(settings) as app, WriterGate(app.store, tmp_path) as gate:
+        # two spans wait for the held writer; two more would exceed the queue of 3
+        waiting = asyncio.create_task(app.store.append([_span("00000000000000b1"), _span("00000000000000b2")]))
+        await wait_for_async(lambda: app.store.pending_items == 2, what="two items queued")
         # A raw request is refused with the retryable status and a retry hint.
         body = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": TRACE_ID, "span_id": "00000000000000aa"}]).SerializeToString()
         if transport == "grpc":
@@ -125,10 +115,10 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
                 async with s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=body,
                                   headers={"Content-Type": "application/x-protobuf"}) as r:
                     assert r.status == 429 and r.headers["Retry-After"] == "1"
-        assert _count(app) == 0
+        assert app.store.pending_items == 2
         # The SDK exporter honours the hint and succeeds once the writer is free again.
         exporter = span_exporter(transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}")
-        threading.Timer(0.3, blocker.release.set).start()
+        threading.Timer(0.3, gate.open).start()
         from opentelemetry.sdk.trace import TracerProvider
 
         provider = TracerProvider()
@@ -139,6 +129,12 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
                 spans.append(sp)
         result = await asyncio.to_thread(exporter.export, spans)
         assert result == SpanExportResult.SUCCESS
-        assert _count(app) == 3
+        await waiting
+        assert await _count(app) == 5
         text = app.metrics.render().decode()
         assert 'reason="backpressure"' in text
+
+
+def _span(span_id: str) -> Span:
+    return Span(trace_id="b" * 32, span_id=span_id, parent_span_id=None, name="queued", kind="internal",
+                start_time_unix_nano=1, end_time_unix_nano=2)

@@ -13,14 +13,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from support.daemon import running_app, settings_for
 from support.payloads import JSON_TRACE_ATTRS, SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
+from support.db import fetch, scalar
 from tracescorer.store.jsonvalue import loads
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
 
 
-def _count(app, table="spans"):
-    return app.store.read(lambda c: c.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+async def _count(app, table="spans"):
+    return await scalar(app.store, f"SELECT count(*) FROM {table}")
 
 
 async def _post(app, path, body, headers):
@@ -34,8 +35,8 @@ async def test_json_mapping_is_decoded_losslessly(tmp_path):
         status, headers, body = await _post(app, "/v1/traces", json_trace_body(), JS)
         assert status == 200 and headers["Content-Type"].startswith("application/json")
         assert json.loads(body) == {}
-        row = app.store.read(lambda c: c.execute(
-            "SELECT trace_id, span_id, parent_span_id, kind, start_time_unix_nano, status_code, attributes, service_name, scope_version, events FROM spans").fetchone())
+        (row,) = await fetch(app.store,
+            "SELECT trace_id, span_id, parent_span_id, kind, start_time_unix_nano, status_code, attributes, service_name, scope_version, events FROM spans")
     assert row[:6] == (TRACE_ID, SPAN_ID, None, "client", 1544712660000000001, "error")
     assert loads(row[6]) == JSON_TRACE_ATTRS
     assert (row[7], row[8]) == ("json-svc", "2.0")
@@ -49,9 +50,9 @@ async def test_gzip_protobuf_and_json(tmp_path):
         assert status == 200 and body == b""  # empty ExportTraceServiceResponse
         status, _, _ = await _post(app, "/v1/traces", gzip.compress(json_trace_body()), {**JS, "Content-Encoding": "gzip"})
         assert status == 200
-        attrs = app.store.read(lambda c: c.execute("SELECT attributes FROM spans WHERE name = 'span'").fetchone()[0])
+        attrs = await scalar(app.store, "SELECT attributes FROM spans WHERE name = 'span'")
         assert loads(attrs) == {"kv": {"a": [1, {"b": b"x"}]}}
-        assert _count(app) == 2
+        assert await _count(app) == 2
 
 
 async def test_partial_success_reports_rejected_spans(tmp_path):
@@ -65,7 +66,7 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
         assert resp.partial_success.rejected_spans == 2
         assert "trace_id must be 16 bytes" in resp.partial_success.error_message
         assert "missing span_id" in resp.partial_success.error_message
-        assert _count(app) == 1
+        assert await _count(app) == 1
 
         js = json.loads(json_trace_body())
         js["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "abc"
@@ -77,7 +78,7 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
         status, _, body = await _post(app, "/v1/logs", logs.SerializeToString(), PB)
         assert status == 200
         assert ExportLogsServiceResponse.FromString(body).partial_success.rejected_log_records == 1
-        assert _count(app, "log_records") == 1
+        assert await _count(app, "log_records") == 1
 
 
 @pytest.mark.parametrize(
@@ -112,7 +113,7 @@ async def test_invalid_utf8_in_protobuf_string_is_refused(tmp_path):
     async with running_app(settings_for(tmp_path)) as app:
         status, _, _ = await _post(app, "/v1/traces", bytes(raw), PB)
         assert status == 400
-        assert _count(app) == 0
+        assert await _count(app) == 0
 
 
 async def test_size_limit_method_and_path(tmp_path):
@@ -133,7 +134,7 @@ async def test_huge_attribute_value_within_limit_is_stored(tmp_path):
     req = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"gen_ai.input.messages": value}}])
     async with running_app(settings_for(tmp_path)) as app:
         assert (await _post(app, "/v1/traces", req.SerializeToString(), PB))[0] == 200
-        stored = app.store.read(lambda c: c.execute("SELECT attributes FROM spans").fetchone()[0])
+        stored = await scalar(app.store, "SELECT attributes FROM spans")
     assert loads(stored)["gen_ai.input.messages"] == value
 
 
@@ -143,7 +144,7 @@ async def test_bearer_token_auth(tmp_path):
         assert (await _post(app, "/v1/traces", body, PB))[0] == 401
         assert (await _post(app, "/v1/traces", body, {**PB, "Authorization": "Bearer wrong"}))[0] == 401
         assert (await _post(app, "/v1/traces", body, {**PB, "Authorization": "Bearer s3cret"}))[0] == 200
-        assert _count(app) == 1
+        assert await _count(app) == 1
 
 
 async def test_health_ready_metrics(tmp_path):

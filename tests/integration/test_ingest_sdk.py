@@ -13,6 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, set_span_in_context
 
 from support.daemon import running_app, settings_for
+from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
 from tracescorer.store.jsonvalue import loads
 
@@ -29,8 +30,8 @@ ATTRS: dict[str, Any] = {
 }
 
 
-def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return app.store.read(lambda c: c.execute(sql, list(params)).fetchall())
+async def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return await fetch(app.store, sql, *params)
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
@@ -53,7 +54,7 @@ async def test_sdk_spans_are_stored_exactly(tmp_path, transport):
 
         await asyncio.to_thread(send)
         parent, child = sent["parent"], sent["child"]
-        rows = _rows(
+        rows = await _rows(
             app,
             "SELECT trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano, end_time_unix_nano, "
             "status_code, status_message, service_name, scope_name, scope_version, attributes, events, links, "
@@ -100,7 +101,7 @@ async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
             provider.shutdown()
 
         await asyncio.to_thread(send)
-        rows = _rows(app, "SELECT event_name, body, attributes, trace_id, span_id, time_unix_nano, severity_number, service_name FROM log_records")
+        rows = await _rows(app, "SELECT event_name, body, attributes, trace_id, span_id, time_unix_nano, severity_number, service_name FROM log_records")
     assert len(rows) == 1
     name, body, attrs, trace_id, span_id, ts, sev, service = rows[0]
     assert name == "gen_ai.choice"

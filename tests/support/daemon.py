@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -32,6 +33,21 @@ def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02, 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+async def wait_for_async(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02,
+                         what: str = "condition") -> Any:
+    """:func:`wait_for` for tests on the event loop; ``predicate`` may be a coroutine function."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(interval_s)
 
 
 def config_dict(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Group spans (and GenAI log records) per trace until the trace is complete.
+"""Track traces until they are complete; keep their spans in memory while there is room.
 
 A trace is *complete* when its root span has arrived (OTLP only exports ended spans) and nothing
 arrived for it for ``idle_s``; it is *timed out* when ``max_wait_s`` passed since its first span,
@@ -6,16 +6,23 @@ root or not. A root is a span without a parent span id, or one whose parent live
 process (OTLP span flags say "parent is remote") — a service that is only one hop of a
 distributed trace never sees a parentless span.
 
-Memory is bounded by ``max_traces`` and ``max_spans`` (spans plus log records held). On overflow
-the oldest traces are handed out with what they have, marked incomplete, never dropped; every
-such event is counted in :attr:`TraceBuffer.stats`.
+Memory is bounded twice:
 
-Spans (or log records) arriving for a trace that was already handed out start a new entry; when
-that entry completes it comes back with ``late=True`` and the caller re-extracts the trace from
-the span log and upserts its runs (run ids are deterministic, so this replaces, not adds).
+* ``max_spans`` bounds the spans and log records held in memory (the *window*). Beyond it the
+  oldest traces are **spilled**: their items are dropped from memory and only a small entry
+  remains (first/last seen, whether the root came). Every item is already in the span log, so a
+  spilled trace is handed out with ``spilled=True`` and the caller reads it back from there.
+* ``max_traces`` bounds the entries themselves. The daemon refuses new telemetry while the buffer
+  is :attr:`full`; should entries still exceed the bound, the oldest are handed out at once,
+  marked incomplete (``overflow``), never dropped.
+
+Items arriving for a trace that was already handed out start a new entry; when that entry
+completes it comes back with ``late=True`` and the caller re-reads the whole trace from the span
+log and upserts its runs (run ids are deterministic, so this replaces, not adds).
 
 Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from the injected
-``clock`` (monotonic seconds) so tests can drive it.
+``clock`` (monotonic seconds) so tests can drive it; ``wall`` gives the wall-clock time an entry
+was first seen, which bounds the span-log read of a spilled trace.
 """
 
 from __future__ import annotations
@@ -31,18 +38,21 @@ from tracescorer.model import LogRecord, Span
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 
-COMPLETE, MAX_WAIT, OVERFLOW, SHUTDOWN = "complete", "max_wait", "overflow", "shutdown"
+COMPLETE, MAX_WAIT, OVERFLOW, SHUTDOWN, RECOVERED = "complete", "max_wait", "overflow", "shutdown", "recovered"
+_COUNTERS = {COMPLETE: "traces_complete", MAX_WAIT: "traces_max_wait", OVERFLOW: "traces_overflow",
+             SHUTDOWN: "traces_shutdown", RECOVERED: "traces_recovered"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssembledTrace:
     """A trace handed to extraction.
 
-    ``reason``: ``complete`` (root ended, then quiet for ``idle_s``), ``max_wait``, ``overflow``
-    or ``shutdown``. ``incomplete`` is True on overflow and when no root span was seen (a late
-    entry is judged by the caller on the whole stored trace). ``late`` is True when
-    the trace had already been handed out before: these spans are only the late ones, the
-    caller should re-read the whole trace from the span log.
+    ``reason``: ``complete`` (root ended, then quiet for ``idle_s``), ``max_wait``, ``overflow``,
+    ``shutdown`` or ``recovered``. ``incomplete`` is True on overflow and when no root span was
+    seen (a late entry is judged by the caller on the whole stored trace). ``late``: the trace had
+    been handed out before, these are only the late items. ``spilled``: the items are not in
+    memory (``spans``/``logs`` are empty). In both cases the caller reads the trace from the span
+    log; ``first_seen_wall`` (epoch seconds) bounds that read for a spilled, non-late trace.
     """
 
     trace_id: str
@@ -51,11 +61,18 @@ class AssembledTrace:
     incomplete: bool
     reason: str
     late: bool = False
+    spilled: bool = False
+    first_seen_wall: float = 0.0
+
+    @property
+    def from_store(self) -> bool:
+        """Whether the trace's items must be read from the span log."""
+        return self.late or self.spilled
 
 
 @dataclass(slots=True)
 class BufferStats:
-    """Counters for metrics (monotonic except the two ``*_buffered`` gauges)."""
+    """Counters for metrics (monotonic except the ``*_buffered`` gauges)."""
 
     spans_added: int = 0
     duplicate_spans: int = 0
@@ -66,6 +83,8 @@ class BufferStats:
     traces_overflow: int = 0
     traces_shutdown: int = 0
     traces_late: int = 0
+    traces_recovered: int = 0
+    traces_spilled: int = 0
     traces_buffered: int = 0
     items_buffered: int = 0
 
@@ -74,13 +93,18 @@ class BufferStats:
 class _Entry:
     first_seen: float
     last_seen: float
-    spans: dict[str, Span] = field(default_factory=dict)
-    logs: list[LogRecord] = field(default_factory=list)
+    first_wall: float
+    spans: dict[str, Span] | None = field(default_factory=dict)  # None once spilled
+    logs: list[LogRecord] | None = field(default_factory=list)
     has_root: bool = False
     late: bool = False
+    recovered: bool = False
 
     @property
     def size(self) -> int:
+        """Items held in memory."""
+        if self.spans is None or self.logs is None:
+            return 0
         return len(self.spans) + len(self.logs)
 
 
@@ -99,21 +123,24 @@ class TraceBuffer:
         *,
         idle_s: float = 5.0,
         max_wait_s: float = 300.0,
-        max_traces: int = 10_000,
-        max_spans: int = 500_000,
+        max_traces: int = 100_000,
+        max_spans: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         remember_assembled: int = 100_000,
     ) -> None:
-        if idle_s < 0 or max_wait_s <= 0 or max_traces < 1 or max_spans < 1:
-            raise ValueError("idle_s >= 0, max_wait_s > 0, max_traces >= 1, max_spans >= 1 required")
+        if idle_s < 0 or max_wait_s <= 0 or max_traces < 1 or max_spans < 0:
+            raise ValueError("idle_s >= 0, max_wait_s > 0, max_traces >= 1, max_spans >= 0 required")
         self.idle_s = idle_s
         self.max_wait_s = max_wait_s
         self.max_traces = max_traces
         self.max_spans = max_spans
         self._clock = clock
-        # Insertion order = first seen (for max_wait and overflow); activity order separately.
+        self._wall = wall
+        # Insertion order = first seen (for max_wait, spilling and overflow); activity order apart.
         self._entries: dict[str, _Entry] = {}
         self._activity: OrderedDict[str, None] = OrderedDict()
+        self._in_memory: OrderedDict[str, None] = OrderedDict()  # entries still holding items
         self._ready: list[AssembledTrace] = []
         self._items = 0
         self._assembled: OrderedDict[str, None] = OrderedDict()
@@ -127,6 +154,10 @@ class TraceBuffer:
         t = self._clock() if now is None else now
         for span in spans:
             entry = self._entry(span.trace_id, t)
+            entry.has_root = entry.has_root or is_root(span)
+            self.stats.spans_added += 1
+            if entry.spans is None:
+                continue
             old = entry.spans.get(span.span_id)
             if old is not None:
                 self.stats.duplicate_spans += 1
@@ -135,8 +166,6 @@ class TraceBuffer:
             else:
                 entry.spans[span.span_id] = span
                 self._items += 1
-            entry.has_root = entry.has_root or is_root(span)
-            self.stats.spans_added += 1
         self._enforce_bounds()
 
     def add_logs(self, records: Iterable[LogRecord], now: float | None = None) -> None:
@@ -146,44 +175,82 @@ class TraceBuffer:
             if not rec.trace_id:
                 self.stats.logs_without_trace += 1
                 continue
-            self._entry(rec.trace_id, t).logs.append(rec)
-            self._items += 1
+            entry = self._entry(rec.trace_id, t)
             self.stats.logs_added += 1
+            if entry.logs is not None:
+                entry.logs.append(rec)
+                self._items += 1
         self._enforce_bounds()
+
+    def add_pending(self, pending: Iterable[tuple[str, float, float, bool]]) -> int:
+        """Track traces whose items are only in the span log (recovery at start), as
+        ``(trace_id, first and last unassembled item received (epoch s), assembled before)``,
+        oldest first. They are complete at once, root or not (they stopped arriving when the last
+        daemon stopped; more items later make them late traces). Returns how many were new
+        (traces already tracked are left as they are)."""
+        t, wall = self._clock(), self._wall()
+        added = []
+        for trace_id, first_wall, last_wall, assembled_before in pending:
+            if trace_id in self._entries:
+                continue
+            self._entries[trace_id] = _Entry(
+                first_seen=t - max(0.0, wall - first_wall), last_seen=t - self.idle_s - max(0.0, wall - last_wall),
+                first_wall=first_wall, spans=None, logs=None, late=assembled_before, recovered=True)
+            added.append(trace_id)
+        # quiet for longer than anything live: least recently active first
+        for trace_id in reversed(added):
+            self._activity[trace_id] = None
+            self._activity.move_to_end(trace_id, last=False)
+        self._enforce_bounds()
+        return len(added)
 
     def _entry(self, trace_id: str, now: float) -> _Entry:
         entry = self._entries.get(trace_id)
         if entry is None:
-            entry = _Entry(first_seen=now, last_seen=now, late=trace_id in self._assembled)
+            entry = _Entry(first_seen=now, last_seen=now, first_wall=self._wall(), late=trace_id in self._assembled)
             self._entries[trace_id] = entry
+            self._in_memory[trace_id] = None
         entry.last_seen = now
         self._activity[trace_id] = None
         self._activity.move_to_end(trace_id)
         return entry
 
     def _enforce_bounds(self) -> None:
-        while self._entries and (len(self._entries) > self.max_traces or self._items > self.max_spans):
-            oldest = next(iter(self._entries))
-            self._ready.append(self._take(oldest, OVERFLOW))
+        while self._items > self.max_spans and self._in_memory:
+            oldest, _ = self._in_memory.popitem(last=False)
+            entry = self._entries[oldest]
+            self._items -= entry.size
+            entry.spans = entry.logs = None
+            self.stats.traces_spilled += 1
+        while len(self._entries) > self.max_traces:
+            self._ready.append(self._take(next(iter(self._entries)), OVERFLOW))
         self._gauges()
+
+    @property
+    def full(self) -> bool:
+        """At the entry bound: the daemon should refuse new telemetry until traces complete."""
+        return len(self._entries) >= self.max_traces
 
     # --- output -------------------------------------------------------------------------------
 
-    def pop_complete(self, now: float | None = None) -> list[AssembledTrace]:
-        """Traces ready for extraction: overflowed ones, complete ones, timed-out ones."""
+    def pop_complete(self, now: float | None = None, limit: int | None = None) -> list[AssembledTrace]:
+        """Traces ready for extraction (at most ``limit``): overflowed, complete, timed out."""
         t = self._clock() if now is None else now
-        out, self._ready = self._ready, []
+        cap = limit if limit is not None else len(self._entries) + len(self._ready)
+        out, self._ready = self._ready[:cap], self._ready[cap:]
         done: list[tuple[str, str]] = []
         for trace_id in self._activity:  # least recently active first
+            if len(out) + len(done) >= cap:
+                break
             entry = self._entries[trace_id]
             if t - entry.last_seen < self.idle_s:
                 break
             # Late-arriving pieces of an already assembled trace need no root to be complete.
-            if entry.has_root or entry.late:
+            if entry.has_root or entry.late or entry.recovered:
                 done.append((trace_id, COMPLETE))
         done_ids = {d[0] for d in done}
         for trace_id, entry in self._entries.items():  # oldest first
-            if t - entry.first_seen < self.max_wait_s:
+            if len(out) + len(done) >= cap or t - entry.first_seen < self.max_wait_s:
                 break
             if trace_id not in done_ids:
                 done.append((trace_id, MAX_WAIT))
@@ -201,12 +268,23 @@ class TraceBuffer:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def tracking(self, trace_id: str) -> bool:
+        """Whether the trace is waiting in the buffer (not handed out yet)."""
+        return trace_id in self._entries or any(t.trace_id == trace_id for t in self._ready)
+
+    @property
+    def ready(self) -> int:
+        """Overflowed traces waiting to be popped."""
+        return len(self._ready)
+
     def _take(self, trace_id: str, reason: str) -> AssembledTrace:
         entry = self._entries.pop(trace_id)
         self._activity.pop(trace_id, None)
+        self._in_memory.pop(trace_id, None)
         self._items -= entry.size
-        counter = {COMPLETE: "traces_complete", MAX_WAIT: "traces_max_wait",
-                   OVERFLOW: "traces_overflow", SHUTDOWN: "traces_shutdown"}[reason]
+        if reason == COMPLETE and entry.recovered:
+            reason = RECOVERED
+        counter = _COUNTERS[reason]
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         if entry.late:
             self.stats.traces_late += 1
@@ -214,16 +292,27 @@ class TraceBuffer:
         self._assembled.move_to_end(trace_id)
         while len(self._assembled) > self._remember:
             self._assembled.popitem(last=False)
-        spans = sorted(entry.spans.values(), key=lambda s: (s.start_time_unix_nano, s.span_id))
+        spilled = entry.spans is None
+        spans = () if entry.spans is None else tuple(
+            sorted(entry.spans.values(), key=lambda s: (s.start_time_unix_nano, s.span_id)))
         return AssembledTrace(
             trace_id=trace_id,
-            spans=tuple(spans),
-            logs=tuple(entry.logs),
+            spans=spans,
+            logs=tuple(entry.logs or ()),
             # Overflow cuts a trace short whatever it holds; otherwise a missing root tells.
-            incomplete=reason == OVERFLOW or (not entry.has_root and not entry.late),
+            incomplete=reason == OVERFLOW or (not entry.has_root and not entry.late and not entry.recovered),
             reason=reason,
             late=entry.late,
+            spilled=spilled,
+            first_seen_wall=entry.first_wall,
         )
+
+    def oldest_wall(self) -> float | None:
+        """Wall-clock time the oldest tracked trace was first seen (None when nothing is tracked):
+        every item received before it belongs to a trace that was handed out."""
+        walls = [e.first_wall for e in self._entries.values()]
+        walls += [t.first_seen_wall for t in self._ready]
+        return min(walls) if walls else None
 
     def _gauges(self) -> None:
         self.stats.traces_buffered = len(self._entries)

@@ -1,20 +1,25 @@
-"""The assembly stage of the daemon: committed spans -> complete traces -> agent runs in DuckDB.
+"""The assembly stage of the daemon: committed spans -> complete traces -> agent runs in the store.
 
 Fed by the receiver after each commit (:class:`~tracescorer.receiver.ingest.TelemetryListener`),
-it buffers spans per trace (:class:`TraceBuffer`), and on a timer extracts the runs of every
-complete trace, upserts them into ``runs`` and records the trace in ``assembled_traces``. Traces
-that received spans after assembly, and traces the span log holds but that were never assembled
-(the daemon stopped first), are rebuilt from the span log. Runs are then handed to
-:class:`RunListener`s (scoring).
+it tracks traces in a :class:`TraceBuffer`; on a timer it extracts the runs of every complete
+trace, upserts them and records the trace as assembled, then hands the runs to
+:class:`RunListener`s (scoring). Traces whose items are not in memory — spilled out of the
+buffer's window, late items of an already assembled trace, traces left unassembled by the last
+stop — are read back from the span log.
+
+Recovery at start asks the span log for what was never assembled and feeds it through the same
+path. A watermark (the first-seen time of the oldest trace still tracked) is stored now and then,
+so the next recovery reads only the recent end of the span log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,26 +28,14 @@ from tracescorer.config import AssemblySettings
 from tracescorer.conventions import extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
-from tracescorer.store import rows
-from tracescorer.store.duckdb import Connection, DuckDBStore
-from tracescorer.store.runs import upsert_runs
-from tracescorer.store.upsert import upsert
+from tracescorer.store.base import Store
+from tracescorer.store.records import AssemblyRecord
 
 log = logging.getLogger(__name__)
 
-RECOVERY_CHUNK = 200
-FLUSH_CHUNK = 100
-
-_PENDING_SQL = """
-WITH latest AS (
-  SELECT trace_id, max(received_at) AS last_received FROM spans GROUP BY trace_id
-  UNION ALL
-  SELECT trace_id, max(received_at) FROM log_records WHERE trace_id IS NOT NULL GROUP BY trace_id
-), per AS (SELECT trace_id, max(last_received) AS last_received FROM latest GROUP BY trace_id)
-SELECT per.trace_id FROM per LEFT JOIN assembled_traces a USING (trace_id)
-WHERE a.trace_id IS NULL OR per.last_received > a.assembled_at
-ORDER BY per.last_received
-"""
+CHUNK = 200  # traces per extraction pass: receivers keep answering between passes
+READ_MARGIN_S = 60.0  # a spilled trace's items were committed at most this long before first seen
+WATERMARK_EVERY_S = 10.0
 
 
 class RunListener(Protocol):
@@ -59,17 +52,13 @@ class _Result:
     runs: list[AgentRun]
     unmatched_reason: str | None
 
-
-def load_traces(con: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[list[Span], list[LogRecord]]]:
-    """Every stored span and log record of the given traces."""
-    out: dict[str, tuple[list[Span], list[LogRecord]]] = {t: ([], []) for t in trace_ids}
-    if not trace_ids:
-        return out
-    for row in con.execute(rows.SPAN_SELECT + " WHERE trace_id IN (SELECT unnest($1::VARCHAR[]))", [list(trace_ids)]).fetchall():
-        out[row[0]][0].append(rows.span_from_row(row))
-    for row in con.execute(rows.LOG_SELECT + " WHERE trace_id IN (SELECT unnest($1::VARCHAR[]))", [list(trace_ids)]).fetchall():
-        out[row[7]][1].append(rows.log_from_row(row))
-    return out
+    def record(self) -> AssemblyRecord:
+        root = next((s for s in self.spans if is_root(s)), None)
+        return AssemblyRecord(
+            trace_id=self.trace.trace_id, reason=self.trace.reason, incomplete=self.trace.incomplete,
+            span_count=len(self.spans), log_count=len(self.logs), run_count=len(self.runs),
+            unmatched_reason=self.unmatched_reason, service_name=self.spans[0].service_name if self.spans else None,
+            root_name=root.name if root else None)
 
 
 def _dedupe(spans: Sequence[Span]) -> list[Span]:
@@ -80,38 +69,10 @@ def _dedupe(spans: Sequence[Span]) -> list[Span]:
     return list(seen.values())
 
 
-_ASSEMBLED = ["trace_id", "reason", "incomplete", "span_count", "log_count", "run_count", "unmatched_reason",
-              "service_name", "root_name"]
-
-
-def _store_job(results: list[_Result]) -> Callable[[Connection], None]:
-    def run(con: Connection) -> None:
-        latest: dict[str, AgentRun] = {}
-        for res in results:
-            for run_ in res.runs:
-                latest[run_.run_id] = run_
-        upsert_runs(con, list(latest.values()))
-        # a re-assembly may find a different agent span (e.g. the root arrived late): drop stale runs
-        con.execute(
-            "DELETE FROM runs WHERE list_contains($1::VARCHAR[], trace_id) AND NOT list_contains($2::VARCHAR[], run_id)",
-            [[res.trace.trace_id for res in results], list(latest)],
-        )
-        rows = []
-        for res in results:
-            root = next((s for s in res.spans if is_root(s)), None)
-            rows.append([res.trace.trace_id, res.trace.reason, res.trace.incomplete, len(res.spans), len(res.logs),
-                         len(res.runs), res.unmatched_reason, res.spans[0].service_name if res.spans else None,
-                         root.name if root else None])
-        upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", rows, insert_extra={"assembled_at": "now()"},
-               update_extra=", assembled_at = now()")
-
-    return run
-
-
 class AssemblyStage:
     """Owns the :class:`TraceBuffer`; runs on the daemon's event loop."""
 
-    def __init__(self, settings: AssemblySettings, store: DuckDBStore, metrics: Metrics) -> None:
+    def __init__(self, settings: AssemblySettings, store: Store, metrics: Metrics) -> None:
         self._settings = settings
         self._store = store
         self._metrics = metrics
@@ -125,6 +86,9 @@ class AssemblyStage:
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
         self._tick_s = min(0.5, settings.idle_s / 2)
+        self._lock = asyncio.Lock()
+        self._in_flight_walls: list[float] = []
+        self._watermark_at = 0.0
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -137,13 +101,19 @@ class AssemblyStage:
             self.buffer.add_logs(logs)
         self._metrics.buffered_traces.set(len(self.buffer))
 
+    def backlog(self) -> str | None:
+        """Backlog check for admission: None while the buffer has room for more traces."""
+        if self.buffer.full:
+            return f"{len(self.buffer)} traces waiting for assembly (assembly.max_traces)"
+        return None
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
         self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
 
     async def stop(self) -> None:
-        """Stop the timer. Traces still buffered are not assembled now: their spans are in the
-        span log, and the next start picks them up (they have no ``assembled_traces`` row)."""
+        """Stop the timer. Traces still tracked are not assembled now: their items are in the
+        span log, and the next start's recovery picks them up (they have no assembly record)."""
         for task in (self._recovery, self._task):
             if task is not None:
                 task.cancel()
@@ -155,26 +125,62 @@ class AssemblyStage:
             await asyncio.sleep(self._tick_s)
             try:
                 await self.flush()
+                if time.monotonic() - self._watermark_at >= WATERMARK_EVERY_S:
+                    await self._store_watermark()
             except Exception:  # noqa: BLE001 - a bad batch must not stop assembly for good
                 log.exception("assembly pass failed")
 
     async def flush(self, traces: list[AssembledTrace] | None = None) -> int:
         """Assemble every complete trace now (or the given ones); returns how many."""
-        traces = self.buffer.pop_complete() if traces is None else traces
-        self._metrics.buffered_traces.set(len(self.buffer))
-        # extraction is CPU work on the event loop: in chunks, so receivers keep answering between them
-        for start in range(0, len(traces), FLUSH_CHUNK):
-            await self._assemble(traces[start : start + FLUSH_CHUNK])
-        return len(traces)
+        done = 0
+        async with self._lock:
+            while True:
+                chunk = self.buffer.pop_complete(limit=CHUNK) if traces is None else traces[done : done + CHUNK]
+                if not chunk:
+                    break
+                self._in_flight_walls = [t.first_seen_wall for t in chunk]
+                try:
+                    await self._assemble(chunk)
+                finally:
+                    self._in_flight_walls = []
+                done += len(chunk)
+                self._metrics.buffered_traces.set(len(self.buffer))
+                await asyncio.sleep(0)  # let receivers answer between chunks
+        return done
+
+    async def _load(self, traces: list[AssembledTrace]) -> dict[str, tuple[Sequence[Span], Sequence[LogRecord]]]:
+        out: dict[str, tuple[Sequence[Span], Sequence[LogRecord]]] = {}
+        late = [t.trace_id for t in traces if t.late]
+        spilled = [t for t in traces if t.spilled and not t.late]
+        if late:
+            for tid, data in (await self._store.load_traces(late)).items():
+                out[tid] = (data.spans, data.logs)
+        if spilled:
+            since = min(t.first_seen_wall for t in spilled) - READ_MARGIN_S
+            bound = dt.datetime.fromtimestamp(max(0.0, since), dt.timezone.utc)
+            for tid, data in (await self._store.load_traces([t.trace_id for t in spilled], received_after=bound)).items():
+                out[tid] = (data.spans, data.logs)
+        return out
 
     async def _assemble(self, traces: list[AssembledTrace]) -> None:
-        late_ids = [t.trace_id for t in traces if t.late]
-        stored = await asyncio.to_thread(self._store.read, lambda con: load_traces(con, late_ids)) if late_ids else {}
+        stored = await self._load([t for t in traces if t.from_store])
+        started = time.thread_time()
         results = []
         for trace in traces:
             spans, logs = stored.get(trace.trace_id, (trace.spans, trace.logs))
+            if not spans and not logs:
+                continue  # nothing stored (e.g. retention removed it): nothing to assemble
             results.append(self._extract(trace, _dedupe(spans), logs))
-        await asyncio.wrap_future(self._store.submit(_store_job(results), items=len(results)))
+        self._metrics.stage_cpu.labels("assembly").inc(time.thread_time() - started)
+        if not results:
+            return
+        latest: dict[str, AgentRun] = {}
+        for res in results:
+            for run in res.runs:
+                latest[run.run_id] = run
+        await self._store.upsert_runs(list(latest.values()),
+                                      replace_traces=[r.trace.trace_id for r in results if r.trace.from_store])
+        await self._store.record_assembly([r.record() for r in results])
         runs = [r for res in results for r in res.runs]
         for listener in self._listeners:
             try:
@@ -199,28 +205,34 @@ class AssemblyStage:
             log.debug("trace %s not reconstructable: %s", trace.trace_id, reason)
         return _Result(trace, spans, logs, extraction.runs, reason)
 
+    async def _store_watermark(self) -> None:
+        self._watermark_at = time.monotonic()
+        walls = [w for w in (self.buffer.oldest_wall(), *self._in_flight_walls) if w is not None]
+        mark = min(walls) if walls else time.time()
+        await self._store.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.timezone.utc))
+
     async def _recover(self) -> None:
-        """Assemble traces the span log holds that were never (fully) assembled."""
+        """Track the traces the span log holds that were never (fully) assembled; they complete
+        and are assembled like live ones. Batches, so the buffer's bound holds."""
+        seen: set[str] = set()
+        total = 0
+        batch = max(1, self.buffer.max_traces // 2)
         try:
-            pending = await asyncio.to_thread(self._store.read, lambda con: [r[0] for r in con.execute(_PENDING_SQL).fetchall()])
+            while True:
+                pending = await self._store.pending_traces(limit=batch)
+                fresh = [p for p in pending if p[0] not in seen]
+                if not fresh:
+                    break
+                if not total:
+                    log.info("recovering traces not assembled before the last stop")
+                seen.update(p[0] for p in fresh)
+                total += self.buffer.add_pending(fresh)
+                self._metrics.traces_recovered.inc(len(fresh))
+                # wait for this batch to be assembled before asking for more: the buffer's bound holds
+                while any(self.buffer.tracking(p[0]) for p in fresh):
+                    await asyncio.sleep(self._tick_s)
         except Exception:  # noqa: BLE001 - recovery is best effort; live traffic goes on
             log.exception("could not list unassembled traces")
             return
-        if pending:
-            log.info("recovering %d trace(s) not assembled before the last stop", len(pending))
-        for i in range(0, len(pending), RECOVERY_CHUNK):
-            chunk = pending[i : i + RECOVERY_CHUNK]
-            stored = await asyncio.to_thread(self._store.read, lambda con, c=chunk: load_traces(con, c))
-            traces = [
-                AssembledTrace(
-                    trace_id=tid,
-                    spans=tuple(spans),
-                    logs=tuple(logs),
-                    incomplete=not any(is_root(s) for s in spans),
-                    reason="recovered",
-                )
-                for tid, (spans, logs) in stored.items()
-                if spans or logs
-            ]
-            await self.flush(traces)
-            self._metrics.traces_recovered.inc(len(traces))
+        if total:
+            log.info("recovery: %d trace(s) queued for assembly", total)

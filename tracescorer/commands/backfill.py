@@ -66,7 +66,7 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         store = DuckDBStore(settings.store.path, memory_limit=settings.store.memory_limit)
         try:
-            store.open()
+            await store.open()
         except StoreError as exc:
             raise click.ClickException(str(exc)) from None
         runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
@@ -88,7 +88,7 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
                 progress.error = str(exc)
             finally:
                 await runner.stop(settings.scoring.shutdown_timeout_s)
-                await asyncio.to_thread(store.close)
+                await store.close()
         return progress.to_json()
 
     try:

@@ -31,7 +31,7 @@ from opentelemetry.trace.status import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from tracescorer.config import ConfigError, ExportSettings
-from tracescorer.store.duckdb import Connection, DuckDBStore
+from tracescorer.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -107,42 +107,17 @@ _ROW_FIELDS = [
     "status", "error", "error_type", "label", "judge_cost_usd", "duration_ms",
 ]  # fmt: skip
 
-PENDING_SQL = (
-    f"SELECT {', '.join(_ROW_FIELDS)}, epoch_us(updated_at) AS updated_at_us FROM scores "
-    "WHERE updated_at IS NOT NULL AND (exported_at IS NULL OR exported_at < updated_at) "
-    "ORDER BY updated_at, id LIMIT ?"
-)
 
-_MARK_SQL = """
-UPDATE scores SET exported_at = now()
-FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::BIGINT[]) AS updated_at_us) AS sent
-WHERE scores.id = sent.id AND epoch_us(scores.updated_at) = sent.updated_at_us
-"""
-
-
-def read_pending(con: Connection, limit: int) -> list[ScoreRow]:
+async def read_pending(store: Store, limit: int) -> list[ScoreRow]:
     """The oldest ``limit`` score versions not exported yet (new, re-scored or failed before)."""
-    rows = con.execute(PENDING_SQL, [limit]).fetchall()
+    rows = await store.pending_exports(_ROW_FIELDS, limit)
     return [ScoreRow(**dict(zip([*_ROW_FIELDS, "updated_at_us"], row))) for row in rows]
 
 
-def mark_exported(rows: Sequence[ScoreRow]) -> Callable[[Connection], int]:
-    """A store job setting ``exported_at = now()`` for exactly these score versions.
-
-    A row re-scored since it was read has another ``updated_at`` and stays pending, so its new
-    version is exported by a later pass. Returns how many rows were marked.
-    """
-    ids = [r.id for r in rows]
-    versions = [r.updated_at_us for r in rows]
-
-    def run(con: Connection) -> int:
-        result = con.execute(_MARK_SQL, [ids, versions]).fetchone()
-        return int(result[0]) if result else 0
-
-    return run
-
-
-# --- spans -----------------------------------------------------------------------------------------
+async def mark_exported(store: Store, rows: Sequence[ScoreRow]) -> int:
+    """Record exactly these score versions as exported; a row re-scored since it was read has
+    another version and stays pending, so its new version goes out with a later pass."""
+    return await store.mark_exported([(r.id, r.updated_at_us) for r in rows])
 
 
 def _hex_id(value: str | None, digits: int) -> int | None:
@@ -302,7 +277,7 @@ class EvaluationExporter:
 
     def __init__(
         self,
-        store: DuckDBStore,
+        store: Store,
         settings: ExportSettings,
         *,
         exporter: SpanExporter | None = None,
@@ -457,7 +432,7 @@ class EvaluationExporter:
         assert exporter is not None
         limit = self._settings.batch_size
         try:
-            rows = await asyncio.to_thread(self._store.read, lambda con: read_pending(con, limit))
+            rows = await read_pending(self._store, limit)
         except Exception as exc:  # noqa: BLE001 - store closed or failing: try again later
             self._failed("cannot read pending scores: %s", exc)
             return -1, 0
@@ -477,7 +452,7 @@ class EvaluationExporter:
             return -1, 0
         self._observer_call("exported", len(spans), seconds)
         try:
-            marked = await asyncio.wrap_future(self._store.submit(mark_exported(rows), items=len(rows)))
+            marked = await mark_exported(self._store, rows)
         except Exception as exc:  # noqa: BLE001 - sent but not marked: sent again later (same span ids)
             self._failed("exported %d evaluation spans but cannot record it: %s", len(rows), exc)
             return -1, 0

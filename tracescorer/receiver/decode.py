@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -35,10 +36,22 @@ SEVERITY_NUMBERS = ("unspecified", "trace", "trace2", "trace3", "trace4", "debug
                     "info", "info2", "info3", "info4", "warn", "warn2", "warn3", "warn4", "error", "error2",
                     "error3", "error4", "fatal", "fatal2", "fatal3", "fatal4")
 _MAX_ERRORS = 5
+#: Deepest nesting of array/kvlist attribute values accepted, the same for protobuf and JSON
+#: (deeper requests are refused whole, as undecodable).
+MAX_VALUE_DEPTH = 32
+_INT64 = 1 << 63
 
 
 class DecodeError(ValueError):
     """The body is not a valid OTLP export request."""
+
+
+class OutOfRange(ValueError):
+    """A value does not fit its field's type: the item is rejected, the rest of the request is not."""
+
+
+def _too_deep() -> DecodeError:
+    return DecodeError(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
 
 
 @dataclass(slots=True)
@@ -111,14 +124,16 @@ def _json_id(value: Any, size: int, what: str, *, required: bool) -> str | None:
 _SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})
 
 
-def _pb_value(v: Any) -> Any:
+def _pb_value(v: Any, depth: int = 1) -> Any:
     kind = v.WhichOneof("value")
     if kind in _SCALARS:
         return getattr(v, kind)
+    if depth > MAX_VALUE_DEPTH:
+        raise _too_deep()
     if kind == "array_value":
-        return [_pb_value(x) for x in v.array_value.values]
+        return [_pb_value(x, depth + 1) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
+        return {kv.key: _pb_value(kv.value, depth + 1) for kv in v.kvlist_value.values}
     if kind == "bytes_value":
         return bytes(v.bytes_value)
     return None
@@ -312,6 +327,19 @@ class _Obj:
     def integer(self, name: str) -> int:
         return _json_int(self.raw(name), f"{self.where}.{_camel(name)}")
 
+    def unsigned(self, name: str, bits: int) -> int:
+        """An unsigned field (fixed64, uint32, ...): out of range rejects the item."""
+        value = self.integer(name)
+        if not 0 <= value < (1 << bits):
+            raise OutOfRange(f"{_camel(name)} {value} is out of range for uint{bits}")
+        return value
+
+    def signed(self, name: str, bits: int) -> int:
+        value = self.integer(name)
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            raise OutOfRange(f"{_camel(name)} {value} is out of range for int{bits}")
+        return value
+
     def enum(self, name: str, names: tuple[str, ...], prefix: str) -> int:
         value = self.raw(name)
         if isinstance(value, str) and not value.lstrip("-").isdigit():
@@ -319,7 +347,7 @@ class _Obj:
             if short in names:
                 return names.index(short)
             raise DecodeError(f"{self.where}.{_camel(name)}: unknown enum value {value!r}")
-        return self.integer(name)
+        return self.signed(name, 32)
 
     def array(self, name: str) -> list[Any]:
         value = self.raw(name)
@@ -355,7 +383,7 @@ def _json_int(value: Any, where: str) -> int:
     raise DecodeError(f"{where}: expected an integer, got {value!r:.40}")
 
 
-def _json_value(raw: Any, where: str) -> Any:
+def _json_value(raw: Any, where: str, depth: int = 1) -> Any:
     v = _Obj(raw, where)
     d = v.d
     if "stringValue" in d or "string_value" in d:
@@ -366,7 +394,10 @@ def _json_value(raw: Any, where: str) -> Any:
             raise DecodeError(f"{where}.boolValue: expected a boolean")
         return value
     if "intValue" in d or "int_value" in d:
-        return v.integer("int_value")
+        value = v.integer("int_value")
+        if not -_INT64 <= value < _INT64:
+            raise OutOfRange(f"{where}.intValue {value} is out of range for int64")
+        return value
     if "doubleValue" in d or "double_value" in d:
         value = v.raw("double_value")
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
@@ -380,18 +411,22 @@ def _json_value(raw: Any, where: str) -> Any:
         except (binascii.Error, ValueError):
             raise DecodeError(f"{where}.bytesValue: invalid base64") from None
     if "arrayValue" in d or "array_value" in d:
+        if depth > MAX_VALUE_DEPTH:
+            raise _too_deep()
         arr = v.obj("array_value")
-        return [_json_value(x, f"{where}.arrayValue") for x in arr.array("values")]
+        return [_json_value(x, f"{where}.arrayValue", depth + 1) for x in arr.array("values")]
     if "kvlistValue" in d or "kvlist_value" in d:
-        return _json_attrs(v.obj("kvlist_value").array("values"), f"{where}.kvlistValue")
+        if depth > MAX_VALUE_DEPTH:
+            raise _too_deep()
+        return _json_attrs(v.obj("kvlist_value").array("values"), f"{where}.kvlistValue", depth + 1)
     return None
 
 
-def _json_attrs(kvs: list[Any], where: str) -> Attributes:
+def _json_attrs(kvs: list[Any], where: str, depth: int = 1) -> Attributes:
     out: Attributes = {}
     for kv in kvs:
         o = _Obj(kv, where)
-        out[o.text("key")] = _json_value(o.raw("value") or {}, f"{where}.value")
+        out[o.text("key")] = _json_value(o.raw("value") or {}, f"{where}.value", depth)
     return out
 
 
@@ -400,7 +435,7 @@ def _json_resource(rs: _Obj) -> Resource:
     return Resource(
         attributes=_json_attrs(r.array("attributes"), "resource.attributes"),
         schema_url=rs.text("schema_url"),
-        dropped_attributes_count=r.integer("dropped_attributes_count"),
+        dropped_attributes_count=r.unsigned("dropped_attributes_count", 32),
     )
 
 
@@ -411,7 +446,7 @@ def _json_scope(ss: _Obj) -> Scope:
         version=s.text("version"),
         attributes=_json_attrs(s.array("attributes"), "scope.attributes"),
         schema_url=ss.text("schema_url"),
-        dropped_attributes_count=s.integer("dropped_attributes_count"),
+        dropped_attributes_count=s.unsigned("dropped_attributes_count", 32),
     )
 
 
@@ -431,8 +466,8 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
                 span_id=link_span,
                 trace_state=link.text("trace_state"),
                 attributes=_json_attrs(link.array("attributes"), "link.attributes"),
-                dropped_attributes_count=link.integer("dropped_attributes_count"),
-                flags=link.integer("flags"),
+                dropped_attributes_count=link.unsigned("dropped_attributes_count", 32),
+                flags=link.unsigned("flags", 32),
             )
         )
     events = []
@@ -441,9 +476,9 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
         events.append(
             SpanEvent(
                 name=e.text("name"),
-                time_unix_nano=e.integer("time_unix_nano"),
+                time_unix_nano=e.unsigned("time_unix_nano", 64),
                 attributes=_json_attrs(e.array("attributes"), "event.attributes"),
-                dropped_attributes_count=e.integer("dropped_attributes_count"),
+                dropped_attributes_count=e.unsigned("dropped_attributes_count", 32),
             )
         )
     status = s.obj("status")
@@ -453,8 +488,8 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
         parent_span_id=_json_id(s.raw("parent_span_id"), 8, "parent_span_id", required=False),
         name=s.text("name"),
         kind=_enum_name(SPAN_KINDS, s.enum("kind", SPAN_KINDS, "span_kind_")),
-        start_time_unix_nano=s.integer("start_time_unix_nano"),
-        end_time_unix_nano=s.integer("end_time_unix_nano"),
+        start_time_unix_nano=s.unsigned("start_time_unix_nano", 64),
+        end_time_unix_nano=s.unsigned("end_time_unix_nano", 64),
         status_code=_enum_name(STATUS_CODES, status.enum("code", STATUS_CODES, "status_code_")),
         status_message=status.text("message"),
         attributes=_json_attrs(s.array("attributes"), "span.attributes"),
@@ -463,18 +498,18 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
         resource=resource,
         scope=scope,
         trace_state=s.text("trace_state"),
-        flags=s.integer("flags"),
-        dropped_attributes_count=s.integer("dropped_attributes_count"),
-        dropped_events_count=s.integer("dropped_events_count"),
-        dropped_links_count=s.integer("dropped_links_count"),
+        flags=s.unsigned("flags", 32),
+        dropped_attributes_count=s.unsigned("dropped_attributes_count", 32),
+        dropped_events_count=s.unsigned("dropped_events_count", 32),
+        dropped_links_count=s.unsigned("dropped_links_count", 32),
     )
 
 
 def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
     body = r.raw("body")
     return LogRecord(
-        time_unix_nano=r.integer("time_unix_nano"),
-        observed_time_unix_nano=r.integer("observed_time_unix_nano"),
+        time_unix_nano=r.unsigned("time_unix_nano", 64),
+        observed_time_unix_nano=r.unsigned("observed_time_unix_nano", 64),
         severity_number=r.enum("severity_number", SEVERITY_NUMBERS, "severity_number_"),
         severity_text=r.text("severity_text"),
         body=None if body is None else _json_value(body, "logRecord.body"),
@@ -482,8 +517,8 @@ def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
         event_name=r.text("event_name"),
         trace_id=_json_id(r.raw("trace_id"), 16, "trace_id", required=False),
         span_id=_json_id(r.raw("span_id"), 8, "span_id", required=False),
-        flags=r.integer("flags"),
-        dropped_attributes_count=r.integer("dropped_attributes_count"),
+        flags=r.unsigned("flags", 32),
+        dropped_attributes_count=r.unsigned("dropped_attributes_count", 32),
         resource=resource,
         scope=scope,
     )
@@ -505,11 +540,15 @@ def _fix_surrogates(value: Any) -> Any:
 
 def _load_json(body: bytes) -> _Obj:
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DecodeError(f"invalid JSON: {exc}") from None
-    if _SURROGATE_ESCAPE.search(body):
-        data = _fix_surrogates(data)
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if not _SURROGATE_ESCAPE.search(body):
+            raise DecodeError(f"invalid JSON: {exc}") from None
+        # lone surrogates: valid JSON escapes that are not text; keep the item, replace them
+        try:
+            data = _fix_surrogates(json.loads(body))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc2:
+            raise DecodeError(f"invalid JSON: {exc2}") from None
     return _Obj(data, "request")
 
 
@@ -525,10 +564,22 @@ def _walk_json(
     request = _load_json(body)
     for raw_rs in request.array(top):
         rs = _Obj(raw_rs, top)
-        resource = _json_resource(rs)
+        try:
+            resource: Resource | None = _json_resource(rs)
+            bad: OutOfRange | None = None
+        except OutOfRange as exc:  # every item under this resource carries the bad value
+            resource, bad = None, exc
         for raw_ss in rs.array(scoped):
             ss = _Obj(raw_ss, scoped)
-            scope = _json_scope(ss)
+            problem = bad
+            try:
+                scope = _json_scope(ss)
+            except OutOfRange as exc:
+                problem = problem or exc
+            if resource is None or problem is not None:
+                for raw in ss.array(items):
+                    reject(_rejection(items, _Obj(raw, items).text("name"), problem or OutOfRange("")))
+                continue
             for raw in ss.array(items):
                 item = _Obj(raw, items)
                 try:

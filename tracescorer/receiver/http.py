@@ -102,6 +102,11 @@ class OtlpHttpHandler:
         if request.content_length is not None and request.content_length > self._max:
             return self._too_large(signal, encoding)
         try:
+            # refuse before reading the body: many large requests must not pile up in memory
+            self._ingestor.admit(signal, request.content_length or 0)
+        except IngestRefused as exc:
+            return self._refused(signal, encoding, exc)
+        try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._too_large(signal, encoding)
@@ -115,14 +120,17 @@ class OtlpHttpHandler:
         try:
             outcome = await self._ingestor.ingest(signal, encoding, body)
         except IngestRefused as exc:
-            if exc.retryable:
-                http_status = 429 if exc.reason == "backpressure" else 503
-                return self._error(signal, encoding, http_status, status.UNAVAILABLE, str(exc), exc.reason, exc.retry_after_s)
-            return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), exc.reason)
+            return self._refused(signal, encoding, exc)
         self._metrics.requests.labels("http", signal.value, "partial" if outcome.rejected else "ok").inc()
         if encoding is Encoding.JSON:
             return web.Response(body=status.export_response_json(signal, outcome), content_type="application/json")
         return web.Response(body=status.export_response_protobuf(signal, outcome), content_type="application/x-protobuf")
+
+    def _refused(self, signal: Signal, encoding: Encoding, exc: IngestRefused) -> web.Response:
+        if exc.retryable:
+            http_status = 429 if exc.reason == "backpressure" else 503
+            return self._error(signal, encoding, http_status, status.UNAVAILABLE, str(exc), exc.reason, exc.retry_after_s)
+        return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), exc.reason)
 
     def _too_large(self, signal: Signal, encoding: Encoding) -> web.Response:
         return self._error(signal, encoding, 413, status.INVALID_ARGUMENT,

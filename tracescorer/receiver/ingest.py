@@ -1,13 +1,21 @@
-"""Transport-independent ingest: decode, validate, queue for commit, wait for durability.
+"""Transport-independent ingest: admit, decode, store, wait for durability.
 
 Both receivers (gRPC and HTTP) call :meth:`Ingestor.ingest` and map its outcome or exception to
 their protocol's status codes. Nothing is acknowledged before its rows are committed.
+
+Admission is bounded by the whole pipeline, not only the write queue: the bytes of requests in
+flight (being decoded or waiting for their commit), the store's queue of uncommitted items, and
+whatever the downstream stages report through their backlog checks (traces waiting for assembly,
+targets waiting for a scorer). When any is over its bound the request is refused as retryable
+backpressure before it is decoded, so a client that keeps sending is slowed down instead of
+filling the daemon's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -16,7 +24,7 @@ from typing import Protocol
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
 from tracescorer.receiver import decode
-from tracescorer.store.duckdb import DuckDBStore, QueueFull, StoreClosed, StoreError
+from tracescorer.store.base import AppendOutcome, QueueFull, SpanLog, StoreClosed, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,9 @@ class TelemetryListener(Protocol):
     def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord]) -> None: ...
 
 
+#: A downstream stage's backlog check: None while under its bound, else why not.
+BacklogCheck = Callable[[], str | None]
+
 _DECODERS: dict[tuple[Signal, Encoding], Callable[[bytes], decode.DecodedTraces | decode.DecodedLogs]] = {
     (Signal.TRACES, Encoding.PROTOBUF): decode.decode_traces_protobuf,
     (Signal.TRACES, Encoding.JSON): decode.decode_traces_json,
@@ -65,62 +76,116 @@ _DECODERS: dict[tuple[Signal, Encoding], Callable[[bytes], decode.DecodedTraces 
 class Ingestor:
     def __init__(
         self,
-        store: DuckDBStore,
+        store: SpanLog,
         metrics: Metrics,
         *,
         retry_after_s: int = 1,
+        max_inflight_bytes: int = 64 * 1024 * 1024,
         listeners: Sequence[TelemetryListener] = (),
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._retry_after_s = retry_after_s
+        self._max_inflight = max_inflight_bytes
+        self._inflight = 0
         self._listeners = list(listeners)
+        self._checks: list[tuple[str, BacklogCheck]] = []
         self._closing = False
 
     def add_listener(self, listener: TelemetryListener) -> None:
         self._listeners.append(listener)
 
+    def add_backlog_check(self, stage: str, check: BacklogCheck) -> None:
+        """Refuse new requests while ``check()`` says ``stage`` is over its bound."""
+        self._checks.append((stage, check))
+
     def stop_accepting(self) -> None:
         self._closing = True
 
-    async def ingest(self, signal: Signal, encoding: Encoding, body: bytes) -> IngestOutcome:
-        """Decode ``body`` and return once its valid items are committed."""
+    @property
+    def inflight_bytes(self) -> int:
+        return self._inflight
+
+    def over_bound(self) -> str | None:
+        """Why new requests are refused right now (None when they are admitted)."""
+        for stage, check in self._checks:
+            reason = check()
+            if reason is not None:
+                return f"{stage}: {reason}"
+        return None
+
+    def _refuse(self, signal: Signal, reason: str, message: str) -> IngestRefused:
+        self._metrics.backpressure.labels(reason).inc()
+        return IngestRefused("backpressure", message, retryable=True, retry_after_s=self._retry_after_s)
+
+    def admit(self, signal: Signal, size: int) -> None:
+        """Raise :class:`IngestRefused` unless a request of ``size`` bytes may be taken now."""
         if self._closing:
-            raise IngestRefused("shutting_down", "server is shutting down", retryable=True, retry_after_s=self._retry_after_s)
+            raise IngestRefused("shutting_down", "server is shutting down", retryable=True,
+                                retry_after_s=self._retry_after_s)
+        # an oversized request is still admitted when nothing else is in flight, so it can progress
+        if self._inflight and self._inflight + size > self._max_inflight:
+            raise self._refuse(signal, "inflight_bytes", f"too much in flight ({self._inflight} bytes being ingested)")
+        reason = self.over_bound()
+        if reason is not None:
+            raise self._refuse(signal, reason.split(":", 1)[0], f"pipeline busy ({reason})")
+
+    async def ingest(self, signal: Signal, encoding: Encoding, body: bytes) -> IngestOutcome:
+        """Admit, decode ``body`` and return once its valid items are committed."""
+        self.admit(signal, len(body))
+        self._inflight += len(body)
+        try:
+            return await self._ingest(signal, encoding, body)
+        finally:
+            self._inflight -= len(body)
+
+    async def _ingest(self, signal: Signal, encoding: Encoding, body: bytes) -> IngestOutcome:
+        started = time.thread_time()
         try:
             decoded = _DECODERS[(signal, encoding)](body)
         except decode.DecodeError as exc:
             raise IngestRefused("decode_error", str(exc), retryable=False) from None
+        finally:
+            self._metrics.stage_cpu.labels("decode").inc(time.thread_time() - started)
         if isinstance(decoded, decode.DecodedTraces):
             spans, logs = decoded.spans, []
         else:
             spans, logs = [], decoded.records
-        count = len(spans) + len(logs)
-        if decoded.rejected:
-            self._metrics.rejected.labels(signal.value, "invalid").inc(decoded.rejected)
-        message = decode.error_summary(decoded.rejected, decoded.errors) if decoded.rejected else ""
-        if count:
-            await self._commit(signal, spans, logs, count)
-        return IngestOutcome(accepted=count, rejected=decoded.rejected, message=message)
+        rejected, errors = decoded.rejected, list(decoded.errors)
+        accepted = 0
+        if spans or logs:
+            outcome = await self._commit(signal, spans, logs)
+            accepted = outcome.stored
+            if outcome.rejected:
+                rejected += outcome.rejected
+                errors.append(outcome.message)
+        if rejected:
+            self._metrics.rejected.labels(signal.value, "invalid").inc(rejected)
+        message = decode.error_summary(rejected, errors) if rejected else ""
+        return IngestOutcome(accepted=accepted, rejected=rejected, message=message)
 
-    async def _commit(self, signal: Signal, spans: list[Span], logs: list[LogRecord], count: int) -> None:
+    async def _commit(self, signal: Signal, spans: list[Span], logs: list[LogRecord]) -> AppendOutcome:
+        count = len(spans) + len(logs)
         try:
-            future = self._store.submit_telemetry(spans, logs)
+            # shield: a client that hangs up must not cancel the commit wait of others' batch
+            outcome = await asyncio.shield(self._store.append(spans, logs))
         except QueueFull as exc:
             self._metrics.rejected.labels(signal.value, "backpressure").inc(count)
+            self._metrics.backpressure.labels("write_queue").inc()
             raise IngestRefused("backpressure", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
         except StoreClosed as exc:
             self._metrics.rejected.labels(signal.value, "shutting_down").inc(count)
             raise IngestRefused("shutting_down", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
-        try:
-            # shield: a client that hangs up must not cancel the commit wait of others' batch
-            await asyncio.shield(asyncio.wrap_future(future))
         except StoreError as exc:
             self._metrics.rejected.labels(signal.value, "store_error").inc(count)
             raise IngestRefused("store_error", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
-        self._metrics.accepted.labels(signal.value).inc(count)
-        for listener in self._listeners:
-            try:
-                listener.on_committed(spans, logs)
-            except Exception:  # noqa: BLE001 - a downstream stage must never fail an acknowledged request
-                log.exception("telemetry listener %r failed", listener)
+        self._metrics.accepted.labels(signal.value).inc(outcome.stored)
+        if outcome.stored:
+            # items the store refused (rare: decode validates ranges) still reach assembly; their
+            # runs are rebuilt from what was stored the next time the trace is assembled
+            for listener in self._listeners:
+                try:
+                    listener.on_committed(spans, logs)
+                except Exception:  # noqa: BLE001 - a downstream stage must never fail an acknowledged request
+                    log.exception("telemetry listener %r failed", listener)
+        return outcome

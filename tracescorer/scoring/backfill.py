@@ -17,10 +17,9 @@ from pydantic import ValidationError
 
 from tracescorer.sampling import is_sampled
 from tracescorer.scoring.filters import RunFilter
-from tracescorer.scoring.runner import FILTERED_OUT, SAMPLED_OUT, ScoringRunner, load_conversation
-from tracescorer.scoring.targets import Target, run_target
-from tracescorer.store.duckdb import Connection
-from tracescorer.store.runs import RUN_SELECT, run_from_row
+from tracescorer.scoring.runner import FILTERED_OUT, SAMPLED_OUT, ScoringRunner
+from tracescorer.scoring.targets import Target, conversation_target, run_target
+from tracescorer.store.base import Store
 
 BATCH = 200
 
@@ -52,37 +51,12 @@ class BackfillProgress:
                 "cost_usd": round(self.cost_usd, 6), "finished": self.finished, "error": self.error}
 
 
-def _time_where(column: str, request: BackfillRequest) -> tuple[str, list[Any]]:
-    clauses, params = [], []
-    if request.since is not None:
-        clauses.append(f"{column} >= ?")
-        params.append(request.since)
-    if request.until is not None:
-        clauses.append(f"{column} < ?")
-        params.append(request.until)
-    return (" AND ".join(clauses) or "TRUE"), params
-
-
-def _target_ids(con: Connection, scope: str, request: BackfillRequest) -> list[str]:
-    where, params = _time_where("started_at", request)
+async def _load_targets(store: Store, scope: str, ids: list[str]) -> list[Target]:
     if scope == "run":
-        sql = f"SELECT run_id FROM runs WHERE {where} ORDER BY started_at_unix_nano, run_id"
-    else:
-        sql = (f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND {where} "
-               "GROUP BY conversation_id ORDER BY min(started_at_unix_nano)")
-    return [r[0] for r in con.execute(sql, params).fetchall()]
-
-
-def _load_targets(con: Connection, scope: str, ids: list[str]) -> list[Target]:
-    if scope == "run":
-        rows = con.execute(RUN_SELECT + " WHERE run_id IN (SELECT unnest($1::VARCHAR[])) ORDER BY started_at_unix_nano",
-                           [ids]).fetchall()
-        return [run_target(run_from_row(r)) for r in rows]
-    from tracescorer.scoring.targets import conversation_target
-
+        return [run_target(run) for run in await store.load_runs(ids)]
     out = []
     for cid in ids:
-        conversation = load_conversation(con, cid)
+        conversation = await store.load_conversation(cid)
         if conversation is not None:
             out.append(conversation_target(conversation))
     return out
@@ -102,13 +76,13 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
     extra_check = (lambda t: extra.check(t.subject)) if extra is not None else None
     scope = bound.binding.scope
     store = runner.store
-    ids = await asyncio.to_thread(store.read, lambda con: _target_ids(con, scope, request))
+    ids = await store.target_ids(scope, since=request.since, until=request.until)
     progress.total = len(ids)
     spent_before = runner.budget.spent_usd
     window = max(1, runner.queue_capacity // 2)
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
-        targets = await asyncio.to_thread(store.read, lambda con, c=chunk: _load_targets(con, scope, c))
+        targets = await _load_targets(store, scope, chunk)
         pending: list[asyncio.Future[str]] = []
         for target in targets:
             if request.dry_run:

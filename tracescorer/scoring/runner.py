@@ -28,9 +28,8 @@ from tracescorer.scoring.errors import ScorerRunError
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
 from tracescorer.scoring.types import ScorerResult
-from tracescorer.store.duckdb import Connection, DuckDBStore
-from tracescorer.store.runs import RUN_SELECT, run_from_row
-from tracescorer.store.scores import DecisionRecord, ScoreRecord, write_job
+from tracescorer.store.base import Store
+from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +51,10 @@ class _Task:
     done: asyncio.Future[str] | None = None
 
 
-def load_conversation(con: Connection, conversation_id: str) -> Conversation | None:
-    rows = con.execute(RUN_SELECT + " WHERE conversation_id = ? ORDER BY started_at_unix_nano, run_id",
-                       [conversation_id]).fetchall()
-    runs = tuple(run_from_row(r) for r in rows)
-    return Conversation(conversation_id=conversation_id, runs=runs) if runs else None
-
-
-def _spent_today(con: Connection) -> float:
-    row = con.execute("SELECT coalesce(sum(judge_cost_usd), 0) FROM scores "
-                      "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'").fetchone()
-    return float(row[0]) if row else 0.0
-
-
 class ScoringRunner:
     """Owns the scoring queues and workers; runs on the daemon's event loop."""
 
-    def __init__(self, bound: Sequence[BoundScorer], store: DuckDBStore, metrics: Metrics, settings: Settings,
+    def __init__(self, bound: Sequence[BoundScorer], store: Store, metrics: Metrics, settings: Settings,
                  *, listeners: Sequence[ScoreListener] = ()) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
@@ -96,8 +82,19 @@ class ScoringRunner:
         self._score_listeners.append(listener)
 
     @property
-    def store(self) -> DuckDBStore:
+    def store(self) -> Store:
         return self._store
+
+    def backlog(self) -> str | None:
+        """Backlog check for admission: refuse telemetry while half a scoring queue is taken, so
+        runs already on their way still find room (and are not recorded as rate_limited)."""
+        for pool, queue in (("judge", self._judge_queue), ("code", self._code_queue)):
+            if queue.qsize() * 2 >= queue.maxsize:
+                return f"{queue.qsize()} targets waiting for {pool} scorers (scoring.max_queue)"
+        waiting = len(self._scores) + len(self._decisions)
+        if waiting >= 20 * self._settings.scoring.max_queue:
+            return f"{waiting} score rows waiting for the store"
+        return None
 
     def binding(self, scorer_id: str) -> BoundScorer | None:
         return next((b for b in self._bound if b.binding.id == scorer_id), None)
@@ -122,7 +119,7 @@ class ScoringRunner:
     async def start_workers(self) -> None:
         """Only the workers (a one-off backfill needs no timer or recovery)."""
         self.budget = DailyBudget(self._settings.judge.daily_budget_usd,
-                                  spent_today_usd=await asyncio.to_thread(self._store.read, _spent_today))
+                                  spent_today_usd=await self._store.spent_today_usd())
         self._accepting = True
         for i in range(self._judge_workers):
             self._tasks.append(asyncio.create_task(self._worker(self._judge_queue), name=f"judge-worker-{i}"))
@@ -226,6 +223,7 @@ class ScoringRunner:
                 return BUDGET_EXHAUSTED
             await self.rate.acquire(max(1, bound.judge_requests))
         started = time.perf_counter()
+        cpu = time.thread_time()
         error: BaseException | None = None
         try:
             result = await bound.scorer.run(target.subject)
@@ -233,6 +231,8 @@ class ScoringRunner:
             result, error = exc.result, exc
         except Exception as exc:  # noqa: BLE001 - user scorer code: an error row, never a crash
             result, error = None, exc
+        if not bound.uses_judge:  # a code scorer runs without yielding: its thread time is its own
+            self._metrics.stage_cpu.labels("scoring").inc(time.thread_time() - cpu)
         record = self._score_record(bound, target, source, result, error, time.perf_counter() - started)
         self.budget.add(record.judge_cost_usd)
         decision = {"ok": SCORED, "not_scorable": NOT_SCORABLE}.get(record.status, FAILED)
@@ -321,7 +321,7 @@ class ScoringRunner:
         if not scores and not decisions:
             return
         try:
-            await asyncio.wrap_future(self._store.submit(write_job(scores, decisions), items=len(scores) + len(decisions)))
+            await self._store.write_scores(scores, decisions)
         except BaseException:
             self._scores[:0], self._decisions[:0] = scores, decisions  # keep them for the next try
             raise
@@ -349,7 +349,7 @@ class ScoringRunner:
                                  extra_check: Callable[[Target], str | None] | None = None,
                                  bindings: Sequence[BoundScorer] | None = None) -> list[str | asyncio.Future[str]]:
         """Decide every conversation-scope binding for the stored conversation (all its runs)."""
-        conversation = await asyncio.to_thread(self._store.read, lambda con: load_conversation(con, conversation_id))
+        conversation = await self._store.load_conversation(conversation_id)
         if conversation is None:
             return []
         target = conversation_target(conversation)
@@ -363,25 +363,12 @@ class ScoringRunner:
         if window <= 0:
             return
         ids = [b.binding.id for b in self._bound]
-
-        def pending(con: Connection) -> tuple[list[AgentRun], list[str]]:
-            since = f"now() - INTERVAL '{int(window)} seconds'"
-            runs = [run_from_row(r) for r in con.execute(
-                RUN_SELECT + f" WHERE updated_at >= {since} AND run_id NOT IN (SELECT target_id FROM scoring_decisions "
-                "WHERE target_type = 'run' AND list_contains($1::VARCHAR[], scorer_id)) ORDER BY started_at_unix_nano",
-                [ids]).fetchall()]
-            convs = [r[0] for r in con.execute(
-                f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND updated_at >= {since} "
-                "GROUP BY conversation_id HAVING max(updated_at) > coalesce((SELECT max(decided_at) FROM scoring_decisions d "
-                "WHERE d.target_type = 'conversation' AND d.target_id = runs.conversation_id), TIMESTAMPTZ '1970-01-01')"
-            ).fetchall()]
-            return runs, convs
-
         try:
-            runs, conversations = await asyncio.to_thread(self._store.read, pending)
+            pending = await self._store.unscored_recent(ids, window_s=window)
         except Exception:  # noqa: BLE001 - recovery is best effort
             log.exception("scoring recovery query failed")
             return
+        runs, conversations = pending.runs, pending.conversation_ids
         if runs or conversations:
             log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(runs), len(conversations))
         for run in runs:

@@ -1,53 +1,66 @@
-"""The one module that holds DuckDB connections.
+"""The embedded store: one DuckDB file, owned by a store process beside the daemon.
 
-:class:`DuckDBStore` owns the database file for a running daemon. Every write goes through one
-writer thread that takes whatever jobs are waiting and commits them in one transaction (group
-commit); a job's future completes only after its transaction committed, so the receiver
-acknowledges nothing that is not durable. Intake is bounded by a count of queued items; when it
-is full :meth:`DuckDBStore.submit` raises :class:`QueueFull` and the caller pushes back.
+:class:`DuckDBStore` is the daemon's side of :class:`~tracescorer.store.base.Store`. It starts the
+store process (:mod:`tracescorer.store.engine`), sends it telemetry, write jobs and reads over a
+socketpair, and resolves each request's future when the answer comes back — a telemetry append
+only after its transaction committed. Intake of telemetry is bounded by a count of items not yet
+committed (:class:`QueueFull` beyond it); the pipeline's own writes are never refused, because
+each comes from a stage with its own bound.
+
+If the store process dies, every pending request fails (nothing unacknowledged is reported as
+stored) and a new process is started; requests fail with :class:`StoreError` until it is up.
+
+The module also opens database files read-only for the CLI when no daemon runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
+import itertools
+import json
 import logging
-import threading
-import time
-from collections import deque
+import socket
+import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import duckdb
-
-from tracescorer.model import LogRecord, Span
-from tracescorer.store import rows
-from tracescorer.store.schema import DDL
+from tracescorer.model import AgentRun, Conversation, LogRecord, Span
+from tracescorer.store import ops, rows, wire
+from tracescorer.store.base import (
+    AppendOutcome,
+    DataError,
+    PendingRecovery,
+    QueryResult,
+    QueueFull,
+    ReadOnlyViolation,
+    StoreClosed,
+    StoreError,
+    TraceData,
+)
+from tracescorer.store.ipc import AsyncChannel, encode
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.store.runs import run_from_row, run_to_row
+from tracescorer.store.scores import decision_values, score_values
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Connection = duckdb.DuckDBPyConnection
 
+#: How far before the recorded assembly watermark recovery looks (commits in flight, clock steps).
+RECOVERY_MARGIN = dt.timedelta(minutes=5)
+_WATERMARK = "assembled_through"
 
-class StoreError(RuntimeError):
-    """A store operation failed."""
-
-
-class QueueFull(StoreError):
-    """The write queue is full; retry later."""
-
-
-class StoreClosed(StoreError):
-    """The store no longer accepts writes (shutting down)."""
-
-
-class ReadOnlyViolation(StoreError):
-    """A statement other than a read was given to a read-only query."""
+_ERRORS: dict[str, type[StoreError]] = {
+    "StoreError": StoreError,
+    "DataError": DataError,
+    "ReadOnlyViolation": ReadOnlyViolation,
+    "StoreClosed": StoreClosed,
+}
 
 
 class CommitObserver(Protocol):
-    """Told about every committed transaction (called on the writer thread; must not block)."""
+    """Told about every committed transaction (on the event loop; must not block)."""
 
     def on_commit(self, seconds: float, spans: int, logs: int) -> None: ...
 
@@ -62,33 +75,8 @@ class _NullObserver:
         pass
 
 
-@dataclass(slots=True, eq=False)
-class _Job:
-    future: Future[Any]
-    items: int
-    span_cols: list[list[Any]] | None = None
-    log_cols: list[list[Any]] | None = None
-    spans: int = 0
-    logs: int = 0
-    fn: Callable[[Connection], Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    columns: list[str]
-    types: list[str]
-    rows: list[tuple[Any, ...]]
-    truncated: bool = False
-
-
-@dataclass(slots=True)
-class _Queue:
-    jobs: deque[_Job] = field(default_factory=deque)
-    items: int = 0
-
-
 class DuckDBStore:
-    """A DuckDB database file with a single group-committing writer thread."""
+    """A DuckDB database file served by a store process (see the module docstring)."""
 
     def __init__(
         self,
@@ -97,255 +85,335 @@ class DuckDBStore:
         max_queue_items: int = 50_000,
         max_batch_items: int = 20_000,
         observer: CommitObserver | None = None,
-        extra_ddl: Sequence[str] = (),
         memory_limit: str = "1GB",
         checkpoint_threshold: str = "64MB",
+        readers: int = 2,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
-        self.max_batch_items = max_batch_items
-        self._observer = observer or _NullObserver()
-        self._extra_ddl = tuple(extra_ddl)
-        self._settings: dict[str, str | bool | int | float | list[str]] = {
-            "memory_limit": memory_limit,
-            "checkpoint_threshold": checkpoint_threshold,
-        }
-        self._queue = _Queue()
-        self._cond = threading.Condition()
+        self._options = wire.EngineOptions(
+            path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
+            max_batch_items=max_batch_items, readers=readers,
+        )
+        self._observer: CommitObserver = observer or _NullObserver()
+        self._ids = itertools.count(1)
+        self._futures: dict[int, tuple[asyncio.Future[Any], int]] = {}
+        self._pending_items = 0
+        self._channel: AsyncChannel | None = None
+        self._process: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._restarter: asyncio.Task[None] | None = None
         self._closing = False
-        self._con: Connection | None = None
-        self._thread: threading.Thread | None = None
+        self._open = False
+        self._last_commit = 0
+        self._failure: str | None = None
+        self._closed: asyncio.Future[bool] | None = None
 
-    # --- lifecycle ---------------------------------------------------------------------------
+    # --- lifecycle -------------------------------------------------------------------------------
 
-    def open(self) -> None:
-        """Open (creating if needed) the database and start the writer thread."""
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+    async def open(self) -> None:
+        """Start the store process and wait until the database is open and migrated."""
         try:
-            self._con = duckdb.connect(self.path, config=self._settings)
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot open database {self.path}: {exc}") from None
-        for statement in (*DDL, *self._extra_ddl):
-            self._con.execute(statement)
-        self._thread = threading.Thread(target=self._writer, name="duckdb-writer", daemon=True)
-        self._thread.start()
+            await self._start_process()
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"cannot start the store process for {self.path}: {exc}") from None
+        self._open = True
 
-    def close(self, timeout_s: float = 30.0) -> bool:
-        """Stop intake, commit everything queued (until the deadline), checkpoint, close.
+    async def _start_process(self) -> None:
+        parent, child = socket.socketpair()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tracescorer.store.engine", "--fd", str(child.fileno()),
+                "--options", json.dumps(self._options.to_json()),
+                "--log-level", logging.getLevelName(log.getEffectiveLevel()),
+                pass_fds=(child.fileno(),), stdin=asyncio.subprocess.DEVNULL,
+            )
+        finally:
+            child.close()
+        channel = await AsyncChannel.open(parent)
+        first = await channel.recv()
+        if first is None or not first[1]:
+            channel.close()
+            await process.wait()
+            why = first[2].message if first is not None else f"the store process exited ({process.returncode})"
+            raise StoreError(f"cannot open database {self.path}: {why}")
+        self._channel, self._process = channel, process
+        self._closed = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_replies(channel), name="store-replies")
+        log.debug("store process %s serving %s", first[2], self.path)
 
-        Returns False when queued work could not be committed before the deadline (its futures
-        fail, so nothing unacknowledged is reported as stored).
-        """
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
+    async def close(self, timeout_s: float = 30.0) -> bool:
+        """Stop intake, commit what is queued (until the deadline), checkpoint, close."""
+        if self._closing:
+            return True
+        self._closing = True
+        if self._restarter is not None:
+            self._restarter.cancel()
+        channel, closed = self._channel, self._closed
         drained = True
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            drained = not self._thread.is_alive()
-        if not drained:
-            log.error("writer did not drain within %.1fs; %d items not committed", timeout_s, self.queue_items)
-            return False
-        if self._con is not None:
+        if channel is not None and closed is not None and not closed.done():
+            channel.send_nowait(encode((0, wire.CLOSE, timeout_s)))
             try:
-                self._con.execute("CHECKPOINT")
-            except duckdb.Error as exc:
-                log.warning("checkpoint at close failed: %s", exc)
-            self._con.close()
-            self._con = None
-        return True
-
-    @property
-    def queue_items(self) -> int:
-        return self._queue.items
+                drained = await asyncio.wait_for(asyncio.shield(closed), timeout_s + 10)
+            except (TimeoutError, asyncio.TimeoutError):
+                drained = False
+        if self._process is not None:
+            try:
+                await asyncio.wait_for(self._process.wait(), 10)
+            except (TimeoutError, asyncio.TimeoutError):
+                log.error("store process did not exit; killing it")
+                self._process.kill()
+                await self._process.wait()
+        if channel is not None:
+            channel.close()
+        if self._reader is not None:
+            self._reader.cancel()
+        self._fail_pending(StoreClosed("store is closed"))
+        if not drained:
+            log.error("store did not drain within %.1fs", timeout_s)
+        return bool(drained)
 
     @property
     def accepting(self) -> bool:
-        return not self._closing and self._thread is not None and self._thread.is_alive()
+        return self._open and not self._closing and self._channel is not None
 
-    # --- writes ------------------------------------------------------------------------------
+    @property
+    def pending_items(self) -> int:
+        return self._pending_items
 
-    def _enqueue(self, job: _Job, *, bounded: bool) -> None:
-        with self._cond:
-            if self._closing or self._thread is None:
-                raise StoreClosed("store is shutting down")
-            # An oversized request is still admitted into an empty queue, so it can make progress.
-            if bounded and self._queue.items and self._queue.items + job.items > self.max_queue_items:
-                raise QueueFull(f"write queue full ({self._queue.items} items waiting)")
-            self._queue.jobs.append(job)
-            self._queue.items += job.items
-            self._cond.notify()
+    @property
+    def write_failure(self) -> str | None:
+        return self._failure
 
-    def submit_telemetry(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> Future[None]:
-        """Queue spans/log records; the future completes once they are committed.
+    @property
+    def process_pid(self) -> int | None:
+        return None if self._process is None else int(self._process.pid)
 
-        Rows are converted here, on the caller's thread, so the writer thread spends its time in
-        DuckDB (which releases the GIL) and the two overlap.
-        """
-        future: Future[None] = Future()
-        job = _Job(
-            future,
-            max(1, len(spans) + len(logs)),
-            span_cols=rows.span_columns(spans) if spans else None,
-            log_cols=rows.log_columns(logs) if logs else None,
-            spans=len(spans),
-            logs=len(logs),
-        )
-        self._enqueue(job, bounded=True)
-        return future
+    # --- requests --------------------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[Connection], T], items: int = 1) -> Future[T]:
-        """Run ``fn(connection)`` on the writer thread inside a group-committed transaction.
+    async def _request(self, kind: str, payload: Any, items: int = 0) -> Any:
+        channel = self._channel
+        if channel is None or self._closing:
+            raise StoreClosed("store is shutting down" if self._closing else "store is not open")
+        req_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[req_id] = (future, items)
+        self._pending_items += items
+        channel.send_nowait(encode((req_id, kind, payload)))
+        await channel.drain()
+        return await future
 
-        Only telemetry intake is refused when the queue is full: these jobs come from the
-        daemon's own stages (runs, scores, export marks), each bounded by its own queue, and
-        refusing them would lose work that was already acknowledged upstream.
-        """
-        future: Future[T] = Future()
-        self._enqueue(_Job(future, items, fn=fn), bounded=False)
-        return future
-
-    def _take(self) -> list[_Job] | None:
-        with self._cond:
-            while not self._queue.jobs and not self._closing:
-                self._cond.wait()
-            if not self._queue.jobs:
-                return None
-            batch = [self._queue.jobs.popleft()]
-            size = batch[0].items
-            while self._queue.jobs and size + self._queue.jobs[0].items <= self.max_batch_items:
-                job = self._queue.jobs.popleft()
-                size += job.items
-                batch.append(job)
-            return batch
-
-    def _done(self, batch: list[_Job]) -> None:
-        with self._cond:
-            self._queue.items -= sum(job.items for job in batch)
-
-    def _writer(self) -> None:
-        while (batch := self._take()) is not None:
-            # A future cancelled while queued is dropped; a running one can no longer be cancelled.
-            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
-            if live:
-                self._commit(live)
-            self._done(batch)
-
-    def _commit(self, batch: list[_Job]) -> None:
-        con = self._con
-        assert con is not None
-        started = time.perf_counter()
-        span_cols = rows.concat_columns([job.span_cols for job in batch if job.span_cols])
-        log_cols = rows.concat_columns([job.log_cols for job in batch if job.log_cols])
-        results: list[Any] = []
-        statements = [(sql, cols) for sql, cols in ((rows.SPAN_INSERT, span_cols), (rows.LOG_INSERT, log_cols)) if cols]
-        # One statement alone runs as its own (auto-commit) transaction: every execute() call has
-        # to win the GIL back from the event loop, so fewer calls means much less waiting.
-        single = len(statements) == 1 and all(job.fn is None for job in batch)
-        try:
-            if single:
-                con.execute(*statements[0])
-                results = [None] * len(batch)
-            else:
-                con.execute("BEGIN TRANSACTION")
-                for sql, cols in statements:
-                    con.execute(sql, cols)
-                for job in batch:
-                    results.append(job.fn(con) if job.fn is not None else None)
-                con.execute("COMMIT")
-        except Exception as exc:  # noqa: BLE001 - any failure: roll back, then isolate the bad job
-            if not single:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
-            if len(batch) > 1:
-                for job in batch:
-                    self._commit([job])
+    async def _read_replies(self, channel: AsyncChannel) -> None:
+        while (message := await channel.recv()) is not None:
+            req_id, ok, value, meta = message
+            if req_id == -1:
+                if self._closed is not None and not self._closed.done():
+                    self._closed.set_result(bool(ok))
                 return
-            self._observer.on_error(exc)
-            log.error("write failed: %s", exc)
-            batch[0].future.set_exception(StoreError(f"write failed: {exc}"))
+            self._observe(meta)
+            entry = self._futures.pop(req_id, None)
+            if entry is None:
+                continue
+            future, items = entry
+            self._pending_items -= items
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                error = _ERRORS.get(value.kind, StoreError)(value.message)
+                future.set_exception(error)
+        # end of stream without a goodbye: the store process died
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(False)
+        self._channel = None
+        self._failure = "the store process exited"
+        self._fail_pending(StoreError("the store process exited; retry"))
+        if not self._closing:
+            log.error("store process exited unexpectedly; restarting it")
+            self._restarter = asyncio.create_task(self._restart(), name="store-restart")
+
+    async def _restart(self) -> None:
+        delay = 0.5
+        while not self._closing:
+            try:
+                await self._start_process()
+                self._failure = None
+                log.info("store process restarted")
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying; the daemon reports not ready meanwhile
+                log.error("cannot restart the store process: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(10.0, delay * 2)
+
+    def _observe(self, meta: dict[str, Any]) -> None:
+        if not meta:
             return
-        self._observer.on_commit(
-            time.perf_counter() - started, sum(job.spans for job in batch), sum(job.logs for job in batch)
-        )
-        for job, result in zip(batch, results):
-            job.future.set_result(result)
+        failing = meta.get("failing")
+        if failing != self._failure:
+            if failing is not None:
+                self._observer.on_error(StoreError(failing))
+            self._failure = failing
+        commit_id = meta.get("commit_id", 0)
+        if "commit_s" in meta and commit_id > self._last_commit:
+            self._last_commit = commit_id
+            self._observer.on_commit(meta["commit_s"], meta.get("spans", 0), meta.get("logs", 0))
 
-    # --- reads -------------------------------------------------------------------------------
+    def _fail_pending(self, error: StoreError) -> None:
+        futures, self._futures = self._futures, {}
+        self._pending_items = 0
+        for future, _ in futures.values():
+            if not future.done():
+                future.set_exception(error)
 
-    def cursor(self) -> Connection:
-        """A new cursor on the open database, for reads on the caller's thread."""
-        if self._con is None:
-            raise StoreClosed("store is not open")
-        return self._con.cursor()
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(connection, *args)`` in the store process inside a group-committed write
+        transaction; returns its result once committed. ``fn`` must be a module-level function
+        and ``args`` picklable."""
+        result: T = await self._request(wire.WRITE, (fn, args))
+        return result
 
-    def read(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` with a fresh read cursor (sees committed data only)."""
-        cur = self.cursor()
-        try:
-            return fn(cur)
-        finally:
-            cur.close()
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(cursor, *args)`` on a read cursor of the store process (committed data only)."""
+        result: T = await self._request(wire.READ, (fn, args))
+        return result
 
-    def query(self, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
-        """Run one read-only statement with a row limit and a timeout."""
-        cur = self.cursor()
-        try:
-            return run_read_query(cur, sql, max_rows=max_rows, timeout_s=timeout_s)
-        finally:
-            cur.close()
+    # --- SpanLog -----------------------------------------------------------------------------------
+
+    async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
+        span_cols, span_bad = rows.span_columns(spans) if spans else (None, [])
+        log_cols, log_bad = rows.log_columns(logs) if logs else (None, [])
+        bad = span_bad + log_bad
+        items = (len(spans) - len(span_bad)) + (len(logs) - len(log_bad))
+        message = "; ".join(m for _, m in bad[:5])
+        if items == 0:
+            return AppendOutcome(stored=0, rejected=len(bad), message=message)
+        if self._closing or self._channel is None:
+            raise StoreClosed("store is shutting down" if self._closing else "store is not available")
+        # an oversized request is still admitted into an empty queue, so it can make progress
+        if self._pending_items and self._pending_items + items > self.max_queue_items:
+            raise QueueFull(f"write queue full ({self._pending_items} items waiting)")
+        stored, rejected, detail = await self._request(
+            wire.TELEMETRY, (span_cols if span_cols and span_cols[0] else None,
+                             log_cols if log_cols and log_cols[0] else None), items)
+        if detail:
+            message = "; ".join(filter(None, (message, detail)))
+        return AppendOutcome(stored=stored, rejected=rejected + len(bad), message=message)
+
+    async def load_traces(self, trace_ids: Sequence[str], *,
+                          received_after: dt.datetime | None = None) -> dict[str, TraceData]:
+        found = await self.read(ops.load_traces, list(trace_ids), received_after)
+        return {tid: TraceData(spans=tuple(rows.span_from_row(r) for r in s), logs=tuple(rows.log_from_row(r) for r in lg))
+                for tid, (s, lg) in found.items()}
+
+    async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
+        marker = await self.read(ops.read_marker, _WATERMARK)
+        since = dt.datetime.fromtimestamp(0, dt.timezone.utc)
+        if marker:
+            since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
+        return await self.read(ops.pending_traces, since, limit)
+
+    async def set_assembled_through(self, when: dt.datetime) -> None:
+        await self.write(ops.write_marker, _WATERMARK, when.isoformat())
+
+    async def record_assembly(self, records: Sequence[AssemblyRecord]) -> None:
+        await self.write(ops.record_assembly, [_assembly_values(r) for r in records])
+
+    async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
+        return await self.write(ops.prune_span_log, older_than)
+
+    # --- ResultStore ------------------------------------------------------------------------------
+
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
+        await self.write(ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces))
+
+    async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
+        return [run_from_row(r) for r in await self.read(ops.load_runs, list(run_ids))]
+
+    async def load_conversation(self, conversation_id: str) -> Conversation | None:
+        found = await self.read(ops.load_conversation, conversation_id)
+        runs = tuple(run_from_row(r) for r in found)
+        return Conversation(conversation_id=conversation_id, runs=runs) if runs else None
+
+    async def target_ids(self, scope: str, *, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
+        return await self.read(ops.target_ids, scope, since, until)
+
+    async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
+        await self.write(ops.write_scores, [score_values(s) for s in scores], [decision_values(d) for d in decisions])
+
+    async def spent_today_usd(self) -> float:
+        return await self.read(ops.spent_today)
+
+    async def unscored_recent(self, scorer_ids: Sequence[str], *, window_s: float) -> PendingRecovery:
+        runs, conversations = await self.read(ops.unscored_recent, list(scorer_ids), window_s)
+        return PendingRecovery(runs=[run_from_row(r) for r in runs], conversation_ids=conversations)
+
+    async def pending_exports(self, fields: Sequence[str], limit: int) -> list[tuple[Any, ...]]:
+        return await self.read(ops.pending_exports, list(fields), limit)
+
+    async def mark_exported(self, versions: Sequence[tuple[str, int]]) -> int:
+        return await self.write(ops.mark_exported, list(versions))
+
+    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
+        result: QueryResult = await self._request(wire.QUERY, (sql, max_rows, timeout_s, list(params)))
+        return result
+
+
+def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
+    return (record.trace_id, record.reason, record.incomplete, record.span_count, record.log_count,
+            record.run_count, record.unmatched_reason, record.service_name, record.root_name)
 
 
 # --- read-only access (CLI without a running daemon) -----------------------------------------------
 
-_READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
-
-def check_read_only(con: Connection, sql: str) -> None:
+def check_read_only(con: Any, sql: str) -> None:
     """Raise :class:`ReadOnlyViolation` unless ``sql`` is exactly one read statement."""
+    from tracescorer.store import guard
+
     try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise StoreError(f"invalid SQL: {exc}") from None
-    if len(statements) != 1:
-        raise ReadOnlyViolation(f"expected exactly one statement, got {len(statements)}")
-    kind = statements[0].type
-    if kind not in _READ_STATEMENTS:
-        raise ReadOnlyViolation(f"only read statements are allowed, not {kind.name}")
+        guard.check_read_only(con, sql)
+    except guard.QueryRefused as exc:
+        raise _ERRORS.get(exc.kind, StoreError)(str(exc)) from None
 
 
-def run_read_query(con: Connection, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
+def run_read_query(con: Any, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
     """Validate and run a read statement; interrupt it after ``timeout_s``."""
-    check_read_only(con, sql)
-    timer = threading.Timer(timeout_s, con.interrupt)
-    timer.daemon = True
-    timer.start()
+    from tracescorer.store import guard
+
     try:
-        con.execute(sql)
-        description = con.description or []
-        fetched = con.fetchmany(max_rows + 1)
-    except duckdb.InterruptException:
-        raise StoreError(f"query timed out after {timeout_s:g}s") from None
-    except duckdb.Error as exc:
-        raise StoreError(f"query failed: {exc}") from None
-    finally:
-        timer.cancel()
-    return QueryResult(
-        columns=[d[0] for d in description],
-        types=[str(d[1]) for d in description],
-        rows=[tuple(r) for r in fetched[:max_rows]],
-        truncated=len(fetched) > max_rows,
-    )
+        return guard.run_query(con, sql, max_rows=max_rows, timeout_s=timeout_s)
+    except guard.QueryRefused as exc:
+        raise _ERRORS.get(exc.kind, StoreError)(str(exc)) from None
 
 
-def open_read_only(path: str | Path) -> Connection:
+def open_read_only(path: str | Path) -> Any:
     """Open a database file read-only (fails while a daemon holds it open for writing)."""
+    import duckdb
+
+    from tracescorer.store import guard
+
     if not Path(path).exists():
         raise StoreError(f"database {path} does not exist")
     try:
-        return duckdb.connect(str(path), read_only=True)
+        return duckdb.connect(str(path), read_only=True, config=dict(guard.LOCKDOWN))
     except duckdb.Error as exc:
         raise StoreError(f"cannot open {path} read-only: {exc}") from None
+
+
+__all__ = [
+    "AppendOutcome",
+    "CommitObserver",
+    "DataError",
+    "DuckDBStore",
+    "QueryResult",
+    "QueueFull",
+    "ReadOnlyViolation",
+    "StoreClosed",
+    "StoreError",
+    "check_read_only",
+    "open_read_only",
+    "run_read_query",
+]

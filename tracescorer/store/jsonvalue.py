@@ -10,12 +10,13 @@ Integers stay integers and doubles keep their decimal point, so every AnyValue r
 from __future__ import annotations
 
 import base64
-import json
 import math
 from typing import Any
 
+import orjson
+
 _TAGS = frozenset({"$bytes", "$double", "$kvlist"})
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_dumpb = orjson.dumps
 
 
 def _tag(value: Any) -> Any:
@@ -41,11 +42,20 @@ def _simple(value: dict[str, Any]) -> bool:
     return True
 
 
-def dumps(value: Any) -> str:
-    """Encode an AnyValue tree (usually an attribute dict) as lossless JSON text."""
+def dumpb(value: Any) -> bytes:
+    """Encode an AnyValue tree (usually an attribute dict) as lossless JSON, UTF-8 bytes.
+
+    Raises TypeError for values JSON cannot carry even tagged (strings with lone surrogates,
+    integers beyond 64 bits).
+    """
     if type(value) is dict and _simple(value):
-        return _dumps(value)
-    return _dumps(_tag(value))
+        return _dumpb(value)
+    return _dumpb(_tag(value))
+
+
+def dumps(value: Any) -> str:
+    """:func:`dumpb` as text."""
+    return dumpb(value).decode()
 
 
 def _untag(value: Any) -> Any:
@@ -64,8 +74,21 @@ def _untag(value: Any) -> Any:
     return value
 
 
-def loads(text: str | None) -> Any:
+def _tagged(value: Any) -> bool:
+    """Whether a decoded tree holds a tag (most attribute maps hold none: skip the rebuild)."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) == 1 and next(iter(value)) in _TAGS:
+            return True
+        return any(type(v) in (dict, list) and _tagged(v) for v in value.values())
+    if kind is list:
+        return any(type(v) in (dict, list) and _tagged(v) for v in value)
+    return False
+
+
+def loads(text: str | bytes | None) -> Any:
     """Decode text written by :func:`dumps` back to the original AnyValue tree."""
     if text is None:
         return None
-    return _untag(json.loads(text))
+    value = orjson.loads(text)
+    return _untag(value) if _tagged(value) else value

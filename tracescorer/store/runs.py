@@ -11,14 +11,14 @@ from tracescorer.store.schema import RUN_COLUMNS
 from tracescorer.store.upsert import upsert
 
 _DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "updated_at")]
-_TIME_COLUMNS = {"started_at", "ended_at"}
+_TIME_COLUMNS = ("started_at", "ended_at")
 
-def upsert_runs(con: Any, runs: Sequence[AgentRun]) -> int:
-    """Insert or update runs by ``run_id`` in multi-row statements."""
-    return upsert(con, "runs", _DATA_COLUMNS, "run_id", [run_to_row(r) for r in runs],
-                  placeholders=["make_timestamp(?::BIGINT)::TIMESTAMPTZ" if c in _TIME_COLUMNS else "?"
-                                for c in _DATA_COLUMNS],
-                  insert_extra={"created_at": "now()", "updated_at": "now()"}, update_extra=", updated_at = now()")
+
+def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]]) -> int:
+    """Insert or update :func:`run_to_row` rows by ``run_id`` (store side)."""
+    return upsert(con, "runs", _DATA_COLUMNS, "run_id", rows,
+                  expressions={c: f"make_timestamp({c})::TIMESTAMPTZ" for c in _TIME_COLUMNS},
+                  insert_extra={"created_at": "now()", "updated_at": "now()"}, update_extra={"updated_at": "now()"})
 
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"
@@ -111,4 +111,4 @@ def run_from_row(row: Sequence[Any]) -> AgentRun:
     )
 
 
-__all__ = ["RUN_SELECT", "nanos_to_rfc3339", "run_from_row", "run_to_row", "upsert_runs"]
+__all__ = ["RUN_SELECT", "nanos_to_rfc3339", "run_from_row", "run_to_row", "upsert_run_rows"]

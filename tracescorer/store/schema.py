@@ -1,8 +1,19 @@
-"""DuckDB table definitions (the names and columns are contracts: see ARCHITECTURE.md)."""
+"""Table declarations (names and columns are contracts: see ARCHITECTURE.md).
+
+The span log and runs tables are declared here column by column; the score, decision and assembly
+tables derive their columns from the record dataclasses in :mod:`tracescorer.store.records`, so
+each row shape is declared once. :mod:`tracescorer.store.migrations` creates and upgrades them.
+"""
 
 from __future__ import annotations
 
-SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
+import dataclasses
+
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+
+Columns = tuple[tuple[str, str], ...]
+
+SPAN_COLUMNS: Columns = (
     ("trace_id", "VARCHAR NOT NULL"),
     ("span_id", "VARCHAR NOT NULL"),
     ("parent_span_id", "VARCHAR"),
@@ -32,7 +43,7 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("received_at", "TIMESTAMPTZ"),
 )
 
-LOG_COLUMNS: tuple[tuple[str, str], ...] = (
+LOG_COLUMNS: Columns = (
     ("time", "TIMESTAMPTZ"),
     ("time_unix_nano", "UBIGINT"),
     ("observed_time_unix_nano", "UBIGINT"),
@@ -55,8 +66,7 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("received_at", "TIMESTAMPTZ"),
 )
 
-
-RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+RUN_COLUMNS: Columns = (
     ("run_id", "VARCHAR PRIMARY KEY"),
     ("trace_id", "VARCHAR NOT NULL"),
     ("span_id", "VARCHAR"),
@@ -87,91 +97,55 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("updated_at", "TIMESTAMPTZ"),
 )
 
-# One row per assembled trace: when, how, and why it gave no run (powers `runs --unmatched` and
-# restart recovery: traces with spans newer than their row are assembled again).
-ASSEMBLED_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("trace_id", "VARCHAR PRIMARY KEY"),
-    ("assembled_at", "TIMESTAMPTZ"),
-    ("reason", "VARCHAR"),
-    ("incomplete", "BOOLEAN"),
-    ("span_count", "INTEGER"),
-    ("log_count", "INTEGER"),
-    ("run_count", "INTEGER"),
-    ("unmatched_reason", "VARCHAR"),
-    ("service_name", "VARCHAR"),
-    ("root_name", "VARCHAR"),
-)
+_BASE_TYPES = {"str": "VARCHAR", "float": "DOUBLE", "int": "BIGINT", "bool": "BOOLEAN"}
 
 
-# One row per (scorer, target): re-scoring upserts the same deterministic id. Columns follow
-# Mastra's score row (ARCHITECTURE.md); `label`, `threshold` and `error_type` are additions.
-SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "VARCHAR PRIMARY KEY"),
-    ("scorer_id", "VARCHAR NOT NULL"),
-    ("scorer_name", "VARCHAR"),
-    ("run_id", "VARCHAR"),
-    ("trace_id", "VARCHAR"),
-    ("span_id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("entity_type", "VARCHAR"),  # agent | conversation
-    ("entity_id", "VARCHAR"),  # agent name
-    ("source", "VARCHAR"),  # live | backfill
-    ("score", "DOUBLE"),
-    ("reason", "VARCHAR"),
-    ("status", "VARCHAR"),  # ok | error | not_scorable
-    ("error", "VARCHAR"),
-    ("error_type", "VARCHAR"),
-    ("label", "VARCHAR"),  # pass | fail when the binding has a threshold
-    ("threshold", "DOUBLE"),
-    ("preprocess_step_result", "JSON"),
-    ("analyze_step_result", "JSON"),
-    ("preprocess_prompt", "VARCHAR"),
-    ("analyze_prompt", "VARCHAR"),
-    ("generate_score_prompt", "VARCHAR"),
-    ("generate_reason_prompt", "VARCHAR"),
-    ("judge_model", "VARCHAR"),
-    ("judge_input_tokens", "BIGINT"),
-    ("judge_output_tokens", "BIGINT"),
-    ("judge_cost_usd", "DOUBLE"),
-    ("judge_attempts", "INTEGER"),
-    ("duration_ms", "DOUBLE"),
-    ("sample_rate", "DOUBLE"),
-    ("metadata", "JSON"),
-    ("created_at", "TIMESTAMPTZ"),
-    ("updated_at", "TIMESTAMPTZ"),
-    ("exported_at", "TIMESTAMPTZ"),
-)
-
-# Why each bound scorer did or did not score each target (latest decision per pair).
-DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "VARCHAR PRIMARY KEY"),
-    ("scorer_id", "VARCHAR NOT NULL"),
-    ("target_type", "VARCHAR"),  # run | conversation
-    ("target_id", "VARCHAR"),  # run id or conversation id
-    ("trace_id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("decision", "VARCHAR"),  # scored | sampled_out | filtered_out | not_scorable | rate_limited | budget_exhausted | failed
-    ("detail", "VARCHAR"),
-    ("sample_rate", "DOUBLE"),
-    ("source", "VARCHAR"),
-    ("score_id", "VARCHAR"),
-    ("decided_at", "TIMESTAMPTZ"),
-)
+def _sql_type(f: dataclasses.Field[object]) -> str:
+    if "sql" in f.metadata:
+        return str(f.metadata["sql"])
+    base = str(f.type).split("|")[0].strip()
+    if base not in _BASE_TYPES:
+        raise TypeError(f"no SQL type for field {f.name}: {f.type}")
+    return _BASE_TYPES[base]
 
 
-def _create(table: str, columns: tuple[tuple[str, str], ...]) -> str:
+def record_columns(record: type, *, key: str, not_null: tuple[str, ...] = (),
+                   before: Columns = (), after: Columns = ()) -> Columns:
+    """Columns of a record's table: ``key`` first (primary key), ``before`` right after it, then the
+    other fields in declaration order, then ``after`` (columns the store sets itself)."""
+    cols: list[tuple[str, str]] = []
+    for f in dataclasses.fields(record):
+        kind = _sql_type(f)
+        if f.name == key:
+            cols.insert(0, (f.name, f"{kind} PRIMARY KEY"))
+            continue
+        cols.append((f.name, f"{kind} NOT NULL" if f.name in not_null else kind))
+    return (cols[0], *before, *cols[1:], *after)
+
+
+_STAMP = "TIMESTAMPTZ"
+SCORE_COLUMNS = record_columns(ScoreRecord, key="id", not_null=("scorer_id",),
+                               after=(("created_at", _STAMP), ("updated_at", _STAMP), ("exported_at", _STAMP)))
+DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
+ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
+
+TABLES: dict[str, Columns] = {
+    "spans": SPAN_COLUMNS,
+    "log_records": LOG_COLUMNS,
+    "runs": RUN_COLUMNS,
+    "assembled_traces": ASSEMBLED_COLUMNS,
+    "scores": SCORE_COLUMNS,
+    "scoring_decisions": DECISION_COLUMNS,
+}
+
+
+INDEXES: tuple[str, ...] = ("CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",)
+
+
+def create_table(table: str, columns: Columns) -> str:
     body = ",\n  ".join(f"{name} {kind}" for name, kind in columns)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"
 
 
-DDL: tuple[str, ...] = (
-    _create("spans", SPAN_COLUMNS),
-    _create("log_records", LOG_COLUMNS),
-    _create("runs", RUN_COLUMNS),
-    _create("assembled_traces", ASSEMBLED_COLUMNS),
-    "CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",
-    _create("scores", SCORE_COLUMNS),
-    _create("scoring_decisions", DECISION_COLUMNS),
-    "CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
-    "INSERT OR IGNORE INTO schema_info VALUES ('version', '1')",
-)
+def column_names(columns: Columns) -> list[str]:
+    return [name for name, _ in columns]

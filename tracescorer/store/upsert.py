@@ -1,38 +1,48 @@
-"""Multi-row upserts: one statement for many rows.
+"""Bulk upserts into DuckDB: insert many rows from one Arrow table, update those whose key exists.
 
-DuckDB runs ``executemany`` with ``ON CONFLICT`` one row at a time (~3-7 ms a row on the writer
-thread, measured); one multi-row ``INSERT ... VALUES (...), (...) ON CONFLICT`` costs ~0.4 ms a
-row. Rows are de-duplicated by key first (DuckDB refuses two updates of one key per statement).
+One ``INSERT ... SELECT ... FROM batch ON CONFLICT (key) DO UPDATE`` per call: DuckDB scans the
+Arrow table without a Python object per value (``executemany`` with ``ON CONFLICT`` runs row by
+row at several ms a row; multi-row ``VALUES`` lists spend most of their time binding parameters).
+Rows are de-duplicated by key first, the last one winning (DuckDB refuses two updates of one key
+in one statement).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-MAX_PARAMS = 30_000  # keep each statement's parameter list bounded
+_BATCH = "upsert_batch"
 
 
 def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequence[Sequence[Any]], *,
-           placeholders: Sequence[str] | None = None, update_extra: str = "", insert_extra: dict[str, str] | None = None) -> int:
+           expressions: Mapping[str, str] | None = None, insert_extra: Mapping[str, str] | None = None,
+           update_extra: Mapping[str, str] | None = None) -> int:
     """Insert or update ``rows`` (values in ``columns`` order) keyed by ``key``; returns rows written.
 
-    ``placeholders`` overrides the ``?`` of a column (e.g. ``make_timestamp(?::BIGINT)``);
-    ``insert_extra`` adds columns set by SQL on insert (``{"created_at": "now()"}``);
-    ``update_extra`` is appended to the ``DO UPDATE SET`` list (``, updated_at = now()``).
+    ``expressions`` turns a batch column into its stored value (``{"started_at":
+    "make_timestamp(started_at)::TIMESTAMPTZ"}``); ``insert_extra`` adds columns set by SQL on insert
+    (``{"created_at": "now()"}``); ``update_extra`` adds assignments on update
+    (``{"updated_at": "now()"}``).
     """
     if not rows:
         return 0
+    import pyarrow as pa  # the store process only; the daemon never loads Arrow
+
     key_index = list(columns).index(key)
     unique = list({row[key_index]: row for row in rows}.values())
-    marks = list(placeholders) if placeholders is not None else ["?"] * len(columns)
-    extra = insert_extra or {}
-    row_sql = "(" + ", ".join([*marks, *extra.values()]) + ")"
-    head = f"INSERT INTO {table} ({', '.join([*columns, *extra])}) VALUES "
-    tail = (f" ON CONFLICT ({key}) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in columns if c != key) + update_extra)
-    per_statement = max(1, MAX_PARAMS // max(1, len(columns)))
-    for start in range(0, len(unique), per_statement):
-        chunk = unique[start : start + per_statement]
-        con.execute(head + ", ".join([row_sql] * len(chunk)) + tail, [v for row in chunk for v in row])
+    arrays = [pa.array(list(col)) for col in zip(*unique)]
+    con.register(_BATCH, pa.Table.from_arrays(arrays, names=list(columns)))
+    exprs = expressions or {}
+    extra = dict(insert_extra or {})
+    select = ", ".join([*(exprs.get(c, c) for c in columns), *extra.values()])
+    sets = [f"{c} = excluded.{c}" for c in columns if c != key]
+    sets += [f"{c} = {v}" for c, v in (update_extra or {}).items()]
+    try:
+        con.execute(
+            f"INSERT INTO {table} ({', '.join([*columns, *extra])}) SELECT {select} FROM {_BATCH} "
+            f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(sets)}"
+        )
+    finally:
+        con.unregister(_BATCH)
     return len(unique)

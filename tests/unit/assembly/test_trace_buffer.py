@@ -88,17 +88,41 @@ def test_overflow_emits_oldest_incomplete_never_drops() -> None:
     buf.add_spans([span(T1, "a" * 16)])
     clock.t += 1
     buf.add_spans([span(T2, "b" * 16)])
+    assert buf.full  # the daemon refuses more telemetry from here on
     clock.t += 1
-    buf.add_spans([span(T3, "c" * 16)])  # third trace: the oldest (T1) goes out now
+    buf.add_spans([span(T3, "c" * 16)])  # taken anyway (in flight): the oldest (T1) goes out now
     (out,) = buf.pop_complete()
     assert (out.trace_id, out.reason, out.incomplete) == (T1, "overflow", True)
     assert buf.stats.traces_overflow == 1 and len(buf) == 2
-    # Span budget: one big trace pushes out the oldest other.
-    buf2 = TraceBuffer(max_traces=10, max_spans=3, clock=clock)
-    buf2.add_spans([span(T1, "a" * 16)])
-    buf2.add_spans([span(T2, f"{i:016x}", parent="a" * 16) for i in range(1, 4)])
-    ids = [t.trace_id for t in buf2.pop_complete()]
-    assert ids[0] == T1 and buf2.stats.items_buffered <= 3
+
+
+def test_span_budget_spills_the_oldest_traces_to_the_span_log() -> None:
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, max_traces=10, max_spans=3, clock=clock, wall=lambda: 500.0)
+    buf.add_spans([span(T1, "a" * 16)])
+    buf.add_spans([span(T2, f"{i:016x}", parent="a" * 16) for i in range(1, 4)])
+    assert buf.stats.items_buffered <= 3 and buf.stats.traces_spilled == 1 and len(buf) == 2
+    buf.add_spans([span(T1, "d" * 16, parent="a" * 16)])  # more for a spilled trace: not kept in memory
+    assert buf.stats.items_buffered <= 3
+    clock.t += 6
+    done = {t.trace_id: t for t in buf.pop_complete()}
+    spilled = done[T1]
+    # the root came, so it completes; its items are read back from the span log
+    assert (spilled.reason, spilled.spilled, spilled.spans, spilled.from_store) == ("complete", True, (), True)
+    assert spilled.first_seen_wall == 500.0
+    assert T2 not in done  # no root: waits for max_wait
+
+
+def test_pending_traces_from_the_span_log_complete_at_once_oldest_first() -> None:
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, clock=clock, wall=lambda: 1000.0)
+    buf.add_spans([span(T3, "c" * 16)])  # live traffic, just arrived
+    assert buf.add_pending([(T1, 900.0, 950.0, False), (T2, 960.0, 990.0, True)]) == 2
+    assert buf.add_pending([(T1, 900.0, 950.0, False)]) == 0  # already tracked
+    out = buf.pop_complete()
+    assert [(t.trace_id, t.reason, t.late, t.spilled, t.incomplete) for t in out] == [
+        (T1, "recovered", False, True, False), (T2, "recovered", True, True, False)]
+    assert buf.oldest_wall() == 1000.0 and buf.tracking(T3) and not buf.tracking(T1)
 
 
 def test_late_spans_start_a_new_entry_marked_late() -> None:

@@ -12,6 +12,7 @@ from tracescorer.model import AgentRun, Message, Part
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.runner import ScoringRunner
+from support.db import fetch
 from tracescorer.store.duckdb import DuckDBStore
 
 
@@ -43,15 +44,15 @@ def exploding():  # a user scorer whose step raises: must become an error row, n
 
 
 @pytest.fixture
-def store(tmp_path):
+async def store(tmp_path):
     s = DuckDBStore(tmp_path / "r.duckdb")
-    s.open()
+    await s.open()
     yield s
-    s.close()
+    await s.close()
 
 
-def _rows(store, sql):
-    return store.read(lambda c: c.execute(sql).fetchall())
+async def _rows(store, sql):
+    return await fetch(store, sql)
 
 
 async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_path, store):
@@ -60,12 +61,12 @@ async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_pa
     await runner.start()
     runner.on_runs([_run(i) for i in range(6)])  # 12 targets into a queue of 2: the rest is rate_limited
     await runner.stop(10)
-    decisions = dict(_rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
+    decisions = dict(await _rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
     assert decisions.get("rate_limited", 0) >= 6
     assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent
-    errors = _rows(store, "SELECT error, error_type, status FROM scores WHERE scorer_id = 'boom'")
+    errors = await _rows(store, "SELECT error, error_type, status FROM scores WHERE scorer_id = 'boom'")
     assert errors and all(e[2] == "error" and e[1] == "RuntimeError" and "scorer bug" in e[0] for e in errors)
-    failed = _rows(store, "SELECT count(*) FROM scoring_decisions WHERE scorer_id = 'boom' AND decision = 'failed'")
+    failed = await _rows(store, "SELECT count(*) FROM scoring_decisions WHERE scorer_id = 'boom' AND decision = 'failed'")
     assert failed[0][0] == len(errors)
 
 

@@ -1,0 +1,33 @@
+"""Store operations only tests use; they run inside the store process (tests put this folder on
+PYTHONPATH, see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+
+def hold_writer(con: Any, started: str, release: str, timeout_s: float) -> bool:
+    """Occupy the writer (inside its transaction) until the ``release`` file exists."""
+    with open(started, "w"):
+        pass
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def raise_error(con: Any, message: str) -> None:
+    raise RuntimeError(message)
+
+
+def execute(con: Any, sql: str, params: list[Any]) -> None:
+    """Any statement inside the writer's transaction (tests set up rows the pipeline would write)."""
+    con.execute(sql, params)
+
+
+def noop(con: Any) -> None:
+    """A read that returns once every request sent before it reached the store process's queues."""

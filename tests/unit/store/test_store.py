@@ -1,0 +1,285 @@
+"""The DuckDB store through its protocol: the store process, group commit, bounds, isolation,
+lifecycle (OTel batch-processor cases), every domain method, on a real DuckDB file."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+
+import pytest
+
+from support import store_ops
+from support.db import fetch, scalar
+from support.gate import WriterGate
+from tracescorer.model import AgentRun, LogRecord, Message, Span
+from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.duckdb import DuckDBStore, open_read_only
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+
+
+def _span(i: int, trace: int | None = None, **kw: object) -> Span:
+    fields: dict[str, object] = dict(trace_id=f"{trace if trace is not None else i:032x}", span_id=f"{i + 1:016x}",
+                                     parent_span_id=None, name=f"s{i}", kind="internal",
+                                     start_time_unix_nano=i, end_time_unix_nano=i + 1)
+    fields.update(kw)
+    return Span(**fields)  # type: ignore[arg-type]
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.commits: list[tuple[int, int]] = []
+        self.errors: list[BaseException] = []
+
+    def on_commit(self, seconds: float, spans: int, logs: int) -> None:
+        self.commits.append((spans, logs))
+
+    def on_error(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+@pytest.fixture
+async def store(tmp_path):
+    obs = Observer()
+    s = DuckDBStore(tmp_path / "w.duckdb", max_queue_items=1000, max_batch_items=100, observer=obs)
+    await s.open()
+    s.observer = obs  # type: ignore[attr-defined]
+    yield s
+    await s.close()
+
+
+async def _count(store: DuckDBStore, table: str = "spans") -> int:
+    return int(await scalar(store, f"SELECT count(*) FROM {table}"))
+
+
+async def _queued(store: DuckDBStore) -> None:
+    # requests are handled in the order sent: once this read is answered, all sent before are queued
+    await store.read(store_ops.noop)
+
+
+async def test_concurrent_appends_are_group_committed(store, tmp_path):
+    async with WriterGate(store, tmp_path):
+        appends = [asyncio.create_task(store.append([_span(i)])) for i in range(50)]
+        await asyncio.sleep(0)
+        await _queued(store)
+    outcomes = await asyncio.gather(*appends)
+    assert all(o.stored == 1 and o.rejected == 0 for o in outcomes)
+    assert await _count(store) == 50
+    span_commits = [c for c in store.observer.commits if c[0]]
+    assert span_commits == [(50, 0)]  # one transaction for all 50
+
+
+async def test_batches_are_split_at_max_batch_items(store, tmp_path):
+    async with WriterGate(store, tmp_path):
+        appends = [asyncio.create_task(store.append([_span(i * 10 + j) for j in range(10)])) for i in range(25)]
+        await asyncio.sleep(0)
+        await _queued(store)
+    await asyncio.gather(*appends)
+    sizes = [c[0] for c in store.observer.commits if c[0]]
+    assert sizes == [100, 100, 50]
+
+
+async def test_queue_bound_refuses_then_recovers(store, tmp_path):
+    async with WriterGate(store, tmp_path):
+        first = asyncio.create_task(store.append([_span(i) for i in range(990)]))
+        await asyncio.sleep(0)
+        assert store.pending_items == 990
+        with pytest.raises(QueueFull):
+            await store.append([_span(1000 + i) for i in range(20)])
+        # a stage's own write (runs, scores) is never refused by the bound meant for clients
+        stage_write = asyncio.create_task(store.write(store_ops.execute, "INSERT INTO schema_info VALUES ('k', 'v')", []))
+        await asyncio.sleep(0)
+    await first
+    await stage_write
+    assert (await store.append([_span(2000)])).stored == 1
+    assert await _count(store) == 991 and store.pending_items == 0
+    assert await fetch(store, "SELECT value FROM schema_info WHERE key = 'k'") == [("v",)]
+
+
+async def test_oversized_request_is_admitted_into_an_empty_queue(tmp_path):
+    s = DuckDBStore(tmp_path / "o.duckdb", max_queue_items=5)
+    await s.open()
+    try:
+        assert (await s.append([_span(i) for i in range(50)])).stored == 50
+        assert await _count(s) == 50
+    finally:
+        await s.close()
+
+
+async def test_close_drains_queue_and_refuses_after(tmp_path):
+    s = DuckDBStore(tmp_path / "d.duckdb")
+    await s.open()
+    gate = WriterGate(s, tmp_path)
+    await gate.__aenter__()
+    appends = [asyncio.create_task(s.append([_span(i)])) for i in range(30)]
+    await asyncio.sleep(0)
+    await _queued(s)
+    closing = asyncio.create_task(s.close(timeout_s=20))
+    await asyncio.sleep(0.2)
+    gate.open()
+    assert await closing
+    assert all(t.result().stored == 1 for t in appends)
+    with pytest.raises(StoreClosed):
+        await s.append([_span(99)])
+    con = open_read_only(tmp_path / "d.duckdb")
+    try:
+        assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 30
+    finally:
+        con.close()
+
+
+async def test_a_failing_job_does_not_fail_its_batch_mates(store, tmp_path):
+    async with WriterGate(store, tmp_path):
+        good = asyncio.create_task(store.append([_span(1)]))
+        bad = asyncio.create_task(store.write(store_ops.execute, "SELECT * FROM no_such_table", []))
+        good2 = asyncio.create_task(store.append([_span(2)]))
+        await asyncio.sleep(0)
+        await _queued(store)
+    assert (await good).stored == 1 and (await good2).stored == 1
+    with pytest.raises(StoreError, match="no_such_table"):
+        await bad
+    assert await _count(store) == 2
+
+
+async def test_values_the_database_cannot_hold_are_rejected_one_by_one(store):
+    spans = [_span(1), _span(2, flags=-1), _span(3), _span(4, start_time_unix_nano=2**64)]
+    outcome = await store.append(spans)
+    assert (outcome.stored, outcome.rejected) == (2, 2)
+    assert "could not be stored" in outcome.message
+    assert sorted(r[0] for r in await fetch(store, "SELECT name FROM spans")) == ["s1", "s3"]
+    assert store.write_failure is None  # data errors are the client's, not the database's
+
+
+async def test_values_json_cannot_carry_are_rejected_before_the_store(store):
+    outcome = await store.append([_span(1), _span(2, attributes={"x": "\ud800"})])
+    assert (outcome.stored, outcome.rejected) == (1, 1) and "surrogate" in outcome.message
+
+
+async def test_prune_deletes_by_received_at(store):
+    await store.append([_span(1), _span(2)])
+    await store.write(store_ops.execute, "UPDATE spans SET received_at = now() - INTERVAL 40 DAY WHERE name = 's1'", [])
+    deleted = await store.prune_span_log(dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30))
+    assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0}
+    assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
+
+
+async def test_span_log_reads_and_assembly_bookkeeping(store):
+    log = LogRecord(time_unix_nano=5, observed_time_unix_nano=6, trace_id=f"{7:032x}", span_id=f"{8:016x}",
+                    body={"content": "hi"}, attributes={"event.name": "gen_ai.user.message"})
+    await store.append([_span(7, attributes={"k": [1, 2.5, b"\x00"]}), _span(8, trace=7, parent_span_id=f"{8:016x}"),
+                        _span(9)])
+    await store.append([], [log])
+    loaded = await store.load_traces([f"{7:032x}", f"{42:032x}"])
+    assert sorted(s.name for s in loaded[f"{7:032x}"].spans) == ["s7", "s8"]
+    assert next(s for s in loaded[f"{7:032x}"].spans if s.name == "s7").attributes == {"k": [1, 2.5, b"\x00"]}
+    assert loaded[f"{7:032x}"].logs[0].body == {"content": "hi"}
+    assert loaded[f"{42:032x}"].spans == ()
+    future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    assert (await store.load_traces([f"{7:032x}"], received_after=future))[f"{7:032x}"].spans == ()
+    pending = await store.pending_traces(limit=10)
+    assert {p[0] for p in pending} == {f"{7:032x}", f"{9:032x}"} and not any(p[3] for p in pending)
+    await store.record_assembly([AssemblyRecord(trace_id=f"{7:032x}", reason="complete", incomplete=False, span_count=2,
+                                                log_count=1, run_count=0, unmatched_reason="no agent", service_name=None,
+                                                root_name="s7")])
+    assert [p[0] for p in await store.pending_traces(limit=10)] == [f"{9:032x}"]
+    # a watermark past every span: recovery looks only at the recent end of the log
+    await store.set_assembled_through(dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1))
+    assert await store.pending_traces(limit=10) == []
+
+
+def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
+    return AgentRun(run_id=f"run-{i}", trace_id=f"{trace if trace is not None else i:032x}", span_id=f"{i:016x}",
+                    parent_span_id=None, conversation_id=conversation, resource_id=None, agent_name="support",
+                    agent_id=None, service_name="svc", model="m", error=None, convention="genai",
+                    started_at=i * 1000, ended_at=i * 1000 + 5, status="ok",
+                    input_messages=(Message(role="user", content=f"q{i}"),),
+                    output=(Message(role="assistant", content=f"a{i}"),))
+
+
+async def test_runs_upsert_replace_and_load(store):
+    await store.upsert_runs([_run(1), _run(2), _run(3, trace=1)])
+    await store.upsert_runs([_run(2, conversation="c1")])  # same id again: an update, not a second row
+    assert await _count(store, "runs") == 3
+    # the trace was re-assembled and only run-1 is left in it: run-3 goes
+    await store.upsert_runs([_run(1)], replace_traces=[f"{1:032x}"])
+    assert sorted(r.run_id for r in await store.load_runs(["run-1", "run-2", "run-3"])) == ["run-1", "run-2"]
+    conv = await store.load_conversation("c1")
+    assert conv is not None and [r.run_id for r in conv.runs] == ["run-1", "run-2"]
+    assert conv.runs[0].input_messages[0].content == "q1"
+    assert await store.load_conversation("nope") is None
+    assert await store.target_ids("run", since=None, until=None) == ["run-1", "run-2"]
+    assert await store.target_ids("conversation", since=None, until=None) == ["c1"]
+
+
+def _score(i: int, cost: float | None = None, **kw: object) -> ScoreRecord:
+    fields: dict[str, object] = dict(id=f"score-{i}", scorer_id="s", scorer_name="S", run_id=f"run-{i}",
+                                     trace_id=f"{i:032x}", span_id=f"{i:016x}", conversation_id=None,
+                                     entity_type="agent", entity_id="support", source="live", score=0.5,
+                                     reason="ok", status="ok", judge_cost_usd=cost,
+                                     analyze_step_result={"facts": [1, 2]}, metadata={"run_ids": [f"run-{i}"]})
+    fields.update(kw)
+    return ScoreRecord(**fields)  # type: ignore[arg-type]
+
+
+def _decision(i: int, decision: str = "scored") -> DecisionRecord:
+    return DecisionRecord(id=f"d-{i}", scorer_id="s", target_type="run", target_id=f"run-{i}", trace_id=None,
+                          conversation_id=None, decision=decision, detail=None, sample_rate=1.0, source="live",
+                          score_id=f"score-{i}")
+
+
+async def test_scores_decisions_budget_recovery_and_export_state(store):
+    await store.upsert_runs([_run(1), _run(2)])
+    await store.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
+    assert await fetch(store, "SELECT score, judge_cost_usd, analyze_step_result->>'$.facts[1]' FROM scores") == [
+        (0.9, 0.5, "2")]
+    assert await store.spent_today_usd() == 0.5
+    recovery = await store.unscored_recent(["s"], window_s=3600)
+    assert [r.run_id for r in recovery.runs] == ["run-2"] and recovery.conversation_ids == ["c1"]
+    pending = await store.pending_exports(["id", "score"], 10)
+    assert [(p[0], p[1]) for p in pending] == [("score-1", 0.9)]
+    assert await store.mark_exported([(pending[0][0], pending[0][2])]) == 1
+    assert await store.pending_exports(["id"], 10) == []
+    await store.write_scores([_score(1, score=0.1)], [])  # a re-score is pending export again
+    assert [p[0] for p in await store.pending_exports(["id"], 10)] == ["score-1"]
+
+
+async def test_query_is_read_only_with_parameters_limit_and_errors(store):
+    await store.append([_span(i) for i in range(5)])
+    result = await store.query("SELECT name FROM spans WHERE name <> ? ORDER BY name", max_rows=3, timeout_s=10,
+                               params=["s0"])
+    assert result.rows == [("s1",), ("s2",), ("s3",)] and result.truncated and result.columns == ["name"]
+    for sql in ("DELETE FROM spans", "SELECT 1; SELECT 2", "CREATE TABLE x (a INT)"):
+        with pytest.raises(ReadOnlyViolation):
+            await store.query(sql, max_rows=10, timeout_s=10)
+    with pytest.raises(StoreError, match="no_such"):
+        await store.query("SELECT * FROM no_such", max_rows=10, timeout_s=10)
+    assert await _count(store) == 5
+
+
+async def test_a_dead_store_process_fails_pending_requests_and_is_restarted(store, tmp_path):
+    pid = store.process_pid
+    assert pid is not None
+    gate = WriterGate(store, tmp_path, timeout_s=5)
+    await gate.__aenter__()
+    waiting = asyncio.create_task(store.append([_span(1)]))
+    await asyncio.sleep(0)
+    await _queued(store)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(StoreError, match="exited"):
+        await waiting  # never committed, so never reported as stored
+    with pytest.raises(StoreError, match="exited"):
+        await gate.__aexit__(None, None, None)
+    for _ in range(400):
+        if store.process_pid not in (None, pid) and store.accepting and store.write_failure is None:
+            break
+        await asyncio.sleep(0.05)
+    assert (await store.append([_span(2)])).stored == 1
+    assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
+
+
+async def test_open_names_the_file_when_it_cannot(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    s = DuckDBStore(tmp_path / "afile" / "x.duckdb")
+    with pytest.raises(StoreError, match="afile"):
+        await s.open()

@@ -1,0 +1,87 @@
+"""Appending span-log rows to DuckDB as Arrow tables (the store process's hot path).
+
+:func:`tracescorer.store.rows.span_columns` builds plain column lists in the daemon; here they
+become Arrow arrays that DuckDB scans without a Python object per value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+
+_S, _U, _I = pa.string(), pa.uint64(), pa.int64()
+
+# The columns built from Python for each table, in order; the TIMESTAMPTZ columns are computed
+# in SQL from the microsecond values.
+SPAN_INPUT = pa.schema([
+    ("trace_id", _S), ("span_id", _S), ("parent_span_id", _S), ("trace_state", _S), ("flags", _U),
+    ("name", _S), ("kind", _S), ("start_us", _I), ("end_us", _I), ("start_ns", _U), ("end_ns", _U),
+    ("status_code", _S), ("status_message", _S), ("service_name", _S), ("scope_name", _S),
+    ("scope_version", _S), ("resource_attributes", _S), ("scope_attributes", _S), ("attributes", _S),
+    ("events", _S), ("links", _S), ("dropped_attributes_count", _U), ("dropped_events_count", _U),
+    ("dropped_links_count", _U), ("resource_schema_url", _S), ("scope_schema_url", _S),
+])
+
+LOG_INPUT = pa.schema([
+    ("time_ns", _U), ("observed_ns", _U), ("severity_number", pa.int32()), ("severity_text", _S),
+    ("event_name", _S), ("body", _S), ("attributes", _S), ("trace_id", _S), ("span_id", _S), ("flags", _U),
+    ("dropped_attributes_count", _U), ("service_name", _S), ("scope_name", _S), ("scope_version", _S),
+    ("resource_attributes", _S), ("scope_attributes", _S), ("resource_schema_url", _S), ("scope_schema_url", _S),
+])
+
+SPAN_INSERT = """
+INSERT INTO spans SELECT
+  trace_id, span_id, parent_span_id, trace_state, flags, name, kind,
+  make_timestamp(start_us)::TIMESTAMPTZ, make_timestamp(end_us)::TIMESTAMPTZ,
+  start_ns, end_ns, status_code, status_message, service_name, scope_name, scope_version,
+  resource_attributes, scope_attributes, attributes, events, links,
+  dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_schema_url, scope_schema_url, now()
+FROM span_batch
+"""
+
+LOG_INSERT = """
+INSERT INTO log_records SELECT
+  make_timestamp(((CASE WHEN time_ns > 0 THEN time_ns ELSE observed_ns END) // 1000)::BIGINT)::TIMESTAMPTZ,
+  time_ns, observed_ns, severity_number, severity_text, event_name, body,
+  attributes, trace_id, span_id, flags, dropped_attributes_count, service_name,
+  scope_name, scope_version, resource_attributes, scope_attributes,
+  resource_schema_url, scope_schema_url, now()
+FROM log_batch
+"""
+
+
+def _table(schema: pa.Schema, cols: list[list[Any]]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(cols, schema)], schema=schema)
+
+
+def span_table(cols: list[list[Any]]) -> pa.Table:
+    """Arrow table of :func:`span_columns` output (raises for values out of the column types)."""
+    return _table(SPAN_INPUT, cols)
+
+
+def log_table(cols: list[list[Any]]) -> pa.Table:
+    return _table(LOG_INPUT, cols)
+
+
+def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table]) -> None:
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    con.register(name, table)
+    try:
+        con.execute(sql)
+    finally:
+        con.unregister(name)
+
+
+def insert_spans(con: Any, tables: Sequence[pa.Table]) -> None:
+    """Append span rows (DuckDB scans the Arrow tables directly)."""
+    _insert(con, "span_batch", SPAN_INSERT, tables)
+
+
+def insert_logs(con: Any, tables: Sequence[pa.Table]) -> None:
+    _insert(con, "log_batch", LOG_INSERT, tables)
+
+

@@ -1,0 +1,187 @@
+"""The store plug-in point: what the pipeline asks of its database, in domain terms.
+
+Two halves, because they can live in different engines: the **span log** (raw telemetry and the
+per-daemon assembly records that say which traces were turned into runs) and the **results**
+(runs, scores, scoring decisions, budget counters). The embedded default keeps both in one DuckDB
+file (:class:`~tracescorer.store.duckdb.DuckDBStore`); several daemons keep their own span log and
+share the results in PostgreSQL.
+
+Every method is a coroutine that runs on the daemon's event loop and never blocks it (the
+engines do their work in another process or on a connection pool). Writes return once they are
+durable; errors are :class:`StoreError` subclasses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tracescorer.model import AgentRun, Conversation, LogRecord, Span
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+
+
+class StoreError(RuntimeError):
+    """A store operation failed (retryable unless a subclass says otherwise)."""
+
+
+class QueueFull(StoreError):
+    """The write queue is full; retry later."""
+
+
+class StoreClosed(StoreError):
+    """The store no longer accepts writes (shutting down)."""
+
+
+class ReadOnlyViolation(StoreError):
+    """A statement other than a plain read was given to a read-only query."""
+
+
+class DataError(StoreError):
+    """The data cannot be stored (a value out of range, a bad type): the client's fault, never
+    retryable."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Rows of a read-only query, at most ``max_rows`` (``truncated`` when there were more)."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """What became of one telemetry append: items stored, items refused for their data."""
+
+    stored: int
+    rejected: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceData:
+    """Every stored span and log record of one trace."""
+
+    spans: tuple[Span, ...]
+    logs: tuple[LogRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecovery:
+    """Recent targets that have no decision of a current binding (the daemon stopped between
+    assembly and scoring)."""
+
+    runs: list[AgentRun]
+    conversation_ids: list[str]
+
+
+class SpanLog(Protocol):
+    """Raw telemetry, acknowledged only once committed, and the assembly bookkeeping."""
+
+    @property
+    def pending_items(self) -> int:
+        """Telemetry items handed to :meth:`append` and not yet committed."""
+
+    async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
+        """Store spans and log records; returns once they are committed. Raises
+        :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`; items
+        whose values cannot be stored are refused one by one in the outcome."""
+
+    async def load_traces(self, trace_ids: Sequence[str], *,
+                          received_after: dt.datetime | None = None) -> dict[str, TraceData]:
+        """Every stored span/log record of the given traces (``received_after`` narrows the scan
+        when the caller knows when the trace's first item arrived)."""
+
+    async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
+        """Traces in the span log that were never assembled, or received items since, oldest
+        first: (trace id, when the first and the last such item were received (epoch s),
+        assembled before)."""
+
+    async def set_assembled_through(self, when: dt.datetime) -> None:
+        """Every trace with items received before ``when`` was handed to assembly: recovery
+        looks no further back (a margin aside)."""
+
+    async def record_assembly(self, records: Sequence[AssemblyRecord]) -> None:
+        """Remember that these traces were assembled (and why some gave no run)."""
+
+    async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
+        """Delete raw telemetry and assembly records received before ``older_than``; rows deleted
+        per table."""
+
+
+class ResultStore(Protocol):
+    """Runs, conversations, scores, decisions: the history people query."""
+
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
+        """Insert or update runs by run id; for the traces in ``replace_traces`` (re-assembled),
+        runs not in ``runs`` are deleted."""
+
+    async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]: ...
+
+    async def load_conversation(self, conversation_id: str) -> Conversation | None:
+        """Every stored run of the conversation, by start time."""
+
+    async def target_ids(self, scope: str, *, since: dt.datetime | None,
+                         until: dt.datetime | None) -> list[str]:
+        """Run ids (``scope='run'``) or conversation ids started in the time range, oldest first."""
+
+    async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
+        """Upsert score rows and decisions by id (last one wins)."""
+
+    async def spent_today_usd(self) -> float:
+        """Judge spend recorded on scores updated since the start of the UTC day."""
+
+    async def unscored_recent(self, scorer_ids: Sequence[str], *, window_s: float) -> PendingRecovery: ...
+
+    async def pending_exports(self, fields: Sequence[str], limit: int) -> list[tuple[Any, ...]]:
+        """The oldest ``limit`` score versions not exported yet: the named score fields, then the
+        version (updated_at in epoch microseconds)."""
+
+    async def mark_exported(self, versions: Sequence[tuple[str, int]]) -> int:
+        """Record these (score id, version) pairs as exported; returns how many matched."""
+
+    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
+        """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a
+        timeout."""
+
+
+class Store(SpanLog, ResultStore, Protocol):
+    """Both halves, with a lifecycle."""
+
+    async def open(self) -> None:
+        """Open (creating and migrating as needed); raises :class:`StoreError` naming the problem."""
+
+    async def close(self, timeout_s: float) -> bool:
+        """Stop intake, commit what was queued until the deadline, close. False when queued work
+        could not be committed in time."""
+
+    @property
+    def accepting(self) -> bool:
+        """True while writes are taken."""
+
+    @property
+    def write_failure(self) -> str | None:
+        """Why the last write failed, while writes are failing (None when the last one worked)."""
+
+
+__all__ = [
+    "AppendOutcome",
+    "DataError",
+    "PendingRecovery",
+    "QueryResult",
+    "QueueFull",
+    "ReadOnlyViolation",
+    "ResultStore",
+    "SpanLog",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "TraceData",
+]

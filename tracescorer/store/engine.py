@@ -1,0 +1,404 @@
+"""The store process: the one place that holds the DuckDB connection of a running daemon.
+
+It runs beside the daemon (its own process, so DuckDB's work and the daemon's decoding and
+scoring use both cores instead of taking turns on one GIL). The daemon sends it requests over a
+socketpair (:mod:`tracescorer.store.ipc`):
+
+* telemetry appends and write jobs go to one **writer thread**, which takes whatever is queued
+  and commits it in one transaction (group commit); each request is answered only after its
+  transaction committed, so nothing unacknowledged is reported as stored;
+* reads and read-only queries go to a small pool of **reader threads**, each on its own cursor,
+  so a long query never holds up commits.
+
+A failed transaction is rolled back and its jobs are retried one by one, so one bad job fails
+alone; a telemetry job whose rows the database refuses for their values is split until the bad
+rows are found, the good ones are stored and the bad ones are reported back as rejected.
+
+The process ignores SIGINT/SIGTERM: the daemon decides when to stop and sends ``close``; when
+the daemon disappears (its end of the socket closes), queued work is committed and the process
+exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tracescorer.store import appends, guard
+from tracescorer.store.ipc import BlockingChannel
+from tracescorer.store.migrations import migrate
+from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
+
+log = logging.getLogger(__name__)
+
+Connection = duckdb.DuckDBPyConnection
+
+# Exceptions that say "this data cannot be stored" (the client's fault), not "the database is
+# unwell" (retry later).
+_DATA_ERRORS: tuple[type[BaseException], ...] = (
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.InvalidInputException,
+    duckdb.ConstraintException,
+    duckdb.TypeMismatchException,
+    pa.ArrowInvalid,
+    pa.ArrowTypeError,
+    OverflowError,
+    TypeError,
+    UnicodeError,
+)
+
+
+def _config(options: EngineOptions) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "memory_limit": options.memory_limit,
+        "checkpoint_threshold": options.checkpoint_threshold,
+        **guard.LOCKDOWN,
+    }
+    if options.duckdb_threads:
+        cfg["threads"] = options.duckdb_threads
+    return cfg
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    req_id: int
+    kind: str
+    items: int
+    payload: Any
+    arrow: tuple[pa.Table | None, pa.Table | None] | None = None
+
+
+@dataclass(slots=True)
+class _WriteQueue:
+    jobs: deque[_Job] = field(default_factory=deque)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    closing: bool = False
+
+
+def _open(options: EngineOptions) -> Connection:
+    if options.path != ":memory:":
+        parent = os.path.dirname(os.path.abspath(options.path))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"directory {parent} does not exist")
+    # A daemon killed a moment ago may still be releasing the file: retry the lock briefly.
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            con = duckdb.connect(options.path, config=_config(options))
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    migrate(con)
+    return con
+
+
+class Engine:
+    """The connection, the writer thread and the reader pool (see the module docstring)."""
+
+    def __init__(self, options: EngineOptions, reply: Callable[[int, bool, Any, dict[str, Any]], None]) -> None:
+        self.options = options
+        self._reply = reply
+        self._con = _open(options)
+        self._writes = _WriteQueue()
+        self._reads: queue.Queue[tuple[int, str, Any] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._commit_id = 0
+        self._failing: str | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        writer = threading.Thread(target=self._writer, name="store-writer", daemon=True)
+        self._threads.append(writer)
+        for i in range(self.options.readers):
+            self._threads.append(threading.Thread(target=self._reader, name=f"store-reader-{i}", daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Commit what is queued (until the deadline), stop the readers, checkpoint, close."""
+        deadline = time.monotonic() + timeout_s
+        with self._writes.cond:
+            self._writes.closing = True
+            self._writes.cond.notify_all()
+        for _ in range(self.options.readers):
+            self._reads.put(None)
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        drained = not any(t.is_alive() for t in self._threads)
+        if drained:
+            try:
+                self._con.execute("CHECKPOINT")
+            except duckdb.Error as exc:
+                log.warning("checkpoint at close failed: %s", exc)
+            self._con.close()
+        return drained
+
+    # --- intake ---------------------------------------------------------------------------------
+
+    def dispatch(self, req_id: int, kind: str, payload: Any) -> None:
+        if kind in (READ, QUERY):
+            self._reads.put((req_id, kind, payload))
+            return
+        items = 1
+        if kind == TELEMETRY:
+            span_cols, log_cols = payload
+            items = max(1, (len(span_cols[0]) if span_cols else 0) + (len(log_cols[0]) if log_cols else 0))
+        with self._writes.cond:
+            if self._writes.closing:
+                self._reply(req_id, False, Failure("StoreClosed", "store is shutting down"), {})
+                return
+            self._writes.jobs.append(_Job(req_id, kind, items, payload))
+            self._writes.cond.notify()
+
+    # --- writer ---------------------------------------------------------------------------------
+
+    def _take(self) -> list[_Job] | None:
+        q = self._writes
+        with q.cond:
+            while not q.jobs and not q.closing:
+                q.cond.wait()
+            if not q.jobs:
+                return None
+            batch = [q.jobs.popleft()]
+            size = batch[0].items
+            while q.jobs and size + q.jobs[0].items <= self.options.max_batch_items:
+                job = q.jobs.popleft()
+                size += job.items
+                batch.append(job)
+            return batch
+
+    def _writer(self) -> None:
+        while (batch := self._take()) is not None:
+            try:
+                self._prepare(batch)
+                self._commit(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer must outlive anything a job does
+                log.exception("writer failed")
+                for job in batch:
+                    self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
+
+    def _prepare(self, batch: list[_Job]) -> None:
+        """Columns -> Arrow per telemetry job, before the transaction: a job whose values do not
+        convert is split right here, without touching the database."""
+        for job in batch:
+            if job.kind == TELEMETRY and job.arrow is None:
+                span_cols, log_cols = job.payload
+                try:
+                    job.arrow = (appends.span_table(span_cols) if span_cols else None,
+                                 appends.log_table(log_cols) if log_cols else None)
+                except _DATA_ERRORS:
+                    job.arrow = None
+
+    def _meta(self) -> dict[str, Any]:
+        return {"failing": self._failing, "commit_id": self._commit_id}
+
+    def _commit(self, batch: list[_Job]) -> None:
+        if any(job.kind == TELEMETRY and job.arrow is None for job in batch):
+            good = [job for job in batch if not (job.kind == TELEMETRY and job.arrow is None)]
+            for job in batch:
+                if job not in good:
+                    self._isolate(job)
+            if good:
+                self._commit(good)
+            return
+        con = self._con
+        started = time.perf_counter()
+        results: list[Any] = []
+        try:
+            con.execute("BEGIN TRANSACTION")
+            spans = [job.arrow[0] for job in batch if job.arrow is not None and job.arrow[0] is not None]
+            logs = [job.arrow[1] for job in batch if job.arrow is not None and job.arrow[1] is not None]
+            if spans:
+                appends.insert_spans(con, spans)
+            if logs:
+                appends.insert_logs(con, logs)
+            for job in batch:
+                if job.kind == WRITE:
+                    fn, args = job.payload
+                    results.append(fn(con, *args))
+                else:
+                    results.append(None)
+            con.execute("COMMIT")
+        except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed
+            self._rollback()
+            if isinstance(exc, duckdb.FatalException):
+                self._reconnect(exc)
+            if len(batch) > 1:
+                for job in batch:
+                    self._commit([job])
+                return
+            self._fail(batch[0], exc)
+            return
+        self._commit_id += 1
+        self._failing = None
+        meta = {**self._meta(), "commit_s": time.perf_counter() - started,
+                "spans": sum(t.num_rows for t in spans), "logs": sum(t.num_rows for t in logs)}
+        for job, result in zip(batch, results):
+            if job.kind == TELEMETRY:
+                result = (job.items, 0, "")
+            self._reply(job.req_id, True, result, meta)
+
+    def _fail(self, job: _Job, exc: BaseException) -> None:
+        if isinstance(exc, _DATA_ERRORS):
+            if job.kind == TELEMETRY:
+                self._isolate(job)
+                return
+            self._reply(job.req_id, False, Failure("DataError", f"cannot store: {exc}"), self._meta())
+            return
+        self._failing = f"{type(exc).__name__}: {exc}"
+        log.error("write failed: %s", exc)
+        self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
+
+    def _isolate(self, job: _Job) -> None:
+        """Store the rows of a telemetry job that can be stored, one half at a time; report the
+        rest as rejected (with the first error)."""
+        span_cols, log_cols = job.payload
+        errors: list[str] = []
+        stored = 0
+        try:
+            for cols, table_of, insert in ((span_cols, appends.span_table, appends.insert_spans),
+                                           (log_cols, appends.log_table, appends.insert_logs)):
+                if cols:
+                    stored += self._store_halves(cols, table_of, insert, errors)
+        except duckdb.Error as exc:  # not the data: the database is failing
+            self._fail(job, exc)
+            return
+        self._commit_id += 1
+        rejected = job.items - stored
+        message = f"{rejected} item(s) could not be stored: {errors[0]}" if errors else ""
+        self._reply(job.req_id, True, (stored, rejected, message), self._meta())
+
+    def _store_halves(self, cols: list[list[Any]], table_of: Callable[[list[list[Any]]], pa.Table],
+                      insert: Callable[[Connection, Sequence[pa.Table]], None], errors: list[str]) -> int:
+        n = len(cols[0])
+        if n == 0:
+            return 0
+        try:
+            table = table_of(cols)
+            self._con.execute("BEGIN TRANSACTION")
+            insert(self._con, [table])
+            self._con.execute("COMMIT")
+            return n
+        except _DATA_ERRORS as exc:
+            self._rollback()
+            if n == 1:
+                errors.append(str(exc).splitlines()[0][:300])
+                return 0
+            mid = n // 2
+            return (self._store_halves([c[:mid] for c in cols], table_of, insert, errors)
+                    + self._store_halves([c[mid:] for c in cols], table_of, insert, errors))
+        except duckdb.Error:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        try:
+            self._con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+
+    def _reconnect(self, cause: BaseException) -> None:
+        """After a fatal error DuckDB refuses every statement: reopen the file (committed data is
+        in the WAL, so nothing acknowledged is lost)."""
+        self._failing = f"{type(cause).__name__}: {cause}"
+        log.error("database invalidated (%s); reopening", cause)
+        try:
+            self._con.close()
+        except duckdb.Error:
+            pass
+        while True:
+            try:
+                self._con = _open(self.options)
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying: the daemon reports not ready meanwhile
+                log.error("cannot reopen database: %s", exc)
+                time.sleep(1.0)
+
+    # --- readers --------------------------------------------------------------------------------
+
+    def _reader(self) -> None:
+        while (item := self._reads.get()) is not None:
+            req_id, kind, payload = item
+            try:
+                cur = self._con.cursor()
+            except duckdb.Error as exc:
+                self._reply(req_id, False, Failure("StoreError", f"cannot read: {exc}"), {})
+                continue
+            try:
+                if kind == QUERY:
+                    sql, max_rows, timeout_s, params = payload
+                    result: Any = guard.run_query(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
+                else:
+                    fn, args = payload
+                    result = fn(cur, *args)
+            except guard.QueryRefused as exc:
+                self._reply(req_id, False, Failure(exc.kind, str(exc)), {})
+            except Exception as exc:  # noqa: BLE001 - reported to the caller
+                self._reply(req_id, False, Failure("StoreError", f"read failed: {exc}"), {})
+            else:
+                self._reply(req_id, True, result, {})
+            finally:
+                cur.close()
+
+
+def serve(sock: socket.socket, options: EngineOptions) -> None:
+    """Open the database, serve requests from ``sock`` until ``close`` or end of stream."""
+    chan = BlockingChannel(sock)
+
+    def reply(req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:
+        chan.send((req_id, ok, value, meta))
+
+    try:
+        engine = Engine(options, reply)
+    except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
+        chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
+        chan.close()
+        return
+    chan.send((0, True, os.getpid(), {}))
+    engine.start()
+    timeout_s = 30.0
+    while (message := chan.recv()) is not None:
+        req_id, kind, payload = message
+        if kind == CLOSE:
+            timeout_s = float(payload)
+            break
+        engine.dispatch(req_id, kind, payload)
+    drained = engine.shutdown(timeout_s)
+    chan.send((-1, drained, None, {}))
+    chan.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tracescorer.store.engine --fd N --options JSON`` (started by DuckDBStore)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="tracescorer-store")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--options", required=True)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+
+
+if __name__ == "__main__":
+    main()

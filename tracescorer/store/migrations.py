@@ -1,0 +1,83 @@
+"""Versioned schema: a new database is created at the latest version, an older one is upgraded.
+
+``schema_info`` holds the version. Version 1 is the schema of the first release; each
+:class:`Migration` upgrades from the version before it. The tables in
+:mod:`tracescorer.store.schema` always describe the latest version, and a test checks that
+version 1 plus every migration gives exactly that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracescorer.store.schema import INDEXES, TABLES, create_table
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+#: Upgrades, oldest first; version N upgrades a database at version N-1.
+MIGRATIONS: tuple[Migration, ...] = ()
+
+BASELINE_VERSION = 1
+
+
+class SchemaError(RuntimeError):
+    """The database's schema cannot be used by this version of tracescorer."""
+
+
+def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    return max([BASELINE_VERSION, *(m.version for m in migrations)])
+
+
+def create_statements() -> list[str]:
+    """Every table and index at the latest version."""
+    return [*(create_table(name, cols) for name, cols in TABLES.items()), *INDEXES]
+
+
+def _version(con: Any) -> int | None:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_info'"
+    ).fetchone()
+    if not found or not found[0]:
+        return None
+    row = con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()
+    return int(row[0]) if row else None
+
+
+def migrate(con: Any, migrations: Sequence[Migration] = MIGRATIONS) -> tuple[int | None, int]:
+    """Create or upgrade the schema in one transaction; returns (version found, version now).
+
+    ``con`` is a DB-API style connection (DuckDB; the PostgreSQL store has its own tables).
+    """
+    target = latest_version(migrations)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        found = _version(con)
+        if found is None:
+            for statement in create_statements():
+                con.execute(statement)
+            con.execute("CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [str(target)])
+        elif found > target:
+            raise SchemaError(
+                f"the database schema is version {found}, newer than this tracescorer understands "
+                f"({target}); upgrade tracescorer or use another store.path"
+            )
+        else:
+            for migration in sorted(migrations, key=lambda m: m.version):
+                if migration.version > found:
+                    for statement in migration.statements:
+                        con.execute(statement)
+            con.execute("UPDATE schema_info SET value = ? WHERE key = 'version'", [str(target)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return found, target

@@ -1,0 +1,201 @@
+"""The DuckDB store's domain operations, run inside the store process.
+
+Each is a plain function ``op(con, *args)`` of picklable arguments returning plain data: the
+daemon's :class:`~tracescorer.store.duckdb.DuckDBStore` sends the function (by name) and its
+arguments; writes run inside the writer's group-committed transaction, reads on a reader cursor.
+Rows travel as tuples and JSON text: turning them into domain objects is the daemon's job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from tracescorer.store import rows as span_rows
+from tracescorer.store.runs import RUN_SELECT, upsert_run_rows
+from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
+from tracescorer.store.schema import ASSEMBLED_COLUMNS, column_names
+from tracescorer.store.upsert import upsert
+
+Row = tuple[Any, ...]
+
+# --- span log -------------------------------------------------------------------------------------
+
+
+def _recent(received_after: dt.datetime | None) -> tuple[str, list[Any]]:
+    # received_at is the commit time: rows are appended in that order, so the bound lets DuckDB
+    # skip every older row group by its min/max statistics instead of scanning the whole log
+    if received_after is None:
+        return "", []
+    return " AND received_at >= ?", [received_after]
+
+
+def load_traces(con: Any, trace_ids: Sequence[str], received_after: dt.datetime | None) -> dict[str, tuple[list[Row], list[Row]]]:
+    """Span and log rows (``rows.SPAN_SELECT`` / ``LOG_SELECT`` order) of the given traces."""
+    out: dict[str, tuple[list[Row], list[Row]]] = {t: ([], []) for t in trace_ids}
+    if not trace_ids:
+        return out
+    extra, params = _recent(received_after)
+    ids = [list(trace_ids)]
+    for row in con.execute(span_rows.SPAN_SELECT + " WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))" + extra,
+                           ids + params).fetchall():
+        out[row[0]][0].append(row)
+    for row in con.execute(span_rows.LOG_SELECT + " WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))" + extra,
+                           ids + params).fetchall():
+        out[row[7]][1].append(row)
+    return out
+
+
+_PENDING_SQL = """
+WITH latest AS (
+  SELECT trace_id, min(received_at) AS first_received, max(received_at) AS last_received
+  FROM spans WHERE received_at >= ? GROUP BY trace_id
+  UNION ALL
+  SELECT trace_id, min(received_at), max(received_at)
+  FROM log_records WHERE trace_id IS NOT NULL AND received_at >= ? GROUP BY trace_id
+), per AS (
+  SELECT trace_id, min(first_received) AS first_received, max(last_received) AS last_received
+  FROM latest GROUP BY trace_id
+)
+SELECT per.trace_id, epoch(per.first_received), epoch(per.last_received), a.trace_id IS NOT NULL
+FROM per LEFT JOIN assembled_traces a USING (trace_id)
+WHERE a.trace_id IS NULL OR per.last_received > a.assembled_at
+ORDER BY per.last_received
+LIMIT ?
+"""
+
+
+def pending_traces(con: Any, since: dt.datetime, limit: int) -> list[tuple[str, float, float, bool]]:
+    """Traces with items received since ``since`` that were never assembled, or received items
+    after their assembly, oldest first: (trace id, first and last such item received (epoch s),
+    assembled before)."""
+    return [(r[0], float(r[1]), float(r[2]), bool(r[3]))
+            for r in con.execute(_PENDING_SQL, [since, since, limit]).fetchall()]
+
+
+def read_marker(con: Any, key: str) -> str | None:
+    row = con.execute("SELECT value FROM schema_info WHERE key = ?", [key]).fetchone()
+    return None if row is None else str(row[0])
+
+
+def write_marker(con: Any, key: str, value: str) -> None:
+    con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [key, value])
+
+
+_ASSEMBLED = [c for c in column_names(ASSEMBLED_COLUMNS) if c != "assembled_at"]
+
+
+def record_assembly(con: Any, records: Sequence[Row]) -> int:
+    """Upsert ``assembled_traces`` rows (values in record field order)."""
+    return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records,
+                  insert_extra={"assembled_at": "now()"}, update_extra={"assembled_at": "now()"})
+
+
+def prune_span_log(con: Any, older_than: dt.datetime) -> dict[str, int]:
+    deleted = {}
+    for table, column in (("spans", "received_at"), ("log_records", "received_at"),
+                          ("assembled_traces", "assembled_at")):
+        row = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchone()
+        deleted[table] = int(row[0]) if row else 0
+    return deleted
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str]) -> int:
+    """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
+    (e.g. the root arrived late and the agent span changed)."""
+    written = upsert_run_rows(con, run_rows)
+    if replace_traces:
+        con.execute(
+            "DELETE FROM runs WHERE trace_id IN (SELECT unnest(?::VARCHAR[])) "
+            "AND NOT list_contains(?::VARCHAR[], run_id)",
+            [list(replace_traces), [r[0] for r in run_rows]],
+        )
+    return written
+
+
+def load_runs(con: Any, run_ids: Sequence[str]) -> list[Row]:
+    return [tuple(r) for r in con.execute(
+        RUN_SELECT + " WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY started_at_unix_nano, run_id",
+        [list(run_ids)]).fetchall()]
+
+
+def load_conversation(con: Any, conversation_id: str) -> list[Row]:
+    return [tuple(r) for r in con.execute(
+        RUN_SELECT + " WHERE conversation_id = ? ORDER BY started_at_unix_nano, run_id", [conversation_id]).fetchall()]
+
+
+def target_ids(con: Any, scope: str, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
+    clauses, params = [], []
+    if since is not None:
+        clauses.append("started_at >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("started_at < ?")
+        params.append(until)
+    where = " AND ".join(clauses) or "TRUE"
+    if scope == "run":
+        sql = f"SELECT run_id FROM runs WHERE {where} ORDER BY started_at_unix_nano, run_id"
+    else:
+        sql = (f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND {where} "
+               "GROUP BY conversation_id ORDER BY min(started_at_unix_nano)")
+    return [r[0] for r in con.execute(sql, params).fetchall()]
+
+
+# --- scores ---------------------------------------------------------------------------------------
+
+
+def write_scores(con: Any, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
+    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again."""
+    upsert(con, "scores", SCORE_FIELDS, "id", scores,
+           insert_extra={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
+           update_extra={"updated_at": "now()", "exported_at": "NULL"})
+    upsert(con, "scoring_decisions", DECISION_FIELDS, "id", decisions,
+           insert_extra={"decided_at": "now()"}, update_extra={"decided_at": "now()"})
+
+
+def spent_today(con: Any) -> float:
+    row = con.execute("SELECT coalesce(sum(judge_cost_usd), 0) FROM scores "
+                      "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'").fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def unscored_recent(con: Any, scorer_ids: Sequence[str], window_s: float) -> tuple[list[Row], list[str]]:
+    """Runs updated in the window without a run decision of these scorers, and conversations
+    whose newest run is newer than their newest decision."""
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=window_s)
+    runs = [tuple(r) for r in con.execute(
+        RUN_SELECT + " WHERE updated_at >= ? AND run_id NOT IN (SELECT target_id FROM scoring_decisions "
+        "WHERE target_type = 'run' AND list_contains(?::VARCHAR[], scorer_id)) ORDER BY started_at_unix_nano",
+        [since, list(scorer_ids)]).fetchall()]
+    convs = [r[0] for r in con.execute(
+        "SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND updated_at >= ? "
+        "GROUP BY conversation_id HAVING max(updated_at) > coalesce((SELECT max(decided_at) FROM scoring_decisions d "
+        "WHERE d.target_type = 'conversation' AND d.target_id = runs.conversation_id), TIMESTAMPTZ '1970-01-01')",
+        [since]).fetchall()]
+    return runs, convs
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+
+def pending_exports(con: Any, fields: Sequence[str], limit: int) -> list[Row]:
+    """The oldest ``limit`` score versions not exported yet: ``fields`` + updated_at (epoch µs)."""
+    names = ", ".join(f for f in fields if f in SCORE_FIELDS)
+    return [tuple(r) for r in con.execute(
+        f"SELECT {names}, epoch_us(updated_at) FROM scores WHERE updated_at IS NOT NULL "
+        "AND (exported_at IS NULL OR exported_at < updated_at) ORDER BY updated_at, id LIMIT ?", [limit]).fetchall()]
+
+
+def mark_exported(con: Any, versions: Sequence[tuple[str, int]]) -> int:
+    """Set ``exported_at`` for exactly these (score id, updated_at µs) versions."""
+    if not versions:
+        return 0
+    row = con.execute(
+        "UPDATE scores SET exported_at = now() FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::BIGINT[]) AS v) AS sent "
+        "WHERE scores.id = sent.id AND epoch_us(scores.updated_at) = sent.v",
+        [[v[0] for v in versions], [v[1] for v in versions]]).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,116 @@
+"""Rows the pipeline writes besides runs, each declared once: the table columns derive from these.
+
+Plain frozen dataclasses; :mod:`tracescorer.store.schema` turns their fields into column lists and
+the engines turn instances into parameter tuples with :func:`values`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+#: JSON-typed fields hold plain data (step results may be pydantic models or dataclasses).
+JSON = {"sql": "JSON"}
+
+
+def _sql(kind: str) -> dict[str, str]:
+    return {"sql": kind}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScoreRecord:
+    """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
+
+    Columns follow Mastra's score row (ARCHITECTURE.md); ``label``, ``threshold`` and
+    ``error_type`` are additions. ``created_at``/``updated_at``/``exported_at`` are set by the store.
+    """
+
+    id: str
+    scorer_id: str
+    scorer_name: str
+    run_id: str | None
+    trace_id: str | None
+    span_id: str | None
+    conversation_id: str | None
+    entity_type: str  # agent | conversation
+    entity_id: str | None  # agent name
+    source: str  # live | backfill
+    score: float | None
+    reason: str | None
+    status: str  # ok | error | not_scorable
+    error: str | None = None
+    error_type: str | None = None
+    label: str | None = None  # pass | fail when the binding has a threshold
+    threshold: float | None = None
+    preprocess_step_result: Any = field(default=None, metadata=JSON)
+    analyze_step_result: Any = field(default=None, metadata=JSON)
+    preprocess_prompt: str | None = None
+    analyze_prompt: str | None = None
+    generate_score_prompt: str | None = None
+    generate_reason_prompt: str | None = None
+    judge_model: str | None = None
+    judge_input_tokens: int | None = None
+    judge_output_tokens: int | None = None
+    judge_cost_usd: float | None = None
+    judge_attempts: int | None = field(default=None, metadata=_sql("INTEGER"))
+    duration_ms: float | None = None
+    sample_rate: float | None = None
+    metadata: dict[str, Any] | None = field(default=None, metadata=JSON)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRecord:
+    """One row of ``scoring_decisions``: the latest decision for a (scorer, target) pair."""
+
+    id: str
+    scorer_id: str
+    target_type: str  # run | conversation
+    target_id: str  # run id or conversation id
+    trace_id: str | None
+    conversation_id: str | None
+    # scored | sampled_out | filtered_out | not_scorable | rate_limited | budget_exhausted | failed
+    decision: str
+    detail: str | None
+    sample_rate: float | None
+    source: str
+    score_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssemblyRecord:
+    """One row of ``assembled_traces``: when and how a trace was assembled (powers
+    ``runs --unmatched`` and restart recovery)."""
+
+    trace_id: str
+    reason: str
+    incomplete: bool
+    span_count: int = field(metadata=_sql("INTEGER"))
+    log_count: int = field(metadata=_sql("INTEGER"))
+    run_count: int = field(metadata=_sql("INTEGER"))
+    unmatched_reason: str | None
+    service_name: str | None
+    root_name: str | None
+
+
+def plain(value: Any) -> Any:
+    """Step results may be pydantic models or dataclasses: store them as plain JSON data."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool, bytes)) or value is None:
+        return value
+    return repr(value)
+
+
+def field_names(record_type: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(record_type)]
+
+
+def json_fields(record_type: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(record_type) if f.metadata.get("sql") == "JSON")

@@ -1,0 +1,33 @@
+"""What the daemon and its store process agree on: request kinds, options, errors, the entry point.
+
+Kept free of heavy imports: the daemon imports this, only the store process imports DuckDB and
+Arrow (:mod:`tracescorer.store.engine`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# request kinds
+TELEMETRY, WRITE, READ, QUERY, CLOSE = "t", "w", "r", "q", "c"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    path: str
+    memory_limit: str = "1GB"
+    checkpoint_threshold: str = "64MB"
+    max_batch_items: int = 20_000
+    readers: int = 2
+    duckdb_threads: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """An error sent back to the daemon (rebuilt there as the named StoreError subclass)."""
+
+    kind: str  # StoreError | DataError | ReadOnlyViolation | StoreClosed
+    message: str
