@@ -45,6 +45,7 @@ class App:
             observer=self.metrics,
             memory_limit=s.store.memory_limit,
             checkpoint_threshold=s.store.checkpoint_threshold,
+            compression=s.store.compression,
         )
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s,
                                  max_inflight_bytes=s.receiver.max_inflight_bytes)

@@ -21,8 +21,9 @@ completes it comes back with ``late=True`` and the caller re-reads the whole tra
 log and upserts its runs (run ids are deterministic, so this replaces, not adds).
 
 Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from the injected
-``clock`` (monotonic seconds) so tests can drive it; ``wall`` gives the wall-clock time an entry
-was first seen, which bounds the span-log read of a spilled trace.
+``clock`` (monotonic seconds) so tests can drive it. Each entry also keeps the range of
+``received_at`` (the span log's commit time) its items got, which bounds the read of a spilled
+trace to exactly the rows it needs.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class AssembledTrace:
     seen (a late entry is judged by the caller on the whole stored trace). ``late``: the trace had
     been handed out before, these are only the late items. ``spilled``: the items are not in
     memory (``spans``/``logs`` are empty). In both cases the caller reads the trace from the span
-    log; ``first_seen_wall`` (epoch seconds) bounds that read for a spilled, non-late trace.
+    log; ``received`` (epoch seconds: when its first and last items were committed) bounds that
+    read for a spilled, non-late trace.
     """
 
     trace_id: str
@@ -62,7 +64,7 @@ class AssembledTrace:
     reason: str
     late: bool = False
     spilled: bool = False
-    first_seen_wall: float = 0.0
+    received: tuple[float, float] = (0.0, 0.0)
 
     @property
     def from_store(self) -> bool:
@@ -93,7 +95,8 @@ class BufferStats:
 class _Entry:
     first_seen: float
     last_seen: float
-    first_wall: float
+    first_received: float
+    last_received: float
     spans: dict[str, Span] | None = field(default_factory=dict)  # None once spilled
     logs: list[LogRecord] | None = field(default_factory=list)
     has_root: bool = False
@@ -126,7 +129,6 @@ class TraceBuffer:
         max_traces: int = 100_000,
         max_spans: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
         remember_assembled: int = 100_000,
     ) -> None:
         if idle_s < 0 or max_wait_s <= 0 or max_traces < 1 or max_spans < 0:
@@ -136,7 +138,6 @@ class TraceBuffer:
         self.max_traces = max_traces
         self.max_spans = max_spans
         self._clock = clock
-        self._wall = wall
         # Insertion order = first seen (for max_wait, spilling and overflow); activity order apart.
         self._entries: dict[str, _Entry] = {}
         self._activity: OrderedDict[str, None] = OrderedDict()
@@ -149,11 +150,13 @@ class TraceBuffer:
 
     # --- intake -------------------------------------------------------------------------------
 
-    def add_spans(self, spans: Iterable[Span], now: float | None = None) -> None:
-        """Buffer spans of any traces, in any order; a span id seen twice is kept once."""
+    def add_spans(self, spans: Iterable[Span], now: float | None = None,
+                  received: tuple[float, float] = (0.0, 0.0)) -> None:
+        """Buffer spans of any traces, in any order; a span id seen twice is kept once.
+        ``received``: the commit times the span log gave them."""
         t = self._clock() if now is None else now
         for span in spans:
-            entry = self._entry(span.trace_id, t)
+            entry = self._entry(span.trace_id, t, received)
             entry.has_root = entry.has_root or is_root(span)
             self.stats.spans_added += 1
             if entry.spans is None:
@@ -168,14 +171,15 @@ class TraceBuffer:
                 self._items += 1
         self._enforce_bounds()
 
-    def add_logs(self, records: Iterable[LogRecord], now: float | None = None) -> None:
+    def add_logs(self, records: Iterable[LogRecord], now: float | None = None,
+                 received: tuple[float, float] = (0.0, 0.0)) -> None:
         """Buffer log records that name a trace; records without a trace id are only counted."""
         t = self._clock() if now is None else now
         for rec in records:
             if not rec.trace_id:
                 self.stats.logs_without_trace += 1
                 continue
-            entry = self._entry(rec.trace_id, t)
+            entry = self._entry(rec.trace_id, t, received)
             self.stats.logs_added += 1
             if entry.logs is not None:
                 entry.logs.append(rec)
@@ -188,14 +192,13 @@ class TraceBuffer:
         oldest first. They are complete at once, root or not (they stopped arriving when the last
         daemon stopped; more items later make them late traces). Returns how many were new
         (traces already tracked are left as they are)."""
-        t, wall = self._clock(), self._wall()
+        t = self._clock() - self.idle_s
         added = []
-        for trace_id, first_wall, last_wall, assembled_before in pending:
+        for trace_id, first, last, assembled_before in pending:
             if trace_id in self._entries:
                 continue
-            self._entries[trace_id] = _Entry(
-                first_seen=t - max(0.0, wall - first_wall), last_seen=t - self.idle_s - max(0.0, wall - last_wall),
-                first_wall=first_wall, spans=None, logs=None, late=assembled_before, recovered=True)
+            self._entries[trace_id] = _Entry(first_seen=t, last_seen=t, first_received=first, last_received=last,
+                                             spans=None, logs=None, late=assembled_before, recovered=True)
             added.append(trace_id)
         # quiet for longer than anything live: least recently active first
         for trace_id in reversed(added):
@@ -204,12 +207,16 @@ class TraceBuffer:
         self._enforce_bounds()
         return len(added)
 
-    def _entry(self, trace_id: str, now: float) -> _Entry:
+    def _entry(self, trace_id: str, now: float, received: tuple[float, float]) -> _Entry:
         entry = self._entries.get(trace_id)
         if entry is None:
-            entry = _Entry(first_seen=now, last_seen=now, first_wall=self._wall(), late=trace_id in self._assembled)
+            entry = _Entry(first_seen=now, last_seen=now, first_received=received[0], last_received=received[1],
+                           late=trace_id in self._assembled)
             self._entries[trace_id] = entry
             self._in_memory[trace_id] = None
+        else:
+            entry.first_received = min(entry.first_received, received[0])
+            entry.last_received = max(entry.last_received, received[1])
         entry.last_seen = now
         self._activity[trace_id] = None
         self._activity.move_to_end(trace_id)
@@ -304,15 +311,15 @@ class TraceBuffer:
             reason=reason,
             late=entry.late,
             spilled=spilled,
-            first_seen_wall=entry.first_wall,
+            received=(entry.first_received, entry.last_received),
         )
 
-    def oldest_wall(self) -> float | None:
-        """Wall-clock time the oldest tracked trace was first seen (None when nothing is tracked):
-        every item received before it belongs to a trace that was handed out."""
-        walls = [e.first_wall for e in self._entries.values()]
-        walls += [t.first_seen_wall for t in self._ready]
-        return min(walls) if walls else None
+    def oldest_received(self) -> float | None:
+        """When the oldest item still tracked was committed (None when nothing is tracked): every
+        item received before it belongs to a trace that was handed out."""
+        times = [e.first_received for e in self._entries.values()]
+        times += [t.received[0] for t in self._ready]
+        return min(times) if times else None
 
     def _gauges(self) -> None:
         self.stats.traces_buffered = len(self._entries)

@@ -34,7 +34,7 @@ from tracescorer.store.records import AssemblyRecord
 log = logging.getLogger(__name__)
 
 CHUNK = 200  # traces per extraction pass: receivers keep answering between passes
-READ_MARGIN_S = 60.0  # a spilled trace's items were committed at most this long before first seen
+IN_FLIGHT = 4  # chunks whose runs are being written while the next ones are extracted
 WATERMARK_EVERY_S = 10.0
 
 
@@ -87,18 +87,18 @@ class AssemblyStage:
         self._recovery: asyncio.Task[None] | None = None
         self._tick_s = min(0.5, settings.idle_s / 2)
         self._lock = asyncio.Lock()
-        self._in_flight_walls: list[float] = []
+        self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._watermark_at = 0.0
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
 
     # TelemetryListener
-    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord]) -> None:
+    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None:
         if spans:
-            self.buffer.add_spans(spans)
+            self.buffer.add_spans(spans, received=received)
         if logs:
-            self.buffer.add_logs(logs)
+            self.buffer.add_logs(logs, received=received)
         self._metrics.buffered_traces.set(len(self.buffer))
 
     def backlog(self) -> str | None:
@@ -112,13 +112,16 @@ class AssemblyStage:
         self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
 
     async def stop(self) -> None:
-        """Stop the timer. Traces still tracked are not assembled now: their items are in the
-        span log, and the next start's recovery picks them up (they have no assembly record)."""
+        """Stop the timer and let runs already being written finish. Traces still tracked are not
+        assembled now: their items are in the span log, and the next start's recovery picks them
+        up (they have no assembly record)."""
         for task in (self._recovery, self._task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._writes:
+            await asyncio.wait(list(self._writes))
 
     async def _loop(self) -> None:
         while True:
@@ -131,21 +134,20 @@ class AssemblyStage:
                 log.exception("assembly pass failed")
 
     async def flush(self, traces: list[AssembledTrace] | None = None) -> int:
-        """Assemble every complete trace now (or the given ones); returns how many."""
+        """Assemble every complete trace now (or the given ones) and wait until their runs are
+        stored; returns how many."""
         done = 0
         async with self._lock:
             while True:
                 chunk = self.buffer.pop_complete(limit=CHUNK) if traces is None else traces[done : done + CHUNK]
                 if not chunk:
                     break
-                self._in_flight_walls = [t.first_seen_wall for t in chunk]
-                try:
-                    await self._assemble(chunk)
-                finally:
-                    self._in_flight_walls = []
+                await self._assemble(chunk)
                 done += len(chunk)
                 self._metrics.buffered_traces.set(len(self.buffer))
                 await asyncio.sleep(0)  # let receivers answer between chunks
+            if self._writes:
+                await asyncio.wait(list(self._writes))
         return done
 
     async def _load(self, traces: list[AssembledTrace]) -> dict[str, tuple[Sequence[Span], Sequence[LogRecord]]]:
@@ -156,13 +158,14 @@ class AssemblyStage:
             for tid, data in (await self._store.load_traces(late)).items():
                 out[tid] = (data.spans, data.logs)
         if spilled:
-            since = min(t.first_seen_wall for t in spilled) - READ_MARGIN_S
-            bound = dt.datetime.fromtimestamp(max(0.0, since), dt.timezone.utc)
-            for tid, data in (await self._store.load_traces([t.trace_id for t in spilled], received_after=bound)).items():
+            bounds = (min(t.received[0] for t in spilled), max(t.received[1] for t in spilled))
+            for tid, data in (await self._store.load_traces([t.trace_id for t in spilled], received=bounds)).items():
                 out[tid] = (data.spans, data.logs)
         return out
 
     async def _assemble(self, traces: list[AssembledTrace]) -> None:
+        """Extract a chunk and start writing its runs; the next chunk is extracted while they are
+        written (at most ``IN_FLIGHT`` chunks in flight), listeners hear of runs once stored."""
         stored = await self._load([t for t in traces if t.from_store])
         started = time.thread_time()
         results = []
@@ -174,19 +177,36 @@ class AssemblyStage:
         self._metrics.stage_cpu.labels("assembly").inc(time.thread_time() - started)
         if not results:
             return
+        task = asyncio.create_task(self._persist(results), name="assembly-write")
+        self._writes[task] = traces
+        task.add_done_callback(self._written)
+        if len(self._writes) >= IN_FLIGHT:
+            await asyncio.wait(list(self._writes), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _persist(self, results: list[_Result]) -> None:
         latest: dict[str, AgentRun] = {}
         for res in results:
             for run in res.runs:
                 latest[run.run_id] = run
-        await self._store.upsert_runs(list(latest.values()),
-                                      replace_traces=[r.trace.trace_id for r in results if r.trace.from_store])
-        await self._store.record_assembly([r.record() for r in results])
+        # sent together: the store commits both in one group, in order
+        await asyncio.gather(
+            self._store.upsert_runs(list(latest.values()),
+                                    replace_traces=[r.trace.trace_id for r in results if r.trace.from_store]),
+            self._store.record_assembly([r.record() for r in results]))
         runs = [r for res in results for r in res.runs]
         for listener in self._listeners:
             try:
                 listener.on_runs(runs)
             except Exception:  # noqa: BLE001 - scoring problems must not stop assembly
                 log.exception("run listener %r failed", listener)
+
+    def _written(self, task: asyncio.Task[None]) -> None:
+        traces = self._writes.pop(task, [])
+        if task.cancelled() or task.exception() is None:
+            return
+        # not stored: track them again, to be read back from the span log and retried
+        log.warning("storing the runs of %d trace(s) failed (%s); retrying", len(traces), task.exception())
+        self.buffer.add_pending([(t.trace_id, t.received[0], t.received[1], True) for t in traces])
 
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:
         started = time.perf_counter()
@@ -207,8 +227,9 @@ class AssemblyStage:
 
     async def _store_watermark(self) -> None:
         self._watermark_at = time.monotonic()
-        walls = [w for w in (self.buffer.oldest_wall(), *self._in_flight_walls) if w is not None]
-        mark = min(walls) if walls else time.time()
+        in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
+        times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
+        mark = min(times) if times else time.time()
         await self._store.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.timezone.utc))
 
     async def _recover(self) -> None:

@@ -57,9 +57,10 @@ class IngestOutcome:
 
 
 class TelemetryListener(Protocol):
-    """Told about telemetry after it was committed (called on the event loop; must not block)."""
+    """Told about telemetry after it was committed, with the range of ``received_at`` it got
+    (epoch seconds; called on the event loop; must not block)."""
 
-    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord]) -> None: ...
+    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
 
 
 #: A downstream stage's backlog check: None while under its bound, else why not.
@@ -185,7 +186,7 @@ class Ingestor:
             # runs are rebuilt from what was stored the next time the trace is assembled
             for listener in self._listeners:
                 try:
-                    listener.on_committed(spans, logs)
+                    listener.on_committed(spans, logs, (outcome.received_from, outcome.received_to))
                 except Exception:  # noqa: BLE001 - a downstream stage must never fail an acknowledged request
                     log.exception("telemetry listener %r failed", listener)
         return outcome

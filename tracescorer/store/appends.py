@@ -1,7 +1,7 @@
 """Appending span-log rows to DuckDB as Arrow tables (the store process's hot path).
 
-:func:`tracescorer.store.rows.span_columns` builds plain column lists in the daemon; here they
-become Arrow arrays that DuckDB scans without a Python object per value.
+:func:`tracescorer.store.rows.span_rows` builds plain tuples in the daemon; here they become
+Arrow columns that DuckDB scans without a Python object per value.
 """
 
 from __future__ import annotations
@@ -54,17 +54,18 @@ FROM log_batch
 """
 
 
-def _table(schema: pa.Schema, cols: list[list[Any]]) -> pa.Table:
-    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(cols, schema)], schema=schema)
+def _table(schema: pa.Schema, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
 
 
-def span_table(cols: list[list[Any]]) -> pa.Table:
-    """Arrow table of :func:`span_columns` output (raises for values out of the column types)."""
-    return _table(SPAN_INPUT, cols)
+def span_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """Arrow table of :func:`~tracescorer.store.rows.span_rows` tuples (raises for values out of
+    the column types)."""
+    return _table(SPAN_INPUT, rows)
 
 
-def log_table(cols: list[list[Any]]) -> pa.Table:
-    return _table(LOG_INPUT, cols)
+def log_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    return _table(LOG_INPUT, rows)
 
 
 def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table]) -> None:

@@ -58,11 +58,15 @@ class QueryResult:
 
 @dataclass(frozen=True, slots=True)
 class AppendOutcome:
-    """What became of one telemetry append: items stored, items refused for their data."""
+    """What became of one telemetry append: items stored, items refused for their data, and the
+    ``received_at`` the stored items got (epoch seconds, first and last: a read bounded by them
+    finds the items without scanning the whole span log)."""
 
     stored: int
     rejected: int = 0
     message: str = ""
+    received_from: float = 0.0
+    received_to: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +98,10 @@ class SpanLog(Protocol):
         :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`; items
         whose values cannot be stored are refused one by one in the outcome."""
 
-    async def load_traces(self, trace_ids: Sequence[str], *,
-                          received_after: dt.datetime | None = None) -> dict[str, TraceData]:
-        """Every stored span/log record of the given traces (``received_after`` narrows the scan
-        when the caller knows when the trace's first item arrived)."""
+    async def load_traces(self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
+                          ) -> dict[str, TraceData]:
+        """Every stored span/log record of the given traces; ``received`` (epoch seconds, from
+        :class:`AppendOutcome`) bounds the read to the items received in that range."""
 
     async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
         """Traces in the span log that were never assembled, or received items since, oldest

@@ -87,13 +87,14 @@ class DuckDBStore:
         observer: CommitObserver | None = None,
         memory_limit: str = "1GB",
         checkpoint_threshold: str = "64MB",
+        compression: str = "zstd",
         readers: int = 2,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
         self._options = wire.EngineOptions(
             path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
-            max_batch_items=max_batch_items, readers=readers,
+            max_batch_items=max_batch_items, readers=readers, compression=compression,
         )
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)
@@ -154,7 +155,7 @@ class DuckDBStore:
         channel, closed = self._channel, self._closed
         drained = True
         if channel is not None and closed is not None and not closed.done():
-            channel.send_nowait(encode((0, wire.CLOSE, timeout_s)))
+            channel.send(encode((0, wire.CLOSE, timeout_s)))
             try:
                 drained = await asyncio.wait_for(asyncio.shield(closed), timeout_s + 10)
             except (TimeoutError, asyncio.TimeoutError):
@@ -201,8 +202,7 @@ class DuckDBStore:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._futures[req_id] = (future, items)
         self._pending_items += items
-        channel.send_nowait(encode((req_id, kind, payload)))
-        await channel.drain()
+        channel.send(encode((req_id, kind, payload)))
         return await future
 
     async def _read_replies(self, channel: AsyncChannel) -> None:
@@ -283,8 +283,8 @@ class DuckDBStore:
     # --- SpanLog -----------------------------------------------------------------------------------
 
     async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
-        span_cols, span_bad = rows.span_columns(spans) if spans else (None, [])
-        log_cols, log_bad = rows.log_columns(logs) if logs else (None, [])
+        span_rows, span_bad = rows.span_rows(spans) if spans else ([], [])
+        log_rows, log_bad = rows.log_rows(logs) if logs else ([], [])
         bad = span_bad + log_bad
         items = (len(spans) - len(span_bad)) + (len(logs) - len(log_bad))
         message = "; ".join(m for _, m in bad[:5])
@@ -295,16 +295,16 @@ class DuckDBStore:
         # an oversized request is still admitted into an empty queue, so it can make progress
         if self._pending_items and self._pending_items + items > self.max_queue_items:
             raise QueueFull(f"write queue full ({self._pending_items} items waiting)")
-        stored, rejected, detail = await self._request(
-            wire.TELEMETRY, (span_cols if span_cols and span_cols[0] else None,
-                             log_cols if log_cols and log_cols[0] else None), items)
+        stored, rejected, detail, first, last = await self._request(
+            wire.TELEMETRY, (span_rows or None, log_rows or None), items)
         if detail:
             message = "; ".join(filter(None, (message, detail)))
-        return AppendOutcome(stored=stored, rejected=rejected + len(bad), message=message)
+        return AppendOutcome(stored=stored, rejected=rejected + len(bad), message=message, received_from=first,
+                             received_to=last)
 
-    async def load_traces(self, trace_ids: Sequence[str], *,
-                          received_after: dt.datetime | None = None) -> dict[str, TraceData]:
-        found = await self.read(ops.load_traces, list(trace_ids), received_after)
+    async def load_traces(self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
+                          ) -> dict[str, TraceData]:
+        found = await self.read(ops.load_traces, list(trace_ids), received)
         return {tid: TraceData(spans=tuple(rows.span_from_row(r) for r in s), logs=tuple(rows.log_from_row(r) for r in lg))
                 for tid, (s, lg) in found.items()}
 

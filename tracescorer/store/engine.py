@@ -37,7 +37,7 @@ import duckdb
 import pyarrow as pa
 
 from tracescorer.store import appends, guard
-from tracescorer.store.ipc import BlockingChannel
+from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
 from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
@@ -69,6 +69,8 @@ def _config(options: EngineOptions) -> dict[str, Any]:
     }
     if options.duckdb_threads:
         cfg["threads"] = options.duckdb_threads
+    if options.compression != "auto":
+        cfg["force_compression"] = options.compression
     return cfg
 
 
@@ -157,8 +159,8 @@ class Engine:
             return
         items = 1
         if kind == TELEMETRY:
-            span_cols, log_cols = payload
-            items = max(1, (len(span_cols[0]) if span_cols else 0) + (len(log_cols[0]) if log_cols else 0))
+            span_rows, log_rows = payload
+            items = max(1, len(span_rows or ()) + len(log_rows or ()))
         with self._writes.cond:
             if self._writes.closing:
                 self._reply(req_id, False, Failure("StoreClosed", "store is shutting down"), {})
@@ -198,10 +200,10 @@ class Engine:
         convert is split right here, without touching the database."""
         for job in batch:
             if job.kind == TELEMETRY and job.arrow is None:
-                span_cols, log_cols = job.payload
+                span_rows, log_rows = job.payload
                 try:
-                    job.arrow = (appends.span_table(span_cols) if span_cols else None,
-                                 appends.log_table(log_cols) if log_cols else None)
+                    job.arrow = (appends.span_table(span_rows) if span_rows else None,
+                                 appends.log_table(log_rows) if log_rows else None)
                 except _DATA_ERRORS:
                     job.arrow = None
 
@@ -222,18 +224,14 @@ class Engine:
         results: list[Any] = []
         try:
             con.execute("BEGIN TRANSACTION")
+            received = self._now(con)
             spans = [job.arrow[0] for job in batch if job.arrow is not None and job.arrow[0] is not None]
             logs = [job.arrow[1] for job in batch if job.arrow is not None and job.arrow[1] is not None]
             if spans:
                 appends.insert_spans(con, spans)
             if logs:
                 appends.insert_logs(con, logs)
-            for job in batch:
-                if job.kind == WRITE:
-                    fn, args = job.payload
-                    results.append(fn(con, *args))
-                else:
-                    results.append(None)
+            results = self._run_writes(con, batch)
             con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed
             self._rollback()
@@ -251,8 +249,35 @@ class Engine:
                 "spans": sum(t.num_rows for t in spans), "logs": sum(t.num_rows for t in logs)}
         for job, result in zip(batch, results):
             if job.kind == TELEMETRY:
-                result = (job.items, 0, "")
+                result = (job.items, 0, "", received, received)
             self._reply(job.req_id, True, result, meta)
+
+    @staticmethod
+    def _now(con: Connection) -> float:
+        """The transaction's timestamp: what ``now()`` writes into ``received_at``."""
+        rows = con.execute("SELECT epoch(now())").fetchall()
+        return float(rows[0][0]) if rows else time.time()
+
+    @staticmethod
+    def _run_writes(con: Connection, batch: list[_Job]) -> list[Any]:
+        """Run the batch's write jobs; jobs of one coalescable op run as one call (first job's
+        place), each getting that call's result."""
+        merged: dict[Any, list[_Job]] = {}
+        for job in batch:
+            if job.kind == WRITE and getattr(job.payload[0], "coalescable", False):
+                merged.setdefault(job.payload[0], []).append(job)
+        done: dict[int, Any] = {}
+        for job in batch:
+            if job.kind != WRITE or id(job) in done:
+                continue
+            fn, args = job.payload
+            group = merged.get(fn, [job])
+            if len(group) > 1:
+                args = tuple([item for j in group for item in j.payload[1][i]] for i in range(len(args)))
+            result = fn(con, *args)
+            for j in group:
+                done[id(j)] = result
+        return [done.get(id(job)) for job in batch]
 
     def _fail(self, job: _Job, exc: BaseException) -> None:
         if isinstance(exc, _DATA_ERRORS):
@@ -268,32 +293,38 @@ class Engine:
     def _isolate(self, job: _Job) -> None:
         """Store the rows of a telemetry job that can be stored, one half at a time; report the
         rest as rejected (with the first error)."""
-        span_cols, log_cols = job.payload
+        span_rows, log_rows = job.payload
         errors: list[str] = []
+        times: list[float] = []
         stored = 0
         try:
-            for cols, table_of, insert in ((span_cols, appends.span_table, appends.insert_spans),
-                                           (log_cols, appends.log_table, appends.insert_logs)):
-                if cols:
-                    stored += self._store_halves(cols, table_of, insert, errors)
+            for rows, table_of, insert in ((span_rows, appends.span_table, appends.insert_spans),
+                                           (log_rows, appends.log_table, appends.insert_logs)):
+                if rows:
+                    stored += self._store_halves(rows, table_of, insert, errors, times)
         except duckdb.Error as exc:  # not the data: the database is failing
             self._fail(job, exc)
             return
         self._commit_id += 1
         rejected = job.items - stored
         message = f"{rejected} item(s) could not be stored: {errors[0]}" if errors else ""
-        self._reply(job.req_id, True, (stored, rejected, message), self._meta())
+        now = time.time()
+        self._reply(job.req_id, True, (stored, rejected, message, min(times, default=now), max(times, default=now)),
+                    self._meta())
 
-    def _store_halves(self, cols: list[list[Any]], table_of: Callable[[list[list[Any]]], pa.Table],
-                      insert: Callable[[Connection, Sequence[pa.Table]], None], errors: list[str]) -> int:
-        n = len(cols[0])
+    def _store_halves(self, rows: Sequence[tuple[Any, ...]], table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
+                      insert: Callable[[Connection, Sequence[pa.Table]], None], errors: list[str],
+                      times: list[float]) -> int:
+        n = len(rows)
         if n == 0:
             return 0
         try:
-            table = table_of(cols)
+            table = table_of(rows)
             self._con.execute("BEGIN TRANSACTION")
+            received = self._now(self._con)
             insert(self._con, [table])
             self._con.execute("COMMIT")
+            times.append(received)
             return n
         except _DATA_ERRORS as exc:
             self._rollback()
@@ -301,8 +332,8 @@ class Engine:
                 errors.append(str(exc).splitlines()[0][:300])
                 return 0
             mid = n // 2
-            return (self._store_halves([c[:mid] for c in cols], table_of, insert, errors)
-                    + self._store_halves([c[mid:] for c in cols], table_of, insert, errors))
+            return (self._store_halves(rows[:mid], table_of, insert, errors, times)
+                    + self._store_halves(rows[mid:], table_of, insert, errors, times))
         except duckdb.Error:
             self._rollback()
             raise
@@ -359,6 +390,7 @@ class Engine:
 
 def serve(sock: socket.socket, options: EngineOptions) -> None:
     """Open the database, serve requests from ``sock`` until ``close`` or end of stream."""
+    enlarge_buffers(sock)
     chan = BlockingChannel(sock)
 
     def reply(req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:

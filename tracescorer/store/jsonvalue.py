@@ -34,12 +34,29 @@ def _tag(value: Any) -> Any:
     return value
 
 
+def _plain(value: Any) -> bool:
+    """Whether JSON holds ``value`` as it is (no tag needed anywhere inside)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in value)
+    if kind is dict:
+        return not (len(value) == 1 and next(iter(value)) in _TAGS) and all(_plain(v) for v in value.values())
+    return False
+
+
 def _simple(value: dict[str, Any]) -> bool:
+    # the hot path: attribute maps of strings and numbers (and lists of them), checked flat first
     for v in value.values():
         kind = type(v)
-        if kind is dict or kind is list or kind is bytes or (kind is float and not math.isfinite(v)):
+        if kind is str or kind is int or kind is bool:
+            continue
+        if not _plain(v):
             return False
-    return True
+    return not (len(value) == 1 and next(iter(value)) in _TAGS)
 
 
 def dumpb(value: Any) -> bytes:

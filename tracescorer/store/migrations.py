@@ -44,11 +44,11 @@ def create_statements() -> list[str]:
 def _version(con: Any) -> int | None:
     found = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_info'"
-    ).fetchone()
-    if not found or not found[0]:
+    ).fetchall()
+    if not found or not found[0][0]:
         return None
-    row = con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone()
-    return int(row[0]) if row else None
+    row = con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchall()
+    return int(row[0][0]) if row else None
 
 
 def migrate(con: Any, migrations: Sequence[Migration] = MIGRATIONS) -> tuple[int | None, int]:

@@ -9,8 +9,8 @@ Rows travel as tuples and JSON text: turning them into domain objects is the dae
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from tracescorer.store import rows as span_rows
 from tracescorer.store.runs import RUN_SELECT, upsert_run_rows
@@ -19,24 +19,36 @@ from tracescorer.store.schema import ASSEMBLED_COLUMNS, column_names
 from tracescorer.store.upsert import upsert
 
 Row = tuple[Any, ...]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def coalescable(fn: F) -> F:
+    """Mark a write whose arguments are all lists: the store process runs the jobs of one group
+    commit that call it as one call on the concatenated lists (a statement costs ~2 ms however
+    few rows it writes)."""
+    fn.coalescable = True  # type: ignore[attr-defined]
+    return fn
 
 # --- span log -------------------------------------------------------------------------------------
 
 
-def _recent(received_after: dt.datetime | None) -> tuple[str, list[Any]]:
-    # received_at is the commit time: rows are appended in that order, so the bound lets DuckDB
-    # skip every older row group by its min/max statistics instead of scanning the whole log
-    if received_after is None:
+def _received(bounds: tuple[float, float] | None) -> tuple[str, list[Any]]:
+    # received_at is the commit time and rows are appended in that order: with the exact range
+    # DuckDB skips every row group and vector outside it (a read of a few traces otherwise
+    # decompresses every span of the log: ~250 ms per 100k spans, against ~8 ms)
+    if bounds is None:
         return "", []
-    return " AND received_at >= ?", [received_after]
+    return " AND received_at BETWEEN to_timestamp(?) AND to_timestamp(?)", [bounds[0], bounds[1]]
 
 
-def load_traces(con: Any, trace_ids: Sequence[str], received_after: dt.datetime | None) -> dict[str, tuple[list[Row], list[Row]]]:
-    """Span and log rows (``rows.SPAN_SELECT`` / ``LOG_SELECT`` order) of the given traces."""
+def load_traces(con: Any, trace_ids: Sequence[str], received: tuple[float, float] | None
+                ) -> dict[str, tuple[list[Row], list[Row]]]:
+    """Span and log rows (``rows.SPAN_SELECT`` / ``LOG_SELECT`` order) of the given traces,
+    received in the given range (epoch seconds) when one is given."""
     out: dict[str, tuple[list[Row], list[Row]]] = {t: ([], []) for t in trace_ids}
     if not trace_ids:
         return out
-    extra, params = _recent(received_after)
+    extra, params = _received(received)
     ids = [list(trace_ids)]
     for row in con.execute(span_rows.SPAN_SELECT + " WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))" + extra,
                            ids + params).fetchall():
@@ -75,8 +87,8 @@ def pending_traces(con: Any, since: dt.datetime, limit: int) -> list[tuple[str, 
 
 
 def read_marker(con: Any, key: str) -> str | None:
-    row = con.execute("SELECT value FROM schema_info WHERE key = ?", [key]).fetchone()
-    return None if row is None else str(row[0])
+    rows = con.execute("SELECT value FROM schema_info WHERE key = ?", [key]).fetchall()
+    return str(rows[0][0]) if rows else None
 
 
 def write_marker(con: Any, key: str, value: str) -> None:
@@ -86,24 +98,25 @@ def write_marker(con: Any, key: str, value: str) -> None:
 _ASSEMBLED = [c for c in column_names(ASSEMBLED_COLUMNS) if c != "assembled_at"]
 
 
+@coalescable
 def record_assembly(con: Any, records: Sequence[Row]) -> int:
     """Upsert ``assembled_traces`` rows (values in record field order)."""
-    return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records,
-                  insert_extra={"assembled_at": "now()"}, update_extra={"assembled_at": "now()"})
+    return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records, stamps={"assembled_at": "now()"})
 
 
 def prune_span_log(con: Any, older_than: dt.datetime) -> dict[str, int]:
     deleted = {}
     for table, column in (("spans", "received_at"), ("log_records", "received_at"),
                           ("assembled_traces", "assembled_at")):
-        row = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchone()
-        deleted[table] = int(row[0]) if row else 0
+        rows = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchall()
+        deleted[table] = int(rows[0][0]) if rows else 0
     return deleted
 
 
 # --- runs -----------------------------------------------------------------------------------------
 
 
+@coalescable
 def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str]) -> int:
     """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
     (e.g. the root arrived late and the agent span changed)."""
@@ -148,19 +161,18 @@ def target_ids(con: Any, scope: str, since: dt.datetime | None, until: dt.dateti
 # --- scores ---------------------------------------------------------------------------------------
 
 
+@coalescable
 def write_scores(con: Any, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
     """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again."""
     upsert(con, "scores", SCORE_FIELDS, "id", scores,
-           insert_extra={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
-           update_extra={"updated_at": "now()", "exported_at": "NULL"})
-    upsert(con, "scoring_decisions", DECISION_FIELDS, "id", decisions,
-           insert_extra={"decided_at": "now()"}, update_extra={"decided_at": "now()"})
+           stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"}, keep=("created_at",))
+    upsert(con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"})
 
 
 def spent_today(con: Any) -> float:
     row = con.execute("SELECT coalesce(sum(judge_cost_usd), 0) FROM scores "
-                      "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'").fetchone()
-    return float(row[0]) if row else 0.0
+                      "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'").fetchall()
+    return float(row[0][0]) if row else 0.0
 
 
 def unscored_recent(con: Any, scorer_ids: Sequence[str], window_s: float) -> tuple[list[Row], list[str]]:
@@ -197,5 +209,5 @@ def mark_exported(con: Any, versions: Sequence[tuple[str, int]]) -> int:
     row = con.execute(
         "UPDATE scores SET exported_at = now() FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::BIGINT[]) AS v) AS sent "
         "WHERE scores.id = sent.id AND epoch_us(scores.updated_at) = sent.v",
-        [[v[0] for v in versions], [v[1] for v in versions]]).fetchone()
-    return int(row[0]) if row else 0
+        [[v[0] for v in versions], [v[1] for v in versions]]).fetchall()
+    return int(row[0][0]) if row else 0

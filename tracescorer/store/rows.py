@@ -8,9 +8,7 @@ from typing import Any
 from tracescorer.model import LogRecord, Resource, Scope, Span, SpanEvent, SpanLink
 from tracescorer.store.jsonvalue import dumpb, loads
 
-# Column order of span_columns()/log_columns() output: tracescorer.store.appends.SPAN_INPUT / LOG_INPUT.
-SPAN_WIDTH = 26
-LOG_WIDTH = 18
+# Value order of span_rows()/log_rows() tuples: tracescorer.store.appends.SPAN_INPUT / LOG_INPUT.
 
 
 class _JsonCache:
@@ -65,8 +63,9 @@ def _links_json(links: Sequence[SpanLink]) -> bytes | str:
 Rejected = list[tuple[int, str]]
 
 
-def span_columns(spans: Sequence[Span]) -> tuple[list[list[Any]], Rejected]:
-    """Column lists for ``appends.SPAN_INPUT``, and the spans that cannot be encoded (index, why)."""
+def span_rows(spans: Sequence[Span]) -> tuple[list[tuple[Any, ...]], Rejected]:
+    """One tuple per span in ``appends.SPAN_INPUT`` order, and the spans that cannot be encoded
+    (index, why)."""
     cache = _JsonCache()
     out: list[tuple[Any, ...]] = []
     rejected: Rejected = []
@@ -84,11 +83,11 @@ def span_columns(spans: Sequence[Span]) -> tuple[list[list[Any]], Rejected]:
             ))
         except (TypeError, ValueError) as exc:  # a value JSON cannot carry (e.g. a lone surrogate)
             rejected.append((i, f"span {s.name[:60]!r}: {exc}"))
-    return _columns(out, SPAN_WIDTH), rejected
+    return out, rejected
 
 
-def log_columns(records: Sequence[LogRecord]) -> tuple[list[list[Any]], Rejected]:
-    """Column lists for ``appends.LOG_INPUT``, and the records that cannot be encoded."""
+def log_rows(records: Sequence[LogRecord]) -> tuple[list[tuple[Any, ...]], Rejected]:
+    """One tuple per record in ``appends.LOG_INPUT`` order, and the records that cannot be encoded."""
     cache = _JsonCache()
     out: list[tuple[Any, ...]] = []
     rejected: Rejected = []
@@ -103,11 +102,7 @@ def log_columns(records: Sequence[LogRecord]) -> tuple[list[list[Any]], Rejected
             ))
         except (TypeError, ValueError) as exc:
             rejected.append((i, f"log record: {exc}"))
-    return _columns(out, LOG_WIDTH), rejected
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(width)]
+    return out, rejected
 
 
 # --- back to domain objects (span log readers: assembly recovery, re-assembly) -------------------

@@ -17,8 +17,8 @@ _TIME_COLUMNS = ("started_at", "ended_at")
 def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]]) -> int:
     """Insert or update :func:`run_to_row` rows by ``run_id`` (store side)."""
     return upsert(con, "runs", _DATA_COLUMNS, "run_id", rows,
-                  expressions={c: f"make_timestamp({c})::TIMESTAMPTZ" for c in _TIME_COLUMNS},
-                  insert_extra={"created_at": "now()", "updated_at": "now()"}, update_extra={"updated_at": "now()"})
+                  expressions={c: "make_timestamp({})::TIMESTAMPTZ" for c in _TIME_COLUMNS},
+                  stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",))
 
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"

@@ -20,6 +20,7 @@ class EngineOptions:
     max_batch_items: int = 20_000
     readers: int = 2
     duckdb_threads: int | None = None
+    compression: str = "zstd"
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

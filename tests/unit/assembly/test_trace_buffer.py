@@ -98,31 +98,31 @@ def test_overflow_emits_oldest_incomplete_never_drops() -> None:
 
 def test_span_budget_spills_the_oldest_traces_to_the_span_log() -> None:
     clock = Clock()
-    buf = TraceBuffer(idle_s=5, max_traces=10, max_spans=3, clock=clock, wall=lambda: 500.0)
-    buf.add_spans([span(T1, "a" * 16)])
+    buf = TraceBuffer(idle_s=5, max_traces=10, max_spans=3, clock=clock)
+    buf.add_spans([span(T1, "a" * 16)], received=(500.0, 500.0))
     buf.add_spans([span(T2, f"{i:016x}", parent="a" * 16) for i in range(1, 4)])
     assert buf.stats.items_buffered <= 3 and buf.stats.traces_spilled == 1 and len(buf) == 2
-    buf.add_spans([span(T1, "d" * 16, parent="a" * 16)])  # more for a spilled trace: not kept in memory
+    buf.add_spans([span(T1, "d" * 16, parent="a" * 16)], received=(501.0, 502.0))  # spilled: not kept in memory
     assert buf.stats.items_buffered <= 3
     clock.t += 6
     done = {t.trace_id: t for t in buf.pop_complete()}
     spilled = done[T1]
     # the root came, so it completes; its items are read back from the span log
     assert (spilled.reason, spilled.spilled, spilled.spans, spilled.from_store) == ("complete", True, (), True)
-    assert spilled.first_seen_wall == 500.0
+    assert spilled.received == (500.0, 502.0)  # the read back covers exactly its commits
     assert T2 not in done  # no root: waits for max_wait
 
 
 def test_pending_traces_from_the_span_log_complete_at_once_oldest_first() -> None:
     clock = Clock()
-    buf = TraceBuffer(idle_s=5, clock=clock, wall=lambda: 1000.0)
-    buf.add_spans([span(T3, "c" * 16)])  # live traffic, just arrived
+    buf = TraceBuffer(idle_s=5, clock=clock)
+    buf.add_spans([span(T3, "c" * 16)], received=(1000.0, 1000.0))  # live traffic, just arrived
     assert buf.add_pending([(T1, 900.0, 950.0, False), (T2, 960.0, 990.0, True)]) == 2
     assert buf.add_pending([(T1, 900.0, 950.0, False)]) == 0  # already tracked
     out = buf.pop_complete()
     assert [(t.trace_id, t.reason, t.late, t.spilled, t.incomplete) for t in out] == [
         (T1, "recovered", False, True, False), (T2, "recovered", True, True, False)]
-    assert buf.oldest_wall() == 1000.0 and buf.tracking(T3) and not buf.tracking(T1)
+    assert buf.oldest_received() == 1000.0 and buf.tracking(T3) and not buf.tracking(T1)
 
 
 def test_late_spans_start_a_new_entry_marked_late() -> None:

@@ -175,8 +175,11 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
     assert next(s for s in loaded[f"{7:032x}"].spans if s.name == "s7").attributes == {"k": [1, 2.5, b"\x00"]}
     assert loaded[f"{7:032x}"].logs[0].body == {"content": "hi"}
     assert loaded[f"{42:032x}"].spans == ()
-    future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
-    assert (await store.load_traces([f"{7:032x}"], received_after=future))[f"{7:032x}"].spans == ()
+    outcome = await store.append([_span(10, trace=7, parent_span_id=f"{8:016x}")])
+    assert outcome.received_from == outcome.received_to > 0
+    window = (outcome.received_from, outcome.received_to)
+    # the exact commit range: only that append's rows
+    assert [s.name for s in (await store.load_traces([f"{7:032x}"], received=window))[f"{7:032x}"].spans] == ["s10"]
     pending = await store.pending_traces(limit=10)
     assert {p[0] for p in pending} == {f"{7:032x}", f"{9:032x}"} and not any(p[3] for p in pending)
     await store.record_assembly([AssemblyRecord(trace_id=f"{7:032x}", reason="complete", incomplete=False, span_count=2,

@@ -1,0 +1,373 @@
+"""Sustained end-to-end throughput: the highest offered rate at which every trace is assembled and
+scored in time, against the walk baseline measured in the same run.
+
+1. **Walk baseline**: ``bench/reference/servers/null_grpc_server.py --walk`` (parse + every span
+   into dicts) under the reference load (``bench/reference/otlp_load.py``: agent-shaped 4-span
+   traces, 2,380 B/span, 200 spans/request, 8 clients): spans/s and server CPU per span.
+2. **Steps**: ``tracescorer serve`` with two code scorers bound, offered an open-loop paced rate
+   that steps up (a fraction of the baseline each step). Per step: spans/s acknowledged, ack
+   latency p50/p99, refusals by code, RSS first/max/last (daemon + store process), server CPU µs
+   per span per stage (decode, assembly, scoring and receiving in the daemon process; the store
+   process), and the lag from a trace's last commit to its scores being stored (p50/p99). A step
+   is *sustained* when every trace it sent was assembled and scored by both scorers with lag p99
+   ≤ idle_s + 2 s and nothing was refused.
+3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
+   it stays flat and within the configured bound, every refusal retryable, and rows = acked.
+
+    python bench/sustained.py                     # about 6 minutes
+    python bench/sustained.py --steps 0.2,0.3,0.4,0.5,0.6 --step-s 60 --overload-s 600
+
+Bounded: every phase stops by itself. Prints one table per phase and a JSON summary last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE / "reference"))
+sys.path.insert(0, str(REPO))
+
+from otlp_load import EXPORT_METHOD, Patcher, build_templates  # noqa: E402
+
+from tracescorer import control  # noqa: E402
+
+SPANS_PER_REQUEST = 200
+IDLE_S = 2.0
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Tree:
+    """A process and its children: CPU seconds and RSS."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+
+    def procs(self) -> list[psutil.Process]:
+        try:
+            return [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def cpu(self) -> dict[str, float]:
+        out = {}
+        for p in self.procs():
+            try:
+                t = p.cpu_times()
+                name = "store" if "tracescorer.store.engine" in " ".join(p.cmdline()) else "daemon"
+                out[name] = out.get(name, 0.0) + t.user + t.system
+            except psutil.Error:
+                pass
+        return out
+
+    def rss(self) -> int:
+        total = 0
+        for p in self.procs():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+
+def run_baseline(seconds: float, clients: int) -> dict[str, Any]:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(HERE / "reference/servers/null_grpc_server.py"), "--port", str(port),
+                               "--walk"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        out = subprocess.run([sys.executable, str(HERE / "reference/otlp_load.py"), "--mode", "grpc", "--target",
+                              f"127.0.0.1:{port}", "-c", str(clients), "--duration", str(seconds), "--server-pid",
+                              str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+    sps = result["spans_per_s"]
+    return {"spans_per_s": sps, "cpu_us_per_span": result["server_cpu_pct"] / 100 / sps * 1e6,
+            "p99_ms": result["lat_p99_ms"], "other_cpu_pct": result["other_cpu_pct"]}
+
+
+def start_daemon(tmp: Path, extra: dict[str, Any]) -> tuple[subprocess.Popen[bytes], control.ServeInfo]:
+    db = tmp / "ts.duckdb"
+    cfg: dict[str, Any] = {
+        "receiver": {"grpc": {"host": "127.0.0.1", "port": free_port()}, "http": {"host": "127.0.0.1", "port": free_port()}},
+        "store": {"path": str(db)},
+        "assembly": {"idle_s": IDLE_S},
+        "scorers": [
+            {"id": "non-empty", "prebuilt": "non_empty_response"},
+            {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
+        ],
+        "log_level": "WARNING",
+    }
+    for key, value in extra.items():
+        cfg.setdefault(key, {}).update(value)
+    path = tmp / "tracescorer.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    log = open(tmp / "daemon.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(path)], stdout=log,
+                            stderr=subprocess.STDOUT, cwd=str(REPO))
+    info = control.wait_for_daemon(str(db), proc, timeout_s=60)
+    if info is None:
+        raise SystemExit(f"daemon did not start: {(tmp / 'daemon.log').read_text()[-2000:]}")
+    return proc, info
+
+
+def scrape(info: control.ServeInfo) -> dict[str, float]:
+    text = urllib.request.urlopen(info.url + "/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def query(info: control.ServeInfo, sql: str) -> list[list[Any]]:
+    return control.remote_query(info, sql, max_rows=100_000, timeout_s=120)["rows"]  # type: ignore[no-any-return]
+
+
+# --- paced load ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    sent: int = 0
+    acked_spans: int = 0
+    latencies: list[float] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+
+
+async def paced(target: str, rate_spans: float, seconds: float, templates: list[Any], patcher: Patcher,
+                seq0: int, channels: int = 8) -> tuple[Tally, int]:
+    """Send requests at a fixed rate (open loop: a slow server does not slow the schedule down,
+    requests in flight are bounded by ``channels * 4``)."""
+    tally = Tally()
+    chans = [grpc.aio.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20),
+                                                        ("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    calls = [c.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None) for c in chans]
+    interval = SPANS_PER_REQUEST / rate_spans
+    sem = asyncio.Semaphore(channels * 4)
+    tasks: set[asyncio.Task[None]] = set()
+    seq = seq0
+
+    async def one(i: int, data: bytes) -> None:
+        t0 = time.perf_counter()
+        try:
+            await calls[i % channels](data, timeout=60)
+            tally.latencies.append(time.perf_counter() - t0)
+            tally.acked_spans += SPANS_PER_REQUEST
+        except grpc.aio.AioRpcError as exc:
+            key = exc.code().name
+            tally.refused[key] = tally.refused.get(key, 0) + 1
+        finally:
+            sem.release()
+
+    start = time.perf_counter()
+    n = 0
+    while (now := time.perf_counter()) - start < seconds:
+        due = start + n * interval
+        if due > now:
+            await asyncio.sleep(due - now)
+        await sem.acquire()
+        tpl = templates[seq % len(templates)]
+        data = patcher.payload(tpl, seq)
+        task = asyncio.create_task(one(n, data))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        tally.sent += 1
+        seq += 1
+        n += 1
+    await asyncio.gather(*tasks)
+    for c in chans:
+        await c.close()
+    return tally, seq
+
+
+# --- phases ---------------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def _window(start: float, end: float) -> str:
+    # the traces of a step: spans committed while it ran (received_at is the commit time)
+    return (f"SELECT trace_id, max(received_at) AS t FROM spans WHERE received_at >= to_timestamp({start}) "
+            f"AND received_at <= to_timestamp({end}) GROUP BY trace_id")
+
+
+def wait_scored(info: control.ServeInfo, start: float, end: float, deadline_s: float) -> tuple[int, int]:
+    """(traces with both scores, traces committed in the window), waiting up to ``deadline_s``."""
+    stop = time.monotonic() + deadline_s
+    got = want = 0
+    while True:
+        want, got = (int(v) for v in query(info, f"""
+            WITH t AS ({_window(start, end)}),
+            s AS (SELECT trace_id FROM scores WHERE trace_id IN (SELECT trace_id FROM t)
+                  GROUP BY trace_id HAVING count(DISTINCT scorer_id) = 2)
+            SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s)""")[0])
+        if got >= want or time.monotonic() > stop:
+            return got, want
+        time.sleep(1.0)
+
+
+def lag(info: control.ServeInfo, start: float, end: float) -> tuple[float, float]:
+    row = query(info, f"""
+        WITH last AS ({_window(start, end)}),
+        scored AS (SELECT trace_id, max(created_at) AS t FROM scores WHERE trace_id IN (SELECT trace_id FROM last)
+                   GROUP BY trace_id)
+        SELECT quantile_cont(epoch(scored.t) - epoch(last.t), 0.5), quantile_cont(epoch(scored.t) - epoch(last.t), 0.99)
+        FROM last JOIN scored USING (trace_id)""")[0]
+    return float(row[0] if row[0] is not None else "nan"), float(row[1] if row[1] is not None else "nan")
+
+
+STAGES = ("decode", "assembly", "scoring")
+
+
+def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
+         seq: int) -> tuple[dict[str, Any], int]:
+    m0, c0 = scrape(info), tree.cpu()
+    rss: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            rss.append(tree.rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    target = f"127.0.0.1:{info.grpc_port}"
+    start = time.time()
+    tally, seq = asyncio.run(paced(target, rate, seconds, templates, patcher, seq))
+    end = time.time()
+    scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
+    stop.set()
+    sampler.join()
+    m1, c1 = scrape(info), tree.cpu()
+    spans = max(1, tally.acked_spans)
+    cpu_us = {f"{k}_us": (c1.get(k, 0) - c0.get(k, 0)) / spans * 1e6 for k in ("daemon", "store")}
+    for stage in STAGES:
+        key = f'tracescorer_stage_cpu_seconds_total{{stage="{stage}"}}'
+        cpu_us[f"{stage}_us"] = (m1.get(key, 0) - m0.get(key, 0)) / spans * 1e6
+    cpu_us["receive_other_us"] = cpu_us["daemon_us"] - sum(cpu_us[f"{s}_us"] for s in STAGES)
+    p50, p99 = lag(info, start - 1, end + 1)
+    result = {
+        "offered_spans_per_s": rate, "acked_spans_per_s": tally.acked_spans / seconds,
+        "ack_p50_ms": pct(tally.latencies, 0.5) * 1000, "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
+        "refused": tally.refused, "traces_scored": scored, "traces_acked": want, "lag_p50_s": p50, "lag_p99_s": p99,
+        "rss_first_mb": (rss[0] if rss else 0) / 2**20, "rss_max_mb": max(rss or [0]) / 2**20,
+        "rss_last_mb": (rss[-1] if rss else 0) / 2**20, **cpu_us,
+    }
+    result["sustained"] = bool(want and scored == want and want * 4 == tally.acked_spans and not tally.refused
+                               and p99 <= IDLE_S + 2)
+    return result, seq
+
+
+def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any],
+             patcher: Patcher, seq: int) -> tuple[dict[str, Any], int]:
+    """Offer ``rate`` for ``seconds`` in 30 s slices; RSS per slice; then check rows = acked."""
+    slices = []
+    acked = 0
+    refused: dict[str, int] = {}
+    remaining = seconds
+    while remaining > 0:
+        dur = min(30.0, remaining)
+        tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq))
+        acked += tally.acked_spans
+        for k, v in tally.refused.items():
+            refused[k] = refused.get(k, 0) + v
+        slices.append({"rss_mb": tree.rss() / 2**20, "acked_spans_per_s": tally.acked_spans / dur,
+                       "ack_p99_ms": pct(tally.latencies, 0.99) * 1000})
+        remaining -= dur
+    rows = int(query(info, "SELECT count(*) FROM spans")[0][0])
+    return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused, "acked_total": acked,
+            "rows_total": rows}, seq
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-s", type=float, default=10.0)
+    parser.add_argument("--steps", default="0.1,0.2,0.3,0.4,0.5,0.6", help="offered rates as fractions of the walk baseline")
+    parser.add_argument("--step-s", type=float, default=45.0)
+    parser.add_argument("--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)")
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+
+    baseline = run_baseline(args.baseline_s, args.clients)
+    print(f"walk baseline: {baseline['spans_per_s']:,.0f} spans/s, {baseline['cpu_us_per_span']:.1f} µs CPU/span "
+          f"(p99 {baseline['p99_ms']:.0f} ms, other CPU {baseline['other_cpu_pct']:.0f}%)", flush=True)
+    templates = build_templates(16, SPANS_PER_REQUEST)
+    patcher = Patcher()
+    seq = 0
+    steps = []
+    with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
+        proc, info = start_daemon(Path(tmp), {})
+        tree = Tree(proc.pid)
+        try:
+            for frac in (float(x) for x in args.steps.split(",")):
+                rate = frac * baseline["spans_per_s"]
+                result, seq = step(info, tree, rate, args.step_s, templates, patcher, seq)
+                result["fraction_of_walk"] = frac
+                steps.append(result)
+                print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
+            good = [s for s in steps if s["sustained"]]
+            best = max(good, key=lambda s: s["acked_spans_per_s"]) if good else None
+            over = None
+            if args.overload_s > 0:
+                rate = 2 * (best["acked_spans_per_s"] if best else steps[0]["offered_spans_per_s"])
+                over, seq = overload(info, tree, rate, args.overload_s, templates, patcher, seq)
+                print(json.dumps(over), flush=True)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(120)
+    summary = {
+        "walk_baseline": baseline,
+        "highest_sustained_spans_per_s": best["acked_spans_per_s"] if best else 0.0,
+        "sustained_vs_walk": (best["acked_spans_per_s"] / baseline["spans_per_s"]) if best else 0.0,
+        "cpu_us_per_span_at_best": ({k: round(v, 1) for k, v in best.items() if k.endswith("_us")} if best else {}),
+        "cpu_vs_walk_at_best": ((best["daemon_us"] + best["store_us"]) / baseline["cpu_us_per_span"]) if best else None,
+        "overload": over,
+        "daemon_exit": code,
+    }
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
