@@ -17,7 +17,9 @@ import yaml
 
 from tracescorer.app import App
 from tracescorer.config import Settings
-from tracescorer.control import ServeInfo, read_serve_info, serve_info_path
+from tracescorer.control import ServeInfo, read_serve_info, remote_query, serve_info_path
+from tracescorer.output import jsonable
+from tracescorer.store import readonly
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,9 +37,10 @@ def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02, 
 
 
 def config_dict(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
-    """A config with both receivers on free ports (port 0) and the store in ``tmp_path``."""
+    """A config with both receivers and the ops API on free ports (port 0) and the store in ``tmp_path``."""
     cfg: dict[str, Any] = {
         "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "api": {"port": 0},
         "store": {"path": str(tmp_path / "ts.duckdb")},
     }
     for key, value in sections.items():
@@ -143,5 +146,20 @@ class DaemonProcess:
         return result
 
     def query_json(self, sql: str) -> list[dict[str, Any]]:
-        out = self.cli("query", sql, "--format", "json").stdout
-        return [json.loads(line) for line in out.splitlines() if line.strip()]
+        """Rows as JSON-style dicts, in-process: through the running daemon's ops API (state
+        file + urllib), else on the file opened read-only. Cheap enough to poll."""
+        return query_rows(self.db_path, sql)
+
+
+def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
+    """What ``tracescorer query --format json`` prints, without spawning a CLI."""
+    info = read_serve_info(db_path)
+    if info is not None:
+        result = remote_query(info, sql, max_rows=max_rows)
+        return [dict(zip(result["columns"], row)) for row in result["rows"]]
+    con = readonly.connect(db_path)
+    try:
+        res = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=60)
+    finally:
+        con.close()
+    return [dict(zip(res.columns, (jsonable(v) for v in row))) for row in res.rows]

@@ -22,7 +22,8 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 
 from tracescorer.model import LogRecord, Span
-from tracescorer.store import rows
+from tracescorer.store import readonly, rows
+from tracescorer.store.readonly import QueryResult
 from tracescorer.store.schema import DDL
 
 log = logging.getLogger(__name__)
@@ -71,14 +72,6 @@ class _Job:
     spans: int = 0
     logs: int = 0
     fn: Callable[[Connection], Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    columns: list[str]
-    types: list[str]
-    rows: list[tuple[Any, ...]]
-    truncated: bool = False
 
 
 @dataclass(slots=True)
@@ -301,44 +294,26 @@ class DuckDBStore:
 
 # --- read-only access (CLI without a running daemon) -----------------------------------------------
 
-_READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-
 
 def check_read_only(con: Connection, sql: str) -> None:
-    """Raise :class:`ReadOnlyViolation` unless ``sql`` is exactly one read statement."""
+    """Raise :class:`ReadOnlyViolation` unless ``sql`` is one SELECT over the database's own
+    tables (the guard of :mod:`tracescorer.store.readonly`)."""
     try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise StoreError(f"invalid SQL: {exc}") from None
-    if len(statements) != 1:
-        raise ReadOnlyViolation(f"expected exactly one statement, got {len(statements)}")
-    kind = statements[0].type
-    if kind not in _READ_STATEMENTS:
-        raise ReadOnlyViolation(f"only read statements are allowed, not {kind.name}")
+        readonly.check_statement(con, sql)
+    except readonly.QueryRefused as exc:
+        raise ReadOnlyViolation(str(exc)) from None
+    except readonly.QueryError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def run_read_query(con: Connection, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
-    """Validate and run a read statement; interrupt it after ``timeout_s``."""
-    check_read_only(con, sql)
-    timer = threading.Timer(timeout_s, con.interrupt)
-    timer.daemon = True
-    timer.start()
+    """Validate and run a read statement (:func:`tracescorer.store.readonly.run_guarded`)."""
     try:
-        con.execute(sql)
-        description = con.description or []
-        fetched = con.fetchmany(max_rows + 1)
-    except duckdb.InterruptException:
-        raise StoreError(f"query timed out after {timeout_s:g}s") from None
-    except duckdb.Error as exc:
-        raise StoreError(f"query failed: {exc}") from None
-    finally:
-        timer.cancel()
-    return QueryResult(
-        columns=[d[0] for d in description],
-        types=[str(d[1]) for d in description],
-        rows=[tuple(r) for r in fetched[:max_rows]],
-        truncated=len(fetched) > max_rows,
-    )
+        return readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=timeout_s)
+    except readonly.QueryRefused as exc:
+        raise ReadOnlyViolation(str(exc)) from None
+    except readonly.QueryError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def open_read_only(path: str | Path) -> Connection:
