@@ -60,6 +60,8 @@ class HttpListener:
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests, release the socket."""
-        if self._site is not None:
-            await self._site.stop()
+        if self._site is None:
+            return  # never started (the bind failed)
+        await self._site.stop()
         await self._runner.cleanup()
+        self._site = None

@@ -25,6 +25,7 @@ _GAP = 2
 _MIN_WIDTH = 6
 _MAX_CELL = 80  # one cell in a fitted table (wrapped columns excepted)
 _SHORT_CELL = 28  # the other cells of a table with a wrapped column
+_ID_WIDTH = 36  # ids (columns named id or *_id) are kept whole up to this: they are copied into commands
 
 
 def jsonable(value: Any) -> Any:
@@ -56,6 +57,10 @@ def _text(value: Any) -> str:
         return "NULL"
     text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
     return text.replace("\r", "").replace("\n", "\\n")
+
+
+def _is_id(column: str) -> bool:
+    return column == "id" or column.endswith("_id")
 
 
 def _cut(text: str, width: int) -> str:
@@ -93,7 +98,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
     widths = [max([len(c)] + [len(r[i]) for r in texts]) for i, c in enumerate(columns)]
     if not wide:
         natural = [n if wrapped[i] else min(n, _MAX_CELL) for i, n in enumerate(widths)]
-        floor = [min(n, 20 if wrapped[i] else max(_MIN_WIDTH, min(len(c), 12)))
+        floor = [min(n, 20 if wrapped[i] else _ID_WIDTH if _is_id(c) else max(_MIN_WIDTH, min(len(c), 12)))
                  for i, (n, c) in enumerate(zip(natural, columns))]
         total = width or terminal_width()
         while shown > 1 and sum(floor[:shown]) + _GAP * (shown - 1) > total:
@@ -101,7 +106,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
         budget = total - _GAP * (shown - 1)
         if any(wrapped[:shown]):
             # wrapped columns (reasons) take what the others leave, the others kept short
-            natural = [n if wrapped[i] else min(n, _SHORT_CELL) for i, n in enumerate(natural)]
+            natural = [n if wrapped[i] else max(floor[i], min(n, _SHORT_CELL)) for i, n in enumerate(natural)]
             rest = budget - sum(n for i, n in enumerate(natural[:shown]) if not wrapped[i])
             share = max(rest // sum(wrapped[:shown]), 0)
             natural = [min(n, max(share, floor[i])) if wrapped[i] else n for i, n in enumerate(natural)]
