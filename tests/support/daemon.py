@@ -151,15 +151,40 @@ class DaemonProcess:
         return query_rows(self.db_path, sql)
 
 
-def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
-    """What ``tracescorer query --format json`` prints, without spawning a CLI."""
+    def runs(self, *, trace_id: str | None = None, conversation_id: str | None = None,
+             unmatched: bool = False) -> list[dict[str, Any]]:
+        """What ``tracescorer runs --format jsonl`` prints (AgentRun dicts, or unmatched traces), in-process."""
+        return run_dicts(self.db_path, trace_id=trace_id, conversation_id=conversation_id, unmatched=unmatched)
+
+
+def _raw(db_path: str, sql: str, max_rows: int) -> tuple[list[str], list[Any]]:
+    """Columns and rows as the read commands get them: from the daemon's ops API when it runs
+    (state file + urllib), else from the file opened read-only."""
     info = read_serve_info(db_path)
     if info is not None:
         result = remote_query(info, sql, max_rows=max_rows)
-        return [dict(zip(result["columns"], row)) for row in result["rows"]]
+        return result["columns"], result["rows"]
     con = readonly.connect(db_path)
     try:
         res = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=60)
     finally:
         con.close()
-    return [dict(zip(res.columns, (jsonable(v) for v in row))) for row in res.rows]
+    return res.columns, res.rows
+
+
+def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
+    """What ``tracescorer query --format json`` prints, without spawning a CLI."""
+    columns, rows = _raw(db_path, sql, max_rows)
+    return [dict(zip(columns, (jsonable(v) for v in row))) for row in rows]
+
+
+def run_dicts(db_path: str, *, trace_id: str | None = None, conversation_id: str | None = None,
+              unmatched: bool = False) -> list[dict[str, Any]]:
+    """What ``tracescorer runs --format jsonl`` prints, without spawning a CLI."""
+    from tracescorer.store import queries
+    from tracescorer.store.runs import run_from_row
+
+    if unmatched:
+        return query_rows(db_path, queries.unmatched_traces(trace_id=trace_id))
+    _, rows = _raw(db_path, queries.runs(trace_id=trace_id, conversation_id=conversation_id), 100_000)
+    return [json.loads(json.dumps(run_from_row(row).to_dict(), default=str)) for row in rows]
