@@ -129,7 +129,8 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     if shown < len(columns):
         hidden = list(columns[shown:])
-        out.append(f"({len(hidden)} more column(s) not shown: {', '.join(hidden)}; --wide shows all)")
+        note = f"({len(hidden)} more column(s) not shown: {', '.join(hidden)}; --wide shows all)"
+        out.extend(textwrap.wrap(note, width or terminal_width()))
     return "\n".join(out)
 
 
