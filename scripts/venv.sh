@@ -7,7 +7,8 @@
 # uv (from PyPI; bootstrapped with pip into a cache dir when it is not on PATH) creates the venv
 # and installs with constraints.txt, leaving out the packages listed in excludes.txt (litellm
 # dependencies the product never imports). Without uv, plain venv + pip install the same pins
-# (and the excluded packages too: pip cannot leave out a dependency).
+# (and the excluded packages too: pip cannot leave out a dependency). UV=/path/to/uv picks a uv,
+# UV=none forces pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:?usage: scripts/venv.sh VENV [dev|lock]}
@@ -16,6 +17,8 @@ python=${PYTHON:-python3}
 uv_version=$(sed -n 's/^uv==//p' constraints.txt)
 
 find_uv() {
+  [ "${UV:-}" = none ] && return 0  # UV=none: plain venv + pip
+  if [ -n "${UV:-}" ]; then echo "$UV"; return; fi
   local candidate
   candidate=$(command -v uv || true)
   if [ -n "$candidate" ] && "$candidate" pip install --help 2>/dev/null | grep -q -- '--excludes'; then

@@ -13,6 +13,7 @@ def test_shipped_config_is_valid_and_matches_defaults():
     assert settings.receiver == defaults.receiver
     assert settings.store == defaults.store
     assert settings.assembly == defaults.assembly
+    assert settings.api == defaults.api and settings.metrics == defaults.metrics
 
 
 def test_expansion_with_defaults(tmp_path):
