@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PYTHON
 
-.PHONY: demo test bench lock typecheck clean
+.PHONY: venv demo test bench lock typecheck clean
 
 # scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
 $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
@@ -15,6 +15,8 @@ $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
 $(VENV)/.dev: pyproject.toml constraints.txt excludes.txt
 	scripts/venv.sh $(VENV) dev
 	@touch $@ $(VENV)/.runtime
+
+venv: $(VENV)/.runtime
 
 demo: $(VENV)/.runtime
 	$(VENV)/bin/tracescorer demo
