@@ -29,6 +29,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/assembly.py
 	$(PY) bench/scoring.py
 	$(PY) bench/e2e.py
+	$(PY) bench/cli.py
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy

@@ -11,6 +11,8 @@ from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 from tracescorer.demo import emit_conversations
 
+pytestmark = pytest.mark.slow  # each test runs a daemon with a judge through whole conversations
+
 CRITERION = "The agent answered every question"
 GOOD = {"id": "conv-good", "agent": "support-alpha", "turns": [
     ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),

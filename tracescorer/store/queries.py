@@ -105,3 +105,8 @@ def decisions(targets: Sequence[tuple[str, str]]) -> str:
 
 def scores_count() -> str:
     return "SELECT count(*) AS n FROM scores"
+
+
+def first_failed_trace() -> str:
+    """The trace id of the first span with an error status (the demo explains it)."""
+    return "SELECT trace_id FROM spans WHERE status_code = 'error' ORDER BY start_time_unix_nano LIMIT 1"
