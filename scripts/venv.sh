@@ -24,7 +24,7 @@ find_uv() {
   if [ -n "$candidate" ] && "$candidate" pip install --help 2>/dev/null | grep -q -- '--excludes'; then
     echo "$candidate"; return
   fi
-  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/tracescorer/uv-$uv_version"
+  local dir="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/tracescorer/uv-$uv_version"
   if [ ! -x "$dir/bin/uv" ]; then
     "$python" -m pip install -q --disable-pip-version-check --no-warn-script-location \
       --target "$dir" "uv==$uv_version" >&2 2>/dev/null || return 0
