@@ -22,7 +22,7 @@ from tracescorer.filterspec import RunFilter
 ENV_PREFIX = "TRACESCORER_"
 # TRACESCORER_* variables the CLI reads itself (never configuration overrides)
 _NOT_OVERRIDES = frozenset({"TRACESCORER_CONFIG"})
-SECRET_KEYS = frozenset({"auth_token", "api_key", "query_token", "headers"})
+SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers"})
 _EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -258,7 +258,10 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
                 where = ".".join(path[: depth + 1])
                 raise ConfigError(f"invalid configuration: {name}: {where} is not a section, it cannot have key {path[depth + 1]!r}")
             node = child
-        parsed = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            parsed = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            parsed = raw  # not YAML: plain text (validation says if the key wants something else)
         # keep secrets and free text verbatim; YAML-typed only for numbers, booleans, lists
         node[path[-1]] = parsed if isinstance(parsed, (int, float, bool, list, dict)) else raw
         sources[tuple(path)] = name

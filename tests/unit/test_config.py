@@ -55,6 +55,7 @@ def test_partial_listener_override_keeps_that_listeners_defaults(tmp_path):
         ({"TRACESCORER_STORE__PATH__X": "1"}, "(from TRACESCORER_STORE__PATH__X)"),
         ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "receiver.http.port: Input should be a valid integer"),
         ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "(got 'abc') (from TRACESCORER_RECEIVER__HTTP__PORT)"),
+        ({"TRACESCORER_ASSEMBLY__CONVERSATION_KEYS": "[unclosed"}, "assembly.conversation_keys: Input should be a valid list"),
     ],
 )
 def test_bad_env_overrides_are_errors_naming_the_variable(env, message):
