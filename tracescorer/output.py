@@ -22,7 +22,8 @@ from typing import Any
 
 DEFAULT_WIDTH = 120
 _GAP = 2
-_MIN_WIDTH = 6
+_MIN_WIDTH = 8
+_KEEP_WHOLE = 20  # columns up to this width are not shortened; longer ones give way
 _MAX_CELL = 80  # one cell in a fitted table (wrapped columns excepted)
 _SHORT_CELL = 28  # the other cells of a table with a wrapped column
 _ID_WIDTH = 36  # ids (columns named id or *_id) are kept whole up to this: they are copied into commands
@@ -98,7 +99,9 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
     widths = [max([len(c)] + [len(r[i]) for r in texts]) for i, c in enumerate(columns)]
     if not wide:
         natural = [n if wrapped[i] else min(n, _MAX_CELL) for i, n in enumerate(widths)]
-        floor = [min(n, 20 if wrapped[i] else _ID_WIDTH if _is_id(c) else max(_MIN_WIDTH, min(len(c), 12)))
+        # short cells (times, statuses, names) stay whole; long free text gives way first
+        floor = [min(n, 20) if wrapped[i] else min(n, _ID_WIDTH) if _is_id(c) else
+                 n if n <= _KEEP_WHOLE else max(_MIN_WIDTH, min(len(c), 12))
                  for i, (n, c) in enumerate(zip(natural, columns))]
         total = width or terminal_width()
         while shown > 1 and sum(floor[:shown]) + _GAP * (shown - 1) > total:

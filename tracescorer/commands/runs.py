@@ -76,7 +76,7 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
                              run.agent_name, run.service_name, run.conversation_id, run.convention, run.model,
                              run.status, user, answer, len(run.tool_calls), run.error])
             else:
-                rows.append([run.run_id[:12], d["started_at"][:19], run.agent_name, run.conversation_id, run.status,
+                rows.append([run.run_id[:12], d["started_at"][5:19].replace("T", " "), run.agent_name, run.conversation_id, run.status,
                              user, answer, len(run.tool_calls)])
         click.echo(format_table(_WIDE if wide else _NARROW, rows, wide=wide))
     _truncated(result, limit)
