@@ -2,21 +2,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
+export PYTHON
 
-.PHONY: demo test bench lock typecheck clean
+.PHONY: venv demo test bench lock typecheck clean
 
-$(PY):
-	$(PYTHON) -m venv $(VENV)
-
-$(VENV)/.runtime: pyproject.toml constraints.txt | $(PY)
-	$(PIP) install -q -c constraints.txt -e .
+# scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
+$(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
+	scripts/venv.sh $(VENV)
 	@touch $@
 
-$(VENV)/.dev: pyproject.toml constraints.txt | $(PY)
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+$(VENV)/.dev: pyproject.toml constraints.txt excludes.txt
+	scripts/venv.sh $(VENV) dev
 	@touch $@ $(VENV)/.runtime
+
+venv: $(VENV)/.runtime
 
 demo: $(VENV)/.runtime
 	$(VENV)/bin/tracescorer demo
@@ -29,6 +29,8 @@ bench: $(VENV)/.dev
 	$(PY) bench/assembly.py
 	$(PY) bench/scoring.py
 	$(PY) bench/e2e.py
+	$(PY) bench/cli.py
+	$(PY) bench/sustained.py
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy
@@ -36,7 +38,8 @@ typecheck: $(VENV)/.dev
 lock: $(VENV)/.dev
 	{ echo "# Exact versions tested together (pip install -c constraints.txt ...). Regenerate with 'make lock'."; \
 	  echo "# litellm: 1.82.7 and 1.82.8 were compromised upstream; keep this pin on a reviewed release."; \
-	  $(PIP) freeze --exclude-editable | grep -v -i -E '^(pip|setuptools|wheel)=='; } > constraints.txt
+	  echo "# uv: the installer scripts/venv.sh bootstraps when none is on PATH."; \
+	  scripts/venv.sh $(VENV) lock; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis *.egg-info

@@ -91,6 +91,7 @@ QUESTIONS: list[tuple[str, str | None, dict[str, str] | None, str | None, str]] 
 def daemon_config(db: Path, judge_url: str) -> dict[str, Any]:
     return {
         "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "api": {"port": 0},
         "store": {"path": str(db)},
         "assembly": {"idle_s": 0.2, "conversation_idle_s": 2.0},
         "judge": {"model": "openai/gpt-4o-mini", "api_base": judge_url, "api_key": "x",

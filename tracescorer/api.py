@@ -1,43 +1,36 @@
-"""Operational HTTP routes beside the OTLP endpoints: health, readiness, metrics, local queries."""
+"""The daemon's operational HTTP routes.
+
+- :class:`OpsApi`, on the OTLP HTTP port: ``/healthz`` and ``/readyz`` (open, for probes and
+  load balancers) and ``/metrics`` (Prometheus; bearer token ``metrics.auth_token`` when set).
+- :class:`ControlApi`, on its own listener (``api:``, loopback by default): the read-only query
+  endpoint and backfill jobs, behind a token generated at each start and published only in the
+  0600 state file (:mod:`tracescorer.control`). The ingest token never opens it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import decimal
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
+from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store.base import QueryResult, ReadOnlyViolation, Store, StoreError
 
-from tracescorer.control import BACKFILL_PATH, QUERY_PATH
+log = logging.getLogger(__name__)
 
-
-def jsonable(value: Any) -> Any:
-    """DuckDB result values as JSON-friendly data (timestamps ISO 8601, decimals as numbers)."""
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
+Readiness = Callable[[], "str | None"]
+"""Returns None when the daemon is ready, else the reason it is not (shown in ``/readyz``)."""
 
 
 def result_to_json(result: QueryResult) -> dict[str, Any]:
@@ -49,19 +42,25 @@ def result_to_json(result: QueryResult) -> dict[str, Any]:
     }
 
 
-class OpsApi:
-    """``/healthz``, ``/readyz``, ``/metrics`` and the token-protected read-only query endpoint."""
+def _unauthorized() -> web.Response:
+    resp = web.json_response({"error": "missing or invalid bearer token"}, status=401)
+    resp.headers["WWW-Authenticate"] = "Bearer"
+    return resp
 
-    def __init__(self, store: Store, metrics: Metrics, *, query_token: str, max_rows: int, timeout_s: float,
-                 runner: ScoringRunner | None = None, readiness: Callable[[], str | None] | None = None) -> None:
-        self._runner = runner
-        self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
+
+class OpsApi:
+    """``/healthz``, ``/readyz`` and ``/metrics`` beside the OTLP endpoints.
+
+    ``readiness`` decides ``/readyz`` (None = ready, else the reason, answered with 503); the
+    default provider is :meth:`default_readiness`.
+    """
+
+    def __init__(self, store: Store, metrics: Metrics, *, metrics_token: str = "",
+                 readiness: Readiness | None = None) -> None:
         self._store = store
         self._metrics = metrics
-        self._token = query_token
-        self._max_rows = max_rows
-        self._timeout_s = timeout_s
-        self._readiness = readiness
+        self._metrics_token = metrics_token
+        self._readiness = readiness or self.default_readiness
         self.ready = False
 
     def routes(self) -> list[web.RouteDef]:
@@ -69,10 +68,15 @@ class OpsApi:
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics),
-            web.post(QUERY_PATH, self.query),
-            web.post(BACKFILL_PATH, self.start_backfill),
-            web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
         ]
+
+    def default_readiness(self) -> str | None:
+        """Not started or shutting down, the writer stopped, or the write queue is full."""
+        if not (self.ready and self._store.accepting):
+            return "not started or shutting down"
+        if self._store.pending_items >= self._store.max_queue_items:
+            return "write queue full"
+        return None
 
     async def healthz(self, request: web.Request) -> web.Response:
         if self._store.accepting or not self.ready:
@@ -80,21 +84,54 @@ class OpsApi:
         return web.json_response({"status": "writer stopped"}, status=503)
 
     async def readyz(self, request: web.Request) -> web.Response:
-        if not (self.ready and self._store.accepting):
-            return web.json_response({"ready": False, "reason": "not started or shutting down"}, status=503)
-        reason = self._readiness() if self._readiness is not None else None
+        try:
+            reason = self._readiness()
+        except Exception as exc:  # noqa: BLE001 - a failing provider means "not ready", never a 500
+            reason = f"readiness check failed: {type(exc).__name__}: {exc}"
         if reason is not None:
             return web.json_response({"ready": False, "reason": reason}, status=503)
         return web.json_response({"ready": True})
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if not bearer_ok(request.headers.get("Authorization"), self._metrics_token):
+            return _unauthorized()
         resp = web.Response(body=self._metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
-    async def query(self, request: web.Request) -> web.Response:
+
+class ControlApi:
+    """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
+
+    def __init__(self, store: Store, *, token: str, max_rows: int, timeout_s: float,
+                 runner: ScoringRunner | None = None) -> None:
+        if not token:
+            raise ValueError("the ops API needs a token")
+        self._runner = runner
+        self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
+        self._store = store
+        self._token = token
+        self._max_rows = max_rows
+        self._timeout_s = timeout_s
+
+    def app(self) -> web.Application:
+        """The aiohttp application serving these routes (every one needs the token)."""
+        webapp = web.Application(middlewares=[self._auth], client_max_size=1024 * 1024)
+        webapp.add_routes([
+            web.post(QUERY_PATH, self.query),
+            web.post(BACKFILL_PATH, self.start_backfill),
+            web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+        ])
+        return webapp
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         if not bearer_ok(request.headers.get("Authorization"), self._token):
-            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
+            return _unauthorized()
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def query(self, request: web.Request) -> web.Response:
         try:
             payload = await request.json()
             sql = payload["sql"]
@@ -104,7 +141,7 @@ class OpsApi:
         if not isinstance(sql, str):
             return web.json_response({"error": "sql must be a string"}, status=400)
         try:
-            result = await self._store.query(sql, max_rows=max_rows, timeout_s=self._timeout_s)
+            result = await self._store.query(sql, max_rows=max(1, max_rows), timeout_s=self._timeout_s)
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
         except StoreError as exc:
@@ -113,8 +150,6 @@ class OpsApi:
 
     async def start_backfill(self, request: web.Request) -> web.Response:
         """Start a backfill job in the daemon (the CLI polls its progress)."""
-        if not bearer_ok(request.headers.get("Authorization"), self._token):
-            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
         if self._runner is None:
             return web.json_response({"error": "scoring is not running"}, status=503)
         try:
@@ -154,8 +189,6 @@ class OpsApi:
         return progress
 
     async def backfill_status(self, request: web.Request) -> web.Response:
-        if not bearer_ok(request.headers.get("Authorization"), self._token):
-            return web.json_response({"error": "missing or invalid bearer token"}, status=401)
         entry = self._jobs.get(request.match_info["job"])
         if entry is None:
             return web.json_response({"error": "no such backfill job"}, status=404)

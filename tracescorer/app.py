@@ -9,19 +9,18 @@ import logging
 import os
 import secrets
 import signal
-import socket
-import ssl
 from collections.abc import Callable
 
 from aiohttp import web
 
 from tracescorer import control
-from tracescorer.api import OpsApi
+from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.export.otlp import EvaluationExporter
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.config import Settings
+from tracescorer.listeners import HttpListener, bind_socket, server_ssl_context
 from tracescorer.metrics import Metrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
@@ -29,6 +28,22 @@ from tracescorer.receiver.ingest import Ingestor
 from tracescorer.store.duckdb import DuckDBStore
 
 log = logging.getLogger(__name__)
+
+
+def _local(host: str) -> str:
+    """An address a local client can connect to for a listener bound to ``host``."""
+    return "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+
+
+def _log_bindings(runner: ScoringRunner) -> None:
+    bound = runner.bindings
+    if not bound:
+        log.warning("no scorers are bound: traces are stored and runs rebuilt, but nothing is scored "
+                    "(add bindings under `scorers:`, see config/scorers.example.yaml)")
+        return
+    log.info("%d scorer(s) bound: %s", len(bound), ", ".join(
+        f"{b.binding.id} ({b.binding.prebuilt or b.binding.python}, {b.binding.scope}"
+        f"{', judge' if b.uses_judge else ''}, sampling {b.binding.sampling.ratio:g})" for b in bound))
 
 
 class App:
@@ -62,16 +77,13 @@ class App:
         )
         self.assembly.add_listener(self.runner)
         self.ingestor.add_backlog_check("scoring", self.runner.backlog)
-        self.query_token = s.receiver.auth_token or secrets.token_urlsafe(24)
-        self.ops = OpsApi(
-            self.store,
-            self.metrics,
-            query_token=self.query_token,
-            max_rows=s.store.query_max_rows,
-            timeout_s=s.store.query_timeout_s,
-            runner=self.runner,
-            readiness=self.not_ready_reason,
-        )
+        # the ops API's own token, new at each start; never the ingest token
+        self.api_token = secrets.token_urlsafe(32)
+        self.ops = OpsApi(self.store, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.control = ControlApi(self.store, token=self.api_token, max_rows=s.store.query_max_rows,
+                                  timeout_s=s.store.query_timeout_s, runner=self.runner)
+        self._api: HttpListener | None = None
+        self.api_port = 0
         self.grpc: OtlpGrpcReceiver | None = None
         self._web_runner: web.AppRunner | None = None
         self._site: web.BaseSite | None = None
@@ -123,24 +135,28 @@ class App:
             self.grpc_port = await self.grpc.start()
         if s.receiver.http.enabled:
             await self._start_http()
+        if s.api.enabled:
+            self._api = HttpListener(self.control.app(), host=s.api.host, port=s.api.port, what="ops API (api)",
+                                     ssl_context=server_ssl_context(tls.cert_file, tls.key_file))
+            self.api_port = await self._api.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self.ops.ready = True
-        if s.receiver.http.enabled and s.store.path != ":memory:":
+        if s.store.path != ":memory:":
             scheme = "https" if tls.enabled else "http"
-            host = s.receiver.http.host
-            if host in ("0.0.0.0", "::", ""):
-                host = "127.0.0.1"
             control.write_serve_info(
                 s.store.path,
                 control.ServeInfo(
                     pid=os.getpid(),
-                    url=f"{scheme}://{host}:{self.http_port}",
-                    token=self.query_token,
+                    url=f"{scheme}://{_local(s.receiver.http.host)}:{self.http_port}" if self.http_port else "",
+                    api_url=f"{scheme}://{_local(s.api.host)}:{self.api_port}" if self.api_port else "",
+                    api_token=self.api_token,
                     cafile=str(tls.cert_file) if tls.cert_file else None,
                     grpc_port=self.grpc_port,
                 ),
             )
-        log.info("tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, store %s", self.grpc_port, self.http_port, s.store.path)
+        log.info("tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s", self.grpc_port,
+                 self.http_port, s.api.host, self.api_port, s.store.path)
+        _log_bindings(self.runner)
 
     async def _start_http(self) -> None:
         s = self.settings
@@ -153,17 +169,9 @@ class App:
         self._web_runner = web.AppRunner(
             webapp, access_log=None, shutdown_timeout=s.receiver.request_timeout_s, auto_decompress=False
         )
+        sock = bind_socket(s.receiver.http.host, s.receiver.http.port, "OTLP HTTP receiver (receiver.http)")
         await self._web_runner.setup()
-        family = socket.AF_INET6 if ":" in s.receiver.http.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((s.receiver.http.host, s.receiver.http.port))
-        sock.setblocking(False)
-        ssl_context = None
-        if s.receiver.tls.enabled:
-            assert s.receiver.tls.cert_file is not None and s.receiver.tls.key_file is not None
-            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ssl_context.load_cert_chain(s.receiver.tls.cert_file, s.receiver.tls.key_file)
+        ssl_context = server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file)
         self._site = web.SockSite(self._web_runner, sock, ssl_context=ssl_context)
         await self._site.start()
         self.http_port = sock.getsockname()[1]
@@ -200,6 +208,8 @@ class App:
             await self.grpc.stop(grace)
         if self._web_runner is not None:
             await self._web_runner.cleanup()
+        if self._api is not None:
+            await self._api.stop()
         await self.assembly.stop()
         await self.runner.stop(self.settings.scoring.shutdown_timeout_s)
         if self.exporter is not None:

@@ -1,17 +1,21 @@
-"""The ``tracescorer`` command line."""
+"""The ``tracescorer`` command line.
+
+Start-up cost matters here (``tracescorer --help``, read commands): modules import only click
+at the top, and each command imports what it needs when it runs.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-from typing import Any
 
 import click
-import yaml
 
 from tracescorer.commands.common import config_option, load, row_limit, run_query
-from tracescorer.output import FORMATS
+
+FORMAT_NAMES = ["csv", "json", "jsonl", "table"]
+log = logging.getLogger("tracescorer.cli")
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tracescorer")
@@ -23,14 +27,29 @@ def main() -> None:
 @config_option
 def serve(config_path: str | None) -> None:
     """Run the daemon: OTLP receivers, span log, scoring."""
+    import asyncio
+
+    from tracescorer.config import ConfigError, check_store_path
+
     settings = load(config_path)
     logging.basicConfig(
         level=settings.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    try:
+        created = check_store_path(settings.store.path)
+        if created is not None:
+            created.mkdir(parents=True, exist_ok=True)
+            log.info("store.path: created directory %s for the database", created)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"store.path: cannot create the directory of {settings.store.path!r}: "
+                                   f"{exc.strerror or exc}") from None
     from tracescorer.app import App
-    from tracescorer.store.duckdb import StoreError as _StoreError
+    from tracescorer.scoring.bindings import BindingError
+    from tracescorer.store.duckdb import StoreError
 
     # The DuckDB writer thread needs the GIL briefly before and after each statement; with the
     # default 5 ms switch interval it waits behind the event loop's decoding and group commits
@@ -39,30 +58,54 @@ def serve(config_path: str | None) -> None:
 
     try:
         asyncio.run(App(settings).run())
-    except (_StoreError, OSError, ValueError) as exc:
+    except (StoreError, BindingError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
 @main.command("check-config")
 @config_option
 def check_config(config_path: str | None) -> None:
-    """Validate the configuration and print the effective values (secrets masked)."""
+    """Validate the configuration as serve would (scorer bindings too), print the effective values.
+
+    Secrets are masked.
+    """
+    import yaml
+
+    from tracescorer.config import ConfigError, check_store_path
+    from tracescorer.scoring.bindings import BindingError, build_bindings
+
     settings = load(config_path)
+    try:
+        created = check_store_path(settings.store.path)
+        bound = build_bindings(settings.scorers, settings.judge)
+    except (ConfigError, BindingError) as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(yaml.safe_dump(settings.masked(), sort_keys=False).rstrip())
-    click.echo("# configuration is valid", err=True)
+    if created is not None:
+        click.echo(f"# store.path: directory {created} does not exist yet; serve will create it", err=True)
+    if not bound:
+        click.echo("# no scorers are bound: traces are stored and runs rebuilt, but nothing is scored", err=True)
+    click.echo(f"# configuration is valid ({len(bound)} scorer binding(s) built)", err=True)
 
 
 @main.command()
 @config_option
 @click.argument("sql")
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True,
+              help="json: one array of objects; jsonl: one object per line.")
+@click.option("--wide", is_flag=True, help="Tables: every column and every cell in full.")
 @click.option("--max-rows", type=click.IntRange(min=1), default=None, help="Row limit (default: store.query_max_rows).")
-def query(config_path: str | None, sql: str, fmt: str, max_rows: int | None) -> None:
+def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int | None) -> None:
     """Run one read-only SQL statement against the database and print the rows."""
+    from tracescorer.output import FORMATS, format_table
+
     settings = load(config_path)
     limit = row_limit(settings, max_rows)
     result = run_query(settings, sql, limit)
-    click.echo(FORMATS[fmt](result["columns"], result["rows"]))
+    if fmt == "table":
+        click.echo(format_table(result["columns"], result["rows"], wide=wide, wrap=("reason", "error", "detail")))
+    else:
+        click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     if result["truncated"]:
         click.echo(f"(truncated at {limit} rows)", err=True)
 

@@ -17,10 +17,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tracescorer.scoring.filters import RunFilter
+from tracescorer.filterspec import RunFilter
 
 ENV_PREFIX = "TRACESCORER_"
-SECRET_KEYS = frozenset({"auth_token", "api_key", "query_token", "headers"})
+# TRACESCORER_* variables the CLI reads itself (never configuration overrides)
+_NOT_OVERRIDES = frozenset({"TRACESCORER_CONFIG"})
+SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers"})
 _EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -34,8 +36,28 @@ class _Section(BaseModel):
 
 class ListenerSettings(_Section):
     host: str = "0.0.0.0"
-    port: int = Field(4317, ge=0, le=65535)
+    port: int = Field(4317, ge=0, le=65535, description="0 = any free port")
     enabled: bool = True
+
+
+# One class per listener, so a partial override (only `host`) keeps that listener's own port.
+class GrpcListenerSettings(ListenerSettings):
+    port: int = Field(4317, ge=0, le=65535, description="0 = any free port")
+
+
+class HttpListenerSettings(ListenerSettings):
+    port: int = Field(4318, ge=0, le=65535, description="0 = any free port")
+
+
+class ApiSettings(ListenerSettings):
+    """The ops API (queries, backfill): its own listener and token, never the ingest token."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(4320, ge=0, le=65535, description="0 = any free port")
+
+
+class MetricsSettings(_Section):
+    auth_token: str = Field("", description="bearer token /metrics requires; empty = open")
 
 
 class TLSSettings(_Section):
@@ -57,8 +79,8 @@ class TLSSettings(_Section):
 
 
 class ReceiverSettings(_Section):
-    grpc: ListenerSettings = ListenerSettings(port=4317)
-    http: ListenerSettings = ListenerSettings(port=4318)
+    grpc: GrpcListenerSettings = GrpcListenerSettings()
+    http: HttpListenerSettings = HttpListenerSettings()
     max_message_bytes: int = Field(16 * 1024 * 1024, gt=0)
     auth_token: str = ""
     tls: TLSSettings = TLSSettings()
@@ -154,6 +176,8 @@ class Settings(_Section):
     scoring: ScoringSettings = ScoringSettings()
     scorers: list[ScorerBinding] = []
     export: ExportSettings = ExportSettings()
+    api: ApiSettings = ApiSettings()
+    metrics: MetricsSettings = MetricsSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("scorers")
@@ -182,45 +206,87 @@ def _mask(value: Any, key: str = "") -> Any:
     return value
 
 
-def expand(value: Any, env: Mapping[str, str]) -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML tree."""
+def expand(value: Any, env: Mapping[str, str], where: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML tree.
+
+    ``${VAR}`` with VAR unset is a :class:`ConfigError` naming the key and the variable (an
+    empty string would silently become, say, a database path at the root of the disk);
+    ``${VAR:-}`` asks for an empty default explicitly.
+    """
     if isinstance(value, str):
-        return _EXPAND.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), value)
+        def one(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if default is None:
+                if name not in env:
+                    raise ConfigError(f"invalid configuration: {where or '(root)'}: ${{{name}}} is not set in the environment "
+                                      f"(set it, or write ${{{name}:-default}})")
+                return env[name]
+            return env.get(name) or default
+
+        return _EXPAND.sub(one, value)
     if isinstance(value, dict):
-        return {k: expand(v, env) for k, v in value.items()}
+        return {k: expand(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand(v, env) for v in value]
+        return [expand(v, env, f"{where}.{i}") for i, v in enumerate(value)]
     return value
 
 
-def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Apply ``TRACESCORER_<SECTION>__<KEY>`` overrides; returns {key path: variable name}.
+
+    A variable with ``__`` is an override and its first part must be a section; a single-part
+    name is an expansion variable (``TRACESCORER_AUTH_TOKEN``) unless it names a top-level key.
+    """
     sections = set(Settings.model_fields)
+    sources: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(env.items()):
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or name in _NOT_OVERRIDES:
             continue
         path = name[len(ENV_PREFIX) :].lower().split("__")
-        if path[0] not in sections or (len(path) == 1 and path[0] != "log_level"):
-            continue  # an expansion variable such as TRACESCORER_AUTH_TOKEN, not an override
+        if len(path) == 1:
+            if path[0] not in sections:
+                continue  # an expansion variable such as TRACESCORER_AUTH_TOKEN, not an override
+            if path[0] != "log_level":
+                raise ConfigError(f"invalid configuration: {name}: {path[0]!r} is a section; set one key with "
+                                  f"{ENV_PREFIX}{path[0].upper()}__<KEY>")
+        if path[0] not in sections:
+            raise ConfigError(f"invalid configuration: {name}: unknown section {path[0]!r} (sections: {', '.join(sorted(sections))})")
+        if any(not part for part in path):
+            raise ConfigError(f"invalid configuration: {name}: empty key part (use one '__' between keys)")
         node = data
-        for part in path[:-1]:
+        for depth, part in enumerate(path[:-1]):
             child = node.get(part)
-            if not isinstance(child, dict):
+            if child is None:
                 child = {}
                 node[part] = child
+            elif not isinstance(child, dict):
+                where = ".".join(path[: depth + 1])
+                raise ConfigError(f"invalid configuration: {name}: {where} is not a section, it cannot have key {path[depth + 1]!r}")
             node = child
-        parsed = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            parsed = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            parsed = raw  # not YAML: plain text (validation says if the key wants something else)
         # keep secrets and free text verbatim; YAML-typed only for numbers, booleans, lists
         node[path[-1]] = parsed if isinstance(parsed, (int, float, bool, list, dict)) else raw
+        sources[tuple(path)] = name
+    return sources
 
 
-def _format_error(exc: ValidationError) -> str:
+def _format_error(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        loc = tuple(str(p) for p in err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"{loc}: {msg}")
+        elif isinstance(err.get("input"), (str, int, float, bool)):
+            msg = f"{msg} (got {err['input']!r})"
+        origin = next((var for path, var in sources.items()
+                       if loc[: len(path)] == path or path[: len(loc)] == loc), None)
+        if origin is not None:
+            msg += f" (from {origin})"
+        lines.append(f"{'.'.join(loc) or '(root)'}: {msg}")
     return "invalid configuration: " + "; ".join(lines)
 
 
@@ -240,8 +306,26 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping")
     data = expand(data, env)
-    _apply_env(data, env)
+    sources = _apply_env(data, env)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc)) from None
+        raise ConfigError(_format_error(exc, sources)) from None
+
+
+def check_store_path(path: str) -> Path | None:
+    """Check that ``store.path`` can hold a database. Returns the directory that does not exist
+    yet (``serve`` creates it and says so), else None. Raises :class:`ConfigError`."""
+    if path == ":memory:":
+        return None
+    target = Path(path).absolute()
+    if target.is_dir():
+        raise ConfigError(f"store.path: {path!r} is a directory; give a file name, e.g. "
+                          f"{str(Path(path) / 'tracescorer.duckdb')!r}")
+    existing = next(p for p in target.parents if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"store.path: {path!r} is below {str(existing)!r}, which is a file, not a directory")
+    missing = existing != target.parent
+    if (missing or not target.exists()) and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"store.path: {path!r}: directory {str(existing)!r} is not writable")
+    return target.parent if missing else None

@@ -1,9 +1,12 @@
-"""How CLI read commands find a running daemon: a small state file beside the database.
+"""How CLI commands find and talk to a running daemon: a small state file beside the database.
 
-``serve`` writes ``<store.path>.serve.json`` (mode 0600) with its pid, the local URL of its HTTP
-listener and the token for the read-only query endpoint, and removes it on exit. Read commands
-go through that endpoint while the daemon runs (DuckDB lets one process hold the file for
-writing) and open the file read-only otherwise.
+``serve`` writes ``<store.path>.serve.json`` (mode 0600) with its pid, the URLs of its OTLP HTTP
+listener and of its ops API (``api:``), and the ops API's token, generated at each start; it
+removes the file on exit. While the file names a live process, read commands always go through
+the ops API (DuckDB lets one process hold the file for writing) and never open the locked file;
+when it does not, they open the file read-only.
+
+This module is imported by every read command: it only uses the standard library.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -19,15 +23,22 @@ from typing import Any
 
 QUERY_PATH = "/api/v1/query"
 BACKFILL_PATH = "/api/v1/backfill"
+# How long a read command keeps retrying a daemon that refuses connections (it may be starting
+# its listeners, or stopping) before it says so.
+RETRY_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServeInfo:
+    """What the state file says about a running daemon."""
+
     pid: int
-    url: str
-    token: str
+    url: str  # OTLP HTTP base URL ("" when receiver.http is disabled)
+    api_url: str  # ops API base URL ("" when api.enabled is false)
+    api_token: str
     cafile: str | None = None
     grpc_port: int = 0
+    path: str = ""  # the state file itself
 
 
 def serve_info_path(db_path: str) -> Path:
@@ -39,10 +50,8 @@ def write_serve_info(db_path: str, info: ServeInfo) -> Path:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump(
-            {"pid": info.pid, "url": info.url, "token": info.token, "cafile": info.cafile, "grpc_port": info.grpc_port},
-            fh,
-        )
+        json.dump({"pid": info.pid, "url": info.url, "api_url": info.api_url, "api_token": info.api_token,
+                   "cafile": info.cafile, "grpc_port": info.grpc_port}, fh)
     os.replace(tmp, path)
     return path
 
@@ -65,15 +74,18 @@ def _alive(pid: int) -> bool:
 
 
 def read_serve_info(db_path: str) -> ServeInfo | None:
-    """The running daemon's info, or None when none runs (stale files are ignored)."""
+    """The running daemon's info, or None when none runs (a file left by a dead process is ignored)."""
+    path = serve_info_path(db_path)
     try:
-        data = json.loads(serve_info_path(db_path).read_text())
+        data = json.loads(path.read_text())
         info = ServeInfo(
             pid=int(data["pid"]),
-            url=str(data["url"]),
-            token=str(data["token"]),
+            url=str(data.get("url") or ""),
+            api_url=str(data.get("api_url") or ""),
+            api_token=str(data.get("api_token") or ""),
             cafile=data.get("cafile"),
             grpc_port=int(data.get("grpc_port") or 0),
+            path=str(path),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -83,8 +95,6 @@ def read_serve_info(db_path: str) -> ServeInfo | None:
 def wait_for_daemon(db_path: str, proc: Any, timeout_s: float = 60.0) -> ServeInfo | None:
     """Wait until the ``serve`` child process ``proc`` (a Popen) published its info; None if it
     exited or the deadline passed."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
         info = read_serve_info(db_path)
@@ -99,7 +109,7 @@ class RemoteQueryError(RuntimeError):
 
 
 class DaemonUnreachable(RemoteQueryError):
-    """No daemon answered at the address in the state file."""
+    """The daemon in the state file does not answer; the message says what to do."""
 
 
 def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0) -> dict[str, Any]:
@@ -108,26 +118,46 @@ def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float =
 
 
 def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any] | None = None,
-                *, timeout_s: float = 60.0) -> dict[str, Any]:
-    """One authenticated JSON call to the daemon's local API."""
+                *, timeout_s: float = 60.0, retry_s: float = RETRY_S) -> dict[str, Any]:
+    """One authenticated JSON call to the daemon's ops API.
+
+    Refused connections are retried for ``retry_s`` (a daemon starting or stopping); then, or on
+    a timeout, :class:`DaemonUnreachable` says which daemon did not answer and what to do.
+    """
+    if not info.api_url:
+        raise DaemonUnreachable(
+            f"a daemon runs on this database (pid {info.pid}) with its ops API disabled (api.enabled: false): "
+            "read commands need it while the daemon runs; enable it, or stop the daemon to read the file")
     req = urllib.request.Request(
-        info.url.rstrip("/") + path,
+        info.api_url.rstrip("/") + path,
         data=None if payload is None else json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {info.token}"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {info.api_token}"},
         method=method,
     )
     context = ssl.create_default_context(cafile=info.cafile) if info.cafile else None
     if context is not None:
         context.check_hostname = False
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s, context=context) as resp:
-            result: dict[str, Any] = json.loads(resp.read())
-            return result
-    except urllib.error.HTTPError as exc:
+    deadline = time.monotonic() + retry_s
+    delay = 0.05
+    while True:
         try:
-            message = json.loads(exc.read()).get("error", str(exc))
-        except ValueError:
-            message = str(exc)
-        raise RemoteQueryError(message) from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise DaemonUnreachable(f"cannot reach the daemon at {info.url}: {exc}") from None
+            with urllib.request.urlopen(req, timeout=timeout_s, context=context) as resp:
+                result: dict[str, Any] = json.loads(resp.read())
+                return result
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", str(exc))
+            except ValueError:
+                message = str(exc)
+            raise RemoteQueryError(message) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            refused = isinstance(reason, (ConnectionRefusedError, ConnectionResetError))
+            if refused and time.monotonic() + delay < deadline and _alive(info.pid):
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                continue
+            raise DaemonUnreachable(
+                f"the daemon (pid {info.pid}, state file {info.path or 'beside the database'}) does not answer "
+                f"at {info.api_url}: {reason}. If it is starting or busy, try again; if that process is not "
+                "tracescorer, delete the state file") from None

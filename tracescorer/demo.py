@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tracescorer import control
+from tracescorer.store import queries
 
 CONVERSATIONS: list[dict[str, Any]] = [
     {
@@ -133,6 +134,7 @@ CRITERION = "The agent resolved what the user asked for."
 def _demo_config(db: Path, judge: dict[str, Any]) -> dict[str, Any]:
     return {
         "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "api": {"port": 0},
         "store": {"path": str(db)},
         "assembly": {"idle_s": 0.5, "conversation_idle_s": 2.0},
         "judge": judge,
@@ -146,12 +148,11 @@ def _demo_config(db: Path, judge: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _wait_for_scores(config: Path, expected: int, timeout_s: float = 90.0) -> int:
+def _wait_for_scores(info: control.ServeInfo, expected: int, timeout_s: float = 90.0) -> int:
     deadline = time.monotonic() + timeout_s
     count = 0
     while time.monotonic() < deadline:
-        out = _cli(config, "query", "SELECT count(*) AS n FROM scores", "--format", "json")
-        count = json.loads(out.splitlines()[0])["n"]
+        count = int(control.remote_query(info, queries.scores_count(), max_rows=1)["rows"][0][0])
         if count >= expected:
             break
         time.sleep(0.5)
@@ -193,15 +194,12 @@ def run_demo(*, keep: bool = False) -> int:
         expected = runs * 2 + len(CONVERSATIONS)
         print(f"== waiting for {expected} scores (runs: 2 code scorers; conversations: the multi-turn judge "
               "once idle)", flush=True)
-        got = _wait_for_scores(config, expected)
+        got = _wait_for_scores(info, expected)
         print("\n== tracescorer runs", flush=True)
         print(_cli(config, "runs"))
         print("== tracescorer scores", flush=True)
-        print(_cli(config, "query",
-                   "SELECT scorer_id, entity_type, coalesce(conversation_id, '') AS conversation, status, score, label, "
-                   "left(coalesce(reason, error, ''), 90) AS reason FROM scores ORDER BY conversation, entity_type, scorer_id"))
-        failing = _cli(config, "query", "SELECT trace_id FROM spans WHERE status_code = 'error' LIMIT 1",
-                       "--format", "csv").splitlines()
+        print(_cli(config, "scores"))
+        failing = _cli(config, "query", queries.first_failed_trace(), "--format", "csv").splitlines()
         if len(failing) > 1:
             print(f"== tracescorer explain {failing[1]}  (the run whose tool failed)", flush=True)
             print(_cli(config, "explain", failing[1]))

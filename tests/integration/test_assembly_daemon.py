@@ -44,13 +44,15 @@ def post(daemon: DaemonProcess, spans: list[dict]) -> None:
 
 
 def runs(daemon: DaemonProcess, *args: str) -> list[dict]:
+    """``tracescorer runs --format jsonl ARGS`` through the real CLI."""
     out = daemon.cli("runs", "--format", "jsonl", *args).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def wait_runs(daemon: DaemonProcess, count: int, *args: str, check=lambda rs: True) -> list[dict]:
-    return wait_for(lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(runs(daemon, *args)),
-                    20, interval_s=0.2, what=f"{count} run(s)")
+def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True) -> list[dict]:
+    """Poll (in-process) until the daemon lists ``count`` runs passing ``check``."""
+    return wait_for(lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs()),
+                    20, interval_s=0.1, what=f"{count} run(s)")
 
 
 def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
@@ -130,7 +132,8 @@ def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
     daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
     try:
         post(daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
-        rows = wait_for(lambda: runs(daemon, "--unmatched"), 20, interval_s=0.2, what="unmatched trace")
+        rows = wait_for(lambda: daemon.runs(unmatched=True), 20, interval_s=0.1, what="unmatched trace")
+        assert runs(daemon, "--unmatched") == rows
         assert rows[0]["trace_id"] == TRACE and rows[0]["root_name"] == "GET /health"
         assert "no known agent/GenAI convention" in rows[0]["unmatched_reason"]
         assert runs(daemon) == []

@@ -123,7 +123,7 @@ import asyncio, sys
 from tracescorer.app import App
 from tracescorer.config import Settings
 s = Settings.model_validate({{
-    "receiver": {{"grpc": {{"host": "127.0.0.1", "port": 0}}, "http": {{"host": "127.0.0.1", "port": 0}}}},
+    "receiver": {{"grpc": {{"host": "127.0.0.1", "port": 0}}, "http": {{"host": "127.0.0.1", "port": 0}}}}, "api": {{"port": 0}},
     "store": {{"path": {str(tmp_path / "x.duckdb")!r}}},
     "scorers": [{{"id": "non-empty", "prebuilt": "non_empty_response"}}],
 }})

@@ -21,7 +21,7 @@ def daemon(tmp_path_factory):
     assert d.stop() == 0, d.log()
 
 
-def _runs(daemon, *args: str) -> list[dict]:
+def _runs_cli(daemon, *args: str) -> list[dict]:
     out = daemon.cli("runs", "--format", "jsonl", *args).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -36,7 +36,7 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
     trace_ids = sorted({s.trace_id for s in spans})
 
     def runs_of_case() -> list[dict] | None:
-        got = [r for t in trace_ids for r in _runs(daemon, "--trace", t)]
+        got = [r for t in trace_ids for r in daemon.runs(trace_id=t)]  # polled in-process
         return got if len(got) >= len(expected["runs"]) else None
 
     got = wait_for(runs_of_case, 20, interval_s=0.2, what=f"{len(expected['runs'])} runs of {case.name}")
@@ -46,5 +46,5 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
         assert list(run) == CONTRACT_KEYS
         check_run(run, want, expected)
     if expected.get("conversation_id"):
-        by_conv = _runs(daemon, "--conversation", expected["conversation_id"])
+        by_conv = _runs_cli(daemon, "--conversation", expected["conversation_id"])  # the real CLI
         assert {r["run_id"] for r in got} <= {r["run_id"] for r in by_conv}

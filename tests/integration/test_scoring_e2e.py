@@ -11,6 +11,8 @@ from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 from tracescorer.demo import emit_conversations
 
+pytestmark = pytest.mark.slow  # each test runs a daemon with a judge through whole conversations
+
 CRITERION = "The agent answered every question"
 GOOD = {"id": "conv-good", "agent": "support-alpha", "turns": [
     ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),
@@ -155,7 +157,8 @@ def test_budget_exhausted_pauses_judges_but_code_scorers_continue(tmp_path, fake
         d = wait_for(lambda: _decisions(daemon, "target_id = 'conv-b2' AND scorer_id = 'multi-turn-judge-scorer'"),
                      30, interval_s=0.25, what="budget decision")[0]
         assert d["decision"] == "budget_exhausted" and "budget" in d["detail"]
-        assert len(_scores(daemon, "scorer_id = 'non-empty'")) == 2  # code scorers kept scoring
+        _wait_scores(daemon, 2, "scorer_id = 'non-empty'")  # code scorers kept scoring
+        assert len(_scores(daemon, "scorer_id = 'non-empty'")) == 2
         assert fake.attempts("Q2") == 0 and fake.attempts("A2.") == 0
     finally:
         assert daemon.stop() == 0, daemon.log()

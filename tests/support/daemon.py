@@ -18,7 +18,9 @@ import yaml
 
 from tracescorer.app import App
 from tracescorer.config import Settings
-from tracescorer.control import ServeInfo, read_serve_info, serve_info_path
+from tracescorer.control import ServeInfo, read_serve_info, remote_query, serve_info_path
+from tracescorer.output import jsonable
+from tracescorer.store import readonly
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,9 +53,10 @@ async def wait_for_async(predicate: Any, timeout_s: float = 10.0, interval_s: fl
 
 
 def config_dict(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
-    """A config with both receivers on free ports (port 0) and the store in ``tmp_path``."""
+    """A config with both receivers and the ops API on free ports (port 0) and the store in ``tmp_path``."""
     cfg: dict[str, Any] = {
         "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+        "api": {"port": 0},
         "store": {"path": str(tmp_path / "ts.duckdb")},
     }
     for key, value in sections.items():
@@ -159,5 +162,45 @@ class DaemonProcess:
         return result
 
     def query_json(self, sql: str) -> list[dict[str, Any]]:
-        out = self.cli("query", sql, "--format", "json").stdout
-        return [json.loads(line) for line in out.splitlines() if line.strip()]
+        """Rows as JSON-style dicts, in-process: through the running daemon's ops API (state
+        file + urllib), else on the file opened read-only. Cheap enough to poll."""
+        return query_rows(self.db_path, sql)
+
+
+    def runs(self, *, trace_id: str | None = None, conversation_id: str | None = None,
+             unmatched: bool = False) -> list[dict[str, Any]]:
+        """What ``tracescorer runs --format jsonl`` prints (AgentRun dicts, or unmatched traces), in-process."""
+        return run_dicts(self.db_path, trace_id=trace_id, conversation_id=conversation_id, unmatched=unmatched)
+
+
+def _raw(db_path: str, sql: str, max_rows: int) -> tuple[list[str], list[Any]]:
+    """Columns and rows as the read commands get them: from the daemon's ops API when it runs
+    (state file + urllib), else from the file opened read-only."""
+    info = read_serve_info(db_path)
+    if info is not None:
+        result = remote_query(info, sql, max_rows=max_rows)
+        return result["columns"], result["rows"]
+    con = readonly.connect(db_path)
+    try:
+        res = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=60)
+    finally:
+        con.close()
+    return res.columns, res.rows
+
+
+def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
+    """What ``tracescorer query --format json`` prints, without spawning a CLI."""
+    columns, rows = _raw(db_path, sql, max_rows)
+    return [dict(zip(columns, (jsonable(v) for v in row))) for row in rows]
+
+
+def run_dicts(db_path: str, *, trace_id: str | None = None, conversation_id: str | None = None,
+              unmatched: bool = False) -> list[dict[str, Any]]:
+    """What ``tracescorer runs --format jsonl`` prints, without spawning a CLI."""
+    from tracescorer.store import queries
+    from tracescorer.store.runs import run_from_row
+
+    if unmatched:
+        return query_rows(db_path, queries.unmatched_traces(trace_id=trace_id))
+    _, rows = _raw(db_path, queries.runs(trace_id=trace_id, conversation_id=conversation_id), 100_000)
+    return [json.loads(json.dumps(run_from_row(row).to_dict(), default=str)) for row in rows]

@@ -86,7 +86,7 @@ class Telemetry:
 
 
 def daemon_runs(daemon: DaemonProcess, *args: str) -> list[dict[str, Any]]:
-    """``tracescorer runs --format jsonl ARGS``, parsed."""
+    """``tracescorer runs --format jsonl ARGS`` through the real CLI, parsed."""
     out = daemon.cli("runs", "--format", "jsonl", *args).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -104,7 +104,7 @@ def wait_runs(daemon: DaemonProcess, telemetry: Telemetry, count: int, *,
 
     def enough() -> bool:
         nonlocal last
-        last = [r for r in daemon_runs(daemon) if r["trace_id"] in traces]
+        last = [r for r in daemon.runs() if r["trace_id"] in traces]  # in-process: cheap to poll
         return len(last) >= count
 
     try:

@@ -13,14 +13,69 @@ def test_shipped_config_is_valid_and_matches_defaults():
     assert settings.receiver == defaults.receiver
     assert settings.store == defaults.store
     assert settings.assembly == defaults.assembly
+    assert settings.api == defaults.api and settings.metrics == defaults.metrics
 
 
 def test_expansion_with_defaults(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("store:\n  path: ${DATA:-/var/lib/ts}/x.duckdb\nreceiver:\n  auth_token: ${TOK}\n")
-    assert load_settings(cfg, env={}).store.path == "/var/lib/ts/x.duckdb"
+    assert load_settings(cfg, env={"TOK": ""}).store.path == "/var/lib/ts/x.duckdb"
     s = load_settings(cfg, env={"DATA": "/d", "TOK": "abc"})
     assert (s.store.path, s.receiver.auth_token) == ("/d/x.duckdb", "abc")
+    explicit_empty = tmp_path / "e.yaml"
+    explicit_empty.write_text("receiver:\n  auth_token: ${TOK:-}\n")
+    assert load_settings(explicit_empty, env={}).receiver.auth_token == ""
+
+
+def test_unset_variable_without_default_is_an_error_naming_key_and_variable(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("store:\n  path: ${TS_DATA_DIR}/ts.duckdb\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg, env={})
+    assert "store.path: ${TS_DATA_DIR} is not set" in str(info.value)
+
+
+def test_partial_listener_override_keeps_that_listeners_defaults(tmp_path):
+    s = load_settings(None, env={"TRACESCORER_RECEIVER__HTTP__HOST": "127.0.0.1"})
+    assert (s.receiver.http.host, s.receiver.http.port) == ("127.0.0.1", 4318)
+    assert (s.receiver.grpc.host, s.receiver.grpc.port) == ("0.0.0.0", 4317)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("receiver:\n  grpc: {host: 127.0.0.1}\napi: {port: 0}\n")
+    s = load_settings(cfg, env={})
+    assert (s.receiver.grpc.port, s.receiver.http.port, s.api.host, s.api.port) == (4317, 4318, "127.0.0.1", 0)
+    assert load_settings(None, env={}).api.port == 4320
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"TRACESCORER_STOER__PATH": "x"}, "TRACESCORER_STOER__PATH: unknown section 'stoer'"),
+        ({"TRACESCORER_STORE__PAHT": "x"}, "store.paht: unknown key (from TRACESCORER_STORE__PAHT)"),
+        ({"TRACESCORER_STORE": "x"}, "TRACESCORER_STORE: 'store' is a section"),
+        ({"TRACESCORER_STORE__PATH__X": "1"}, "(from TRACESCORER_STORE__PATH__X)"),
+        ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "receiver.http.port: Input should be a valid integer"),
+        ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "(got 'abc') (from TRACESCORER_RECEIVER__HTTP__PORT)"),
+        ({"TRACESCORER_ASSEMBLY__CONVERSATION_KEYS": "[unclosed"}, "assembly.conversation_keys: Input should be a valid list"),
+    ],
+)
+def test_bad_env_overrides_are_errors_naming_the_variable(env, message):
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, env=env)
+    assert message in str(info.value)
+
+
+def test_store_path_checks(tmp_path):
+    from tracescorer.config import check_store_path
+
+    a_file = tmp_path / "plain"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError) as info:
+        check_store_path(str(a_file / "ts.duckdb"))
+    assert "store.path" in str(info.value) and "which is a file, not a directory" in str(info.value)
+    with pytest.raises(ConfigError, match="store.path: .* is a directory"):
+        check_store_path(str(tmp_path))
+    assert check_store_path(str(tmp_path / "new" / "deeper" / "ts.duckdb")) == tmp_path / "new" / "deeper"
+    assert check_store_path(str(tmp_path / "ts.duckdb")) is None
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,7 @@ class AssemblyStage:
         self._lock = asyncio.Lock()
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._watermark_at = 0.0
+        self._moved = False  # traces were handed out since the watermark was stored
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -143,6 +144,7 @@ class AssemblyStage:
                 if not chunk:
                     break
                 await self._assemble(chunk)
+                self._moved = True
                 done += len(chunk)
                 self._metrics.buffered_traces.set(len(self.buffer))
                 await asyncio.sleep(0)  # let receivers answer between chunks
@@ -227,6 +229,9 @@ class AssemblyStage:
 
     async def _store_watermark(self) -> None:
         self._watermark_at = time.monotonic()
+        if not self._moved:
+            return  # nothing new: the stored mark still holds (and an idle daemon writes nothing)
+        self._moved = False
         in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
         times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
         mark = min(times) if times else time.time()

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
 
 from tracescorer import control
 from tracescorer.commands.common import config_option, load, parse_since
-from tracescorer.config import Settings
+
+if TYPE_CHECKING:
+    from tracescorer.config import Settings
 
 
 def _parse_filters(values: tuple[str, ...]) -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for item in values:
         key, sep, raw = item.partition("=")

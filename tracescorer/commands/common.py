@@ -1,16 +1,20 @@
-"""What the read commands share: settings, SQL literals, time filters, running a query."""
+"""What the read commands share: settings, time filters, running a query.
+
+Imports stay light here (click and the standard library at module level): every command of
+the CLI imports this module, and ``tracescorer --help`` must start quickly.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer import control
-from tracescorer.config import ConfigError, Settings, load_settings
-from tracescorer.store.duckdb import StoreError, open_read_only, run_read_query
+if TYPE_CHECKING:
+    from tracescorer.config import Settings
 
 config_option = click.option(
     "--config",
@@ -22,18 +26,17 @@ config_option = click.option(
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A daemon that is starting holds the database lock before it publishes its state file.
+_LOCK_WAIT_S = 5.0
 
 
 def load(config_path: str | None) -> Settings:
+    from tracescorer.config import ConfigError, load_settings
+
     try:
         return load_settings(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-
-
-def sql_str(value: str) -> str:
-    """A SQL string literal (the query endpoint takes SQL text, not parameters)."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def parse_since(value: str, *, now: dt.datetime | None = None) -> dt.datetime:
@@ -49,15 +52,6 @@ def parse_since(value: str, *, now: dt.datetime | None = None) -> dt.datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
 
 
-def time_literal(value: dt.datetime) -> str:
-    return f"TIMESTAMPTZ {sql_str(value.isoformat())}"
-
-
-def where_sql(clauses: list[str]) -> str:
-    """`` WHERE a AND b`` (empty when there are no clauses)."""
-    return f" WHERE {' AND '.join(clauses)}" if clauses else ""
-
-
 def row_limit(settings: Settings, requested: int | None) -> int:
     """The ``--limit`` asked for, capped at ``store.query_max_rows``."""
     return min(requested or settings.store.query_max_rows, settings.store.query_max_rows)
@@ -66,25 +60,66 @@ def row_limit(settings: Settings, requested: int | None) -> int:
 def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
     """Run read-only SQL through the running daemon, or on the file when none runs.
 
-    Returns ``{columns, types, rows, truncated}``.
+    While the state file names a live daemon the query always goes through it (never the locked
+    file). Returns ``{columns, types, rows, truncated}``.
     """
+    from tracescorer import control
+
     path = settings.store.path
-    info = control.read_serve_info(path)
-    if info is not None:
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        info = control.read_serve_info(path)
+        if info is not None:
+            try:
+                return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10)
+            except control.DaemonUnreachable as exc:
+                if control.read_serve_info(path) is None:
+                    continue  # it stopped meanwhile: the file is free now
+                raise click.ClickException(str(exc)) from None
+            except control.RemoteQueryError as exc:
+                raise click.ClickException(str(exc)) from None
         try:
-            return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 5)
-        except control.DaemonUnreachable:
-            pass  # a stale state file (daemon killed, pid reused): the file itself may be readable
-        except control.RemoteQueryError as exc:
-            raise click.ClickException(str(exc)) from None
+            return _query_file(settings, sql, max_rows)
+        except _Locked as exc:
+            if time.monotonic() < deadline:
+                time.sleep(0.1)  # a daemon is starting: its state file appears in a moment
+                continue
+            raise click.ClickException(
+                f"{path} is locked by another process and no running tracescorer daemon is registered for it "
+                f"({control.serve_info_path(path)} is missing): {exc}. If a daemon is starting, try again; "
+                "otherwise stop the process that holds the file") from None
+
+
+class _Locked(Exception):
+    pass
+
+
+def _query_file(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
+    from tracescorer.store import readonly
+
     try:
-        con = open_read_only(path)
-    except StoreError as exc:
+        con = readonly.connect(settings.store.path)
+    except readonly.QueryError as exc:
+        if "lock" in str(exc).lower():
+            raise _Locked(str(exc)) from None
         raise click.ClickException(str(exc)) from None
     try:
-        result = run_read_query(con, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s)
-    except StoreError as exc:
+        result = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s)
+    except readonly.QueryError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         con.close()
     return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+
+
+def as_datetime(value: Any) -> dt.datetime:
+    """A timestamp cell as an aware datetime: results through the daemon carry ISO 8601 text."""
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    parsed = dt.datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A query result's rows as dicts by column name."""
+    return [dict(zip(result["columns"], row)) for row in result["rows"]]

@@ -118,7 +118,7 @@ def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None
     if endpoint is None:
         settings = load(config_path)
         info = control.read_serve_info(settings.store.path)
-        endpoint = info.url if info is not None else "http://127.0.0.1:4318"
+        endpoint = info.url if info is not None and info.url else "http://127.0.0.1:4318"
         token = token or settings.receiver.auth_token or None
     if protocol == "auto":
         protocol = "grpc" if endpoint.startswith(("grpc://", "grpcs://")) else "http"

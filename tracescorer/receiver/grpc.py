@@ -62,14 +62,18 @@ class OtlpGrpcReceiver:
         self.port = 0
 
     async def start(self) -> int:
-        if self._tls is not None:
-            cert, key = self._tls
-            creds = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
-            self.port = self._server.add_secure_port(self._address, creds)
-        else:
-            self.port = self._server.add_insecure_port(self._address)
+        try:
+            if self._tls is not None:
+                cert, key = self._tls
+                creds = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+                self.port = self._server.add_secure_port(self._address, creds)
+            else:
+                self.port = self._server.add_insecure_port(self._address)
+        except RuntimeError:  # grpc's "Failed to bind": in use, or not an address of this host
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot bind gRPC receiver to {self._address}")
+            raise OSError(f"OTLP gRPC receiver (receiver.grpc): cannot listen on {self._address} "
+                          "(address in use, or not an address of this host)")
         await self._server.start()
         return self.port
 

@@ -1,6 +1,6 @@
-"""``RunFilter``: which runs or conversations a scorer binding scores (the ``filter:`` key).
+"""Evaluating ``RunFilter`` (the ``filter:`` key, modelled in :mod:`tracescorer.filterspec`).
 
-A filter is a set of clauses, all of which must hold. :meth:`RunFilter.check` returns ``None``
+A filter is a set of clauses, all of which must hold. :func:`check_filter` returns ``None``
 when the target passes, else a short description of the first failing clause; that text is
 stored in ``scoring_decisions.detail`` and printed by ``tracescorer explain``.
 
@@ -17,79 +17,37 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
-
+from tracescorer.filterspec import AttributeCondition, Convention, RunFilter
 from tracescorer.model import AgentRun, Conversation, Message
 
-Convention = Literal["genai", "openinference", "vercel", "mastra", "pydantic_ai", "openllmetry"]
-Scalar = str | int | float | bool
+__all__ = ["AttributeCondition", "Convention", "RunFilter", "check_condition", "check_filter"]
+
 Target = AgentRun | Conversation
 
 _NANOS_PER_S = 1_000_000_000
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-
-
-class AttributeCondition(BaseModel):
-    """One condition on an attribute value: exactly one of ``equals``, ``in``, ``regex``,
-    ``exists``. A plain scalar in YAML is shorthand for ``{equals: value}``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
-
-    equals: Scalar | None = None
-    in_: Annotated[list[Scalar] | None, Field(alias="in")] = None
-    regex: str | None = None
-    exists: bool | None = None
-
-    _pattern: re.Pattern[str] | None = PrivateAttr(None)
-
-    @field_validator("regex")
-    @classmethod
-    def _valid_regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            _compile(value)
-        return value
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> AttributeCondition:
-        values = {"equals": self.equals, "in": self.in_, "regex": self.regex,
-                  "exists": self.exists}
-        given = [k for k, v in values.items() if v is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of 'equals', 'in', 'regex', 'exists'"
-                             + (f" (got {', '.join(given)})" if given else ""))
-        return self
-
-    def model_post_init(self, context: Any) -> None:
-        if self.regex is not None:
-            self._pattern = _compile(self.regex)
-
-    def check(self, present: bool, value: Any) -> str | None:
-        """None if an attribute (``present``, ``value``) satisfies the condition, else why not."""
-        if self.exists is not None:
-            if present == self.exists:
-                return None
-            return "missing" if self.exists else f"present ({value!r}), expected absent"
-        if not present:
-            return "missing"
-        if self._pattern is not None:
-            if self._pattern.search(str(value)):
-                return None
-            return f"{value!r} does not match /{self._pattern.pattern}/"
-        if self.in_ is not None:
-            if any(_same(value, v) for v in self.in_):
-                return None
-            return f"{value!r} not in {self.in_!r}"
-        if _same(value, self.equals):
+def check_condition(cond: AttributeCondition, present: bool, value: Any) -> str | None:
+    """None if an attribute (``present``, ``value``) satisfies ``cond``, else why not."""
+    if cond.exists is not None:
+        if present == cond.exists:
             return None
-        return f"{value!r} != {self.equals!r}"
+        return "missing" if cond.exists else f"present ({value!r}), expected absent"
+    if not present:
+        return "missing"
+    if cond.pattern is not None:
+        if cond.pattern.search(str(value)):
+            return None
+        return f"{value!r} does not match /{cond.pattern.pattern}/"
+    if cond.in_ is not None:
+        if any(_same(value, v) for v in cond.in_):
+            return None
+        return f"{value!r} not in {cond.in_!r}"
+    if _same(value, cond.equals):
+        return None
+    return f"{value!r} != {cond.equals!r}"
 
 
 def _same(actual: Any, expected: Any) -> bool:
@@ -106,121 +64,39 @@ def _as_list(value: str | Sequence[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-class RunFilter(BaseModel):
-    """Conditions a run or conversation must meet to be scored by a binding (all must hold).
+def check_filter(spec: RunFilter, target: AgentRun | Conversation) -> str | None:
+    """``None`` when ``target`` passes every clause of ``spec``, else a description of the
+    first failing clause (e.g. ``agent_name 'billing' does not match 'support-*'``)."""
+    runs = target.runs if isinstance(target, Conversation) else (target,)
+    for clause in _clauses(spec):
+        failure = clause(target, runs)
+        if failure is not None:
+            return failure
+    return None
 
-    Every field is optional; an empty filter lets everything through. Globs use
-    :func:`fnmatch.fnmatchcase` (case-sensitive; ``*``, ``?``, ``[seq]``); regexes use
-    :func:`re.search` (add ``(?i)`` for case-insensitive matching).
-    """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    agent_name: Annotated[str | list[str] | None, Field(
-        description="glob(s) on the agent name; a run without a name never matches")] = None
-    service_name: Annotated[str | list[str] | None,
-                            Field(description="glob(s) on service.name")] = None
-    has_conversation: Annotated[bool | None, Field(
-        description="whether the run belongs to a conversation (always true for one)")] = None
-    status: Literal["ok", "error"] | None = None
-    min_duration_s: Annotated[float | None, Field(ge=0)] = None
-    max_duration_s: Annotated[float | None, Field(ge=0)] = None
-    attributes: Annotated[dict[str, AttributeCondition], Field(
-        description="run attribute key -> value, or {equals|in|regex|exists}")] = {}
-    input_regex: Annotated[str | None,
-                           Field(description="searched in each input (user) message")] = None
-    output_regex: Annotated[str | None,
-                            Field(description="searched in each output message")] = None
-    convention: Convention | list[Convention] | None = None
-
-    _input: re.Pattern[str] | None = PrivateAttr(None)
-    _output: re.Pattern[str] | None = PrivateAttr(None)
-
-    @field_validator("agent_name", "service_name", "convention")
-    @classmethod
-    def _non_empty_list(cls, value: Any) -> Any:
-        if isinstance(value, list) and not value:
-            raise ValueError("give at least one value (or leave the key out)")
-        return value
-
-    @field_validator("input_regex", "output_regex")
-    @classmethod
-    def _valid_regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            _compile(value)
-        return value
-
-    @field_validator("attributes", mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value  # pydantic reports the type error
-        out: dict[Any, Any] = {}
-        for key, cond in value.items():
-            if cond is None:
-                raise ValueError(f"{key}: null is not a condition; use {{exists: false}}")
-            if isinstance(cond, (list, tuple)):
-                raise ValueError(f"{key}: a list is not a condition; use {{in: [...]}}")
-            out[key] = {"equals": cond} if isinstance(cond, (str, int, float, bool)) else cond
-        return out
-
-    @model_validator(mode="after")
-    def _duration_range(self) -> RunFilter:
-        if (self.min_duration_s is not None and self.max_duration_s is not None
-                and self.min_duration_s > self.max_duration_s):
-            raise ValueError("min_duration_s is greater than max_duration_s")
-        return self
-
-    def model_post_init(self, context: Any) -> None:
-        self._input = _compile(self.input_regex) if self.input_regex is not None else None
-        self._output = _compile(self.output_regex) if self.output_regex is not None else None
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the filter has no clause (everything passes)."""
-        return not self._clauses()
-
-    # -- evaluation --------------------------------------------------------------------------
-    def check(self, target: AgentRun | Conversation) -> str | None:
-        """``None`` when ``target`` passes every clause, else a description of the first failing
-        clause (e.g. ``agent_name 'billing' does not match 'support-*'``)."""
-        runs = target.runs if isinstance(target, Conversation) else (target,)
-        for clause in self._clauses():
-            failure = clause(target, runs)
-            if failure is not None:
-                return failure
-        return None
-
-    def matches(self, target: AgentRun | Conversation) -> bool:
-        """Whether ``target`` passes (``check(target) is None``)."""
-        return self.check(target) is None
-
-    def _clauses(self) -> list[_Clause]:
-        """The clauses in evaluation order (cheap checks first, message regexes last)."""
-        clauses: list[_Clause] = []
-        if self.agent_name is not None:
-            clauses.append(partial(_glob, "agent_name", _as_list(self.agent_name),
-                                   lambda r: r.agent_name))
-        if self.service_name is not None:
-            clauses.append(partial(_glob, "service_name", _as_list(self.service_name),
-                                   lambda r: r.service_name))
-        if self.convention is not None:
-            clauses.append(partial(_convention, _as_list(self.convention)))
-        if self.has_conversation is not None:
-            clauses.append(partial(_has_conversation, self.has_conversation))
-        if self.status is not None:
-            clauses.append(partial(_status, self.status))
-        if self.min_duration_s is not None or self.max_duration_s is not None:
-            clauses.append(partial(_duration, self.min_duration_s, self.max_duration_s))
-        for key, cond in self.attributes.items():
-            clauses.append(partial(_attribute, key, cond))
-        if self._input is not None:
-            clauses.append(partial(_search, "input_regex", "input", self._input,
-                                   lambda t: t.input_messages))
-        if self._output is not None:
-            clauses.append(partial(_search, "output_regex", "output", self._output,
-                                   lambda t: t.output))
-        return clauses
+def _clauses(spec: RunFilter) -> list[_Clause]:
+    """The clauses in evaluation order (cheap checks first, message regexes last)."""
+    clauses: list[_Clause] = []
+    if spec.agent_name is not None:
+        clauses.append(partial(_glob, "agent_name", _as_list(spec.agent_name), lambda r: r.agent_name))
+    if spec.service_name is not None:
+        clauses.append(partial(_glob, "service_name", _as_list(spec.service_name), lambda r: r.service_name))
+    if spec.convention is not None:
+        clauses.append(partial(_convention, _as_list(spec.convention)))
+    if spec.has_conversation is not None:
+        clauses.append(partial(_has_conversation, spec.has_conversation))
+    if spec.status is not None:
+        clauses.append(partial(_status, spec.status))
+    if spec.min_duration_s is not None or spec.max_duration_s is not None:
+        clauses.append(partial(_duration, spec.min_duration_s, spec.max_duration_s))
+    for key, cond in spec.attributes.items():
+        clauses.append(partial(_attribute, key, cond))
+    if spec.input_pattern is not None:
+        clauses.append(partial(_search, "input_regex", "input", spec.input_pattern, lambda t: t.input_messages))
+    if spec.output_pattern is not None:
+        clauses.append(partial(_search, "output_regex", "output", spec.output_pattern, lambda t: t.output))
+    return clauses
 
 
 _Clause = Callable[[Target, Sequence[AgentRun]], "str | None"]
@@ -297,7 +173,7 @@ def _attribute(key: str, cond: AttributeCondition, target: Target,
                runs: Sequence[AgentRun]) -> str | None:
     failures = []
     for run in runs:
-        failure = cond.check(key in run.attributes, run.attributes.get(key))
+        failure = check_condition(cond, key in run.attributes, run.attributes.get(key))
         if failure is None:
             return None
         failures.append(failure)

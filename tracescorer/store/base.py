@@ -89,6 +89,9 @@ class PendingRecovery:
 class SpanLog(Protocol):
     """Raw telemetry, acknowledged only once committed, and the assembly bookkeeping."""
 
+    max_queue_items: int
+    """Bound of :attr:`pending_items`: past it :meth:`append` raises :class:`QueueFull`."""
+
     @property
     def pending_items(self) -> int:
         """Telemetry items handed to :meth:`append` and not yet committed."""

@@ -370,37 +370,38 @@ def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
 
 
 def check_read_only(con: Any, sql: str) -> None:
-    """Raise :class:`ReadOnlyViolation` unless ``sql`` is exactly one read statement."""
-    from tracescorer.store import guard
+    """Raise :class:`ReadOnlyViolation` unless ``sql`` is one SELECT over the database's own
+    tables (the guard of :mod:`tracescorer.store.readonly`)."""
+    from tracescorer.store import readonly
 
     try:
-        guard.check_read_only(con, sql)
-    except guard.QueryRefused as exc:
-        raise _ERRORS.get(exc.kind, StoreError)(str(exc)) from None
+        readonly.check_statement(con, sql)
+    except readonly.QueryRefused as exc:
+        raise ReadOnlyViolation(str(exc)) from None
+    except readonly.QueryError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def run_read_query(con: Any, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
-    """Validate and run a read statement; interrupt it after ``timeout_s``."""
-    from tracescorer.store import guard
+    """Validate and run a read statement (:func:`tracescorer.store.readonly.run_guarded`)."""
+    from tracescorer.store import readonly
 
     try:
-        return guard.run_query(con, sql, max_rows=max_rows, timeout_s=timeout_s)
-    except guard.QueryRefused as exc:
-        raise _ERRORS.get(exc.kind, StoreError)(str(exc)) from None
+        return readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=timeout_s)
+    except readonly.QueryRefused as exc:
+        raise ReadOnlyViolation(str(exc)) from None
+    except readonly.QueryError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def open_read_only(path: str | Path) -> Any:
-    """Open a database file read-only (fails while a daemon holds it open for writing)."""
-    import duckdb
+    """Open a database file read-only with the query lockdown (fails while a daemon holds it)."""
+    from tracescorer.store import readonly
 
-    from tracescorer.store import guard
-
-    if not Path(path).exists():
-        raise StoreError(f"database {path} does not exist")
     try:
-        return duckdb.connect(str(path), read_only=True, config=dict(guard.LOCKDOWN))
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open {path} read-only: {exc}") from None
+        return readonly.connect(path)
+    except readonly.QueryError as exc:
+        raise StoreError(str(exc)) from None
 
 
 __all__ = [

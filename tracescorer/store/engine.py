@@ -36,7 +36,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracescorer.store import appends, guard
+from tracescorer.store import appends, readonly
 from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
 from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
@@ -65,7 +65,8 @@ def _config(options: EngineOptions) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "memory_limit": options.memory_limit,
         "checkpoint_threshold": options.checkpoint_threshold,
-        **guard.LOCKDOWN,
+        # the lockdown of query connections holds for the whole database the daemon serves
+        **readonly.QUERY_CONFIG,
     }
     if options.duckdb_threads:
         cfg["threads"] = options.duckdb_threads
@@ -374,12 +375,14 @@ class Engine:
             try:
                 if kind == QUERY:
                     sql, max_rows, timeout_s, params = payload
-                    result: Any = guard.run_query(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
+                    result: Any = readonly.run_guarded(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
                 else:
                     fn, args = payload
                     result = fn(cur, *args)
-            except guard.QueryRefused as exc:
-                self._reply(req_id, False, Failure(exc.kind, str(exc)), {})
+            except readonly.QueryRefused as exc:
+                self._reply(req_id, False, Failure("ReadOnlyViolation", str(exc)), {})
+            except readonly.QueryError as exc:
+                self._reply(req_id, False, Failure("StoreError", str(exc)), {})
             except Exception as exc:  # noqa: BLE001 - reported to the caller
                 self._reply(req_id, False, Failure("StoreError", f"read failed: {exc}"), {})
             else:

@@ -1,0 +1,67 @@
+"""Listening sockets for the daemon's HTTP servers, with errors that name the listener."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+
+from aiohttp import web
+
+
+class ListenError(OSError):
+    """A listener could not bind; the message names the listener, the config key and the address."""
+
+
+def bind_socket(host: str, port: int, what: str) -> socket.socket:
+    """A bound, non-blocking TCP socket on ``host:port``; ``what`` names the listener in errors
+    (e.g. ``"OTLP HTTP receiver (receiver.http)"``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise ListenError(exc.errno, f"{what}: cannot listen on {shown}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def server_ssl_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSLContext | None:
+    """A server TLS context from a certificate and key, or None without them."""
+    if cert_file is None or key_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class HttpListener:
+    """One aiohttp application on its own socket: ``await start()``, ``await stop()``."""
+
+    def __init__(self, app: web.Application, *, host: str, port: int, what: str,
+                 ssl_context: ssl.SSLContext | None = None, shutdown_timeout_s: float = 5.0) -> None:
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
+        self._host, self._port, self._what = host, port, what
+        self._ssl = ssl_context
+        self._site: web.SockSite | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port."""
+        sock = bind_socket(self._host, self._port, self._what)
+        await self._runner.setup()
+        self._site = web.SockSite(self._runner, sock, ssl_context=self._ssl)
+        await self._site.start()
+        self.port = int(sock.getsockname()[1])
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop accepting, finish in-flight requests, release the socket."""
+        if self._site is None:
+            return  # never started (the bind failed)
+        await self._site.stop()
+        await self._runner.cleanup()
+        self._site = None
