@@ -11,10 +11,11 @@ from tracescorer.scorers.errors import (
     ScorerError,
     ScorerRunError,
 )
-from tracescorer.scorers.evals import EvalItemResult, EvalResult, ScorerSummary, run_evals
+from tracescorer.scorers.evals import EvalItemResult, EvalResult, ScorerSummary, Threshold, run_evals
 from tracescorer.scorers.filter import filter_run
 from tracescorer.scorers.judge import Judge
-from tracescorer.scorers.processors import InputProcessor, OutputProcessor, RedactPII
+from tracescorer.scorers.pii import Detector, PhoneDetector, RegexDetector, default_detectors
+from tracescorer.scorers.processors import InputProcessor, OutputProcessor, RedactPII, Redactor
 from tracescorer.scorers.registry import InMemoryScoreSink, ScorerRegistry, ScoreSink
 from tracescorer.scorers.retry import (
     ErrorProcessor,
@@ -29,13 +30,16 @@ from tracescorer.scorers.types import (
     ScorerLike,
     ScorerResult,
     ScorerRun,
+    SkipJudge,
     StepResults,
     not_scorable,
+    skip_judge,
 )
 
 __all__ = [
     "AgentInput",
     "AgentOutput",
+    "Detector",
     "ErrorProcessor",
     "EvalItemResult",
     "EvalResult",
@@ -48,8 +52,11 @@ __all__ = [
     "JudgeOutputError",
     "NotScorable",
     "OutputProcessor",
+    "PhoneDetector",
     "PromptStep",
     "RedactPII",
+    "Redactor",
+    "RegexDetector",
     "RetryDecision",
     "RetryMatcher",
     "ScoreSink",
@@ -62,11 +69,15 @@ __all__ = [
     "ScorerRun",
     "ScorerRunError",
     "ScorerSummary",
+    "SkipJudge",
     "StepResults",
     "StreamErrorRetryProcessor",
+    "Threshold",
     "agent_run_input",
     "create_scorer",
+    "default_detectors",
     "filter_run",
     "not_scorable",
     "run_evals",
+    "skip_judge",
 ]
