@@ -147,17 +147,29 @@ class PhoneDetector:
                                                       leniency=phonenumbers.Leniency.POSSIBLE)
             for match in matcher:
                 span = (match.start, match.end)
-                if span not in seen and self._accept(phonenumbers, match):
+                if span not in seen and self._accept(phonenumbers, match, region):
                     seen.add(span)
                     yield span
 
     @staticmethod
-    def _accept(phonenumbers: Any, match: Any) -> bool:
+    def _accept(phonenumbers: Any, match: Any, region: str) -> bool:
+        raw: str = match.raw_string.strip()
+        try:  # the matcher does not say how the country was found: parse again, keeping it
+            source = phonenumbers.parse(raw, region, keep_raw_input=True).country_code_source
+        except phonenumbers.NumberParseException:
+            return False
+        if source == phonenumbers.CountryCodeSource.FROM_DEFAULT_COUNTRY:
+            # A national number is written with its trunk prefix where the region has one
+            # (GB "07700 ...", not "7700 ..."): without it, it is most likely another number.
+            # NANP's "1" is optional in writing, so it is not required.
+            metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+            prefix = getattr(metadata, "national_prefix", None) or ""
+            digits = "".join(ch for ch in raw if ch.isdigit())
+            if prefix and prefix != "1" and not digits.startswith(prefix):
+                return False
         if phonenumbers.is_valid_number(match.number):
             return True
-        raw: str = match.raw_string
-        digits = sum(ch.isdigit() for ch in raw)
-        return digits >= 10 and raw.lstrip()[:1] in ("+", "(", "0")
+        return sum(ch.isdigit() for ch in raw) >= 10 and raw[:1] in ("+", "(", "0")
 
 
 _MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
