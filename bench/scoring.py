@@ -73,7 +73,7 @@ async def pipeline_overhead(n: int) -> tuple[float, float]:
         await scorer.run(run)
     per_score = (time.perf_counter() - started) / n
     # the same four functions called directly: what the steps themselves cost
-    from tracescorer.scoring.types import StepResults
+    from tracescorer.scorers.types import StepResults
 
     started = time.perf_counter()
     for _ in range(n):
@@ -90,7 +90,7 @@ async def judge_throughput(base_url: str, calls: int, concurrency: int,
     import litellm
 
     from tracescorer import Judge, PromptStep, ScorerRun, create_scorer
-    from tracescorer.scoring.structured import SCORE_SCHEMA, compile_schema
+    from tracescorer.scorers.structured import SCORE_SCHEMA, compile_schema
 
     litellm.suppress_debug_info = True
     opts: dict[str, Any] = {"api_base": base_url, "api_key": "sk-bench", "timeout": 30}

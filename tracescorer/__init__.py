@@ -6,7 +6,7 @@ The public API for scorer authors::
     from tracescorer.prebuilt import create_multi_turn_judge_scorer
 """
 
-from tracescorer.scoring import (
+from tracescorer.scorers import (
     AgentInput,
     InMemoryScoreSink,
     Judge,

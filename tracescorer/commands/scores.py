@@ -227,7 +227,7 @@ _JUDGE_PARAMS = frozenset({"model", "judge", "api_base", "api_key", "timeout"})
 
 def _prebuilt_rows() -> list[list[Any]]:
     """One row per prebuilt factory of the bindings registry, its options from its signature."""
-    from tracescorer.scoring.bindings import PREBUILT
+    from tracescorer.scorers.prebuilt.catalog import PREBUILT
 
     rows = []
     for name, factory in sorted(PREBUILT.items()):

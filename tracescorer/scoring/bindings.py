@@ -7,7 +7,7 @@ Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundS
   binding's ``judge`` keys win over ``options``, which win over the ``judge:`` defaults
   section (``model``, ``api_base``, ``api_key``, ``timeout_s``). Quick checks (factories
   taking ``id=``) are built with the binding id.
-- ``python: "package.module:attribute"`` imports a :class:`~tracescorer.scoring.scorer.Scorer`,
+- ``python: "package.module:attribute"`` imports a :class:`~tracescorer.scorers.scorer.Scorer`,
   or a callable returning one (called with the binding's ``options`` as keyword arguments).
   Its ``id`` must equal the binding id: a user scorer's id is its identity in the score
   history, so it is never silently changed. If it has prompt steps, the binding's ``judge``
@@ -34,44 +34,15 @@ import dataclasses
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.config import JudgeSettings, ScorerBinding
-from tracescorer.scoring import prebuilt as _p
-from tracescorer.scoring.judge import Judge
-from tracescorer.scoring.registry import ScorerRegistry
-from tracescorer.scoring.scorer import PromptStep, Scorer
-
-PREBUILT: dict[str, Callable[..., Scorer[Any, Any]]] = {
-    # LLM judges (take model=)
-    "multi_turn_judge": _p.create_multi_turn_judge_scorer,
-    "answer_relevancy": _p.create_answer_relevancy_scorer,
-    "faithfulness": _p.create_faithfulness_scorer,
-    "hallucination": _p.create_hallucination_scorer,
-    "toxicity": _p.create_toxicity_scorer,
-    "bias": _p.create_bias_scorer,
-    "prompt_alignment": _p.create_prompt_alignment_scorer,
-    "tool_call_appropriateness": _p.create_tool_call_appropriateness_scorer,
-    "rubric": _p.create_rubric_scorer,
-    # code scorers
-    "completeness": _p.create_completeness_scorer,
-    "keyword_coverage": _p.create_keyword_coverage_scorer,
-    "content_similarity": _p.create_content_similarity_scorer,
-    "textual_difference": _p.create_textual_difference_scorer,
-    "tone_consistency": _p.create_tone_consistency_scorer,
-    "tool_call_accuracy": _p.create_tool_call_accuracy_scorer,
-    # quick checks (take id=)
-    "includes": _p.create_includes_check,
-    "excludes": _p.create_excludes_check,
-    "matches": _p.create_matches_check,
-    "called_tool": _p.create_called_tool_check,
-    "did_not_call": _p.create_did_not_call_check,
-    "max_tool_calls": _p.create_max_tool_calls_check,
-    "no_tool_errors": _p.create_no_tool_errors_check,
-    "non_empty_response": _p.create_non_empty_response_check,
-}
+from tracescorer.scorers.prebuilt import PREBUILT
+from tracescorer.scorers.judge import Judge
+from tracescorer.scorers.registry import ScorerRegistry
+from tracescorer.scorers.scorer import PromptStep, Scorer
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are

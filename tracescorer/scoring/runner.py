@@ -24,10 +24,10 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Conversation
 from tracescorer.sampling import is_sampled, sample_value
 from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.errors import ScorerRunError
+from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
-from tracescorer.scoring.types import ScorerResult
+from tracescorer.scorers.types import ScorerResult
 from tracescorer.store.base import Store
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 

@@ -20,7 +20,7 @@ from tracescorer import (
     run_evals,
 )
 from tracescorer.prebuilt import create_multi_turn_judge_scorer, create_non_empty_response_check
-from tracescorer.scoring import InMemoryScoreSink
+from tracescorer.scorers import InMemoryScoreSink
 
 from .helpers import make_run
 

@@ -9,6 +9,7 @@ import pytest
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import ScorerRun, create_scorer, not_scorable, run_evals
+from tracescorer.scorers.evals import Threshold
 from tracescorer.model import Message
 from tracescorer.prebuilt import create_includes_check, create_multi_turn_judge_scorer
 
@@ -35,14 +36,15 @@ async def test_single_turn_with_threshold() -> None:
                  create_includes_check("idea", id="says-no-idea")])
     assert seen == [["Capital of France?"], ["Capital of Peru?"]]
     summary = result.scorers["includes-check"]
-    assert summary.average == 0.5 and summary.threshold == 0.5 and summary.passed is True
+    assert summary.average == 0.5 and summary.threshold == Threshold(min=0.5)
+    assert summary.passed is True
     assert summary.scored == 2 and summary.errors == 0
     assert result.items[0].passed == {"includes-check": True}
     assert result.items[1].passed == {"includes-check": False}
     assert result.scorers["says-no-idea"].average == 0.5
     assert result.passed
     with pytest.raises(ValueError, match="duplicates"):
-        await run_evals(data=[], target=target,
+        await run_evals(data=[{"input": "x"}], target=target,
                         scorers=[create_includes_check("a"), create_includes_check("b")])
 
 
@@ -53,7 +55,8 @@ async def test_multi_turn_history_and_accumulated_output() -> None:
         captured.append(run)
         return float(len(run.output))
 
-    counter = create_scorer(id="turns").generate_score(score)
+    counter = create_scorer(id="turns").generate_score(
+        lambda *, run, results: score(run=run, results=results) / 4)
     histories: list[list[str]] = []
 
     async def target(messages: list[Message]) -> str:
@@ -61,7 +64,7 @@ async def test_multi_turn_history_and_accumulated_output() -> None:
         return await echo_agent(messages)
 
     result = await run_evals(data=[{"inputs": ["a", "b", "c"]}], target=target,
-                             scorers=[{"scorer": counter, "threshold": 4}])
+                             scorers=[{"scorer": counter, "threshold": 1}])
     assert histories == [
         ["user:a"],
         ["user:a", "assistant:echo a (turn 1)", "user:b"],
@@ -70,7 +73,7 @@ async def test_multi_turn_history_and_accumulated_output() -> None:
     assert [m.content for m in run.output] == ["echo a (turn 1)", "echo b (turn 2)",
                                                "echo c (turn 3)"]
     assert [m.content for m in run.input.input_messages] == ["a", "b", "c"]
-    assert result.scorers["turns"].average == 3.0 and result.scorers["turns"].passed is False
+    assert result.scorers["turns"].average == 0.75 and result.scorers["turns"].passed is False
     assert not result.passed
 
 

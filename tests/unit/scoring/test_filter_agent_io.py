@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tracescorer import ScorerRun, create_scorer, filter_run
 from tracescorer.model import Conversation, Message, Part, ToolCall
-from tracescorer.scoring import AgentInput, agent_run_input
-from tracescorer.scoring.agent_io import assistant_texts, input_text, output_text, tool_calls_of
+from tracescorer.scorers import AgentInput, agent_run_input
+from tracescorer.scorers.agent_io import assistant_texts, input_text, output_text, tool_calls_of
 
 from .helpers import make_run, text_message, tool_message
 
@@ -90,7 +92,11 @@ def test_filter_limits_and_drops() -> None:
     kept = filter_run()(run)
     assert kept.ground_truth == "gt" and kept.request_context == {"user": "u"}
     assert len(kept.output) == 10
-    assert filter_run(max_output_messages=0)(run).output == ()
+    # Mastra: a limit of 0 means no limit
+    unlimited = filter_run(max_output_messages=0, max_remembered_messages=0)(run)
+    assert len(unlimited.output) == 10 and len(unlimited.input.remembered_messages) == 10
+    with pytest.raises(ValueError, match="max_output_messages"):
+        filter_run(max_output_messages=-1)
 
 
 def test_filter_on_non_agent_runs_is_harmless() -> None:

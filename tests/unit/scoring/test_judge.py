@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, ScorerRun, ScorerRunError, create_scorer
-from tracescorer.scoring import JudgeCallError, JudgeOutputError, ScorerConfigError
+from tracescorer.scorers import JudgeCallError, JudgeOutputError, ScorerConfigError
 
 from .helpers import MODEL
 

@@ -10,7 +10,7 @@ from tests.fakes import FakeOpenAI, RecordedRequest, Reply
 from tracescorer import ScorerRun, StreamErrorRetryProcessor
 from tracescorer.model import Conversation, Message, Part
 from tracescorer.prebuilt import create_multi_turn_judge_scorer
-from tracescorer.scoring.fence import neutralise
+from tracescorer.scorers.fence import neutralise
 
 from .helpers import MODEL, make_run, text_message, tool_message
 
@@ -91,12 +91,29 @@ async def test_injection_stays_inside_the_fence(fake: FakeOpenAI,
     assert neutralise(begin) != begin
 
 
-async def test_text_less_turns_skipped_and_empty_is_not_scorable(
+async def test_no_assistant_text_scores_zero_without_a_judge_call(
         fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
-    scorer = create_multi_turn_judge_scorer(model=MODEL, criterion=CRITERION, **judge_opts)
-    result = await scorer.run(ScorerRun(output=(tool_message("a"), tool_message("b"))))
-    assert result.status == "not_scorable" and result.score is None
+    scorer = create_multi_turn_judge_scorer(model=MODEL, criterion=CRITERION, scale=5,
+                                            **judge_opts)
+    # tool-call-only turns, and bare strings inside a (malformed) output list, are not graded
+    for output in [(tool_message("a"), tool_message("b")), ["I did it!", "really"], ()]:
+        result = await scorer.run(ScorerRun(output=output))
+        assert result.status == "ok" and result.score == 0.0
+        assert "no assistant messages" in (result.reason or "")
+        assert result.reason.startswith("Not satisfied.")
+        assert result.judge_calls == () and result.analyze_prompt is None
     assert fake.attempts() == 0
+
+
+async def test_bare_strings_in_an_output_list_are_not_shown_to_the_judge(
+        fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
+    fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "ok"}))
+    scorer = create_multi_turn_judge_scorer(model=MODEL, criterion=CRITERION, **judge_opts)
+    result = await scorer.run(ScorerRun(output=["INJECTED bare string",
+                                                text_message("assistant", "London: rain.")]))
+    assert result.score == 1.0
+    prompt = fake.requests[0].prompt_text
+    assert "London: rain." in prompt and "INJECTED" not in prompt
 
 
 async def test_retry_options_pass_through(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from tracescorer import (
     not_scorable,
 )
 from tracescorer.model import Conversation
-from tracescorer.scoring import AgentInput, ScorerConfigError, StepResults
+from tracescorer.scorers import AgentInput, ScorerConfigError, StepResults
 
 from .helpers import make_run, text_message
 

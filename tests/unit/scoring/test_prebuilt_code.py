@@ -148,6 +148,6 @@ async def test_code_scorers_are_deterministic() -> None:
 
 def test_message_output_text_used() -> None:
     msg = Message(role="assistant", content="", parts=(Part(type="text", content="from parts"),))
-    from tracescorer.scoring.agent_io import output_text
+    from tracescorer.scorers.agent_io import output_text
 
     assert output_text(ScorerRun(output=(msg,))) == "from parts"

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, RedactPII, ScorerRun, create_scorer
-from tracescorer.scoring import InputProcessor, OutputProcessor
+from tracescorer.scorers import InputProcessor, OutputProcessor
 
 from .helpers import MODEL
 
@@ -39,8 +39,8 @@ def test_leaves_ordinary_text_and_non_luhn_numbers() -> None:
 def test_kinds_selectable() -> None:
     r = RedactPII(kinds=("email",))
     assert r.redact("a@b.io 10.0.0.1") == "[REDACTED_EMAIL] 10.0.0.1"
-    with pytest.raises(ValueError):
-        RedactPII(kinds=("ssn",))
+    with pytest.raises(ValueError, match="unknown PII kinds"):
+        RedactPII(kinds=("zip_code",))
 
 
 def test_protocols() -> None:
@@ -76,5 +76,9 @@ async def test_redaction_happens_before_the_wire(fake: FakeOpenAI,
     wire = fake.requests[0].prompt_text
     assert "bob@example.com" not in wire and "admin@corp.com" not in wire
     assert "10.1.2.3" not in wire and "[REDACTED_EMAIL]" in wire and "GRADE tail" in wire
-    # the stored prompt is the step's prompt (before processors)
-    assert result.generate_score_prompt == "GRADE user bob@example.com from 10.1.2.3"
+    # what is stored is what was sent: the prompt after the processors
+    assert result.generate_score_prompt == "GRADE user [REDACTED_EMAIL] from [REDACTED_IP]\n\nGRADE tail"
+    assert result.judge_calls[0].prompt == result.generate_score_prompt
+    assert result.judge_calls[0].input_processors == ("RedactPII", "Tag")
+    assert result.judge_calls[0].redactions == {"email": 2, "ip": 1}
+    assert result.redacted and result.redactions == {"email": 2, "ip": 1}

@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracescorer.scoring.fence import fence, numbered_transcript
-from tracescorer.scoring.processors import RedactPII
-from tracescorer.scoring.structured import parse_json_text
+from tracescorer.scorers.fence import fence, numbered_transcript
+from tracescorer.scorers.processors import RedactPII
+from tracescorer.scorers.structured import parse_json_text
 
 DELIMITER_BITS = st.sampled_from(["<<<", ">>>", "<<<<", "BEGIN_UNTRUSTED_", "END_UNTRUSTED_",
                                   "TRANSCRIPT", "begin_untrusted_", ">", "<", "\n", " "])

@@ -36,7 +36,7 @@ def test_public_names_importable() -> None:
 
 
 def test_import_does_not_load_litellm() -> None:
-    code = ("import sys, tracescorer, tracescorer.prebuilt, tracescorer.scoring;"
+    code = ("import sys, tracescorer, tracescorer.prebuilt, tracescorer.scorers, tracescorer.scoring;"
             "from tracescorer.prebuilt import create_multi_turn_judge_scorer;"
             "create_multi_turn_judge_scorer(model='openai/x', criterion='c');"
             "print('litellm' in sys.modules, 'jsonschema' in sys.modules)")
@@ -51,4 +51,4 @@ def test_judge_is_the_only_litellm_importer() -> None:
     pattern = re.compile(r"^\s*(import litellm|from litellm)", re.MULTILINE)
     importers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tracescorer").rglob("*.py")
                        if pattern.search(p.read_text(encoding="utf-8")))
-    assert importers == ["tracescorer/scoring/judge.py"]
+    assert importers == ["tracescorer/scorers/judge.py"]

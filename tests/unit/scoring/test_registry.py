@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from tracescorer import ScorerRegistry, ScorerRun, create_scorer
-from tracescorer.scoring import InMemoryScoreSink, ScoreSink, ScorerLike
+from tracescorer.scorers import InMemoryScoreSink, ScoreSink, ScorerLike
 
 
 def scorer(id: str) -> object:
@@ -38,7 +38,7 @@ async def test_persist_only_registered(caplog: pytest.LogCaptureFixture) -> None
     ok = await registered.run(ScorerRun(output="x", run_id="r1"))  # type: ignore[attr-defined]
     lost = await stray.run(ScorerRun(output="x", run_id="r2"))  # type: ignore[attr-defined]
     assert await reg.persist(ok, sink) is True
-    with caplog.at_level(logging.WARNING, logger="tracescorer.scoring.registry"):
+    with caplog.at_level(logging.WARNING, logger="tracescorer.scorers.registry"):
         assert await reg.persist(lost, sink) is False
     assert sink.scores == [ok]
     assert sink.saved[0][1] is registered

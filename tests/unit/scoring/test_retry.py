@@ -18,7 +18,7 @@ from tracescorer import (
     StreamErrorRetryProcessor,
     create_scorer,
 )
-from tracescorer.scoring.retry import is_retryable, provider_retry_after_s
+from tracescorer.scorers.retry import is_retryable, provider_retry_after_s
 
 from .helpers import MODEL
 

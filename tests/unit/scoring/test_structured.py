@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from tracescorer.scoring import JudgeOutputError, ScorerConfigError
-from tracescorer.scoring.structured import SCORE_SCHEMA, compile_schema, parse_json_text
+from tracescorer.scorers import JudgeOutputError, ScorerConfigError
+from tracescorer.scorers.structured import SCORE_SCHEMA, compile_schema, parse_json_text
 
 
 class Verdict(BaseModel):

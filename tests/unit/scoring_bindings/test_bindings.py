@@ -15,7 +15,7 @@ import pytest
 
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.prebuilt import MULTI_TURN_JUDGE_ID
-from tracescorer.scoring import prebuilt as prebuilt_module
+from tracescorer.scorers import prebuilt as prebuilt_module
 from tracescorer.scoring.bindings import (
     PREBUILT,
     BindingError,
@@ -25,8 +25,8 @@ from tracescorer.scoring.bindings import (
     uses_judge,
 )
 from tracescorer.scoring.filters import RunFilter
-from tracescorer.scoring.judge import Judge
-from tracescorer.scoring.scorer import Scorer
+from tracescorer.scorers.judge import Judge
+from tracescorer.scorers.scorer import Scorer
 
 SAMPLES = "unit.scoring_bindings.sample_scorers"
 MODEL = "openai/gpt-4o-mini"
@@ -37,14 +37,20 @@ NO_MODEL = JudgeSettings()
 LLM = {"multi_turn_judge": {"criterion": "Answers every question."},
        "answer_relevancy": {}, "faithfulness": {}, "hallucination": {}, "toxicity": {},
        "bias": {}, "prompt_alignment": {}, "tool_call_appropriateness": {},
-       "rubric": {"criteria": ["Is polite"]}}
+       "rubric": {"criteria": ["Is polite"]}, "answer_similarity": {},
+       "context_precision": {}, "context_relevance": {}, "context_recall": {},
+       "noise_sensitivity": {"baseline_response": "Paris.", "noisy_query": "Capital? (ignore)"},
+       "summarization": {}, "trajectory_accuracy_llm": {}}
 CODE = {"completeness": {}, "keyword_coverage": {"keywords": ["refund"]},
         "content_similarity": {}, "textual_difference": {}, "tone_consistency": {},
-        "tool_call_accuracy": {"expected_tool": "search"}}
+        "tool_call_accuracy": {"expected_tool": "search"},
+        "trajectory_accuracy": {"expected_trajectory": ["search", "answer"]}}
 QUICK = {"includes": {"text": "refund"}, "excludes": {"text": ["secret"]},
          "matches": {"pattern": r"\d+"}, "called_tool": {"tool_name": "search"},
          "did_not_call": {"tool_name": "delete"}, "max_tool_calls": {"max_calls": 3},
-         "no_tool_errors": {}, "non_empty_response": {}}
+         "no_tool_errors": {}, "non_empty_response": {}, "equals": {"text": "Paris"},
+         "similarity": {"text": "Paris", "threshold": 0.8}, "tool_order": {"order": ["a", "b"]},
+         "used_no_tools": {}}
 
 
 def binding(**data: Any) -> ScorerBinding:
@@ -187,8 +193,8 @@ def test_judge_instructions_override_reaches_the_judge() -> None:
 def test_unknown_prebuilt_lists_valid_names() -> None:
     message = error_of(id="x", prebuilt="multiturn_judge")
     assert message.startswith("scorers[0] (x): unknown prebuilt scorer 'multiturn_judge'; "
-                              "valid names: answer_relevancy, bias, called_tool, ")
-    assert message.endswith(", tool_call_appropriateness, toxicity")
+                              "valid names: answer_relevancy, answer_similarity, bias, ")
+    assert message.endswith(", trajectory_accuracy, trajectory_accuracy_llm, used_no_tools")
     assert all(name in message for name in PREBUILT)
 
 

@@ -24,7 +24,7 @@ class ScorerRun(Generic[InputT, OutputT]):
 
     Attributes:
         output: the target output (for ``type="agent"`` scorers: the assistant messages).
-        input: the target input (for ``type="agent"``: an :class:`~tracescorer.scoring.agent_io.AgentInput`).
+        input: the target input (for ``type="agent"``: an :class:`~tracescorer.scorers.agent_io.AgentInput`).
         run_id: id of the scored run; :meth:`Scorer.run` generates one when absent.
         ground_truth: an optional expected value / reference.
         request_context: optional context of the request being scored.
@@ -53,23 +53,46 @@ class StepResults:
 class NotScorable:
     """Returned by a step (via :func:`not_scorable`) to stop the run without a score."""
 
-    reason: str
+    reason: str | None = None
 
 
-def not_scorable(reason: str) -> NotScorable:
+def not_scorable(reason: str | None = None) -> NotScorable:
     """Return this from any step to end the run with ``status="not_scorable"`` and no score.
 
-    Example: ``return not_scorable("the agent produced no text")``.
+    Example: ``return not_scorable("the agent produced no text")``; the reason is optional.
     """
     return NotScorable(reason=reason)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkipJudge:
+    """Returned by a ``create_prompt`` (via :func:`skip_judge`) to skip the judge call."""
+
+    result: Any = None
+
+
+def skip_judge(result: Any = None) -> SkipJudge:
+    """Return this from a prompt step's ``create_prompt`` to skip the judge: ``result`` becomes
+    the step result as if the judge had answered it (for ``generate_score``: the score).
+
+    Example: ``return skip_judge(MultiTurnVerdict(satisfied=False, reasoning="no turns"))``.
+    """
+    return SkipJudge(result=result)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JudgeCall:
     """One judge request as made by a prompt step (one record per logical call, not per attempt).
 
-    ``status`` is ``ok`` or ``error``; ``attempts`` counts provider attempts including retries;
+    ``prompt`` is the step's prompt as sent, after the judge's input processors (so redacted
+    when :class:`~tracescorer.scorers.processors.RedactPII` ran). ``status`` is ``ok`` or
+    ``error``; ``attempts`` counts provider attempts including error-processor retries;
     ``cost_usd`` comes from litellm's price table and is ``None`` when the model is unknown.
+    ``structured_output`` says how JSON was asked for: ``native`` (``response_format``),
+    ``prompt`` (schema in the prompt; also the second call of the ``auto`` fallback) or
+    ``none`` (a text step). ``input_processors`` names the processors that ran on the messages;
+    ``redactions`` counts redacted items by kind when a redacting processor ran (``{}`` when
+    it found nothing), ``None`` when none ran.
     """
 
     step: str
@@ -85,6 +108,9 @@ class JudgeCall:
     status: Literal["ok", "error"] = "ok"
     error: str | None = None
     error_type: str | None = None
+    structured_output: Literal["native", "prompt", "none"] = "none"
+    input_processors: tuple[str, ...] = ()
+    redactions: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,7 +119,10 @@ class ScorerResult:
 
     ``status`` is ``ok`` (``score`` set), ``not_scorable`` (a step returned
     :func:`not_scorable`; ``reason`` says why, ``score`` is ``None``) or ``error`` (only on the
-    partial result carried by :class:`~tracescorer.scoring.errors.ScorerRunError`).
+    partial result carried by :class:`~tracescorer.scorers.errors.ScorerRunError`; ``score`` is
+    kept when ``generate_score`` completed before the failure).
+    The ``*_prompt`` fields hold each prompt step's prompt as sent to the judge (after input
+    processors), ``None`` for steps that sent nothing.
     """
 
     scorer_id: str
@@ -138,6 +167,21 @@ class ScorerResult:
     def judge_attempts(self) -> int:
         return sum(c.attempts for c in self.judge_calls)
 
+    @property
+    def redacted(self) -> bool:
+        """True when every judge call of this run went through a redacting input processor
+        (``False`` for code-only scorers and when any call was sent unredacted)."""
+        return bool(self.judge_calls) and all(c.redactions is not None for c in self.judge_calls)
+
+    @property
+    def redactions(self) -> dict[str, int]:
+        """Items redacted across the judge calls, by kind."""
+        total: dict[str, int] = {}
+        for call in self.judge_calls:
+            for kind, count in (call.redactions or {}).items():
+                total[kind] = total.get(kind, 0) + count
+        return total
+
 
 def check_score(value: object) -> float:
     """A finite real number as ``float``, else TypeError/ValueError (bools are refused)."""
@@ -155,7 +199,7 @@ class ScorerLike(Protocol):
     """What the registry and :func:`run_evals` need from a scorer.
 
     ``run`` is a coroutine; it returns a :class:`ScorerResult` or raises
-    :class:`~tracescorer.scoring.errors.ScorerRunError`. It must be safe to call concurrently.
+    :class:`~tracescorer.scorers.errors.ScorerRunError`. It must be safe to call concurrently.
     """
 
     @property

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation, Message, ToolCall
-from tracescorer.scoring.types import ScorerRun
+from tracescorer.scorers.types import ScorerRun
 
 AgentOutput = tuple[Message, ...]
 """``run.output`` of an agent scorer: the assistant messages, in order (tool calls as parts)."""
@@ -116,7 +116,9 @@ def output_text(run: ScorerRun[Any, Any]) -> str:
 
 
 def assistant_texts(run: ScorerRun[Any, Any]) -> list[str]:
-    """The text of every assistant message in ``run.output`` that has text, in order."""
+    """The text of every assistant message in ``run.output`` that has text, in order.
+
+    A string output is one turn; in a message list, bare strings (not messages) are ignored."""
     output = run.output
     if isinstance(output, str):
         return [output] if output.strip() else []
@@ -124,6 +126,8 @@ def assistant_texts(run: ScorerRun[Any, Any]) -> list[str]:
         output = [output]
     texts: list[str] = []
     for item in output if isinstance(output, Sequence) else []:
+        if isinstance(item, str):
+            continue  # a bare string in a message list is not an assistant message: not graded
         role = item.role if isinstance(item, Message) else (
             item.get("role", "assistant") if isinstance(item, Mapping) else "assistant")
         text = message_text(item)

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from tracescorer.scoring.agent_io import input_text, message_text, output_text, tool_calls_of
-from tracescorer.scoring.prebuilt._common import check_scale
-from tracescorer.scoring.scorer import Scorer, create_scorer
-from tracescorer.scoring.types import ScorerRun, StepResults
+from tracescorer.scorers.agent_io import input_text, message_text, output_text, tool_calls_of
+from tracescorer.scorers.prebuilt._common import check_scale
+from tracescorer.scorers.scorer import Scorer, create_scorer
+from tracescorer.scorers.types import ScorerRun, StepResults
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because
 been before being below between both but by can could did do does doing down during each few for

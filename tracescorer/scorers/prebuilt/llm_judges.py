@@ -1,7 +1,7 @@
 """Prebuilt LLM judges of a single agent run.
 
 Each factory takes ``model=`` (a litellm model string), ``scale=`` and any further keyword
-options for its :class:`~tracescorer.scoring.judge.Judge`. Agent text (and user input taken
+options for its :class:`~tracescorer.scorers.judge.Judge`. Agent text (and user input taken
 from traces) is always fenced as untrusted data. The judge analyses once (structured output);
 the score and reason are computed from that analysis, so each run costs one judge call.
 """
@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tracescorer.scoring.agent_io import input_text, message_text, output_text, tool_calls_of
-from tracescorer.scoring.fence import fence
-from tracescorer.scoring.prebuilt._common import check_scale, llm_scorer
-from tracescorer.scoring.scorer import Scorer
-from tracescorer.scoring.types import NotScorable, ScorerRun, not_scorable
+from tracescorer.scorers.agent_io import input_text, message_text, output_text, tool_calls_of
+from tracescorer.scorers.fence import fence
+from tracescorer.scorers.prebuilt._common import check_scale, llm_scorer
+from tracescorer.scorers.scorer import Scorer
+from tracescorer.scorers.types import NotScorable, ScorerRun, not_scorable
 
 _EVALUATOR = "You are a precise, impartial evaluator of AI agent responses."
 UNSURE_WEIGHT = 0.3

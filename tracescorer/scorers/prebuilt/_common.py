@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-from tracescorer.scoring.fence import FENCE_RULES
-from tracescorer.scoring.judge import Judge
-from tracescorer.scoring.scorer import PromptStep, Scorer, create_scorer
-from tracescorer.scoring.types import NotScorable, ScorerRun, StepResults
+from tracescorer.scorers.fence import FENCE_RULES
+from tracescorer.scorers.judge_config import Judge
+from tracescorer.scorers.scorer import PromptStep, Scorer, create_scorer
+from tracescorer.scorers.types import NotScorable, ScorerRun, SkipJudge, StepResults
 
 
 def make_judge(model: str, instructions: str, options: Mapping[str, Any]) -> Judge:
@@ -22,13 +23,17 @@ def make_judge(model: str, instructions: str, options: Mapping[str, Any]) -> Jud
 
 
 def check_scale(scale: float) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    """``scale`` as a float; ValueError unless it is a positive finite number (NaN and
+    infinities are refused when the scorer is built, not when it first runs)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(
+            scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     return float(scale)
 
 
 def llm_scorer(*, id: str, name: str, description: str, model: str, instructions: str,
-               options: Mapping[str, Any], create_prompt: Callable[..., str | NotScorable],
+               options: Mapping[str, Any],
+               create_prompt: Callable[..., str | NotScorable | SkipJudge],
                output_schema: type[BaseModel],
                score: Callable[[Any, ScorerRun[Any, Any]], float],
                reason: Callable[[Any, float], str], analyze_description: str) -> Scorer[Any, Any]:

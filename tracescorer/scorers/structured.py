@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tracescorer.scoring.errors import JudgeOutputError, ScorerConfigError
+from tracescorer.scorers.errors import JudgeOutputError, ScorerConfigError
 
 OutputSchema = type[BaseModel] | Mapping[str, Any]
 """A pydantic model class or a JSON schema dict (``{"type": "object", ...}``)."""

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal
 
 from tracescorer.model import AgentRun, Conversation
-from tracescorer.scoring.errors import JudgeError, ScorerConfigError, ScorerRunError
-from tracescorer.scoring.judge import Judge, call_judge
-from tracescorer.scoring.structured import SCORE_SCHEMA, CompiledSchema, OutputSchema, compile_schema
-from tracescorer.scoring.types import (
+from tracescorer.scorers.errors import JudgeError, ScorerConfigError, ScorerRunError
+from tracescorer.scorers.judge import call_judge
+from tracescorer.scorers.judge_config import Judge
+from tracescorer.scorers.structured import SCORE_SCHEMA, CompiledSchema, OutputSchema, compile_schema
+from tracescorer.scorers.types import (
     STEP_ORDER,
     InputT,
     JudgeCall,
@@ -28,6 +29,7 @@ from tracescorer.scoring.types import (
     OutputT,
     ScorerResult,
     ScorerRun,
+    SkipJudge,
     StepName,
     StepResults,
     check_score,
@@ -46,7 +48,9 @@ class PromptStep:
     Args:
         description: what the step does (documentation; not sent to the model).
         create_prompt: called like a function step (``run=``, ``results=``, plus ``score=`` for
-            generate_reason), sync or async; returns the prompt text.
+            generate_reason), sync or async; returns the prompt text, or
+            :func:`~tracescorer.scorers.types.not_scorable` to end the run, or
+            :func:`~tracescorer.scorers.types.skip_judge` to use a result without asking.
         output_schema: pydantic model class or JSON schema dict of the judge's structured
             output (preprocess/analyze: becomes the step result; generate_score: defaults to
             ``{"score": number}``). Not used by generate_reason, which returns the judge's text.
@@ -56,7 +60,8 @@ class PromptStep:
     """
 
     description: str
-    create_prompt: Callable[..., str | NotScorable | Awaitable[str | NotScorable]]
+    create_prompt: Callable[..., str | NotScorable | SkipJudge
+                            | Awaitable[str | NotScorable | SkipJudge]]
     output_schema: OutputSchema | None = None
     judge: Judge | None = None
     calculate_score: Callable[..., Any] | None = None
@@ -141,7 +146,8 @@ class Scorer(Generic[InputT, OutputT]):
         return tuple(s.step for s in self._steps if isinstance(s.step, PromptStep))
 
     # -- running -----------------------------------------------------------------------------
-    def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation) -> ScorerResult:
+    def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation
+                 | Mapping[str, Any]) -> ScorerResult:
         """:meth:`run` for synchronous code (not from inside a running event loop)."""
         try:
             asyncio.get_running_loop()
@@ -149,9 +155,14 @@ class Scorer(Generic[InputT, OutputT]):
             return asyncio.run(self.run(run))
         raise RuntimeError("run_sync() called from a running event loop; use 'await scorer.run()'")
 
-    async def run(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation) -> ScorerResult:
-        """Score ``run`` (a :class:`ScorerRun`, or an AgentRun/Conversation turned into the
-        agent-typed run by :func:`~tracescorer.scoring.agent_io.agent_run_input`).
+    async def run(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation
+                  | Mapping[str, Any]) -> ScorerResult:
+        """Score ``run``: a :class:`ScorerRun`; an AgentRun/Conversation (turned into the
+        agent-typed run by :func:`~tracescorer.scorers.agent_io.agent_run_input`); or a plain
+        mapping with the ScorerRun field names (``{"input": ..., "output": ...,
+        "ground_truth": ..., "request_context": ..., "run_id": ...}``; for ``type="agent"``
+        message dicts become :class:`~tracescorer.model.Message` objects, see
+        :func:`~tracescorer.scorers.mapping.run_from_mapping`).
 
         Returns a :class:`ScorerResult` (``status`` ``ok`` or ``not_scorable``); raises
         :class:`ScorerRunError` when a step fails.
@@ -159,14 +170,18 @@ class Scorer(Generic[InputT, OutputT]):
         started = time.perf_counter()
         target: ScorerRun[Any, Any]
         if isinstance(run, (AgentRun, Conversation)):
-            from tracescorer.scoring.agent_io import agent_run_input
+            from tracescorer.scorers.agent_io import agent_run_input
 
             target = agent_run_input(run)
         elif isinstance(run, ScorerRun):
             target = run
+        elif isinstance(run, Mapping):
+            from tracescorer.scorers.mapping import run_from_mapping
+
+            target = run_from_mapping(run, agent=self.type == "agent")
         else:
-            raise TypeError(f"scorer.run() takes a ScorerRun, AgentRun or Conversation, "
-                            f"got {type(run).__name__}")
+            raise TypeError(f"scorer.run() takes a ScorerRun, a mapping, an AgentRun or a "
+                            f"Conversation, got {type(run).__name__}")
         if not target.run_id:
             target = dataclasses.replace(target, run_id=str(uuid.uuid4()))
         state = _RunState(self, target, started)
@@ -216,7 +231,7 @@ class _RunState:
                reason: str | None = None, error: str | None = None) -> ScorerResult:
         return ScorerResult(
             scorer_id=self.scorer.id, scorer_name=self.scorer.name, run_id=str(self.run.run_id),
-            status=status, score=self.score if status == "ok" else None,
+            status=status, score=None if status == "not_scorable" else self.score,
             reason=reason if reason is not None else self.reason,
             preprocess_step_result=self.results.preprocess_step_result,
             analyze_step_result=self.results.analyze_step_result,
@@ -229,8 +244,10 @@ class _RunState:
             error=error, run=self.run)
 
     def failure(self, step: str, cause: BaseException) -> ScorerRunError:
-        if isinstance(cause, JudgeError) and cause.call is not None:
-            self.calls.append(cause.call)
+        if isinstance(cause, JudgeError) and cause.calls:
+            self.calls.extend(cause.calls)
+            if step in STEP_ORDER:
+                self.prompts[step] = cause.calls[-1].prompt
         log.debug("scorer %s failed in %s: %s", self.scorer.id, step, type(cause).__name__)
         return ScorerRunError(
             scorer_id=self.scorer.id, failed_step=step, completed_steps=tuple(self.completed),
@@ -266,16 +283,18 @@ class _RunState:
         prompt = await _call(step.create_prompt, **kwargs)
         if isinstance(prompt, NotScorable):
             return prompt
+        if isinstance(prompt, SkipJudge):
+            return prompt.result
         if not isinstance(prompt, str):
             raise TypeError(f"create_prompt must return text, got {type(prompt).__name__}")
-        self.prompts[bound.name] = prompt
         base = self.scorer.judge
         judge = base.merged_with(step.judge) if base is not None else step.judge
         if judge is None:
             raise ScorerConfigError(f"scorer {self.scorer.id!r}: prompt step {bound.name!r} "
                                     "needs a judge (create_scorer(judge=...) or PromptStep(judge=...))")
         reply = await call_judge(judge, step=bound.name, prompt=prompt, schema=bound.schema)
-        self.calls.append(reply.call)
+        self.calls.extend(reply.calls)
+        self.prompts[bound.name] = reply.call.prompt  # as sent: after the input processors
         if bound.name != "generate_score":
             return reply.output
         if step.calculate_score is not None:
@@ -297,10 +316,10 @@ def create_scorer(*, id: str, description: str = "", name: str | None = None,
         name: display name; defaults to ``id``.
         judge: the default :class:`Judge` for prompt steps.
         type: ``"agent"`` for scorers of agent runs (``run.input`` is an
-            :class:`~tracescorer.scoring.agent_io.AgentInput`, ``run.output`` the assistant
+            :class:`~tracescorer.scorers.agent_io.AgentInput`, ``run.output`` the assistant
             messages), or ``None`` for any input/output types.
         prepare_run: transforms the run before the pipeline (sync or async), e.g.
-            :func:`~tracescorer.scoring.filter.filter_run`.
+            :func:`~tracescorer.scorers.filter.filter_run`.
 
     Example::
 

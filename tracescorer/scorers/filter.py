@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracescorer.model import Message, Part
-from tracescorer.scoring.agent_io import AgentInput
-from tracescorer.scoring.types import ScorerRun
+from tracescorer.scorers.agent_io import AgentInput
+from tracescorer.scorers.types import ScorerRun
 
 _TOOL_PART_TYPES = ("tool_call", "tool_call_response")
 # Mastra part type names accepted as aliases of the OTel GenAI part types of our messages.
@@ -60,9 +60,14 @@ def filter_run(*, part_types: Sequence[str] | None = None,
     - ``tool_names``: messages with tool parts are kept only if one of their tools' names
       starts with one of these; messages without tool parts are unaffected.
     - ``max_remembered_messages`` / ``max_output_messages``: keep the most recent N, after
-      the filters above.
+      the filters above; ``0`` (like ``None``) means no limit, as in Mastra.
     - ``drop_request_context`` / ``drop_ground_truth``: set those fields to ``None``.
     """
+    for key, value in (("max_remembered_messages", max_remembered_messages),
+                       ("max_output_messages", max_output_messages)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 0):
+            raise ValueError(f"{key} must be a whole number >= 0 (0 = no limit), got {value!r}")
     types = _expand(part_types) if part_types is not None else None
     names = tuple(tool_names) if tool_names is not None else None
     filtering = types is not None or names is not None
@@ -70,8 +75,8 @@ def filter_run(*, part_types: Sequence[str] | None = None,
     def trim(messages: Sequence[Any], limit: int | None) -> tuple[Any, ...]:
         kept = [m for m in messages
                 if not isinstance(m, Message) or not filtering or _keep(m, types, names)]
-        if limit is not None and len(kept) > limit:
-            kept = kept[len(kept) - limit:] if limit > 0 else []
+        if limit and len(kept) > limit:  # None or 0: no limit
+            kept = kept[len(kept) - limit:]
         return tuple(kept)
 
     def prepare(run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:

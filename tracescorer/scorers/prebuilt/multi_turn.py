@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracescorer.scoring.agent_io import assistant_texts
-from tracescorer.scoring.fence import fence, numbered_transcript
-from tracescorer.scoring.prebuilt._common import check_scale, llm_scorer
-from tracescorer.scoring.scorer import Scorer
-from tracescorer.scoring.types import NotScorable, ScorerRun, not_scorable
+from tracescorer.scorers.agent_io import assistant_texts
+from tracescorer.scorers.fence import fence, numbered_transcript
+from tracescorer.scorers.prebuilt._common import check_scale, llm_scorer
+from tracescorer.scorers.scorer import Scorer
+from tracescorer.scorers.types import ScorerRun, SkipJudge, skip_judge
 
 MULTI_TURN_JUDGE_ID = "multi-turn-judge-scorer"
 
@@ -18,6 +18,10 @@ INSTRUCTIONS = (
     "You are a strict, impartial evaluator of AI assistant conversations. You decide whether "
     "the assistant's messages, taken together, satisfy a single criterion."
 )
+
+
+NO_ASSISTANT_MESSAGES = ("There were no assistant messages with text to grade, so the "
+                         "criterion cannot be satisfied (no judge call was made).")
 
 
 class MultiTurnVerdict(BaseModel):
@@ -33,23 +37,26 @@ def create_multi_turn_judge_scorer(*, model: str, criterion: str, scale: float =
 
     Every assistant message with text in ``run.output`` is shown in order as a numbered
     transcript (text-less turns, e.g. tool-call-only ones, are skipped; user turns and tool
-    results are not shown), fenced as untrusted data. The judge returns
-    ``{satisfied, reasoning}``; the score is ``scale`` when satisfied, else 0, and the reason
-    gives the verdict, the criterion and the explanation. A run without any assistant text is
-    ``not_scorable``. ``judge_options`` go to the :class:`~tracescorer.scoring.judge.Judge`
+    results are not shown), fenced as untrusted data; bare strings inside an output list are
+    not messages and are ignored. The judge returns ``{satisfied, reasoning}``; the score is
+    ``scale`` when satisfied, else 0, and the reason gives the verdict, the criterion and the
+    explanation. A run without any assistant text scores 0 without a judge call (as in
+    Mastra: only a satisfied verdict scores), its reason saying there were no assistant
+    messages. ``judge_options`` go to the :class:`~tracescorer.scorers.judge.Judge`
     (``api_base``, ``api_key``, ``temperature``, ``error_processors``...).
 
-    Use with :func:`~tracescorer.scoring.evals.run_evals` ``inputs`` items or on a
+    Use with :func:`~tracescorer.scorers.evals.run_evals` ``inputs`` items or on a
     :class:`~tracescorer.model.Conversation`.
     """
     if not criterion or not criterion.strip():
         raise ValueError("criterion must be a non-empty string")
     factor = check_scale(scale)
 
-    def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
+    def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | SkipJudge:
         turns = assistant_texts(run)
         if not turns:
-            return not_scorable("the conversation has no assistant message with text to grade")
+            return skip_judge(MultiTurnVerdict(
+                satisfied=False, reasoning=NO_ASSISTANT_MESSAGES))
         return (
             "Decide whether the conversation below satisfies this criterion.\n\n"
             f"Criterion: {criterion.strip()}\n\n"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracescorer.scoring.types import JudgeCall, ScorerResult, StepName
+    from tracescorer.scorers.types import JudgeCall, ScorerResult, StepName
 
 
 class ScorerError(Exception):
@@ -27,11 +27,17 @@ class ScorerConfigError(ScorerError, ValueError):
 
 
 class JudgeError(ScorerError):
-    """A judge call failed. ``call`` is the record of the failed call (attempts, timing, error)."""
+    """A judge call failed. ``calls`` are the records of the requests made for it (two when the
+    structured-output fallback ran), ``call`` the last of them (attempts, timing, error)."""
 
-    def __init__(self, message: str, *, call: JudgeCall | None = None) -> None:
+    def __init__(self, message: str, *, call: JudgeCall | None = None,
+                 calls: tuple[JudgeCall, ...] = ()) -> None:
         super().__init__(message)
-        self.call = call
+        self.calls: tuple[JudgeCall, ...] = calls or ((call,) if call is not None else ())
+
+    @property
+    def call(self) -> JudgeCall | None:
+        return self.calls[-1] if self.calls else None
 
 
 class JudgeCallError(JudgeError):
@@ -39,12 +45,15 @@ class JudgeCallError(JudgeError):
 
 
 class JudgeOutputError(JudgeError):
-    """The judge's reply is not valid JSON, or does not match the output schema."""
+    """The judge's reply is not valid JSON, or does not match the output schema (or an output
+    processor failed on it)."""
 
     def __init__(self, message: str, *, raw_output: str | None = None,
-                 call: JudgeCall | None = None) -> None:
-        super().__init__(message, call=call)
+                 call: JudgeCall | None = None, calls: tuple[JudgeCall, ...] = (),
+                 unparsed: bool = False) -> None:
+        super().__init__(message, call=call, calls=calls)
         self.raw_output = raw_output
+        self.unparsed = unparsed  # the reply did not parse or validate (not a processor failure)
 
 
 class ScorerRunError(ScorerError):

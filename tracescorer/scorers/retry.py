@@ -33,6 +33,25 @@ _FATAL_TYPES = frozenset({
 _OVERLOADED = re.compile(r"overloaded|temporarily unavailable|try again later", re.IGNORECASE)
 
 
+MAX_CHAIN = 16
+"""How many links of an exception's ``__cause__``/``__context__`` chain are examined."""
+
+
+def error_chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it wraps, outermost first: ``__cause__`` (``raise ... from``)
+    before ``__context__`` (raised while handling), each link once, at most :data:`MAX_CHAIN`.
+    Like Mastra walking ``error.cause``, so a provider error wrapped in another still counts."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen and len(chain) < MAX_CHAIN:
+        seen.add(id(link))
+        chain.append(link)
+        link = link.__cause__ if link.__cause__ is not None else (
+            None if link.__suppress_context__ else link.__context__)
+    return chain
+
+
 def _type_names(error: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(error).__mro__}
 
@@ -96,9 +115,10 @@ def provider_retry_after_s(error: BaseException, *, now: float | None = None) ->
     """The delay the provider asked for, in seconds, or ``None``.
 
     ``retry-after-ms`` wins over ``Retry-After``; ``Retry-After`` may be seconds or an HTTP
-    date. Negative and unparsable values are ignored.
+    date. Negative and unparsable values are ignored. The headers are taken from the first
+    exception in :func:`error_chain` that carries any.
     """
-    headers = _headers_of(error)
+    headers = next((h for h in map(_headers_of, error_chain(error)) if h is not None), None)
     if headers is None:
         return None
     millis = _header(headers, "retry-after-ms")
@@ -201,11 +221,21 @@ class StreamErrorRetryProcessor:
             raise ValueError("max_retry_after_s must be >= 0")
 
     def should_retry(self, error: BaseException) -> bool:
-        """Whether ``error`` is retryable under this processor's rules (ignoring the count)."""
-        if any(matcher(error) for matcher in self.matchers):
+        """Whether ``error`` is retryable under this processor's rules (ignoring the count).
+
+        The error and the exceptions it wraps (:func:`error_chain`) are examined outermost
+        first: a matcher matching any of them makes it retryable; otherwise the first link
+        classified as transient or permanent decides; an error recognised nowhere in the chain
+        is retried only with ``retry_unknown_errors``.
+        """
+        chain = error_chain(error)
+        if any(matcher(link) for link in chain for matcher in self.matchers):
             return True
-        verdict = is_retryable(error)
-        return self.retry_unknown_errors if verdict is None else verdict
+        for link in chain:
+            verdict = is_retryable(link)
+            if verdict is not None:
+                return verdict
+        return self.retry_unknown_errors
 
     def delay_for(self, *, error: BaseException, retry_count: int) -> float:
         """Seconds to wait before the next attempt."""

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from tracescorer.scoring.types import ScorerLike, ScorerResult
+from tracescorer.scorers.types import ScorerLike, ScorerResult
 
 log = logging.getLogger(__name__)
 

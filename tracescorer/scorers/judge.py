@@ -1,0 +1,296 @@
+"""The LLM judge's one call path to the model, and :func:`preload`.
+
+This is the only module that imports litellm. It does so lazily: ``import tracescorer`` and a
+daemon without LLM scorers never pay litellm's import cost (seconds of CPU, ~190 MB). A daemon
+calls :func:`preload` in a worker thread before its first judge call, so that neither the
+import nor litellm's other first-use work runs on the event loop.
+
+litellm fetches its model price map from the network at import unless
+``LITELLM_LOCAL_MODEL_COST_MAP`` is set; this module sets it to ``True`` (the price map that
+ships with litellm) unless the user set it explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
+from tracescorer.scorers.judge_config import Judge, JsonPromptInjection
+from tracescorer.scorers.processors import ChatMessage, Redactor
+from tracescorer.scorers.structured import CompiledSchema, parse_json_text
+from tracescorer.scorers.types import JudgeCall
+
+__all__ = ["Judge", "JsonPromptInjection", "JudgeReply", "call_judge", "preload"]
+
+log = logging.getLogger(__name__)
+
+COST_MAP_ENV = "LITELLM_LOCAL_MODEL_COST_MAP"
+# Redacting a long prompt takes tens of milliseconds (phone matching is pure Python): past this
+# many characters it runs in a worker thread instead of on the event loop.
+_REDACT_IN_THREAD_CHARS = 8_000
+
+_litellm: Any = None
+_preload_lock = threading.Lock()
+_preloaded = False
+
+
+def _import_litellm() -> Any:
+    global _litellm
+    if _litellm is None:
+        with _preload_lock:
+            if _litellm is None:
+                os.environ.setdefault(COST_MAP_ENV, "True")  # an explicit user setting wins
+                import litellm
+
+                litellm.suppress_debug_info = True
+                _litellm = litellm
+    return _litellm
+
+
+def preload() -> None:
+    """Do every heavy first-use step of the judge now: import litellm (with the local price
+    map), import jsonschema and phonenumbers' metadata, and run one mocked completion through
+    litellm so that its lazily built models and lazily imported modules are ready.
+
+    Synchronous and safe to run in a worker thread (``await asyncio.to_thread(preload)``);
+    idempotent (later calls return at once). Makes no network request: the warm-up completion
+    uses litellm's ``mock_response``.
+    """
+    global _preloaded
+    if _preloaded:
+        return
+    litellm = _import_litellm()
+    with _preload_lock:
+        if _preloaded:
+            return
+        import jsonschema  # noqa: F401  (dict output schemas validate with it)
+
+        from tracescorer.scorers import pii
+
+        pii.preload()
+        asyncio.run(_warm_up(litellm))
+        _preloaded = True
+    log.debug("judge preloaded (litellm %s)", getattr(litellm, "__version__", "?"))
+
+
+async def _warm_up(litellm: Any) -> None:
+    schema = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}
+    response = await litellm.acompletion(
+        model="openai/tracescorer-warmup", api_key="warmup", api_base="http://127.0.0.1:9/v1",
+        messages=[{"role": "system", "content": "warm up"}, {"role": "user", "content": "warm up"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "warmup", "schema": schema}},
+        mock_response='{"score": 1}', num_retries=0, max_retries=0, timeout=5)
+    _cost_usd(litellm, response)
+    # litellm queues its success logging on a worker bound to this (temporary) event loop:
+    # drain and stop it here, or the daemon's loop would inherit the stale queue.
+    try:
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER as worker
+    except ImportError:  # another litellm layout: nothing queued to drain
+        return
+    await asyncio.wait_for(worker.flush(), timeout=5)
+    await worker.stop()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JudgeReply:
+    """A successful judge call: the parsed/validated ``output`` and the records of the requests
+    made for it (two when the structured-output fallback ran); ``call`` is the last."""
+
+    output: Any
+    calls: tuple[JudgeCall, ...]
+
+    @property
+    def call(self) -> JudgeCall:
+        return self.calls[-1]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if isinstance(value, Awaitable) else value
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content
+                         if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _sent_prompt(messages: list[ChatMessage]) -> str:
+    """The prompt as sent: every non-system message's text, after the input processors."""
+    return "\n\n".join(_content_text(m.get("content")) for m in messages
+                       if m.get("role") != "system")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Prepared:
+    messages: list[ChatMessage]
+    prompt: str
+    processors: tuple[str, ...]
+    redactions: dict[str, int] | None
+
+
+async def _prepare(judge: Judge, prompt: str) -> _Prepared:
+    messages: list[ChatMessage] = []
+    if judge.instructions:
+        messages.append({"role": "system", "content": judge.instructions})
+    messages.append({"role": "user", "content": prompt})
+    redactions: dict[str, int] | None = None
+    for processor in judge.input_processors:
+        if isinstance(processor, Redactor):
+            size = sum(len(_content_text(m.get("content"))) for m in messages)
+            if size > _REDACT_IN_THREAD_CHARS:
+                messages, found = await asyncio.to_thread(processor.redact_messages, messages)
+            else:
+                messages, found = processor.redact_messages(messages)
+            redactions = dict(redactions or {})
+            for kind, n in found.items():
+                redactions[kind] = redactions.get(kind, 0) + n
+        else:
+            messages = await _maybe_await(processor.process_input(messages))
+    return _Prepared(messages=messages, prompt=_sent_prompt(messages),
+                     processors=tuple(type(p).__name__ for p in judge.input_processors),
+                     redactions=redactions)
+
+
+def _with_schema_in_prompt(messages: list[ChatMessage], schema: CompiledSchema) -> list[ChatMessage]:
+    # Appended after the input processors: the instructions are ours, not data to process.
+    out = list(messages)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].get("role") == "user" and isinstance(out[i].get("content"), str):
+            out[i] = {**out[i], "content": f"{out[i]['content']}\n\n{schema.prompt_instructions}"}
+            return out
+    return [*out, {"role": "user", "content": schema.prompt_instructions}]
+
+
+def _cost_usd(litellm: Any, response: Any) -> float | None:
+    # litellm prices every response with its cost functions and keeps the figure in
+    # ``_hidden_params["response_cost"]`` (None when the model has no known price). Reuse it:
+    # calling completion_cost() again costs ~0.2 ms, and ~0.4 ms plus an exception for unknown
+    # models. Only if a litellm version stops providing it do we ask completion_cost().
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        cost = hidden["response_cost"]
+    else:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # unknown model or price: cost is optional information, never fatal
+            return None
+    return float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
+
+
+async def call_judge(judge: Judge, *, step: str, prompt: str,
+                     schema: CompiledSchema | None) -> JudgeReply:
+    """Make one logical judge call (with processor retries) and parse its output.
+
+    With ``schema`` the reply is parsed as JSON and validated, asked for as
+    ``judge.json_prompt_injection`` says (``"auto"``: native ``response_format`` first, then
+    once more with the schema in the prompt when the reply does not parse or validate);
+    without, the text reply is returned. Raises :class:`JudgeCallError` /
+    :class:`JudgeOutputError` carrying the :class:`JudgeCall` records of every request made.
+    """
+    if not judge.model:
+        raise ScorerConfigError(f"step {step!r} needs a judge model (Judge(model=...))")
+    litellm = _import_litellm()
+    prepared = await _prepare(judge, prompt)
+    if schema is None:
+        return await _request(litellm, judge, step, prepared, None, "none")
+    mode = judge.json_prompt_injection
+    first: Literal["native", "prompt"] = "prompt" if mode is True else "native"
+    try:
+        return await _request(litellm, judge, step, prepared, schema, first)
+    except JudgeOutputError as exc:
+        if mode != "auto" or not exc.unparsed:
+            raise
+        log.info("judge step %s: native structured output did not parse (%s); retrying with "
+                 "the schema in the prompt", step, exc)
+        failed = exc.calls
+    try:
+        reply = await _request(litellm, judge, step, prepared, schema, "prompt")
+    except JudgeError as exc:
+        exc.calls = (*failed, *exc.calls)
+        raise
+    return JudgeReply(output=reply.output, calls=(*failed, *reply.calls))
+
+
+async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
+                   schema: CompiledSchema | None,
+                   structured: Literal["native", "prompt", "none"]) -> JudgeReply:
+    messages = prepared.messages
+    kwargs: dict[str, Any] = {**judge.options, "num_retries": 0, "max_retries": 0}
+    if schema is not None and structured == "prompt":
+        messages = _with_schema_in_prompt(messages, schema)
+    elif schema is not None:
+        kwargs["response_format"] = schema.response_format
+    cap = judge.retry_cap
+    attempts, retries = 0, 0
+    started = time.perf_counter()
+
+    def record(**fields: Any) -> JudgeCall:
+        return JudgeCall(step=step, model=cast(str, judge.model), prompt=prepared.prompt,
+                         attempts=attempts, duration_ms=(time.perf_counter() - started) * 1000.0,
+                         structured_output=structured, input_processors=prepared.processors,
+                         redactions=prepared.redactions, **fields)
+
+    while True:
+        attempts += 1
+        try:
+            response = await litellm.acompletion(model=judge.model, messages=messages, **kwargs)
+            break
+        except Exception as exc:  # provider errors of every kind go through the error processors
+            decision = None
+            if retries < cap:
+                for err_processor in judge.error_processors:
+                    decision = err_processor.process_api_error(error=exc, retry_count=retries)
+                    if decision is not None:
+                        break
+            if decision is None:
+                call = record(status="error", error=str(exc)[:2000], error_type=type(exc).__name__)
+                raise JudgeCallError(f"judge call for step {step!r} failed after {attempts} "
+                                     f"attempt(s): {type(exc).__name__}: {exc}",
+                                     call=call) from exc
+            retries += 1
+            log.info("judge step %s: %s, retry %d/%d in %.2fs", step, type(exc).__name__,
+                     retries, cap, decision.delay_s)
+            if decision.delay_s > 0:
+                await asyncio.sleep(decision.delay_s)  # the provider-requested backoff
+
+    choice = response.choices[0]
+    text = getattr(choice.message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    tokens = {"input_tokens": getattr(usage, "prompt_tokens", None),
+              "output_tokens": getattr(usage, "completion_tokens", None),
+              "cost_usd": _cost_usd(litellm, response)}
+
+    def failed(exc: BaseException) -> JudgeCall:
+        return record(status="error", raw_output=text, error=str(exc)[:2000],
+                      error_type=type(exc).__name__, **tokens)
+
+    try:
+        for out_processor in judge.output_processors:
+            text = await _maybe_await(out_processor.process_output(text))
+    except Exception as exc:  # a user output processor failed: report it as a judge output error
+        raise JudgeOutputError(f"output processor failed: {exc}", raw_output=text,
+                               call=failed(exc)) from exc
+    output: Any = text
+    if schema is not None:
+        try:
+            output = schema.validate(parse_json_text(text))
+        except JudgeOutputError as exc:
+            raise JudgeOutputError(str(exc), raw_output=text, call=failed(exc),
+                                   unparsed=True) from exc
+    call = record(status="ok", raw_output=text, output=_jsonable(output), **tokens)
+    return JudgeReply(output=output, calls=(call,))
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
