@@ -1,0 +1,51 @@
+# venv: llamaindex
+"""LlamaIndex FunctionAgent (llama-index-llms-openai's OpenAI LLM at the fake model) traced by
+openinference-instrumentation-llama-index, exported over OTLP/HTTP protobuf.
+
+FunctionAgent "travel_assistant" (system prompt, tool get_weather); one Context across two runs
+(the second sees the first turn as memory), inside using_session("sess-li-1"):
+ run 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
+       -> "Result from get_weather: Sunny, 22C"
+ run 2 "Thanks! And in Berlin?" -> get_weather({"city": "Berlin"}) -> "Cloudy, 15C"
+       -> "Result from get_weather: Cloudy, 15C"
+"""
+import asyncio
+import os
+
+from openinference.instrumentation import using_session
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+tp = TracerProvider(resource=Resource.create({"service.name": os.environ["CAPTURE_CASE"]}))
+tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=os.environ["OTLP_HTTP_ENDPOINT"] + "/v1/traces")))
+LlamaIndexInstrumentor().instrument(tracer_provider=tp)
+
+from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
+from llama_index.core.workflow import Context  # noqa: E402
+from llama_index.llms.openai import OpenAI  # noqa: E402
+
+WEATHER = {"Paris": "Sunny, 22C", "Berlin": "Cloudy, 15C"}
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return WEATHER.get(city, "Unknown")
+
+
+agent = FunctionAgent(name="travel_assistant", description="Travel help", tools=[get_weather],
+                      llm=OpenAI(model="gpt-4o-mini", api_base=os.environ["OPENAI_BASE_URL"], api_key="sk-fake-local"),
+                      system_prompt="You are a concise travel assistant.")
+
+
+async def main() -> None:
+    ctx = Context(agent)
+    with using_session("sess-li-1"):
+        print("run 1:", await agent.run("What is the weather in Paris?", ctx=ctx))
+        print("run 2:", await agent.run("Thanks! And in Berlin?", ctx=ctx))
+
+
+asyncio.run(main())
+tp.shutdown()
