@@ -18,12 +18,65 @@ Nothing here invents content: an unknown shape yields no message rather than a g
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from tracescorer.model import Message, Part
+
+PartParser = Callable[[Mapping[str, Any]], Part | None]
+
+
+# --- fast constructors ------------------------------------------------------------------------
+# Parsing makes a Part and a Message per chat message; the frozen dataclasses' generated
+# __init__ goes through object.__setattr__ per field, three times slower than setting the slots
+# directly. These build the very same objects; if the model's fields ever differ from what they
+# set, the plain constructors are used instead.
+
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...] | None:
+    if tuple(f.name for f in dataclasses.fields(cls)) != names:
+        return None
+    return tuple(cls.__dict__[n].__set__ for n in names)
+
+
+_PART_SET = _slot_setters(Part, ("type", "content", "id", "name", "arguments", "response", "extra"))
+_MSG_SET = _slot_setters(Message, ("role", "content", "parts", "name", "finish_reason"))
+_new = object.__new__
+
+
+def text_part(content: str | None) -> Part:
+    """``Part(type="text", content=content)``, built fast."""
+    if _PART_SET is None:
+        return Part(type="text", content=content)
+    p = _new(Part)
+    t, c, i, n, a, r, e = _PART_SET
+    t(p, "text")
+    c(p, content)
+    i(p, None)
+    n(p, None)
+    a(p, None)
+    r(p, None)
+    e(p, {})
+    return p
+
+
+def new_message(role: str, content: str, parts: tuple[Part, ...], name: str | None = None,
+                finish_reason: str | None = None) -> Message:
+    """``Message(...)`` with every field given, built fast."""
+    if _MSG_SET is None:
+        return Message(role=role, content=content, parts=parts, name=name, finish_reason=finish_reason)
+    m = _new(Message)
+    r, c, p, n, f = _MSG_SET
+    r(m, role)
+    c(m, content)
+    p(m, parts)
+    n(m, name)
+    f(m, finish_reason)
+    return m
 
 USER, ASSISTANT, SYSTEM, TOOL = "user", "assistant", "system", "tool"
 _ROLE_ALIASES = {
@@ -55,13 +108,20 @@ def loads_maybe(value: Any) -> Any:
         except UnicodeDecodeError:
             return value
     if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("null", "true", "false"):
+        first = value[:1]
+        if first in _JSON_STARTS or (first.isspace() and value.lstrip()[:1] in _JSON_STARTS) or value in _JSON_WORDS:
             try:
-                return json.loads(text)
-            except ValueError:
-                return value
+                return orjson.loads(value)
+            except orjson.JSONDecodeError:
+                try:  # what orjson refuses and json accepts: NaN, Infinity, huge integers
+                    return json.loads(value)
+                except ValueError:
+                    return value
     return value
+
+
+_JSON_STARTS = frozenset('{["')
+_JSON_WORDS = frozenset({"null", "true", "false"})
 
 
 def parse_arguments(value: Any) -> Any:
@@ -99,6 +159,12 @@ def first_str(attrs: Mapping[str, Any], *keys: str) -> str | None:
     """The first non-empty string value among ``keys``."""
     for key in keys:
         value = attrs.get(key)
+        if value is None:
+            continue
+        if type(value) is str:
+            if value:
+                return value
+            continue
         if isinstance(value, str) and value:
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -109,7 +175,7 @@ def first_str(attrs: Mapping[str, Any], *keys: str) -> str | None:
 def first_num(attrs: Mapping[str, Any], *keys: str) -> int | float | None:
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, bool):
+        if value is None or isinstance(value, bool):
             continue
         if isinstance(value, (int, float)):
             return value
@@ -149,6 +215,10 @@ def norm_role(role: Any) -> str:
     return _ROLE_ALIASES.get(r, r or USER)
 
 
+#: Exact role strings already in normal form (and the aliases), looked up before normalising.
+_ROLES = {**{r: r for r in (USER, ASSISTANT, SYSTEM, TOOL)}, **_ROLE_ALIASES}
+
+
 def text_of(parts: Iterable[Part]) -> str:
     """The plain-text content of a message: its text parts joined by newlines."""
     return "\n".join(p.content for p in parts if p.type == "text" and p.content)
@@ -157,22 +227,21 @@ def text_of(parts: Iterable[Part]) -> str:
 def make_message(
     role: str, parts: Sequence[Part], *, name: str | None = None, finish_reason: str | None = None
 ) -> Message:
-    return Message(
-        role=norm_role(role),
-        content=text_of(parts),
-        parts=tuple(parts),
-        name=name,
-        finish_reason=finish_reason,
-    )
+    return new_message(norm_role(role), text_of(parts), tuple(parts), name, finish_reason)
 
 
 def text_message(role: str, text: str) -> Message:
-    return make_message(role, [Part(type="text", content=text)])
+    return make_message(role, [text_part(text)])
 
 
 # --- parts ------------------------------------------------------------------------------------
+#
+# Part shapes are looked up in two tables: by the part's ``type`` value, and (for untyped parts)
+# by the key that tells the shape apart. The shapes below are the generic ones — OTel GenAI,
+# OpenAI chat / Responses, Anthropic-style ``tool_use`` / ``tool_result``; each framework's own
+# shapes live with its convention module, whose record the registry installs here.
 
-_TEXT_TYPES = {"text", "input_text", "output_text"}
+_TEXT_TYPES = ("text", "input_text", "output_text")
 _KNOWN_PART_KEYS = {"type", "content", "text", "id", "name", "arguments", "response", "result"}
 
 
@@ -184,157 +253,194 @@ def _content_str(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def parse_part(raw: Any) -> Part | None:
-    """One message part in any of the supported shapes, or None when it carries nothing."""
-    if isinstance(raw, str):
-        return Part(type="text", content=raw)
-    if not isinstance(raw, Mapping):
-        return None
+def _text_part(raw: Mapping[str, Any]) -> Part:
+    # A text part without its text (content capture off: pydantic-ai ``{"type": "text"}``)
+    # is kept as structure: it still shows a turn was there. It carries no content.
+    return text_part(_content_str(raw.get("content", raw.get("text"))))
+
+
+def _reasoning_part(raw: Mapping[str, Any]) -> Part:
+    return Part(type="reasoning", content=_content_str(raw.get("content", raw.get("text", raw.get("thinking")))))
+
+
+def tool_call_part(raw: Mapping[str, Any]) -> Part:
+    """A tool call with ``id``/``toolCallId``/``call_id``, ``name``/``toolName`` and arguments."""
+    return Part(
+        type="tool_call",
+        id=as_str(raw.get("id", raw.get("toolCallId", raw.get("call_id")))),
+        name=as_str(raw.get("name", raw.get("toolName"))),
+        arguments=parse_arguments(raw.get("arguments", raw.get("input", raw.get("args")))),
+    )
+
+
+def tool_response_part(raw: Mapping[str, Any], response: Any, **extra: Any) -> Part:
+    """A tool result part whose id/name are in the usual keys and whose result is ``response``."""
+    return Part(
+        type="tool_call_response",
+        id=as_str(raw.get("id", raw.get("toolCallId", raw.get("tool_use_id", raw.get("call_id"))))),
+        name=as_str(raw.get("name", raw.get("toolName"))),
+        response=parse_result(response),
+        extra=extra,
+    )
+
+
+def _tool_result_part(raw: Mapping[str, Any]) -> Part:
+    for key in ("response", "result", "output", "content"):
+        if key in raw:
+            return tool_response_part(raw, raw[key])
+    return tool_response_part(raw, None)
+
+
+def _media_part(raw: Mapping[str, Any]) -> Part:
+    """blob / uri / file / image / server_tool_call / unknown: what it carried, no guessing."""
     ptype = str(raw.get("type") or "").lower()
-    if not ptype:
-        if "text" in raw or "content" in raw:
-            ptype = "text"
-        elif "toolInvocation" in raw:
-            ptype = "tool-invocation"
-        else:
-            return None
-    if ptype in _TEXT_TYPES:
-        text = raw.get("content", raw.get("text"))
-        # A text part without its text (content capture off: pydantic-ai ``{"type": "text"}``)
-        # is kept as structure: it still shows a turn was there. It carries no content.
-        return Part(type="text", content=_content_str(text))
-    if ptype in ("reasoning", "thinking"):
-        text = _content_str(raw.get("content", raw.get("text", raw.get("thinking"))))
-        return Part(type="reasoning", content=text)
-    if ptype in ("tool_call", "tool-call", "function_call", "tool_use"):
-        return Part(
-            type="tool_call",
-            id=as_str(raw.get("id", raw.get("toolCallId", raw.get("call_id")))),
-            name=as_str(raw.get("name", raw.get("toolName"))),
-            arguments=parse_arguments(
-                raw.get("arguments", raw.get("input", raw.get("args")))
-            ),
-        )
-    if ptype in ("tool_call_response", "tool-result", "tool_result", "function_call_output"):
-        if "response" in raw:
-            resp = raw.get("response")
-        elif "result" in raw:
-            resp = raw.get("result")
-        elif "output" in raw:
-            resp = _unwrap_aisdk_output(raw.get("output"))
-        else:
-            resp = raw.get("content")
-        extra: dict[str, Any] = {}
-        out = raw.get("output")
-        if isinstance(out, Mapping) and str(out.get("type", "")).startswith("error"):
-            extra["is_error"] = True  # AI SDK error-text / error-json results
-        name = as_str(raw.get("name", raw.get("toolName")))
-        return Part(
-            type="tool_call_response",
-            id=as_str(raw.get("id", raw.get("toolCallId", raw.get("tool_use_id", raw.get("call_id"))))),
-            name=name,
-            response=parse_result(resp),
-            extra=extra,
-        )
-    if ptype == "tool-invocation":  # Mastra/AI SDK UI message part
-        inv = raw.get("toolInvocation") or {}
-        if not isinstance(inv, Mapping):
-            return None
-        return Part(
-            type="tool_call",
-            id=as_str(inv.get("toolCallId")),
-            name=as_str(inv.get("toolName")),
-            arguments=parse_arguments(inv.get("args", inv.get("input"))),
-            response=parse_result(inv.get("result")) if "result" in inv else None,
-        )
-    if ptype.startswith("tool-") and "toolCallId" in raw:  # AI SDK 5 UI part "tool-<name>"
-        return Part(
-            type="tool_call",
-            id=as_str(raw.get("toolCallId")),
-            name=ptype[len("tool-") :],
-            arguments=parse_arguments(raw.get("input", raw.get("args"))),
-            response=parse_result(raw.get("output")) if "output" in raw else None,
-        )
-    if ptype in ("step-start", "source", "source-url", "source-document"):
-        return None
-    # blob / uri / file / image / server_tool_call / unknown: keep what it carried, no guessing.
     norm = {"image": "blob", "image_url": "uri", "input_image": "uri"}.get(ptype, ptype)
-    extra = {k: v for k, v in raw.items() if k not in _KNOWN_PART_KEYS}
     content = raw.get("content")
     return Part(
         type=norm,
         content=content if isinstance(content, str) else None,
         id=as_str(raw.get("id")),
         name=as_str(raw.get("name")),
-        extra=extra,
+        extra={k: v for k, v in raw.items() if k not in _KNOWN_PART_KEYS},
     )
 
 
-def _unwrap_aisdk_output(output: Any) -> Any:
-    """AI SDK 5+ tool-result output ``{type: json|text|error-text|..., value}``."""
-    if isinstance(output, Mapping) and "type" in output and "value" in output:
-        return output["value"]
-    return output
+_TYPED: dict[str, PartParser] = {
+    **{t: _text_part for t in _TEXT_TYPES},
+    "reasoning": _reasoning_part,
+    "thinking": _reasoning_part,
+    **{t: tool_call_part for t in ("tool_call", "function_call", "tool_use")},
+    **{t: _tool_result_part for t in ("tool_call_response", "tool_result", "function_call_output")},
+}
+_TYPED_PREFIXES: dict[str, PartParser] = {}
+_KEYED: dict[str, PartParser] = {}
+_KEYED_FALLBACK: dict[str, PartParser] = {"text": _text_part, "content": _text_part}
+
+
+def register_part_shapes(owner: str, typed: Mapping[str, PartParser], keyed: Mapping[str, PartParser]) -> None:
+    """Install a convention's part shapes (``type`` values; keys of untyped parts).
+
+    A ``type`` ending in ``*`` matches by prefix (``tool-*``). Two conventions claiming the same
+    shape with different parsers is a programming error, raised at import.
+    """
+    for table, shapes in ((_TYPED, typed), (_KEYED, keyed)):
+        for key, parser in shapes.items():
+            target = _TYPED_PREFIXES if table is _TYPED and key.endswith("*") else table
+            name = key[:-1] if target is _TYPED_PREFIXES else key
+            if target.get(name, parser) is not parser:
+                raise ValueError(f"{owner}: part shape {key!r} is already registered")
+            target[name] = parser
+
+
+def parse_part(raw: Any) -> Part | None:
+    """One message part in any registered shape, or None when it carries nothing."""
+    if isinstance(raw, str):
+        return Part(type="text", content=raw)
+    if not isinstance(raw, Mapping):
+        return None
+    ptype = raw.get("type")
+    if ptype:
+        ptype = str(ptype).lower()
+        parser = _TYPED.get(ptype)
+        if parser is None:
+            for prefix, candidate in _TYPED_PREFIXES.items():
+                if ptype.startswith(prefix):
+                    parser = candidate
+                    break
+        return (parser or _media_part)(raw)
+    for key, parser in _KEYED.items():
+        if key in raw:
+            return parser(raw)
+    for key, parser in _KEYED_FALLBACK.items():
+        if key in raw:
+            return parser(raw)
+    return None
 
 
 # --- messages ---------------------------------------------------------------------------------
 
 
+def _text_value(raw: Mapping[str, Any]) -> str | None:
+    text = raw["content"] if "content" in raw else raw.get("text")
+    return text if text is None or type(text) is str else _content_str(text)
+
+
 def parse_message(raw: Any) -> Message | None:
     """One chat message in any supported shape, or None."""
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         return None
-    role = raw.get("role", raw.get("type"))  # LangChain-style dicts use "type"
+    role = raw.get("role")
     if role is None:
-        return None
-    role = norm_role(role)
+        role = raw.get("type")  # LangChain-style dicts use "type"
+        if role is None:
+            return None
+    role = _ROLES.get(role) if type(role) is str else None
+    if role is None:
+        role = norm_role(raw.get("role", raw.get("type")))
+    raw_parts = raw.get("parts")
+    if type(raw_parts) is list:  # GenAI: the common case, read without detours
+        parts: list[Part] = []
+        for rp in raw_parts:
+            if type(rp) is dict and rp.get("type") == "text":
+                parts.append(text_part(_text_value(rp)))
+            else:
+                part = parse_part(rp)
+                if part is not None:
+                    parts.append(part)
+        name = as_str(raw.get("name"))
+        finish = as_str(raw.get("finish_reason"))
+        if role == TOOL:
+            return new_message(TOOL, "", tuple(parts), name, finish)
+        return new_message(role, "\n".join([p.content for p in parts if p.type == "text" and p.content]),
+                           tuple(parts), name, finish)
+    return _parse_other_message(raw, role)
+
+
+def _parse_other_message(raw: Mapping[str, Any], role: str) -> Message:
     parts: list[Part] = []
     name = as_str(raw.get("name"))
     finish = as_str(raw.get("finish_reason"))
 
-    if isinstance(raw.get("parts"), list):  # GenAI
-        parts.extend(p for p in map(parse_part, raw["parts"]) if p is not None)
-    else:
-        content = raw.get("content")
-        if isinstance(content, Mapping) and isinstance(content.get("parts"), list):  # Mastra v2
-            parts.extend(p for p in map(parse_part, content["parts"]) if p is not None)
-            if not parts and isinstance(content.get("content"), str):
-                parts.append(Part(type="text", content=content["content"]))
-            for inv in content.get("toolInvocations") or ():
-                part = parse_part({"type": "tool-invocation", "toolInvocation": inv})
-                if part is not None and not any(p.id == part.id for p in parts):
-                    parts.append(part)
-        elif isinstance(content, str):
-            if content:
-                parts.append(Part(type="text", content=content))
-        elif isinstance(content, list):
-            parts.extend(p for p in map(parse_part, content) if p is not None)
-        elif isinstance(content, Mapping):
-            part = parse_part(content)
-            if part is not None:
+    content = raw.get("content")
+    if isinstance(content, Mapping) and isinstance(content.get("parts"), list):  # Mastra v2
+        parts.extend(p for p in map(parse_part, content["parts"]) if p is not None)
+        if not parts and isinstance(content.get("content"), str):
+            parts.append(Part(type="text", content=content["content"]))
+        for inv in content.get("toolInvocations") or ():
+            part = parse_part({"type": "tool-invocation", "toolInvocation": inv})
+            if part is not None and not any(p.id == part.id for p in parts):
                 parts.append(part)
-        # OpenAI chat: tool calls and tool results beside the content.
-        for tc in raw.get("tool_calls") or ():
-            part = parse_openai_tool_call(tc)
-            if part is not None:
-                parts.append(part)
-        fc = raw.get("function_call")
-        if isinstance(fc, Mapping):
-            parts.append(
-                Part(type="tool_call", name=as_str(fc.get("name")),
-                     arguments=parse_arguments(fc.get("arguments")))
+    elif isinstance(content, str):
+        if content:
+            parts.append(text_part(content))
+    elif isinstance(content, list):
+        parts.extend(p for p in map(parse_part, content) if p is not None)
+    elif isinstance(content, Mapping):
+        part = parse_part(content)
+        if part is not None:
+            parts.append(part)
+    # OpenAI chat: tool calls and tool results beside the content.
+    for tc in raw.get("tool_calls") or ():
+        part = parse_openai_tool_call(tc)
+        if part is not None:
+            parts.append(part)
+    fc = raw.get("function_call")
+    if isinstance(fc, Mapping):
+        parts.append(
+            Part(type="tool_call", name=as_str(fc.get("name")),
+                 arguments=parse_arguments(fc.get("arguments")))
+        )
+    call_id = raw.get("tool_call_id", raw.get("id") if role == TOOL else None)
+    if role == TOOL and not any(p.type == "tool_call_response" for p in parts):
+        text = text_of(parts) if parts else _content_str(content)
+        parts = [
+            Part(
+                type="tool_call_response",
+                id=as_str(call_id),
+                name=name,
+                response=parse_result(text) if text is not None else None,
             )
-        call_id = raw.get("tool_call_id", raw.get("id") if role == TOOL else None)
-        if role == TOOL and not any(p.type == "tool_call_response" for p in parts):
-            text = text_of(parts) if parts else _content_str(content)
-            parts = [
-                Part(
-                    type="tool_call_response",
-                    id=as_str(call_id),
-                    name=name,
-                    response=parse_result(text) if text is not None else None,
-                )
-            ]
+        ]
     if role == TOOL:
         # A tool message's text is its result; keep content empty so it never reads as prose.
         return Message(role=TOOL, content="", parts=tuple(parts), name=name, finish_reason=finish)
@@ -562,26 +668,30 @@ def usage_from(attrs: Mapping[str, Any], names: Mapping[str, Sequence[str]]) -> 
     """Token counts under our names, each read from the first present of its source keys."""
     out: dict[str, int | float] = {}
     for ours, keys in names.items():
-        value = first_num(attrs, *keys)
-        if value is not None:
-            out[ours] = value
+        for key in keys:
+            if key in attrs:
+                value = first_num(attrs, *keys)
+                if value is not None:
+                    out[ours] = value
+                break
     return out or None
+
+
+_GENAI_USAGE: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
 def genai_usage(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int | float] | None:
     """GenAI usage attributes, current and older names (``prompt_tokens``/``completion_tokens``)."""
-    return usage_from(
-        attrs,
-        {
+    names = _GENAI_USAGE.get(prefix)
+    if names is None:
+        names = _GENAI_USAGE[prefix] = {
             "input_tokens": (prefix + "input_tokens", prefix + "prompt_tokens"),
             "output_tokens": (prefix + "output_tokens", prefix + "completion_tokens"),
             "total_tokens": (prefix + "total_tokens", "llm.usage.total_tokens"),
-            "cache_read_input_tokens": (
-                prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens",
-            ),
+            "cache_read_input_tokens": (prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens"),
             "cache_creation_input_tokens": (
                 prefix + "cache_creation.input_tokens", prefix + "cache_creation_input_tokens",
             ),
             "reasoning_tokens": (prefix + "reasoning.output_tokens", prefix + "reasoning_tokens"),
-        },
-    )
+        }
+    return usage_from(attrs, names)
