@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.captures import CASES, CONTRACT_KEYS, case_transport, check_run, load_case
+from support.captures import CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
 from support.daemon import DaemonProcess, config_dict, wait_for
 
 
@@ -45,6 +45,7 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
     for run, want in zip(got, expected["runs"]):
         assert list(run) == CONTRACT_KEYS
         check_run(run, want, expected)
+    check_parents(got, expected)
     if expected.get("conversation_id"):
         by_conv = _runs(daemon, "--conversation", expected["conversation_id"])
         assert {r["run_id"] for r in got} <= {r["run_id"] for r in by_conv}
