@@ -82,28 +82,50 @@ class AgentInfo:
     wrapper: bool = False
     #: the span is a node of the enclosing graph (LangGraph's ``agent`` node), not an agent
     graph_node: bool = False
+    #: spans outside the agent span that hold this invocation's work (a framework that records
+    #: the agent span beside the graph run it started): their subtrees belong to this run
+    extra_spans: tuple[Span, ...] = ()
+
+
+class NotOne:
+    """What a reader returns to say a span is *not* one of its kind, whatever later readers
+    would make of it (a framework's helper span that looks like a model call)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_ONE"
+
+
+NOT_ONE = NotOne()
 
 
 class AgentReader(Protocol):
-    """Reads an agent span: its :class:`AgentInfo`, or None when the span is not one."""
+    """Reads an agent span: its :class:`AgentInfo`, None when the span is not in the reader's
+    format (later readers are asked), or :data:`NOT_ONE` (no reader is asked further)."""
 
-    def __call__(self, span: Span, trace: TraceView, /) -> AgentInfo | None: ...
+    def __call__(self, span: Span, trace: TraceView, /) -> AgentInfo | NotOne | None: ...
 
 
 class LlmReader(Protocol):
-    """Reads a model-call span: its :class:`LlmCall`, or None when the span is not one."""
+    """Reads a model-call span: its :class:`LlmCall`, None, or :data:`NOT_ONE`."""
 
-    def __call__(self, span: Span, trace: TraceView, /) -> LlmCall | None: ...
+    def __call__(self, span: Span, trace: TraceView, /) -> LlmCall | NotOne | None: ...
 
 
 class ToolReader(Protocol):
-    """Reads a tool-execution span: its :class:`ToolExec`, or None when the span is not one."""
+    """Reads a tool-execution span: its :class:`ToolExec`, None, or :data:`NOT_ONE`."""
 
-    def __call__(self, span: Span, trace: TraceView, /) -> ToolExec | None: ...
+    def __call__(self, span: Span, trace: TraceView, /) -> ToolExec | NotOne | None: ...
 
 
 #: A message-part parser: the raw part (a mapping) to a :class:`Part`, or None (nothing in it).
 PartParser = Callable[[Mapping[str, Any]], Part | None]
+#: A message shape: a raw message without ``role`` to one in a supported shape, or None.
+MessageShape = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+#: A tool-result shape: a framework's wrapper object (a mapping) to (matched, the result it
+#: wraps, the tool call id it names).
+ResultShape = Callable[[Mapping[str, Any]], tuple[bool, Any, str | None]]
 
 
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
@@ -281,8 +303,11 @@ class Convention:
     conventions are asked. The most confident convention labels the runs and has its agent
     reader tried first. ``parts`` adds message-part shapes by their ``type`` value;
     ``keyed_parts`` adds untyped shapes by the key that tells them apart (``toolUse``, ...).
-    ``root_agent`` reads the top span of a trace that has no agent span as the run's agent
-    (its name, ids and input), where the convention says what such a span means.
+    ``root_agent`` reads a span that is a run although no reader marked it an agent — the top
+    span of a trace without agent spans, the graph span around graph nodes — where the
+    convention says what such a span means (its name, ids, input). ``message_shapes`` turn
+    serialised framework messages (no ``role`` key) into a supported shape; ``result_shapes``
+    unwrap tool results a framework wraps in its own objects.
     """
 
     name: str
@@ -293,6 +318,10 @@ class Convention:
     root_agent: AgentReader | None = None
     parts: Mapping[str, PartParser] = field(default_factory=dict)
     keyed_parts: Mapping[str, PartParser] = field(default_factory=dict)
+    #: messages without a ``role`` (serialised framework objects), by the key telling them apart
+    message_shapes: Mapping[str, MessageShape] = field(default_factory=dict)
+    #: tool results wrapped in a framework object, by the key telling them apart
+    result_shapes: Mapping[str, ResultShape] = field(default_factory=dict)
     #: the convention runs are labelled with (an extension names its base); default ``name``
     label: str = ""
 

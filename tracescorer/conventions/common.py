@@ -317,6 +317,47 @@ _KEYED: dict[str, PartParser] = {}
 _KEYED_FALLBACK: dict[str, PartParser] = {"text": _text_part, "content": _text_part}
 
 
+MessageShape = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+ResultShape = Callable[[Mapping[str, Any]], tuple[bool, Any, str | None]]
+_MESSAGE_SHAPES: dict[str, MessageShape] = {}
+_RESULT_SHAPES: dict[str, ResultShape] = {}
+
+
+def register_shapes(
+    owner: str,
+    *,
+    typed: Mapping[str, PartParser] = {},  # noqa: B006 - read only
+    keyed: Mapping[str, PartParser] = {},  # noqa: B006
+    messages: Mapping[str, MessageShape] = {},  # noqa: B006
+    results: Mapping[str, ResultShape] = {},  # noqa: B006
+) -> None:
+    """Install a convention's part, message and tool-result shapes (see :func:`register_part_shapes`)."""
+    register_part_shapes(owner, typed, keyed)
+    for table, shapes in ((_MESSAGE_SHAPES, messages), (_RESULT_SHAPES, results)):
+        for key, parser in shapes.items():
+            if table.get(key, parser) is not parser:
+                raise ValueError(f"{owner}: shape {key!r} is already registered")
+            table[key] = parser  # type: ignore[assignment]
+
+
+def unwrap_tool_output(value: Any) -> tuple[Any, str | None]:
+    """(result, tool call id) of a tool output some frameworks wrap in their own object
+    (LangChain's serialised ``ToolMessage``, LlamaIndex's ``ToolOutput``): the wrapped result and
+    the call id the wrapper names; anything else is its own result, without an id."""
+    if _RESULT_SHAPES and isinstance(value, Mapping):
+        for key, shape in _RESULT_SHAPES.items():
+            if key in value:
+                matched, inner, call_id = shape(value)
+                if matched:
+                    return inner, call_id
+    return value, None
+
+
+def unwrap_result(value: Any) -> Any:
+    """:func:`unwrap_tool_output`'s result alone."""
+    return unwrap_tool_output(value)[0]
+
+
 def register_part_shapes(owner: str, typed: Mapping[str, PartParser], keyed: Mapping[str, PartParser]) -> None:
     """Install a convention's part shapes (``type`` values; keys of untyped parts).
 
@@ -371,6 +412,11 @@ def parse_message(raw: Any) -> Message | None:
         return None
     role = raw.get("role")
     if role is None:
+        for key, shape in _MESSAGE_SHAPES.items():  # serialised framework messages
+            if key in raw:
+                normal = shape(raw)
+                if normal is not None and "role" in normal:
+                    return parse_message(normal)
         role = raw.get("type")  # LangChain-style dicts use "type"
         if role is None:
             return None

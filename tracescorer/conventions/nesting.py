@@ -46,7 +46,7 @@ def _promote(span: Span, trace: TraceView, readers: Sequence[AgentReader], *, na
     """``span`` read as a run's agent; without a reader for it, named after itself if ``named``."""
     for read in readers:
         info = read(span, trace)
-        if info is not None:
+        if isinstance(info, AgentInfo):
             return info
     return AgentInfo(span=span, name=(span.name or None) if named else None)
 

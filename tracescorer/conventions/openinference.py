@@ -46,6 +46,7 @@ from tracescorer.conventions.common import (
     parse_messages,
     parse_result,
     text_message,
+    unwrap_tool_output,
     usage_from,
 )
 from tracescorer.model import Message, Span
@@ -158,12 +159,14 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     if kind(span) != "TOOL":
         return None
     attrs = span.attributes
+    # Frameworks' tool outputs (a LangChain ToolMessage, ...) name the call they answer.
+    result, call_id = unwrap_tool_output(parse_result(_value(attrs, "output.value")))
     return ToolExec(
         span=span,
         name=first_str(attrs, "tool.name") or span.name,
-        id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id"),
+        id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id") or call_id,
         arguments=parse_arguments(_value(attrs, "input.value")),
-        result=parse_result(_value(attrs, "output.value")),
+        result=result,
         error=span_error(span),
     )
 

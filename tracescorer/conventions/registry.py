@@ -25,13 +25,13 @@ from tracescorer.conventions import (
     mastra,
     openinference,
     openllmetry,
-    openllmetry_langchain,
+    langchain,
     pydantic_ai,
     strands,
     vercel,
 )
 from tracescorer.conventions.base import Convention, TraceView
-from tracescorer.conventions.common import register_part_shapes
+from tracescorer.conventions.common import register_shapes
 from tracescorer.conventions.runs import Readers, build_runs
 from tracescorer.model import AgentRun, LogRecord, Span
 
@@ -47,13 +47,14 @@ CONVENTIONS: tuple[Convention, ...] = (
     openinference.CONVENTION,
     adk.CONVENTION,
     strands.CONVENTION,
-    openllmetry_langchain.CONVENTION,
+    langchain.CONVENTION,
     openllmetry.CONVENTION,
     genai.CONVENTION,
 )
 
 for _c in CONVENTIONS:
-    register_part_shapes(_c.name, _c.parts, _c.keyed_parts)
+    register_shapes(_c.name, typed=_c.parts, keyed=_c.keyed_parts, messages=_c.message_shapes,
+                    results=_c.result_shapes)
 
 
 def names(conventions: Sequence[Convention] = CONVENTIONS) -> tuple[str, ...]:
@@ -110,6 +111,9 @@ def extract_runs(
     return result
 
 
+#: Keys that carry messages: a create_agent trace with one of them may still be a run.
+_CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+
 _READERS: dict[tuple[tuple[int, ...], int], tuple[Readers, tuple[Convention, ...]]] = {}
 
 
@@ -153,6 +157,8 @@ def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[
             scored.append((score, i, conv))
     if not scored:
         return [], f"no known agent/GenAI convention in {len(view.spans)} span(s)"
+    if view.facts.operations == {"create_agent"} and not view.facts.keys & _CONTENT_KEYS:
+        return [], "only create_agent spans: an agent was defined, not run"
     present = [conv for _, _, conv in sorted(scored, key=lambda t: t[1])]
     scored.sort(key=lambda t: (-t[0], t[1]))
     failures = []

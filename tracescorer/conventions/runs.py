@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from tracescorer.conventions import nesting
@@ -43,9 +44,13 @@ from tracescorer.conventions.common import (
     last_user_block,
     split_history,
     split_system,
+    unwrap_result,
 )
 from tracescorer.conventions.context import CONVERSATION_KEYS, RESOURCE_KEYS, find_id
 from tracescorer.model import AgentRun, Message, Span, ToolCall
+
+
+_START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,8 +77,9 @@ class _Cache:
         if sid not in self._llm:
             found = None
             for read in self.readers.llm_calls:
-                found = read(span, self.trace)
-                if found is not None:
+                got = read(span, self.trace)
+                if got is not None:
+                    found = got if isinstance(got, LlmCall) else None
                     break
             self._llm[sid] = found
         return self._llm[sid]
@@ -83,8 +89,9 @@ class _Cache:
         if sid not in self._tool:
             found = None
             for read in self.readers.tools:
-                found = read(span, self.trace)
-                if found is not None:
+                got = read(span, self.trace)
+                if got is not None:
+                    found = got if isinstance(got, ToolExec) else None
                     break
             self._tool[sid] = found
         return self._tool[sid]
@@ -103,7 +110,8 @@ def find_agents(trace: TraceView, readers: Readers) -> dict[str, AgentInfo]:
         for read in readers.agents:
             info = read(span, trace)
             if info is not None:
-                agents[span.span_id] = info
+                if isinstance(info, AgentInfo):
+                    agents[span.span_id] = info
                 break
     return agents
 
@@ -118,7 +126,9 @@ def build_runs(trace: TraceView, convention: str, readers: Readers) -> list[Agen
                                         root_readers=readers.roots)
     else:
         agents = nesting.resolve(trace, found, is_model_call=cache.is_llm, root_readers=readers.roots)
-    runs = [_build_one(info, trace, cache, agents, convention, fallback) for info in agents.values()]
+    # Spans another run claims (its extra spans) are not part of the runs around them.
+    claimed = {x.span_id for info in agents.values() for x in info.extra_spans}
+    runs = [_build_one(info, trace, cache, agents, claimed, convention, fallback) for info in agents.values()]
     runs.sort(key=lambda r: (r.started_at, r.span_id))
     return runs
 
@@ -144,11 +154,12 @@ def _build_one(
     trace: TraceView,
     cache: _Cache,
     agents: dict[str, AgentInfo],
+    claimed: set[str],
     convention: str,
     fallback: bool,
 ) -> AgentRun:
     span = info.span
-    got = _gather(info, trace, cache, agents, fallback)
+    got = _gather(info, trace, cache, agents, claimed, fallback)
     system, tagged = _system(info, got)
     history, new_input, produced = _history_and_input(info, got)
     turns = _turns(info, got, produced)
@@ -190,10 +201,18 @@ def _build_one(
 
 
 def _gather(info: AgentInfo, trace: TraceView, cache: _Cache, agents: dict[str, AgentInfo],
-            fallback: bool) -> _Gathered:
+            claimed: set[str], fallback: bool) -> _Gathered:
     """The run's own spans (nested runs' subtrees excluded), model calls and tools."""
     span = info.span
-    own = trace.descendants(span, stop=lambda s: s.span_id in agents)
+    if claimed:
+        def stop(s: Span) -> bool:
+            return s.span_id in agents or s.span_id in claimed
+        own = trace.descendants(span, stop=stop)
+        for extra in info.extra_spans:
+            own += [extra, *trace.descendants(extra, stop=stop)]
+        own.sort(key=_START_END)
+    else:
+        own = trace.descendants(span, stop=lambda s: s.span_id in agents)
     # A fallback root may itself be the model call; a declared agent span never is.
     candidates = [span] if fallback and cache.llm(span) is not None else []
     candidates += [s for s in own if cache.llm(s) is not None]
@@ -457,7 +476,8 @@ def _tool_calls(
         match = _match_exec(p.id, p.name or "", p.arguments, unused)
         if match is not None:
             unused.remove(match)
-        result = match.result if match is not None and match.result is not None else responses.get(p.id or "")
+        result = unwrap_result(match.result if match is not None and match.result is not None
+                               else responses.get(p.id or ""))
         out.append(
             ToolCall(
                 id=p.id or (match.id if match else None),
@@ -471,7 +491,7 @@ def _tool_calls(
         out.append(
             ToolCall(
                 id=t.id, name=t.name, arguments=t.arguments,
-                result=t.result if t.result is not None else responses.get(t.id or ""),
+                result=unwrap_result(t.result if t.result is not None else responses.get(t.id or "")),
                 error=t.error,
             )
         )

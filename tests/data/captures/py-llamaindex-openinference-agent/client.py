@@ -2,8 +2,8 @@
 """LlamaIndex FunctionAgent (llama-index-llms-openai's OpenAI LLM at the fake model) traced by
 openinference-instrumentation-llama-index, exported over OTLP/HTTP protobuf.
 
-FunctionAgent "travel_assistant" (system prompt, tool get_weather); one Context across two runs
-(the second sees the first turn as memory), inside using_session("sess-li-1"):
+FunctionAgent "travel_assistant" (system prompt, tool get_weather); one ChatMemoryBuffer across
+two runs (the second sees the first turn as memory), inside using_session("sess-li-1"):
  run 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
        -> "Result from get_weather: Sunny, 22C"
  run 2 "Thanks! And in Berlin?" -> get_weather({"city": "Berlin"}) -> "Cloudy, 15C"
@@ -24,7 +24,7 @@ tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=os.environ["O
 LlamaIndexInstrumentor().instrument(tracer_provider=tp)
 
 from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
-from llama_index.core.workflow import Context  # noqa: E402
+from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
 from llama_index.llms.openai import OpenAI  # noqa: E402
 
 WEATHER = {"Paris": "Sunny, 22C", "Berlin": "Cloudy, 15C"}
@@ -41,10 +41,10 @@ agent = FunctionAgent(name="travel_assistant", description="Travel help", tools=
 
 
 async def main() -> None:
-    ctx = Context(agent)
+    memory = ChatMemoryBuffer.from_defaults()
     with using_session("sess-li-1"):
-        print("run 1:", await agent.run("What is the weather in Paris?", ctx=ctx))
-        print("run 2:", await agent.run("Thanks! And in Berlin?", ctx=ctx))
+        print("run 1:", await agent.run("What is the weather in Paris?", memory=memory))
+        print("run 2:", await agent.run("Thanks! And in Berlin?", memory=memory))
 
 
 asyncio.run(main())
