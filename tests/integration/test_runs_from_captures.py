@@ -46,6 +46,9 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
         assert list(run) == CONTRACT_KEYS
         check_run(run, want, expected)
     check_parents(got, expected)
-    if expected.get("conversation_id"):
-        by_conv = _runs(daemon, "--conversation", expected["conversation_id"])
-        assert {r["run_id"] for r in got} <= {r["run_id"] for r in by_conv}
+    # Every conversation the runs belong to lists them (a nested agent may have its own).
+    for conv in {want.get("conversation_id", expected.get("conversation_id")) for want in expected["runs"]} - {None}:
+        by_conv = _runs(daemon, "--conversation", conv)
+        mine = {run["run_id"] for run, want in zip(got, expected["runs"])
+                if want.get("conversation_id", expected.get("conversation_id")) == conv}
+        assert mine <= {r["run_id"] for r in by_conv}

@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from tracescorer import conventions
 from tracescorer.model import AgentRun, Conversation, Message
 
-Convention = Literal["genai", "openinference", "vercel", "mastra", "pydantic_ai", "openllmetry"]
 Scalar = str | int | float | bool
 Target = AgentRun | Conversation
 
@@ -131,7 +131,8 @@ class RunFilter(BaseModel):
                            Field(description="searched in each input (user) message")] = None
     output_regex: Annotated[str | None,
                             Field(description="searched in each output message")] = None
-    convention: Convention | list[Convention] | None = None
+    convention: Annotated[str | list[str] | None, Field(
+        description="convention label(s) runs carry (tracescorer.conventions.names())")] = None
 
     _input: re.Pattern[str] | None = PrivateAttr(None)
     _output: re.Pattern[str] | None = PrivateAttr(None)
@@ -141,6 +142,15 @@ class RunFilter(BaseModel):
     def _non_empty_list(cls, value: Any) -> Any:
         if isinstance(value, list) and not value:
             raise ValueError("give at least one value (or leave the key out)")
+        return value
+
+    @field_validator("convention")
+    @classmethod
+    def _known_convention(cls, value: str | list[str] | None) -> str | list[str] | None:
+        known = conventions.names()
+        unknown = [v for v in ([value] if isinstance(value, str) else value or []) if v not in known]
+        if unknown:
+            raise ValueError(f"unknown convention {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
         return value
 
     @field_validator("input_regex", "output_regex")
