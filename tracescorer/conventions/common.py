@@ -428,13 +428,18 @@ def parse_message(raw: Any) -> Message | None:
         parts: list[Part] = []
         for rp in raw_parts:
             if type(rp) is dict and rp.get("type") == "text":
-                parts.append(text_part(_text_value(rp)))
+                text = rp["content"] if "content" in rp else rp.get("text")
+                parts.append(text_part(text if text is None or type(text) is str else _content_str(text)))
             else:
                 part = parse_part(rp)
                 if part is not None:
                     parts.append(part)
-        name = as_str(raw.get("name"))
-        finish = as_str(raw.get("finish_reason"))
+        name = raw.get("name")
+        if name is not None and type(name) is not str:
+            name = as_str(name)
+        finish = raw.get("finish_reason")
+        if finish is not None and type(finish) is not str:
+            finish = as_str(finish)
         if role == TOOL:
             return new_message(TOOL, "", tuple(parts), name, finish)
         return new_message(role, "\n".join([p.content for p in parts if p.type == "text" and p.content]),
@@ -600,12 +605,21 @@ def has_content(msg: Message) -> bool:
     A message that only shows structure — roles, parts without text, tool call ids and names —
     is what content capture off leaves behind; it is not a message of the run.
     """
-    return bool(msg.content) or any(part_has_content(p) for p in msg.parts)
+    if msg.content:
+        return True
+    for p in msg.parts:
+        if part_has_content(p):
+            return True
+    return False
 
 
 def any_content(*groups: Iterable[Message]) -> bool:
     """Whether any message of ``groups`` carries content."""
-    return any(has_content(m) for g in groups for m in g)
+    for g in groups:
+        for m in g:
+            if m.content or has_content(m):
+                return True
+    return False
 
 
 def key_of(msg: Message) -> tuple[str, str]:
@@ -662,12 +676,18 @@ def split_history(
     return list(given[:start]), list(given[start:end]), list(given[end:])
 
 
+def _parts_key(parts: Sequence[Part]) -> Any:
+    if all(p.type == "text" and not p.extra and p.id is None for p in parts):
+        return tuple([p.content for p in parts])  # plain text: its texts say it all
+    return repr([p.to_dict() for p in parts])
+
+
 def dedupe(messages: Iterable[Message]) -> list[Message]:
     """Drop exact repeats (same role, text and parts), keeping the first."""
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, Any]] = set()
     out = []
     for m in messages:
-        k = (m.role, m.content, repr([p.to_dict() for p in m.parts]))
+        k = (m.role, m.content, _parts_key(m.parts))
         if k not in seen:
             seen.add(k)
             out.append(m)

@@ -36,11 +36,11 @@ from tracescorer.conventions.base import (
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
+    USER,
     any_content,
     dedupe,
     has_content,
     is_genuine_user,
-    key_of,
     last_user_block,
     split_history,
     split_system,
@@ -51,6 +51,7 @@ from tracescorer.model import AgentRun, Message, Span, ToolCall
 
 
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
+_CALL_ORDER = attrgetter("span.start_time_unix_nano", "span.end_time_unix_nano")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -323,17 +324,19 @@ def _merge_nested(
     with several below is an aggregate over steps and is dropped — its usage counts only when
     none of the steps reported any, so tokens are never counted twice.
     """
-    if len(candidates) <= 1:
-        calls = [_copy(c) for c in map(cache.llm, candidates) if c is not None]
-        return calls, _sum_usage([c.usage for c in calls])
     ids = {s.span_id for s in candidates}
     kids: dict[str, list[str]] = {}
     parent_of: dict[str, str | None] = {}
-    for s in candidates:
-        p = trace.nearest(s, ids)
-        parent_of[s.span_id] = p
-        if p is not None:
-            kids.setdefault(p, []).append(s.span_id)
+    if len(candidates) > 1:
+        for s in candidates:
+            p = trace.nearest(s, ids)
+            parent_of[s.span_id] = p
+            if p is not None:
+                kids.setdefault(p, []).append(s.span_id)
+    if not kids:  # no call inside another: each is one model call (nothing to merge)
+        calls = [c for c in map(cache.llm, candidates) if c is not None]
+        calls.sort(key=_CALL_ORDER)
+        return calls, _sum_usage([c.usage for c in calls])
     depth = trace.depth
     merged: dict[str, LlmCall] = {}
     #: usage reported at or below each resolved candidate
@@ -355,7 +358,7 @@ def _merge_nested(
             usage_below[s.span_id] = below or call.usage
     tops = [s.span_id for s in candidates if parent_of[s.span_id] is None]
     out = list(merged.values())
-    out.sort(key=lambda c: (c.span.start_time_unix_nano, c.span.end_time_unix_nano))
+    out.sort(key=_CALL_ORDER)
     return out, _sum_usage([usage_below.get(t) for t in tops])
 
 
@@ -384,6 +387,15 @@ def _system_key(call: LlmCall) -> str:
     return ""
 
 
+def _user_keys(messages: Sequence[Message]) -> set[str]:
+    """The texts of the genuine user turns that carry content (an uncaptured turn matches any)."""
+    out = set()
+    for m in messages:
+        if m.role == USER and (m.content or (is_genuine_user(m) and has_content(m))):
+            out.add(m.content.strip())
+    return out
+
+
 def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     """The calls that make up the agent's own exchange, without helper calls.
 
@@ -397,14 +409,34 @@ def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
         return calls
     if not any(any_content(c.input) for c in with_input):
         return calls  # content capture off: nothing tells a helper call apart
-    # Only turns with content identify a conversation (an uncaptured turn matches any other).
-    users = [{key_of(m) for m in c.input if is_genuine_user(m) and has_content(m)} for c in with_input]
-    anchor = {key_of(m) for m in info.new_input if is_genuine_user(m) and has_content(m)}
+    users = [_user_keys(c.input) for c in with_input]
+    agent_system = {m.content.strip() for m in info.system if m.content}
+    if all(users) and set.intersection(*users):
+        # One conversation: every call re-sends a same user turn; only other instructions tell
+        # a helper apart.
+        if not agent_system:
+            return calls
+        best = with_input
+    else:
+        best = _best_cluster(with_input, users, info, agent_system)
+    if agent_system:
+        same = [c for c in best if not _system_key(c) or _system_key(c) in agent_system]
+        best = same or best
+    if len(best) == len(with_input):
+        return calls
+    keep = {id(c) for c in best}
+    return [c for c in calls if not c.input or id(c) in keep]
+
+
+def _best_cluster(with_input: list[LlmCall], users: list[set[str]], info: AgentInfo,
+                  agent_system: set[str]) -> list[LlmCall]:
+    """The calls of the cluster (calls sharing user turns) most likely the agent's own."""
+    anchor = _user_keys(info.new_input)
     if not anchor:
         for source in (info.given, info.transcript):
             start, end = last_user_block(source)
             if start >= 0:
-                anchor = {key_of(m) for m in source[start:end] if has_content(m)}
+                anchor = {m.content.strip() for m in source[start:end] if has_content(m)}
                 break
     # Union-find over calls sharing a user message.
     parent = list(range(len(with_input)))
@@ -415,7 +447,7 @@ def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
             i = parent[i]
         return i
 
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[str, int] = {}
     for i, keys in enumerate(users):
         for k in keys:
             if k in seen:
@@ -425,27 +457,20 @@ def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     clusters: dict[int, list[int]] = {}
     for i in range(len(with_input)):
         clusters.setdefault(find(i), []).append(i)
-
-    agent_system = {m.content.strip() for m in info.system if m.content}
     agent_output = {m.content.strip() for m in info.output if m.content}
 
     def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
         member_calls = [with_input[i] for i in members]
-        outputs = {m.content.strip() for c in member_calls for m in c.output if m.content}
         return (
             any(users[i] & anchor for i in members),
-            any(_system_key(c) in agent_system for c in member_calls),
-            bool(outputs & agent_output),
+            bool(agent_system) and any(_system_key(c) in agent_system for c in member_calls),
+            bool(agent_output) and any(m.content.strip() in agent_output
+                                       for c in member_calls for m in c.output if m.content),
             len(members),
             -min(members),
         )
 
-    best = [with_input[i] for i in max(clusters.values(), key=score)]
-    if agent_system:
-        same = [c for c in best if not _system_key(c) or _system_key(c) in agent_system]
-        best = same or best
-    keep = {id(c) for c in best}
-    return [c for c in calls if not c.input or id(c) in keep]
+    return [with_input[i] for i in max(clusters.values(), key=score)]
 
 
 def _tool_calls(
