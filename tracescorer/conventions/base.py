@@ -129,6 +129,7 @@ ResultShape = Callable[[Mapping[str, Any]], tuple[bool, Any, str | None]]
 
 
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
+_NAMESPACES: dict[frozenset[str], frozenset[str]] = {}
 
 # --- per-trace facts --------------------------------------------------------------------------
 
@@ -166,7 +167,13 @@ class TraceFacts:
     def namespaces(self) -> frozenset[str]:
         """First dotted segment of every key (``gen_ai``, ``llm``, ``mastra``, ...)."""
         if self._namespaces is None:
-            self._namespaces = frozenset([k.partition(".")[0] for k in self.keys])
+            # Traces of one service repeat one set of keys: remember the answer per key set.
+            found = _NAMESPACES.get(self.keys)
+            if found is None:
+                if len(_NAMESPACES) >= 1024:
+                    _NAMESPACES.clear()
+                found = _NAMESPACES[self.keys] = frozenset([k.partition(".")[0] for k in self.keys])
+            self._namespaces = found
         return self._namespaces
 
     def has_prefix(self, prefix: str) -> bool:

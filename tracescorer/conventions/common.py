@@ -102,7 +102,9 @@ def loads_maybe(value: Any) -> Any:
     Strings that are not JSON come back unchanged, so callers can treat "JSON string or
     structured value or plain text" uniformly.
     """
-    if isinstance(value, bytes):
+    if type(value) is not str:
+        if not isinstance(value, bytes):
+            return value
         try:
             value = value.decode("utf-8")
         except UnicodeDecodeError:
@@ -522,16 +524,20 @@ def parse_messages(value: Any) -> list[Message]:
     Accepts a bare list, ``{"messages": [...]}`` (request bodies, Mastra/AI SDK prompts) and
     ``{"body": {"messages": [...]}}``. Anything else gives an empty list.
     """
+    if value is None:
+        return []
     data = loads_maybe(value)
-    if isinstance(data, Mapping):
+    if type(data) is not list:
+        if not isinstance(data, Mapping):
+            return []
         if isinstance(data.get("body"), Mapping):
             data = data["body"]
         if isinstance(data.get("messages"), list):
             data = data["messages"]
         elif "role" in data:
             data = [data]
-    if not isinstance(data, list):
-        return []
+        if not isinstance(data, list):
+            return []
     out = []
     for raw in data:
         msg = parse_message(raw)
@@ -542,6 +548,8 @@ def parse_messages(value: Any) -> list[Message]:
 
 def parse_system_instructions(value: Any) -> list[Message]:
     """``gen_ai.system_instructions``: a parts list (JSON or structured) or a plain string."""
+    if value is None:
+        return []
     data = loads_maybe(value)
     if data is None or data == "":
         return []

@@ -144,10 +144,19 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
+#: The first numbered message's keys: every numbered prompt or completion has them.
+_FIRST_NUMBERED = frozenset(f"{p}.0.{f}" for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES)
+                            for f in ("role", "content"))
+
+
 def detect(facts: TraceFacts) -> float:
     if KIND in facts.keys:
         return 0.75
-    if any(k.startswith(_NUMBERED_STARTS) and _NUMBERED_RE.match(k) for k in facts.keys):
+    if not _FIRST_NUMBERED.isdisjoint(facts.keys) or (
+        # numbering with gaps (no index 0): look closer, only where such keys can be
+        {"gen_ai", "llm"} & facts.namespaces and "gen_ai.operation.name" not in facts.keys
+        and any(k.startswith(_NUMBERED_STARTS) and _NUMBERED_RE.match(k) for k in facts.keys)
+    ):
         return 0.7
     if "llm.request.type" in facts.keys:
         return 0.3
