@@ -140,27 +140,15 @@ class TraceFacts:
     __slots__ = ("keys", "_namespaces", "scopes", "operations", "span_names", "event_names")
 
     def __init__(self, spans: Sequence[Span], logs_by_span: Mapping[str, Sequence[LogRecord]]) -> None:
-        keys: set[str] = set()
-        scopes: set[str] = set()
-        ops: set[str] = set()
-        events: set[str] = set()
-        for s in spans:
-            attrs = s.attributes
-            keys.update(attrs)
-            scopes.add(s.scope.name)
-            op = attrs.get("gen_ai.operation.name")
-            if type(op) is str:
-                ops.add(op)
-            if s.events:
-                events.update([ev.name for ev in s.events])
-        for recs in logs_by_span.values():
-            for rec in recs:
-                events.add(rec.name)
-        self.keys: frozenset[str] = frozenset(keys)
+        self.keys: frozenset[str] = frozenset().union(*[s.attributes for s in spans])
         self._namespaces: frozenset[str] | None = None
-        self.scopes: frozenset[str] = frozenset(scopes)
-        self.operations: frozenset[str] = frozenset(ops)
+        self.scopes: frozenset[str] = frozenset([s.scope.name for s in spans])
+        ops = [s.attributes.get("gen_ai.operation.name") for s in spans]
+        self.operations: frozenset[str] = frozenset([op for op in ops if type(op) is str])
         self.span_names: frozenset[str] = frozenset([s.name for s in spans])
+        events = [ev.name for s in spans if s.events for ev in s.events]
+        if logs_by_span:
+            events += [rec.name for recs in logs_by_span.values() for rec in recs]
         self.event_names: frozenset[str] = frozenset(events)
 
     @property

@@ -37,6 +37,10 @@ PartParser = Callable[[Mapping[str, Any]], Part | None]
 # directly. These build the very same objects; if the model's fields ever differ from what they
 # set, the plain constructors are used instead.
 
+def _no_setter(obj: Any, value: Any) -> None:
+    raise AssertionError("unreachable: the plain constructor is used without slot setters")
+
+
 def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...] | None:
     if tuple(f.name for f in dataclasses.fields(cls)) != names:
         return None
@@ -46,6 +50,7 @@ def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any
 _PART_SET = _slot_setters(Part, ("type", "content", "id", "name", "arguments", "response", "extra"))
 _MSG_SET = _slot_setters(Message, ("role", "content", "parts", "name", "finish_reason"))
 _new = object.__new__
+_P_TYPE, _P_CONTENT, _P_ID, _P_NAME, _P_ARGS, _P_RESP, _P_EXTRA = _PART_SET or (_no_setter,) * 7
 
 
 def text_part(content: str | None) -> Part:
@@ -431,7 +436,20 @@ def parse_message(raw: Any) -> Message | None:
         for rp in raw_parts:
             if type(rp) is dict and rp.get("type") == "text":
                 text = rp["content"] if "content" in rp else rp.get("text")
-                parts.append(text_part(text if text is None or type(text) is str else _content_str(text)))
+                if text is not None and type(text) is not str:
+                    text = _content_str(text)
+                if _PART_SET is None:
+                    parts.append(Part(type="text", content=text))
+                    continue
+                p = _new(Part)
+                _P_TYPE(p, "text")
+                _P_CONTENT(p, text)
+                _P_ID(p, None)
+                _P_NAME(p, None)
+                _P_ARGS(p, None)
+                _P_RESP(p, None)
+                _P_EXTRA(p, {})
+                parts.append(p)
             else:
                 part = parse_part(rp)
                 if part is not None:
@@ -743,11 +761,16 @@ def usage_from(attrs: Mapping[str, Any], names: Mapping[str, Sequence[str]]) -> 
     out: dict[str, int | float] = {}
     for ours, keys in names.items():
         for key in keys:
-            if key in attrs:
-                value = first_num(attrs, *keys)
-                if value is not None:
-                    out[ours] = value
+            value = attrs.get(key)
+            if value is None:
+                continue
+            if type(value) is int or type(value) is float:
+                out[ours] = value
                 break
+            value = first_num(attrs, *keys)
+            if value is not None:
+                out[ours] = value
+            break
     return out or None
 
 
