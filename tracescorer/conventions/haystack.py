@@ -127,7 +127,8 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
         return None
     attrs = span.attributes
     transcript = chat_messages(openinference._value(attrs, "output.value"))
-    given = chat_messages(openinference._value(attrs, "input.value"))
+    # The input's messages are the start of the output's transcript: read them only without one.
+    given = [] if transcript else chat_messages(openinference._value(attrs, "input.value"))
     if not (transcript or given):
         return None
     output = [m for m in transcript if m.role == ASSISTANT][-1:]

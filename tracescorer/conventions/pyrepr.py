@@ -30,6 +30,7 @@ _STRING = re.compile(r"""(?:[rRbBuU]{0,2})(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|
 _ENUM = re.compile(r"<([A-Za-z_][\w.]*): (.*?)>")
 _KWARG = re.compile(r"([A-Za-z_]\w*)\s*=(?!=)")
 _CONSTANTS = {"None": None, "True": True, "False": False}
+_SPACES = frozenset(" \t\r\n")
 
 
 class ReprError(ValueError):
@@ -54,13 +55,19 @@ class _Parser:
         self.pos = 0
 
     def skip(self) -> None:
-        m = _WS.match(self.text, self.pos)
-        if m:
-            self.pos = m.end()
+        text, pos = self.text, self.pos
+        if pos < len(text) and text[pos] in " \t\r\n":
+            m = _WS.match(text, pos)
+            if m:
+                self.pos = m.end()
 
     def peek(self) -> str:
-        self.skip()
-        return self.text[self.pos:self.pos + 1]
+        text, pos = self.text, self.pos
+        c = text[pos:pos + 1]
+        if c in _SPACES:
+            self.skip()
+            c = text[self.pos:self.pos + 1]
+        return c
 
     def expect(self, char: str) -> None:
         if self.peek() != char:
@@ -80,21 +87,28 @@ class _Parser:
             return self.mapping(depth)
         if c == "<":
             return self.angle()
-        m = _STRING.match(self.text, self.pos)
-        if m and m.group(0)[-1:] in "'\"":
-            self.pos = m.end()
-            try:
-                return ast.literal_eval(m.group(0))
-            except (ValueError, SyntaxError) as exc:
-                raise ReprError(f"bad string literal at {m.start()}") from exc
-        m = _NUMBER.match(self.text, self.pos)
-        if m and m.group(0) not in ("", "-"):
-            self.pos = m.end()
-            token = m.group(0)
-            try:
-                return float(token) if token in ("inf", "-inf", "nan") else ast.literal_eval(token.replace("_", ""))
-            except (ValueError, SyntaxError) as exc:
-                raise ReprError(f"bad number at {m.start()}") from exc
+        if c in "'\"" or (c in "rRbBuU" and self.text[self.pos + 1:self.pos + 3][:1] in "'\"rRbB"):
+            m = _STRING.match(self.text, self.pos)
+            if m and m.group(0)[-1:] in "'\"":
+                self.pos = m.end()
+                token = m.group(0)
+                if token[0] in "'\"" and "\\" not in token and token[:3] not in ("'''", '"""'):
+                    return token[1:-1]  # the common case: nothing to unescape
+                try:
+                    return ast.literal_eval(token)
+                except (ValueError, SyntaxError) as exc:
+                    raise ReprError(f"bad string literal at {m.start()}") from exc
+        if c.isdigit() or c in "-." or (c in "in" and self.text.startswith(("inf", "nan"), self.pos)):
+            m = _NUMBER.match(self.text, self.pos)
+            if m and m.group(0) not in ("", "-"):
+                self.pos = m.end()
+                token = m.group(0).replace("_", "")
+                try:
+                    if token.endswith("j"):
+                        return complex(token)
+                    return int(token) if token.lstrip("-").isdigit() else float(token)
+                except ValueError as exc:
+                    raise ReprError(f"bad number at {m.start()}") from exc
         m = _NAME.match(self.text, self.pos)
         if m:
             self.pos = m.end()
@@ -162,10 +176,13 @@ class _Parser:
         m = _ENUM.match(self.text, self.pos)
         if m:
             self.pos = m.end()
+            value = m.group(2)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" and "\\" not in value:
+                return value[1:-1]
             try:
-                return ast.literal_eval(m.group(2))
+                return ast.literal_eval(value)
             except (ValueError, SyntaxError):
-                return m.group(2)
+                return value
         end = self.text.find(">", self.pos)
         if end < 0:
             raise ReprError(f"unclosed '<' at {self.pos}")
