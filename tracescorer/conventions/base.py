@@ -250,9 +250,17 @@ class TraceView:
 
     def nearest(self, span: Span, ids: Mapping[str, Any] | set[str]) -> str | None:
         """The id of the closest ancestor of ``span`` that is in ``ids``."""
-        for anc in self.ancestors(span):
-            if anc.span_id in ids:
-                return anc.span_id
+        by_id = self.by_id
+        pid = span.parent_span_id
+        for _ in range(len(by_id)):  # a bound instead of a seen-set: cycles in bad data end too
+            if not pid:
+                return None
+            if pid in ids:
+                return pid
+            parent = by_id.get(pid)
+            if parent is None:
+                return None
+            pid = parent.parent_span_id
         return None
 
     def descendants(self, span: Span, *, stop: Callable[[Span], bool] | None = None) -> list[Span]:

@@ -477,12 +477,20 @@ def _tool_calls(
     output: Sequence[Message], produced: Sequence[Message], main: Sequence[LlmCall], tools: list[ToolExec]
 ) -> list[ToolCall]:
     """Tool calls of the run: requested by the model, joined with executions and results."""
-    responses: dict[str, Any] = {}
-    for msgs in [produced, *(c.input for c in main), output]:
-        for m in msgs:
-            for p in m.parts:
-                if p.id and p.response is not None and p.type in ("tool_call_response", "tool_call"):
-                    responses.setdefault(p.id, p.response)
+    found: dict[str, Any] | None = None
+
+    def responses() -> dict[str, Any]:
+        """Tool results in the run's messages by call id (looked up only when needed)."""
+        nonlocal found
+        if found is None:
+            found = {}
+            for msgs in [produced, *(c.input for c in main), output]:
+                for m in msgs:
+                    for p in m.parts:
+                        if p.id and p.response is not None and p.type in ("tool_call_response", "tool_call"):
+                            found.setdefault(p.id, p.response)
+        return found
+
     requested = []
     seen_ids: set[str] = set()
     for m in output:
@@ -502,7 +510,7 @@ def _tool_calls(
         if match is not None:
             unused.remove(match)
         result = unwrap_result(match.result if match is not None and match.result is not None
-                               else responses.get(p.id or ""))
+                               else responses().get(p.id or ""))
         out.append(
             ToolCall(
                 id=p.id or (match.id if match else None),
@@ -516,7 +524,7 @@ def _tool_calls(
         out.append(
             ToolCall(
                 id=t.id, name=t.name, arguments=t.arguments,
-                result=unwrap_result(t.result if t.result is not None else responses.get(t.id or "")),
+                result=unwrap_result(t.result if t.result is not None else responses().get(t.id or "")),
                 error=t.error,
             )
         )
