@@ -13,7 +13,9 @@ encoded where structured:
   ``Function: {name}`` (``name``, ``input`` = arguments, ``output`` = result). An agent used as a
   tool runs inside its ``Function`` span: its own run.
 - OpenAI client: ``Chat Completion with {request_data[model]!r}`` with ``request_data``
-  (``{messages, model, tools}``) and ``response_data`` (``{message, usage}``).
+  (``{messages, model, tools}``) and ``response_data`` (``{message, usage}``); Logfire 5 writes
+  the GenAI message attributes there instead (``request_data`` keeps only the model), read by
+  :mod:`.genai`.
 
 ``gen_ai.system`` is set; ``gen_ai.operation.name`` is not. Runs are labelled ``logfire``.
 """
@@ -117,6 +119,8 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     if not _is_logfire(span) or not template(span).startswith(_LLM_TEMPLATES):
         return None
     attrs = span.attributes
+    if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
+        return None  # newer releases write the GenAI message attributes: the GenAI reader's
     responses = template(span).startswith("Responses API")
     inputs = _responses_items(attrs.get("input")) if responses else parse_messages(attrs.get("input"))
     if not inputs:
