@@ -3,12 +3,14 @@
 with AutoGen's own tracing plus opentelemetry-instrumentation-openai-v2 (latest GenAI conventions, content on spans),
 exported over OTLP/gRPC (a log exporter is set up too; this mode sends no log records).
 
-AssistantAgent "travel_assistant" (system message, tool get_weather, reflect_on_tool_use=True);
-the same agent object keeps its model context across the two runs:
+AssistantAgent "travel_assistant" (system message, tools get_weather and AgentTool(local_expert),
+reflect_on_tool_use=True); the same agent object keeps its model context across the two runs:
  run 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
        -> "Result from get_weather: Sunny, 22C"
- run 2 "Thanks! And in Berlin?" -> get_weather({"city": "Berlin"}) -> "Cloudy, 15C"
-       -> "Result from get_weather: Cloudy, 15C"
+ run 2 "Ask the local_expert about Berlin." -> local_expert({"task": ...}) -> nested run of the
+       AssistantAgent "local_expert" (its own system message, tool get_weather)
+       -> get_weather({"city": "Berlin"}) -> "Result from get_weather: Cloudy, 15C"
+       -> "Result from local_expert: ..."
 """
 import asyncio
 import os
@@ -36,6 +38,7 @@ _logs.set_logger_provider(lp)
 OpenAIInstrumentor().instrument(tracer_provider=tp, logger_provider=lp)
 
 from autogen_agentchat.agents import AssistantAgent  # noqa: E402
+from autogen_agentchat.tools import AgentTool  # noqa: E402
 from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
 
 WEATHER = {"Paris": "Sunny, 22C", "Berlin": "Cloudy, 15C"}
@@ -51,9 +54,13 @@ async def main() -> None:
                                         api_key="sk-fake-local",
                                         model_info={"vision": False, "function_calling": True, "json_output": False,
                                                     "family": "gpt-4o", "structured_output": False})
-    agent = AssistantAgent("travel_assistant", model_client=client, tools=[get_weather],
+    expert = AssistantAgent("local_expert", model_client=client, tools=[get_weather],
+                            description="Knows the weather everywhere.",
+                            system_message="You are a local expert who knows the weather everywhere.",
+                            reflect_on_tool_use=True)
+    agent = AssistantAgent("travel_assistant", model_client=client, tools=[get_weather, AgentTool(expert)],
                            system_message="You are a concise travel assistant.", reflect_on_tool_use=True)
-    for text in ("What is the weather in Paris?", "Thanks! And in Berlin?"):
+    for text in ("What is the weather in Paris?", "Ask the local_expert about Berlin."):
         result = await agent.run(task=text)
         print("run:", result.messages[-1].content)
     await client.close()
