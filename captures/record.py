@@ -59,21 +59,38 @@ def _sanitise(resource_attrs: Any) -> bool:
             kv.value.string_value = replacement
         keep.append(kv)
     if changed:
-        copies = [KeyValue().__class__.FromString(kv.SerializeToString()) for kv in keep]
+        copies = [KeyValue.FromString(kv.SerializeToString()) for kv in keep]
         del resource_attrs[:]
         resource_attrs.extend(copies)
+    return changed
+
+
+_PATH_KEYS = ("code.filepath", "code.file.path")
+_SITE = re.compile(r"^/.*?/(site-packages|node_modules)/")
+
+
+def _relative_paths(attrs: Any) -> bool:
+    """Source paths of the recording machine's environments (``code.filepath``) made relative."""
+    changed = False
+    for kv in attrs:
+        if kv.key in _PATH_KEYS and kv.value.string_value.startswith("/"):
+            kv.value.string_value = _SITE.sub(r"\1/", kv.value.string_value)
+            changed = True
     return changed
 
 
 def sanitised_traces(raw: bytes) -> bytes:
     req = ExportTraceServiceRequest.FromString(raw)
     changed = [_sanitise(rs.resource.attributes) for rs in req.resource_spans]
+    changed += [_relative_paths(s.attributes) for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
     return req.SerializeToString() if any(changed) else raw
 
 
 def sanitised_logs(raw: bytes) -> bytes:
     req = ExportLogsServiceRequest.FromString(raw)
     changed = [_sanitise(rl.resource.attributes) for rl in req.resource_logs]
+    changed += [_relative_paths(r.attributes) for rl in req.resource_logs for sl in rl.scope_logs
+                for r in sl.log_records]
     return req.SerializeToString() if any(changed) else raw
 
 
