@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PYTHON
 
-.PHONY: venv demo test bench lock typecheck clean
+.PHONY: venv demo test bench lock typecheck clean captures captures-envs
 
 # scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
 $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
@@ -40,6 +40,28 @@ lock: $(VENV)/.dev
 	  echo "# litellm: 1.82.7 and 1.82.8 were compromised upstream; keep this pin on a reviewed release."; \
 	  echo "# uv: the installer scripts/venv.sh bootstraps when none is on PATH."; \
 	  scripts/venv.sh $(VENV) lock; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+
+# Captures from real frameworks (tests/data/captures/*/client.py, client/run.mjs): each library
+# lives in its own environment under .cache/captures/, never in the test extras. `make test` only
+# replays what these wrote. CASE=<folder> records one case.
+CAPTURE_ENVS := $(patsubst captures/envs/%/requirements.txt,%,$(wildcard captures/envs/*/requirements.txt))
+CAPTURE_CASES = $(if $(CASE),tests/data/captures/$(CASE),$(shell grep -l -s -E '^(# venv|// env): [a-z]' tests/data/captures/*/client.py tests/data/captures/*/client/run.mjs | grep -v '^# venv: .venv' | xargs -r -n1 dirname | sed 's|/client$$||' | sort -u))
+
+.cache/captures/%/.built: captures/envs/%/requirements.txt
+	python3 -m venv .cache/captures/$*
+	.cache/captures/$*/bin/pip install -q --disable-pip-version-check -r $<
+	@touch $@
+
+.cache/captures/langgraphjs/.built: captures/envs/langgraphjs/package.json captures/envs/langgraphjs/package-lock.json
+	mkdir -p .cache/captures/langgraphjs
+	cp captures/envs/langgraphjs/package.json captures/envs/langgraphjs/package-lock.json .cache/captures/langgraphjs/
+	cd .cache/captures/langgraphjs && npm ci --no-audit --no-fund
+	@touch $@
+
+captures-envs: $(foreach e,$(CAPTURE_ENVS) langgraphjs,.cache/captures/$(e)/.built)
+
+captures: captures-envs $(VENV)/.dev
+	@for c in $(CAPTURE_CASES); do $(PY) captures/record.py $$c || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis *.egg-info

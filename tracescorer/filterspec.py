@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 if TYPE_CHECKING:
     from tracescorer.model import AgentRun, Conversation
 
-# The convention names a filter accepts (`filter: {convention: ...}`).
-Convention = Literal["genai", "openinference", "vercel", "mastra", "pydantic_ai", "openllmetry"]
+# A convention label runs carry (`filter: {convention: ...}`): one of tracescorer.conventions.names().
+Convention = str
 Scalar = str | int | float | bool
 
 
@@ -99,7 +99,8 @@ class RunFilter(BaseModel):
                            Field(description="searched in each input (user) message")] = None
     output_regex: Annotated[str | None,
                             Field(description="searched in each output message")] = None
-    convention: Convention | list[Convention] | None = None
+    convention: Annotated[Convention | list[Convention] | None, Field(
+        description="convention label(s) runs carry (tracescorer.conventions.names())")] = None
 
     _input: re.Pattern[str] | None = PrivateAttr(None)
     _output: re.Pattern[str] | None = PrivateAttr(None)
@@ -109,6 +110,19 @@ class RunFilter(BaseModel):
     def _non_empty_list(cls, value: Any) -> Any:
         if isinstance(value, list) and not value:
             raise ValueError("give at least one value (or leave the key out)")
+        return value
+
+    @field_validator("convention")
+    @classmethod
+    def _known_convention(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is None:
+            return value
+        from tracescorer import conventions  # only when a filter names one: config loads stay light
+
+        known = conventions.names()
+        unknown = [v for v in ([value] if isinstance(value, str) else value) if v not in known]
+        if unknown:
+            raise ValueError(f"unknown convention {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
         return value
 
     @field_validator("input_regex", "output_regex")

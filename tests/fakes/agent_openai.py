@@ -11,15 +11,19 @@ next step (a new user question -> call a tool; a tool result -> answer)::
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from fakes.fake_openai import FakeOpenAI, RecordedRequest, Reply, _content_text
 
-__all__ = ["AgentOpenAI", "Reply", "last_tool", "last_user", "tool_call"]
+__all__ = ["AUTO", "AgentOpenAI", "AutoAgentOpenAI", "Reply", "last_tool", "last_user", "tool_call"]
 
 TOOL_CALLS = "tool_calls"
+AUTO = Reply(kind="auto")
 
 
 def tool_call(name: str, arguments: Mapping[str, Any], call_id: str, *,
@@ -68,3 +72,108 @@ class AgentOpenAI(FakeOpenAI):
         choice["finish_reason"] = "tool_calls"
         choice["message"] = {"role": "assistant", "content": None, "tool_calls": list(reply.value)}
         return body
+
+
+#: Argument values the auto agent recognises in a user turn, by parameter-name hint.
+CITIES = ("Paris", "Berlin", "Tokyo", "Rome", "London", "Madrid", "Lisbon", "Oslo")
+_ORDER = re.compile(r"\b[A-Z]-\d{4}\b")
+
+
+def _tools(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, JSON-schema parameters) of the function tools a request offers."""
+    out = []
+    for tool in body.get("tools") or ():
+        fn = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            out.append((fn["name"], params if isinstance(params, Mapping) else {}))
+    return out
+
+
+def _entity(param: str, text: str) -> str | None:
+    hint = param.lower()
+    if "city" in hint or "location" in hint or "place" in hint:
+        found = [(text.find(c), c) for c in CITIES if c in text]
+        return min(found)[1] if found else None
+    if "order" in hint:
+        m = _ORDER.search(text)
+        return m.group(0) if m else None
+    return text  # free text parameters (agent-as-tool requests, queries) get the whole turn
+
+
+def _arguments(params: Mapping[str, Any], text: str) -> dict[str, Any] | None:
+    """Arguments filled from ``text``, or None when a required one has no value there."""
+    props = params.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    required = [p for p in (params.get("required") or ()) if p in props] or list(props)[:1]
+    args: dict[str, Any] = {}
+    for name in required:
+        value = _entity(name, text)
+        if value is None:
+            return None
+        args[name] = value
+    return args
+
+
+class AutoAgentOpenAI(AgentOpenAI):
+    """An :class:`AgentOpenAI` whose unscripted replies behave like a simple tool-using agent.
+
+    Deterministic, so captures from real frameworks can be written down by hand:
+
+    - the last message is a tool result: answer ``Result from <tool>: <result>`` (several
+      results after one assistant turn are joined with ``; ``);
+    - the last message is a user turn and tools are offered: call the first tool whose name
+      appears in the turn (``transfer_to_x`` handoffs, agent-as-tool), else the first tool
+      whose required arguments the turn supplies (a known city for ``city``/``location``, an
+      order id ``X-0000`` for ``order*``, the whole turn for other parameters); call ids are
+      ``call_<tool>_<n>``, numbered per server;
+    - otherwise: ``You said: <last user text>``.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("default", AUTO)
+        super().__init__(**kwargs)
+        self._ids = itertools.count(1)
+        self._ids_lock = threading.Lock()
+
+    def _completion(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        if reply.kind == AUTO.kind:
+            reply = self.decide(request)
+        return super()._completion(request, reply)
+
+    def decide(self, request: RecordedRequest) -> Reply:
+        msgs = [m for m in request.messages if isinstance(m, Mapping)]
+        if not msgs:
+            return Reply.text("Hello.")
+        last = msgs[-1]
+        if last.get("role") in ("tool", "function"):
+            return Reply.text(self._tool_answer(msgs))
+        text = _content_text(last.get("content"))
+        if last.get("role") == "user":
+            tools = _tools(request.body)
+            named = [t for t in tools if t[0].lower() in text.lower()
+                     or t[0].lower().replace("_", " ") in text.lower()]
+            for name, params in named + tools:
+                args = _arguments(params, text) if (name, params) not in named else (
+                    _arguments(params, text) or {})
+                if args is not None:
+                    with self._ids_lock:
+                        n = next(self._ids)
+                    return tool_call(name, args, f"call_{name}_{n}")
+        user = next((m for m in reversed(msgs) if m.get("role") == "user"), last)
+        return Reply.text(f"You said: {_content_text(user.get('content'))}")
+
+    @staticmethod
+    def _tool_answer(msgs: list[Mapping[str, Any]]) -> str:
+        names: dict[str, str] = {}
+        results: list[tuple[str, str]] = []
+        for m in msgs:
+            if m.get("role") == "assistant":
+                results = []
+                for call in m.get("tool_calls") or ():
+                    fn = call.get("function") or {}
+                    names[str(call.get("id"))] = str(fn.get("name"))
+            elif m.get("role") in ("tool", "function"):
+                name = names.get(str(m.get("tool_call_id")), str(m.get("name") or "tool"))
+                results.append((name, _content_text(m.get("content"))))
+        return "; ".join(f"Result from {n}: {r}" for n, r in results)

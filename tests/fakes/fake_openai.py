@@ -184,7 +184,8 @@ class FakeOpenAI:
     """A scriptable OpenAI-compatible server on ``127.0.0.1:0`` in a background thread.
 
     Use as a context manager or call :meth:`start` / :meth:`stop`. :attr:`base_url` ends in
-    ``/v1``; ``POST {base_url}/chat/completions`` and ``POST /chat/completions`` are served.
+    ``/v1``; ``POST {base_url}/chat/completions`` and ``POST /chat/completions`` are served; a request with
+    ``stream: true`` gets the same reply as server-sent chunks.
     Rules are checked newest first; with no matching rule :attr:`default` is used.
     Thread-safe: scripting and inspection may happen from the test thread at any time.
     """
@@ -366,7 +367,22 @@ class FakeOpenAI:
         if reply.kind == "malformed":
             return web.Response(status=200, body=b'{"id": "chatcmpl-x", "choices": [',
                                 content_type="application/json")
-        return web.json_response(self._completion(recorded, reply))
+        completion = self._completion(recorded, reply)
+        if recorded.body.get("stream"):
+            return await self._stream(http_request, recorded, completion)
+        return web.json_response(completion)
+
+    async def _stream(self, http_request: web.Request, request: RecordedRequest,
+                      completion: dict[str, Any]) -> web.StreamResponse:
+        """The completion as server-sent ``chat.completion.chunk`` events (``stream: true``)."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(http_request)
+        for chunk in stream_chunks(completion, include_usage=bool(
+                (request.body.get("stream_options") or {}).get("include_usage"))):
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     def _completion(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
         """The chat.completion body for a 200 reply; subclasses override it to add reply kinds
@@ -393,6 +409,29 @@ class FakeOpenAI:
                          "message": {"role": "assistant", "content": content}}],
             "usage": usage,
         }
+
+
+def stream_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """A ``chat.completion`` body as the chunks an OpenAI stream sends: the role, the text,
+    one chunk per tool call, the finish reason, then (when asked for) the usage."""
+    base = {"id": completion["id"], "object": "chat.completion.chunk",
+            "created": completion["created"], "model": completion["model"]}
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        out.append(chunk({"content": message["content"]}))
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": dict(call["function"])}]}))
+    out.append(chunk({}, choice.get("finish_reason") or "stop"))
+    if include_usage:
+        out.append({**base, "choices": [], "usage": completion.get("usage")})
+    return out
 
 
 @contextmanager

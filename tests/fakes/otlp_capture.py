@@ -30,16 +30,21 @@ from typing import Any, TypeVar
 
 import grpc
 from aiohttp import web
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport"]
+__all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport", "RecordedLogs"]
 
 T = TypeVar("T")
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 _PROTOBUF = "application/x-protobuf"
 
 
@@ -103,6 +108,17 @@ class RecordedExport:
     request: ExportTraceServiceRequest
     headers: dict[str, str]
     failed: bool
+    #: the request body as received (decompressed), for byte-for-byte captures
+    raw: bytes = b""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedLogs:
+    """One OTLP logs export request as received (logs are recorded, never failed)."""
+
+    transport: str
+    request: ExportLogsServiceRequest
+    raw: bytes
 
 
 @dataclass(kw_only=True)
@@ -116,6 +132,7 @@ class _Failures:
 class _State:
     exports: list[RecordedExport] = field(default_factory=list)
     spans: list[CapturedSpan] = field(default_factory=list)
+    logs: list[RecordedLogs] = field(default_factory=list)
 
 
 def flatten(transport: str, request: ExportTraceServiceRequest) -> list[CapturedSpan]:
@@ -150,7 +167,11 @@ def flatten(transport: str, request: ExportTraceServiceRequest) -> list[Captured
 
 
 class OtlpCapture:
-    """Records OTLP trace exports over gRPC and HTTP; use as a context manager (or start/stop)."""
+    """Records OTLP trace exports over gRPC and HTTP; use as a context manager (or start/stop).
+
+    Log exports (``LogsService/Export``, ``POST /v1/logs``) are recorded too; metric exports
+    (``POST /v1/metrics``) are acknowledged and discarded.
+    """
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
@@ -177,10 +198,18 @@ class OtlpCapture:
         server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp-capture-grpc"))
         handler = grpc.unary_unary_rpc_method_handler(
             self._grpc_export,
-            request_deserializer=ExportTraceServiceRequest.FromString,
+            request_deserializer=lambda raw: raw,  # parsed by the handler, which keeps the bytes
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),))
+        logs_handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export_logs,
+            request_deserializer=lambda raw: raw,
+            response_serializer=ExportLogsServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
+            grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler}),
+        ))
         self._grpc_port = server.add_insecure_port(f"{self.host}:0")
         server.start()
         self._grpc = server
@@ -213,6 +242,8 @@ class OtlpCapture:
         try:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/traces", self._http_export)
+            app.router.add_post("/v1/logs", self._http_export_logs)
+            app.router.add_post("/v1/metrics", self._http_metrics)
             runner = web.AppRunner(app, access_log=None)
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, self.host, 0)
@@ -271,7 +302,8 @@ class OtlpCapture:
             self._state = _State()
 
     def _record(
-        self, transport: str, request: ExportTraceServiceRequest, headers: Mapping[str, str]
+        self, transport: str, request: ExportTraceServiceRequest, headers: Mapping[str, str],
+        raw: bytes = b"",
     ) -> _Failures | None:
         """Record a request; the scripted failure to answer it with, if any."""
         with self._cond:
@@ -280,26 +312,56 @@ class OtlpCapture:
             if failed:
                 script.remaining -= 1
             self._state.exports.append(
-                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed)
+                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed,
+                               raw=raw)
             )
             if not failed:
                 self._state.spans.extend(flatten(transport, request))
             self._cond.notify_all()
             return script if failed else None
 
-    def _grpc_export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def _grpc_export(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        request = ExportTraceServiceRequest.FromString(raw)
         headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
-        if (failure := self._record("grpc", request, headers)) is not None:
+        if (failure := self._record("grpc", request, headers, raw)) is not None:
             context.abort(failure.grpc_code, "scripted failure")
         return ExportTraceServiceResponse()
 
-    async def _http_export(self, http_request: web.Request) -> web.Response:
+    def _grpc_export_logs(self, raw: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        self._record_logs("grpc", raw)
+        return ExportLogsServiceResponse()
+
+    def _record_logs(self, transport: str, raw: bytes) -> None:
+        request = ExportLogsServiceRequest.FromString(raw)
+        with self._cond:
+            self._state.logs.append(RecordedLogs(transport=transport, request=request, raw=raw))
+            self._cond.notify_all()
+
+    @staticmethod
+    async def _body(http_request: web.Request) -> bytes:
         body = await http_request.read()
         encoding = http_request.headers.get("Content-Encoding", "").lower()
         if encoding == "gzip":
-            body = gzip.decompress(body)
-        elif encoding == "deflate":
-            body = zlib.decompress(body)
+            return gzip.decompress(body)
+        if encoding == "deflate":
+            return zlib.decompress(body)
+        return body
+
+    async def _http_export_logs(self, http_request: web.Request) -> web.Response:
+        if http_request.content_type != _PROTOBUF:
+            return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
+        try:
+            self._record_logs("http", await self._body(http_request))
+        except Exception:  # noqa: BLE001 - any decode error is the client's
+            return web.Response(status=400, text="undecodable ExportLogsServiceRequest")
+        return web.Response(body=ExportLogsServiceResponse().SerializeToString(), content_type=_PROTOBUF)
+
+    async def _http_metrics(self, http_request: web.Request) -> web.Response:
+        await http_request.read()
+        return web.Response(body=b"", content_type=_PROTOBUF)
+
+    async def _http_export(self, http_request: web.Request) -> web.Response:
+        body = await self._body(http_request)
         if http_request.content_type != _PROTOBUF:
             return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
         request = ExportTraceServiceRequest()
@@ -307,7 +369,7 @@ class OtlpCapture:
             request.ParseFromString(body)
         except Exception:  # noqa: BLE001 - any decode error is the client's
             return web.Response(status=400, text="undecodable ExportTraceServiceRequest")
-        failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()})
+        failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()}, body)
         if failure is not None:
             return web.Response(status=failure.http_status, text="scripted failure")
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=_PROTOBUF)
@@ -319,6 +381,12 @@ class OtlpCapture:
         """Every request received (including failed ones), in arrival order."""
         with self._cond:
             return list(self._state.exports)
+
+    @property
+    def log_exports(self) -> list[RecordedLogs]:
+        """Every logs export request received, in arrival order."""
+        with self._cond:
+            return list(self._state.logs)
 
     def spans(self) -> list[CapturedSpan]:
         """Every span of every accepted request, in arrival order."""

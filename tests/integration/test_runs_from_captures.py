@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.captures import CASES, CONTRACT_KEYS, case_transport, check_run, load_case
+from support.captures import CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
 from support.daemon import DaemonProcess, config_dict, wait_for
 
 
@@ -45,6 +45,10 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
     for run, want in zip(got, expected["runs"]):
         assert list(run) == CONTRACT_KEYS
         check_run(run, want, expected)
-    if expected.get("conversation_id"):
-        by_conv = _runs_cli(daemon, "--conversation", expected["conversation_id"])  # the real CLI
-        assert {r["run_id"] for r in got} <= {r["run_id"] for r in by_conv}
+    check_parents(got, expected)
+    # Every conversation the runs belong to lists them (a nested agent may have its own).
+    for conv in {want.get("conversation_id", expected.get("conversation_id")) for want in expected["runs"]} - {None}:
+        by_conv = _runs_cli(daemon, "--conversation", conv)  # the real CLI
+        mine = {run["run_id"] for run, want in zip(got, expected["runs"])
+                if want.get("conversation_id", expected.get("conversation_id")) == conv}
+        assert mine <= {r["run_id"] for r in by_conv}

@@ -42,12 +42,18 @@ def _final_text(run: dict[str, Any]) -> str | None:
 
 
 def check_run(run: dict[str, Any], want: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Compare one run (AgentRun contract dict) with one run of a case's expected.json."""
-    assert run["agent_name"] == expected["agent_name"]
-    if "conversation_id" in expected:
-        assert run["conversation_id"] == expected["conversation_id"]
-    if expected.get("user_id"):
-        assert run["resource_id"] == expected["user_id"]
+    """Compare one run (AgentRun contract dict) with one run of a case's expected.json.
+
+    ``agent_name``, ``conversation_id`` and ``user_id`` are the case's unless the run states its
+    own (a nested agent's name and conversation).
+    """
+    assert run["agent_name"] == want.get("agent_name", expected["agent_name"])
+    if "conversation_id" in want or "conversation_id" in expected:
+        assert run["conversation_id"] == want.get("conversation_id", expected.get("conversation_id"))
+    if want.get("user_id", expected.get("user_id")):
+        assert run["resource_id"] == want.get("user_id", expected.get("user_id"))
+    if "content_source" in want:
+        assert run["attributes"].get("tracescorer.content_source") == want["content_source"]
     assert [(m["role"], m["content"]) for m in run["input_messages"]] == [
         (m["role"], m["content"]) for m in want["input_messages"]
     ]
@@ -70,6 +76,18 @@ def check_run(run: dict[str, Any], want: dict[str, Any], expected: dict[str, Any
         assert run["attributes"]["tracescorer.llm_calls"] == want["llm_calls"]
     assert "tracescorer.content_captured" not in run["attributes"]
 
+
+
+def check_parents(runs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
+    """Nested runs link to their parent run: ``parent_run`` is the parent's index in ``runs``;
+    a run without one is not nested in another run of the case."""
+    span_ids = {r["span_id"] for r in runs}
+    for run, want in zip(runs, expected["runs"]):
+        parent = want.get("parent_run")
+        if parent is None:
+            assert run["parent_span_id"] not in span_ids, f"run {run['agent_name']} is nested"
+        else:
+            assert run["parent_span_id"] == runs[parent]["span_id"]
 
 
 CONTRACT_KEYS = [

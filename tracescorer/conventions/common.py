@@ -1,404 +1,58 @@
-"""Shared parsing helpers for every convention adapter.
-
-Frameworks encode the same chat message in a handful of shapes; this module turns all of them
-into :class:`~tracescorer.model.Message` so adapters only decide *where* to read, not *how*:
-
-- OTel GenAI: ``{role, parts: [{type: text|tool_call|tool_call_response|reasoning|blob|uri|file,
-  ...}], name?, finish_reason?}``
-- OpenAI chat: ``{role, content: str | [{type: text, text}], tool_calls: [{id, function: {name,
-  arguments}}], tool_call_id}``
-- Vercel AI SDK model messages: ``{role, content: str | [{type: text|tool-call|tool-result|
-  reasoning|image|file, ...}]}``
-- Mastra stored messages (format 2): ``{role, content: {format: 2, parts: [...], content: str}}``
-- Flat pairs such as ``{role, content}`` from numbered keys.
-
-Values arrive as JSON strings or as structured values; :func:`loads_maybe` accepts both.
-Nothing here invents content: an unknown shape yields no message rather than a guess.
+"""Shared helpers for every convention adapter: what a message says, splitting a conversation,
+token usage; and (re-exported) the values and messages parsing of :mod:`.values` and
+:mod:`.messages`, so adapters import one module.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tracescorer.conventions.messages import (
+    ASSISTANT,
+    SYSTEM,
+    TOOL,
+    USER,
+    blob_output,
+    make_message,
+    new_message,
+    norm_role,
+    output_from_text,
+    parse_message,
+    parse_messages,
+    parse_openai_tool_call,
+    parse_part,
+    parse_system_instructions,
+    register_part_shapes,
+    register_shapes,
+    text_message,
+    text_of,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    unwrap_result,
+    unwrap_tool_output,
+)
+from tracescorer.conventions.values import (
+    as_str,
+    first_num,
+    first_str,
+    indexed,
+    loads_maybe,
+    parse_arguments,
+    parse_result,
+)
 from tracescorer.model import Message, Part
 
-USER, ASSISTANT, SYSTEM, TOOL = "user", "assistant", "system", "tool"
-_ROLE_ALIASES = {
-    "human": USER,
-    "customer": USER,
-    "developer": SYSTEM,
-    "instruction": SYSTEM,
-    "instructions": SYSTEM,
-    "ai": ASSISTANT,
-    "model": ASSISTANT,
-    "bot": ASSISTANT,
-    "function": TOOL,
-    "tool_result": TOOL,
-}
-
-
-# --- values -----------------------------------------------------------------------------------
-
-
-def loads_maybe(value: Any) -> Any:
-    """A JSON string parsed, anything else returned as is (bytes decoded as UTF-8 first).
-
-    Strings that are not JSON come back unchanged, so callers can treat "JSON string or
-    structured value or plain text" uniformly.
-    """
-    if isinstance(value, bytes):
-        try:
-            value = value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("null", "true", "false"):
-            try:
-                return json.loads(text)
-            except ValueError:
-                return value
-    return value
-
-
-def parse_arguments(value: Any) -> Any:
-    """Tool arguments as an object where they parse as JSON (strings are often JSON-encoded).
-
-    None when nothing was recorded (content capture off, or an empty string): unknown
-    arguments, never ``{}``, which would claim the call had none.
-    """
-    if value is None or (isinstance(value, (str, bytes)) and not value.strip()):
-        return None
-    parsed = loads_maybe(value)
-    # Some emitters double-encode: '"{\"city\": \"Paris\"}"'.
-    if isinstance(parsed, str) and parsed is not value:
-        parsed = loads_maybe(parsed)
-    return parsed
-
-
-def parse_result(value: Any) -> Any:
-    """A tool result: JSON objects/arrays parsed, plain strings kept as text."""
-    parsed = loads_maybe(value)
-    return parsed
-
-
-def as_str(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float, bool)):
-        return str(value)
-    return None
-
-
-def first_str(attrs: Mapping[str, Any], *keys: str) -> str | None:
-    """The first non-empty string value among ``keys``."""
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-    return None
-
-
-def first_num(attrs: Mapping[str, Any], *keys: str) -> int | float | None:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, (int, float)):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                continue
-    return None
-
-
-_INDEXED = re.compile(r"^(\d+)\.(.+)$")
-
-
-def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """Flattened ``prefix.N.rest`` keys grouped by N (ascending, gaps allowed) into dicts.
-
-    ``indexed(a, "gen_ai.prompt")`` on ``gen_ai.prompt.0.role`` / ``gen_ai.prompt.2.content``
-    gives ``[{"role": ...}, {"content": ...}]``: gaps in the numbering are tolerated.
-    """
-    dot = prefix + "."
-    groups: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if not key.startswith(dot):
-            continue
-        m = _INDEXED.match(key[len(dot) :])
-        if m:
-            groups.setdefault(int(m.group(1)), {})[m.group(2)] = value
-    return [groups[i] for i in sorted(groups)]
-
-
-# --- roles and text ---------------------------------------------------------------------------
-
-
-def norm_role(role: Any) -> str:
-    r = str(role or "").strip().lower()
-    return _ROLE_ALIASES.get(r, r or USER)
-
-
-def text_of(parts: Iterable[Part]) -> str:
-    """The plain-text content of a message: its text parts joined by newlines."""
-    return "\n".join(p.content for p in parts if p.type == "text" and p.content)
-
-
-def make_message(
-    role: str, parts: Sequence[Part], *, name: str | None = None, finish_reason: str | None = None
-) -> Message:
-    return Message(
-        role=norm_role(role),
-        content=text_of(parts),
-        parts=tuple(parts),
-        name=name,
-        finish_reason=finish_reason,
-    )
-
-
-def text_message(role: str, text: str) -> Message:
-    return make_message(role, [Part(type="text", content=text)])
-
-
-# --- parts ------------------------------------------------------------------------------------
-
-_TEXT_TYPES = {"text", "input_text", "output_text"}
-_KNOWN_PART_KEYS = {"type", "content", "text", "id", "name", "arguments", "response", "result"}
-
-
-def _content_str(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def parse_part(raw: Any) -> Part | None:
-    """One message part in any of the supported shapes, or None when it carries nothing."""
-    if isinstance(raw, str):
-        return Part(type="text", content=raw)
-    if not isinstance(raw, Mapping):
-        return None
-    ptype = str(raw.get("type") or "").lower()
-    if not ptype:
-        if "text" in raw or "content" in raw:
-            ptype = "text"
-        elif "toolInvocation" in raw:
-            ptype = "tool-invocation"
-        else:
-            return None
-    if ptype in _TEXT_TYPES:
-        text = raw.get("content", raw.get("text"))
-        # A text part without its text (content capture off: pydantic-ai ``{"type": "text"}``)
-        # is kept as structure: it still shows a turn was there. It carries no content.
-        return Part(type="text", content=_content_str(text))
-    if ptype in ("reasoning", "thinking"):
-        text = _content_str(raw.get("content", raw.get("text", raw.get("thinking"))))
-        return Part(type="reasoning", content=text)
-    if ptype in ("tool_call", "tool-call", "function_call", "tool_use"):
-        return Part(
-            type="tool_call",
-            id=as_str(raw.get("id", raw.get("toolCallId", raw.get("call_id")))),
-            name=as_str(raw.get("name", raw.get("toolName"))),
-            arguments=parse_arguments(
-                raw.get("arguments", raw.get("input", raw.get("args")))
-            ),
-        )
-    if ptype in ("tool_call_response", "tool-result", "tool_result", "function_call_output"):
-        if "response" in raw:
-            resp = raw.get("response")
-        elif "result" in raw:
-            resp = raw.get("result")
-        elif "output" in raw:
-            resp = _unwrap_aisdk_output(raw.get("output"))
-        else:
-            resp = raw.get("content")
-        extra: dict[str, Any] = {}
-        out = raw.get("output")
-        if isinstance(out, Mapping) and str(out.get("type", "")).startswith("error"):
-            extra["is_error"] = True  # AI SDK error-text / error-json results
-        name = as_str(raw.get("name", raw.get("toolName")))
-        return Part(
-            type="tool_call_response",
-            id=as_str(raw.get("id", raw.get("toolCallId", raw.get("tool_use_id", raw.get("call_id"))))),
-            name=name,
-            response=parse_result(resp),
-            extra=extra,
-        )
-    if ptype == "tool-invocation":  # Mastra/AI SDK UI message part
-        inv = raw.get("toolInvocation") or {}
-        if not isinstance(inv, Mapping):
-            return None
-        return Part(
-            type="tool_call",
-            id=as_str(inv.get("toolCallId")),
-            name=as_str(inv.get("toolName")),
-            arguments=parse_arguments(inv.get("args", inv.get("input"))),
-            response=parse_result(inv.get("result")) if "result" in inv else None,
-        )
-    if ptype.startswith("tool-") and "toolCallId" in raw:  # AI SDK 5 UI part "tool-<name>"
-        return Part(
-            type="tool_call",
-            id=as_str(raw.get("toolCallId")),
-            name=ptype[len("tool-") :],
-            arguments=parse_arguments(raw.get("input", raw.get("args"))),
-            response=parse_result(raw.get("output")) if "output" in raw else None,
-        )
-    if ptype in ("step-start", "source", "source-url", "source-document"):
-        return None
-    # blob / uri / file / image / server_tool_call / unknown: keep what it carried, no guessing.
-    norm = {"image": "blob", "image_url": "uri", "input_image": "uri"}.get(ptype, ptype)
-    extra = {k: v for k, v in raw.items() if k not in _KNOWN_PART_KEYS}
-    content = raw.get("content")
-    return Part(
-        type=norm,
-        content=content if isinstance(content, str) else None,
-        id=as_str(raw.get("id")),
-        name=as_str(raw.get("name")),
-        extra=extra,
-    )
-
-
-def _unwrap_aisdk_output(output: Any) -> Any:
-    """AI SDK 5+ tool-result output ``{type: json|text|error-text|..., value}``."""
-    if isinstance(output, Mapping) and "type" in output and "value" in output:
-        return output["value"]
-    return output
-
-
-# --- messages ---------------------------------------------------------------------------------
-
-
-def parse_message(raw: Any) -> Message | None:
-    """One chat message in any supported shape, or None."""
-    if not isinstance(raw, Mapping):
-        return None
-    role = raw.get("role", raw.get("type"))  # LangChain-style dicts use "type"
-    if role is None:
-        return None
-    role = norm_role(role)
-    parts: list[Part] = []
-    name = as_str(raw.get("name"))
-    finish = as_str(raw.get("finish_reason"))
-
-    if isinstance(raw.get("parts"), list):  # GenAI
-        parts.extend(p for p in map(parse_part, raw["parts"]) if p is not None)
-    else:
-        content = raw.get("content")
-        if isinstance(content, Mapping) and isinstance(content.get("parts"), list):  # Mastra v2
-            parts.extend(p for p in map(parse_part, content["parts"]) if p is not None)
-            if not parts and isinstance(content.get("content"), str):
-                parts.append(Part(type="text", content=content["content"]))
-            for inv in content.get("toolInvocations") or ():
-                part = parse_part({"type": "tool-invocation", "toolInvocation": inv})
-                if part is not None and not any(p.id == part.id for p in parts):
-                    parts.append(part)
-        elif isinstance(content, str):
-            if content:
-                parts.append(Part(type="text", content=content))
-        elif isinstance(content, list):
-            parts.extend(p for p in map(parse_part, content) if p is not None)
-        elif isinstance(content, Mapping):
-            part = parse_part(content)
-            if part is not None:
-                parts.append(part)
-        # OpenAI chat: tool calls and tool results beside the content.
-        for tc in raw.get("tool_calls") or ():
-            part = parse_openai_tool_call(tc)
-            if part is not None:
-                parts.append(part)
-        fc = raw.get("function_call")
-        if isinstance(fc, Mapping):
-            parts.append(
-                Part(type="tool_call", name=as_str(fc.get("name")),
-                     arguments=parse_arguments(fc.get("arguments")))
-            )
-        call_id = raw.get("tool_call_id", raw.get("id") if role == TOOL else None)
-        if role == TOOL and not any(p.type == "tool_call_response" for p in parts):
-            text = text_of(parts) if parts else _content_str(content)
-            parts = [
-                Part(
-                    type="tool_call_response",
-                    id=as_str(call_id),
-                    name=name,
-                    response=parse_result(text) if text is not None else None,
-                )
-            ]
-    if role == TOOL:
-        # A tool message's text is its result; keep content empty so it never reads as prose.
-        return Message(role=TOOL, content="", parts=tuple(parts), name=name, finish_reason=finish)
-    return make_message(role, parts, name=name, finish_reason=finish)
-
-
-def parse_openai_tool_call(tc: Any) -> Part | None:
-    if not isinstance(tc, Mapping):
-        return None
-    fn_value = tc.get("function")
-    fn: Mapping[str, Any] = fn_value if isinstance(fn_value, Mapping) else {}
-    name = fn.get("name", tc.get("name", tc.get("toolName")))
-    if name is None:
-        return None
-    return Part(
-        type="tool_call",
-        id=as_str(tc.get("id", tc.get("toolCallId"))),
-        name=as_str(name),
-        arguments=parse_arguments(
-            fn.get("arguments", tc.get("arguments", tc.get("args", tc.get("input"))))
-        ),
-    )
-
-
-def parse_messages(value: Any) -> list[Message]:
-    """A message list from a JSON string or structured value.
-
-    Accepts a bare list, ``{"messages": [...]}`` (request bodies, Mastra/AI SDK prompts) and
-    ``{"body": {"messages": [...]}}``. Anything else gives an empty list.
-    """
-    data = loads_maybe(value)
-    if isinstance(data, Mapping):
-        if isinstance(data.get("body"), Mapping):
-            data = data["body"]
-        if isinstance(data.get("messages"), list):
-            data = data["messages"]
-        elif "role" in data:
-            data = [data]
-    if not isinstance(data, list):
-        return []
-    out = []
-    for raw in data:
-        msg = parse_message(raw)
-        if msg is not None and (msg.parts or msg.content):
-            out.append(msg)
-    return out
-
-
-def parse_system_instructions(value: Any) -> list[Message]:
-    """``gen_ai.system_instructions``: a parts list (JSON or structured) or a plain string."""
-    data = loads_maybe(value)
-    if data is None or data == "":
-        return []
-    if isinstance(data, str):
-        return [text_message(SYSTEM, data)]
-    if isinstance(data, Mapping):
-        data = [data]
-    if not isinstance(data, list):
-        return []
-    # Some emitters write whole messages instead of parts.
-    if data and all(isinstance(d, Mapping) and "role" in d for d in data):
-        return [m for m in parse_messages(data)]
-    parts = [p for p in map(parse_part, data) if p is not None]
-    return [make_message(SYSTEM, parts)] if parts else []
+__all__ = [
+    "ASSISTANT", "SYSTEM", "TOOL", "USER", "any_content", "as_str", "blob_output", "dedupe", "first_num",
+    "first_str", "genai_usage", "has_content", "indexed", "is_genuine_user", "key_of", "last_user_block",
+    "loads_maybe", "make_message", "new_message", "norm_role", "output_from_text", "parse_arguments",
+    "parse_message", "parse_messages", "parse_openai_tool_call", "parse_part", "parse_result",
+    "parse_system_instructions", "part_has_content", "register_part_shapes", "register_shapes",
+    "split_history", "split_system", "text_message", "text_of", "text_part", "tool_call_part",
+    "tool_response_part", "unwrap_result", "unwrap_tool_output", "usage_from",
+]
 
 
 # --- message predicates -----------------------------------------------------------------------
@@ -448,12 +102,21 @@ def has_content(msg: Message) -> bool:
     A message that only shows structure — roles, parts without text, tool call ids and names —
     is what content capture off leaves behind; it is not a message of the run.
     """
-    return bool(msg.content) or any(part_has_content(p) for p in msg.parts)
+    if msg.content:
+        return True
+    for p in msg.parts:
+        if part_has_content(p):
+            return True
+    return False
 
 
 def any_content(*groups: Iterable[Message]) -> bool:
     """Whether any message of ``groups`` carries content."""
-    return any(has_content(m) for g in groups for m in g)
+    for g in groups:
+        for m in g:
+            if m.content or has_content(m):
+                return True
+    return False
 
 
 def key_of(msg: Message) -> tuple[str, str]:
@@ -510,49 +173,23 @@ def split_history(
     return list(given[:start]), list(given[start:end]), list(given[end:])
 
 
+def _parts_key(parts: Sequence[Part]) -> Any:
+    if all(p.type == "text" and not p.extra and p.id is None for p in parts):
+        return tuple([p.content for p in parts])  # plain text: its texts say it all
+    return repr([p.to_dict() for p in parts])
+
+
 def dedupe(messages: Iterable[Message]) -> list[Message]:
     """Drop exact repeats (same role, text and parts), keeping the first."""
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, Any]] = set()
     out = []
     for m in messages:
-        k = (m.role, m.content, repr([p.to_dict() for p in m.parts]))
+        k = (m.role, m.content, _parts_key(m.parts))
         if k not in seen:
             seen.add(k)
             out.append(m)
     return out
 
-
-def output_from_text(text: Any) -> list[Message]:
-    """An assistant message from an agent-level output value (text, or ``{text: ...}`` JSON)."""
-    data = loads_maybe(text)
-    if isinstance(data, Mapping):
-        for key in ("text", "content", "output", "result", "response"):
-            if isinstance(data.get(key), str):
-                data = data[key]
-                break
-        else:
-            msgs = parse_messages(data)
-            return [m for m in msgs if m.role == ASSISTANT]
-    if isinstance(data, list):
-        return [m for m in parse_messages(data) if m.role == ASSISTANT]
-    if isinstance(data, str) and data:
-        return [text_message(ASSISTANT, data)]
-    return []
-
-
-def blob_output(value: Any) -> list[Message]:
-    """A ``gen_ai.completion`` JSON blob: messages, or ``{text, toolCalls}`` objects."""
-    data = loads_maybe(value)
-    msgs = [m for m in parse_messages(data) if m.role == ASSISTANT]
-    if msgs:
-        return msgs
-    if isinstance(data, Mapping) and ("toolCalls" in data or "tool_calls" in data):
-        msg = parse_message(
-            {"role": ASSISTANT, "content": data.get("text") or "",
-             "tool_calls": data.get("toolCalls", data.get("tool_calls"))}
-        )
-        return [msg] if msg is not None and (msg.parts or msg.content) else []
-    return output_from_text(data)
 
 
 # --- usage ------------------------------------------------------------------------------------
@@ -562,26 +199,35 @@ def usage_from(attrs: Mapping[str, Any], names: Mapping[str, Sequence[str]]) -> 
     """Token counts under our names, each read from the first present of its source keys."""
     out: dict[str, int | float] = {}
     for ours, keys in names.items():
-        value = first_num(attrs, *keys)
-        if value is not None:
-            out[ours] = value
+        for key in keys:
+            value = attrs.get(key)
+            if value is None:
+                continue
+            if type(value) is int or type(value) is float:
+                out[ours] = value
+                break
+            value = first_num(attrs, *keys)
+            if value is not None:
+                out[ours] = value
+            break
     return out or None
+
+
+_GENAI_USAGE: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
 def genai_usage(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int | float] | None:
     """GenAI usage attributes, current and older names (``prompt_tokens``/``completion_tokens``)."""
-    return usage_from(
-        attrs,
-        {
+    names = _GENAI_USAGE.get(prefix)
+    if names is None:
+        names = _GENAI_USAGE[prefix] = {
             "input_tokens": (prefix + "input_tokens", prefix + "prompt_tokens"),
             "output_tokens": (prefix + "output_tokens", prefix + "completion_tokens"),
             "total_tokens": (prefix + "total_tokens", "llm.usage.total_tokens"),
-            "cache_read_input_tokens": (
-                prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens",
-            ),
+            "cache_read_input_tokens": (prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens"),
             "cache_creation_input_tokens": (
                 prefix + "cache_creation.input_tokens", prefix + "cache_creation_input_tokens",
             ),
             "reasoning_tokens": (prefix + "reasoning.output_tokens", prefix + "reasoning_tokens"),
-        },
-    )
+        }
+    return usage_from(attrs, names)

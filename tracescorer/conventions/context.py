@@ -38,10 +38,17 @@ RESOURCE_KEYS: tuple[str, ...] = (
 )
 
 
+CONVERSATION_KEY_SET = frozenset(CONVERSATION_KEYS)
+RESOURCE_KEY_SET = frozenset(RESOURCE_KEYS)
+
+
 def _lookup(spans: Iterable[Span], keys: Sequence[str]) -> str | None:
     for span in spans:
+        attrs = span.attributes
         for key in keys:
-            value = span.attributes.get(key)
+            value = attrs.get(key)
+            if value is None:
+                continue
             if isinstance(value, str) and value:
                 return value
             if isinstance(value, int) and not isinstance(value, bool):
@@ -55,13 +62,19 @@ def find_id(
     own: Iterable[Span],
     keys: Sequence[str],
     extra_keys: Sequence[str] = (),
+    present: frozenset[str] | None = None,
 ) -> str | None:
     """The first id found on the agent span, then its ancestors, then its own subtree.
 
     Configured ``extra_keys`` are tried before the built-in keys on each span: a deployment
-    that names its own key means it.
+    that names its own key means it. ``present`` (the trace's attribute keys) narrows the
+    search to the keys the trace has.
     """
     ordered = (*extra_keys, *keys)
+    if present is not None:
+        ordered = tuple(k for k in ordered if k in present)
+        if not ordered:
+            return None
     found = _lookup([agent], ordered)
     if found:
         return found

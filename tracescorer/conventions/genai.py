@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
@@ -32,7 +40,6 @@ from tracescorer.conventions.common import (
     parse_result,
     parse_system_instructions,
 )
-from tracescorer.conventions.runs import BuilderAdapter
 from tracescorer.model import Message, Span
 
 NAME = "genai"
@@ -157,6 +164,8 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     has_attrs = INPUT_KEY in attrs or OUTPUT_KEY in attrs
     if op in NON_LLM_OPERATIONS:
         return None
+    if op and op not in LLM_OPERATIONS and not has_attrs:
+        return None  # another operation (a framework's loop or task span) repeating the events
     if op not in LLM_OPERATIONS and not has_attrs:
         has_events = any(ev.name in EVENT_NAMES for ev in span.events) or any(
             r.name in EVENT_NAMES for r in trace.logs_for(span)
@@ -220,26 +229,17 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-# --- adapter ----------------------------------------------------------------------------------
+# --- record -----------------------------------------------------------------------------------
 
 
-def _has_genai_events(trace: TraceView) -> bool:
-    if any(ev.name in EVENT_NAMES for s in trace.spans for ev in s.events):
-        return True
-    return any(r.name in EVENT_NAMES for recs in trace.logs_by_span.values() for r in recs)
+def detect(facts: TraceFacts) -> float:
+    if INPUT_KEY in facts.keys or OUTPUT_KEY in facts.keys or facts.event_names & EVENT_NAMES:
+        return 0.5
+    if facts.operations & LLM_OPERATIONS or "invoke_agent" in facts.operations or any(
+        n.startswith("invoke_agent") for n in facts.span_names
+    ):
+        return 0.4
+    return 0.2 if "gen_ai" in facts.namespaces else 0.0
 
 
-class GenAIAdapter(BuilderAdapter):
-    """Current and event-based OpenTelemetry GenAI conventions (the catch-all GenAI reader)."""
-
-    name = NAME
-    agent_reader = staticmethod(read_agent)
-
-    def detect(self, trace: TraceView) -> float:
-        if trace.has_key(INPUT_KEY) or trace.has_key(OUTPUT_KEY) or _has_genai_events(trace):
-            return 0.5
-        if any(operation(s) in LLM_OPERATIONS or is_agent_span(s) for s in trace.spans):
-            return 0.4
-        if trace.has_prefix("gen_ai."):
-            return 0.2
-        return 0.0
+CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool)

@@ -17,11 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     USER,
     any_content,
+    as_str,
     blob_output,
     first_str,
     genai_usage,
@@ -33,8 +42,7 @@ from tracescorer.conventions.common import (
     parse_system_instructions,
     text_message,
 )
-from tracescorer.conventions.runs import BuilderAdapter
-from tracescorer.model import Message, Span
+from tracescorer.model import Message, Part, Span
 
 NAME = "mastra"
 TYPE = "mastra.span.type"
@@ -137,11 +145,30 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-class MastraAdapter(BuilderAdapter):
-    """Mastra 1.x and 0.x spans (``mastra.span.type``)."""
+def _tool_invocation(raw: Mapping[str, Any]) -> Part | None:
+    """Mastra / AI SDK 4 UI message part ``{type: tool-invocation, toolInvocation: {...}}``."""
+    inv = raw.get("toolInvocation") or {}
+    if not isinstance(inv, Mapping):
+        return None
+    return Part(
+        type="tool_call",
+        id=as_str(inv.get("toolCallId")),
+        name=as_str(inv.get("toolName")),
+        arguments=parse_arguments(inv.get("args", inv.get("input"))),
+        response=parse_result(inv.get("result")) if "result" in inv else None,
+    )
 
-    name = NAME
-    agent_reader = staticmethod(read_agent)
 
-    def detect(self, trace: TraceView) -> float:
-        return 0.9 if trace.has_key(TYPE) else 0.0
+def detect(facts: TraceFacts) -> float:
+    return 0.9 if TYPE in facts.keys else 0.0
+
+
+CONVENTION = Convention(
+    name=NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    parts={"tool-invocation": _tool_invocation},
+    keyed_parts={"toolInvocation": _tool_invocation},
+)

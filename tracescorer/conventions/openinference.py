@@ -6,9 +6,10 @@ Model calls: spans with ``openinference.span.kind`` = LLM and flattened messages
 ``...message.tool_calls.{k}.tool_call.id|function.name|function.arguments`` (same under
 ``llm.output_messages``; indices may have gaps); without them, an OpenAI-style request/response
 in ``input.value`` / ``output.value``. ``llm.model_name``, ``llm.token_count.*``.
-Agents: AGENT spans at the top of their subtree (or named differently from the enclosing agent,
-so graph nodes that are also marked AGENT do not split a run); the name is ``agent.name`` or the
-span name. ``input.value`` counts as the new input only when it is plain text or messages
+Agents: AGENT spans; the name is ``agent.name`` or the span name. An AGENT span without
+``agent.name`` may be a wrapper (the OpenAI Agents SDK's workflow span), a LangGraph node marked
+AGENT (``metadata.langgraph_node`` = its name) is a node of its graph: :mod:`.nesting` decides.
+Without AGENT spans the run's top CHAIN span names the agent (LangGraph's graph name). ``input.value`` counts as the new input only when it is plain text or messages
 (decorators record Python call arguments as JSON, which is not a message).
 Tools: TOOL spans, ``tool.name``, ``input.value`` (arguments), ``output.value`` (result).
 Conversation: ``session.id``; user: ``user.id``.
@@ -19,10 +20,19 @@ text or tool arguments; masked message texts keep the message's structure withou
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     USER,
@@ -36,9 +46,9 @@ from tracescorer.conventions.common import (
     parse_messages,
     parse_result,
     text_message,
+    unwrap_tool_output,
     usage_from,
 )
-from tracescorer.conventions.runs import BuilderAdapter
 from tracescorer.model import Message, Span
 
 NAME = "openinference"
@@ -149,12 +159,14 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     if kind(span) != "TOOL":
         return None
     attrs = span.attributes
+    # Frameworks' tool outputs (a LangChain ToolMessage, ...) name the call they answer.
+    result, call_id = unwrap_tool_output(parse_result(_value(attrs, "output.value")))
     return ToolExec(
         span=span,
         name=first_str(attrs, "tool.name") or span.name,
-        id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id"),
+        id=first_str(attrs, "tool_call.id", "tool.call_id", "gen_ai.tool.call.id") or call_id,
         arguments=parse_arguments(_value(attrs, "input.value")),
-        result=parse_result(_value(attrs, "output.value")),
+        result=result,
         error=span_error(span),
     )
 
@@ -173,13 +185,17 @@ def _is_text(attrs: Mapping[str, Any], key: str) -> bool:
     return mime is None and loads_maybe(value) is value
 
 
-def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
-    if kind(span) != "AGENT":
-        return None
-    name = _agent_name(span)
-    enclosing = next((a for a in trace.ancestors(span) if kind(a) == "AGENT"), None)
-    if enclosing is not None and _agent_name(enclosing) == name:
-        return None  # a step of the same agent, not a nested agent
+def _graph_node(span: Span) -> bool:
+    """A LangGraph node (``metadata.langgraph_node`` is the span's own name): part of its graph."""
+    attrs = span.attributes
+    meta = attrs.get("metadata")
+    if not isinstance(meta, str) or "langgraph_node" not in meta:
+        return False
+    data = loads_maybe(meta)
+    return isinstance(data, Mapping) and data.get("langgraph_node") == span.name
+
+
+def _agent_info(span: Span, name: str | None) -> AgentInfo:
     attrs = span.attributes
     new_input: list[Message] = []
     given: list[Message] = []
@@ -204,11 +220,36 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-class OpenInferenceAdapter(BuilderAdapter):
-    """OpenInference span kinds and flattened message attributes."""
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
+    if kind(span) != "AGENT":
+        return None
+    info = _agent_info(span, _agent_name(span))
+    # Without agent.name the span may only wrap the agent (a workflow span); a graph node
+    # marked AGENT is a step of its graph. The nesting rules decide (see .nesting).
+    info.wrapper = first_str(span.attributes, "agent.name", "gen_ai.agent.name") is None
+    info.graph_node = _graph_node(span)
+    return info
 
-    name = NAME
-    agent_reader = staticmethod(read_agent)
 
-    def detect(self, trace: TraceView) -> float:
-        return 0.8 if trace.has_key(KIND) else 0.0
+#: Span names of auto-instrumented methods (``FunctionAgent.run``, ``Pipeline.run``): not names.
+_METHOD_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]*\.[a-z_][A-Za-z0-9_]*$")
+
+
+def read_root(span: Span, trace: TraceView) -> AgentInfo | None:
+    """A CHAIN (or AGENT) span that is the run without an agent span above its model calls: the
+    agent is named after it (LangGraph's graph, LangGraph.js ``createReactAgent``), unless its
+    name is only an instrumented method's."""
+    if kind(span) not in ("CHAIN", "AGENT"):
+        return None
+    name = first_str(span.attributes, "agent.name", "gen_ai.agent.name") or (
+        None if _METHOD_NAME.match(span.name) else span.name or None
+    )
+    return _agent_info(span, name)
+
+
+def detect(facts: TraceFacts) -> float:
+    return 0.8 if KIND in facts.keys else 0.0
+
+
+CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool,
+                        root_agent=read_root)

@@ -16,7 +16,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     blob_output,
@@ -29,7 +37,6 @@ from tracescorer.conventions.common import (
     parse_messages,
     parse_result,
 )
-from tracescorer.conventions.runs import BuilderAdapter
 from tracescorer.model import Message, Span
 
 NAME = "openllmetry"
@@ -125,31 +132,37 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
 def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     attrs = span.attributes
     kind = attrs.get(KIND)
-    if kind == "workflow":
-        # A workflow is the run only when no agent span sits below it.
-        if any(d.attributes.get(KIND) == "agent" for d in trace.descendants(span)):
-            return None
-    elif kind != "agent":
+    if kind not in ("workflow", "agent"):
         return None
     return AgentInfo(
         span=span,
         name=first_str(attrs, "gen_ai.agent.name", "traceloop.entity.name", "traceloop.workflow.name"),
         conversation_id=first_str(attrs, "gen_ai.conversation.id"),
         output=output_from_text(attrs.get("traceloop.entity.output")),
+        # A workflow is the run only when no agent span sits below it (see .nesting).
+        wrapper=kind == "workflow",
     )
 
 
-class OpenLLMetryAdapter(BuilderAdapter):
-    """OpenLLMetry numbered keys and Traceloop entity spans."""
+#: The first numbered message's keys: every numbered prompt or completion has them.
+_FIRST_NUMBERED = frozenset(f"{p}.0.{f}" for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES)
+                            for f in ("role", "content"))
 
-    name = NAME
-    agent_reader = staticmethod(read_agent)
 
-    def detect(self, trace: TraceView) -> float:
-        if trace.has_key(KIND):
-            return 0.75
-        if any(_has_numbered(s.attributes) for s in trace.spans):
-            return 0.7
-        if trace.has_key("llm.request.type"):
-            return 0.3
-        return 0.0
+def detect(facts: TraceFacts) -> float:
+    if KIND in facts.keys:
+        return 0.75
+    if not _FIRST_NUMBERED.isdisjoint(facts.keys) or (
+        # numbering with gaps (no index 0): look closer, only where such keys can be
+        {"gen_ai", "llm"} & facts.namespaces and "gen_ai.operation.name" not in facts.keys
+        and any(k.startswith(_NUMBERED_STARTS) and _NUMBERED_RE.match(k) for k in facts.keys)
+    ):
+        return 0.7
+    if "llm.request.type" in facts.keys:
+        return 0.3
+    if "gen_ai.prompt" in facts.keys or "gen_ai.completion" in facts.keys:
+        return 0.1  # whole JSON blobs: ours to read, another convention's to label
+    return 0.0
+
+
+CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, TraceView
+from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, TraceFacts, TraceView
 from tracescorer.conventions.common import (
     ASSISTANT,
     first_str,
@@ -26,7 +26,6 @@ from tracescorer.conventions.common import (
     parse_system_instructions,
 )
 from tracescorer.conventions.genai import model_of
-from tracescorer.conventions.runs import BuilderAdapter
 from tracescorer.model import Message, Span
 
 NAME = "pydantic_ai"
@@ -101,13 +100,14 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     )
 
 
-class PydanticAIAdapter(BuilderAdapter):
-    """pydantic-ai agent spans (``pydantic_ai.all_messages``, ``final_result``)."""
+def detect(facts: TraceFacts) -> float:
+    if any(k in facts.keys for k in _MARKERS) or (
+        "gen_ai.aggregated_usage.input_tokens" in facts.keys or "gen_ai.aggregated_usage.output_tokens" in facts.keys
+    ):
+        return 0.9
+    if "events" in facts.keys:
+        return 0.1  # older model spans' event lists
+    return 0.0
 
-    name = NAME
-    agent_reader = staticmethod(read_agent)
 
-    def detect(self, trace: TraceView) -> float:
-        if any(trace.has_key(k) for k in _MARKERS) or trace.has_prefix("gen_ai.aggregated_usage."):
-            return 0.9
-        return 0.0
+CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call)

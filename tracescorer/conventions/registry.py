@@ -1,10 +1,14 @@
-"""Pick the adapter for each trace and extract its runs; never raise.
+"""The list of conventions, and extraction: pick the convention of each trace, build its runs.
 
-:func:`extract_runs` groups the spans by trace, asks every adapter how sure it is that the trace
-follows its convention, and lets the most confident one that produces runs build them. All
-readers from every convention are available to every adapter (mixed traces are common: a
-Traceloop agent above GenAI model spans, pydantic-ai above OpenAI-instrumented calls); the
-chosen adapter decides the agent spans first and labels the runs.
+:data:`CONVENTIONS` holds one :class:`~.base.Convention` record per convention module, in
+reader precedence (framework-specific forms before the generic conventions they extend). The
+convention names (:func:`names`), the message-part shapes and the readers all derive from it.
+
+:func:`extract_runs` groups the spans by trace and, per trace, asks every record how sure it is
+(from the trace's :class:`~.base.TraceFacts`, computed once). The readers of every detected
+convention are available together (traces mix conventions); the most confident convention that
+produces runs labels them and has its agent reader tried first. Nothing raises: a failing
+convention or a trace nobody knows becomes an unmatched reason.
 """
 
 from __future__ import annotations
@@ -13,47 +17,51 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracescorer.conventions import genai, mastra, openinference, openllmetry, pydantic_ai, vercel
-from tracescorer.conventions.base import ConventionAdapter, Readers, TraceView
+from tracescorer.conventions import (
+    adk,
+    genai,
+    haystack,
+    langchain,
+    llamaindex,
+    logfire,
+    mastra,
+    openinference,
+    openllmetry,
+    pydantic_ai,
+    strands,
+    vercel,
+)
+from tracescorer.conventions.base import Convention, TraceView
+from tracescorer.conventions.common import register_shapes
+from tracescorer.conventions.runs import Readers, build_runs
 from tracescorer.model import AgentRun, LogRecord, Span
 
 log = logging.getLogger(__name__)
 
-#: Specific readers before generic ones; each returns None for spans not in its format.
-READERS = Readers(
-    agents=(
-        pydantic_ai.read_agent,
-        mastra.read_agent,
-        vercel.read_agent,
-        openinference.read_agent,
-        openllmetry.read_agent,
-        genai.read_agent,
-    ),
-    llm_calls=(
-        mastra.read_llm_call,
-        vercel.read_llm_call,
-        openinference.read_llm_call,
-        openllmetry.read_llm_call,
-        pydantic_ai.read_llm_call,
-        genai.read_llm_call,
-    ),
-    tools=(
-        mastra.read_tool,
-        vercel.read_tool,
-        openinference.read_tool,
-        openllmetry.read_tool,
-        genai.read_tool,
-    ),
+#: Every convention, framework-specific forms before the generic conventions they extend.
+CONVENTIONS: tuple[Convention, ...] = (
+    pydantic_ai.CONVENTION,
+    mastra.CONVENTION,
+    vercel.CONVENTION,
+    logfire.CONVENTION,
+    haystack.CONVENTION,
+    llamaindex.CONVENTION,
+    openinference.CONVENTION,
+    adk.CONVENTION,
+    strands.CONVENTION,
+    langchain.CONVENTION,
+    openllmetry.CONVENTION,
+    genai.CONVENTION,
 )
 
-ADAPTERS: tuple[ConventionAdapter, ...] = (
-    pydantic_ai.PydanticAIAdapter(),
-    mastra.MastraAdapter(),
-    vercel.VercelAdapter(),
-    openinference.OpenInferenceAdapter(),
-    openllmetry.OpenLLMetryAdapter(),
-    genai.GenAIAdapter(),
-)
+for _c in CONVENTIONS:
+    register_shapes(_c.name, typed=_c.parts, keyed=_c.keyed_parts, messages=_c.message_shapes,
+                    results=_c.result_shapes)
+
+
+def names(conventions: Sequence[Convention] = CONVENTIONS) -> tuple[str, ...]:
+    """The convention labels runs can carry (``AgentRun.convention``), in precedence order."""
+    return tuple(dict.fromkeys(c.run_label for c in conventions))
 
 
 @dataclass(slots=True)
@@ -72,7 +80,7 @@ def extract_runs(
     *,
     conversation_keys: Sequence[str] = (),
     incomplete: bool = False,
-    adapters: Sequence[ConventionAdapter] = ADAPTERS,
+    conventions: Sequence[Convention] = CONVENTIONS,
 ) -> Extraction:
     """Rebuild the agent runs of the given spans (one or more traces) and their log records.
 
@@ -91,14 +99,9 @@ def extract_runs(
 
     result = Extraction()
     for trace_id, trace_spans in by_trace.items():
-        view = TraceView(
-            trace_spans,
-            logs_by_trace.get(trace_id, ()),
-            readers=READERS,
-            conversation_keys=conversation_keys,
-            incomplete=incomplete,
-        )
-        runs, reason = _extract_trace(view, adapters)
+        view = TraceView(trace_spans, logs_by_trace.get(trace_id, ()),
+                         conversation_keys=conversation_keys, incomplete=incomplete)
+        runs, reason = _extract_trace(view, conventions)
         result.runs.extend(runs)
         if reason is not None:
             result.unmatched[trace_id] = reason
@@ -110,28 +113,70 @@ def extract_runs(
     return result
 
 
-def _extract_trace(view: TraceView, adapters: Sequence[ConventionAdapter]) -> tuple[list[AgentRun], str | None]:
-    scored = []
-    for adapter in adapters:
+#: Keys that carry messages: a create_agent trace with one of them may still be a run.
+_CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+
+_READERS: dict[tuple[tuple[int, ...], int], tuple[Readers, tuple[Convention, ...]]] = {}
+
+
+def _readers(present: Sequence[Convention], primary: Convention) -> Readers:
+    """The readers of the detected conventions, ``primary``'s agent reader first (memoised:
+    few combinations of conventions occur)."""
+    key = (tuple(map(id, present)), id(primary))
+    found = _READERS.get(key)
+    if found is None:
+        if len(_READERS) > 256:
+            _READERS.clear()
+        # The records are kept with the entry, so their ids cannot be reused while it lives.
+        found = _READERS[key] = (_build_readers(present, primary), (*present, primary))
+    return found[0]
+
+
+def _build_readers(present: Sequence[Convention], primary: Convention) -> Readers:
+    agents = [c.agent for c in present if c.agent is not None and c is not primary]
+    if primary.agent is not None:
+        agents.insert(0, primary.agent)
+    roots = [c.root_agent for c in present if c.root_agent is not None and c is not primary]
+    if primary.root_agent is not None:
+        roots.insert(0, primary.root_agent)
+    return Readers(
+        agents=tuple(agents),
+        llm_calls=tuple(c.llm_call for c in present if c.llm_call is not None),
+        tools=tuple(c.tool for c in present if c.tool is not None),
+        roots=tuple(roots),
+    )
+
+
+def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[list[AgentRun], str | None]:
+    scored: list[tuple[float, int, Convention]] = []
+    for i, conv in enumerate(conventions):
         try:
-            score = float(adapter.detect(view))
-        except Exception:  # noqa: BLE001 - one adapter's bug must not hide the trace from the others
-            log.exception("convention %s failed to detect trace %s", adapter.name, view.trace_id)
+            score = float(conv.detect(view.facts))
+        except Exception:  # noqa: BLE001 - one convention's bug must not hide the trace from the others
+            log.exception("convention %s failed to detect trace %s", conv.name, view.trace_id)
             continue
         if score > 0:
-            scored.append((score, adapter))
+            scored.append((score, i, conv))
     if not scored:
         return [], f"no known agent/GenAI convention in {len(view.spans)} span(s)"
-    scored.sort(key=lambda t: -t[0])
+    if view.facts.operations == {"create_agent"} and not view.facts.keys & _CONTENT_KEYS:
+        return [], "only create_agent spans: an agent was defined, not run"
+    present = [conv for _, _, conv in sorted(scored, key=lambda t: t[1])]
+    scored.sort(key=lambda t: (-t[0], t[1]))
     failures = []
-    for _, adapter in scored:
+    tried: set[str] = set()
+    for _, _, conv in scored:
+        if conv.run_label in tried:
+            continue  # an extension and its base read the same way: one attempt per label
+        tried.add(conv.run_label)
         try:
-            runs = adapter.extract(view)
+            runs = build_runs(view, conv.run_label, _readers(present, conv))
         except Exception as exc:  # noqa: BLE001 - malformed telemetry becomes a reason, not a crash
-            log.warning("convention %s failed on trace %s: %r", adapter.name, view.trace_id, exc)
-            failures.append(f"{adapter.name} failed: {type(exc).__name__}: {exc}")
+            log.warning("convention %s failed on trace %s: %r", conv.name, view.trace_id, exc)
+            failures.append(f"{conv.run_label} failed: {type(exc).__name__}: {exc}")
+            present = [c for c in present if c is not conv]  # the others may read it without it
             continue
         if runs:
             return runs, None
-        failures.append(f"{adapter.name}: no agent span or model call")
+        failures.append(f"{conv.run_label}: no agent span or model call")
     return [], "; ".join(failures)

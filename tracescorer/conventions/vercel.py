@@ -16,12 +16,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, LlmCall, ToolExec, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.common import (
     ASSISTANT,
     SYSTEM,
     USER,
     any_content,
+    as_str,
     first_str,
     genai_usage,
     loads_maybe,
@@ -31,9 +40,10 @@ from tracescorer.conventions.common import (
     parse_openai_tool_call,
     parse_result,
     text_message,
+    tool_call_part,
+    tool_response_part,
     usage_from,
 )
-from tracescorer.conventions.runs import BuilderAdapter
 from tracescorer.model import Message, Part, Span
 
 NAME = "vercel"
@@ -149,17 +159,62 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     )
 
 
-class VercelAdapter(BuilderAdapter):
-    """Vercel AI SDK ``ai.*`` spans, and the v7 GenAI form with ``ai.settings.context.*``."""
+# --- message parts (AI SDK model and UI messages) ----------------------------------------------
 
-    name = NAME
-    agent_reader = staticmethod(read_agent)
 
-    def detect(self, trace: TraceView) -> float:
-        if any(operation_id(s) in _TOP or operation_id(s).endswith(_MODEL_SUFFIXES) for s in trace.spans):
-            return 0.85
-        if trace.has_prefix("ai.telemetry.") or trace.has_key("ai.toolCall.name"):
-            return 0.8
-        if trace.has_prefix("ai.settings.context."):
-            return 0.6
+def _tool_result(raw: Mapping[str, Any]) -> Part:
+    """``tool-result``: ``output`` is ``{type: json|text|error-text|error-json|..., value}`` (5+)."""
+    if "output" in raw and "result" not in raw:
+        out = raw["output"]
+        value = out["value"] if isinstance(out, Mapping) and "type" in out and "value" in out else out
+        if isinstance(out, Mapping) and str(out.get("type", "")).startswith("error"):
+            return tool_response_part(raw, value, is_error=True)
+        return tool_response_part(raw, value)
+    return tool_response_part(raw, raw.get("result", raw.get("content")))
+
+
+def _ui_tool_part(raw: Mapping[str, Any]) -> Part | None:
+    """AI SDK 5 UI message part ``tool-<name>`` with ``toolCallId``, ``input``, ``output``."""
+    if "toolCallId" not in raw:
+        return None
+    return Part(
+        type="tool_call",
+        id=as_str(raw.get("toolCallId")),
+        name=str(raw.get("type"))[len("tool-"):],
+        arguments=parse_arguments(raw.get("input", raw.get("args"))),
+        response=parse_result(raw.get("output")) if "output" in raw else None,
+    )
+
+
+def _nothing(raw: Mapping[str, Any]) -> None:
+    return None  # step markers and sources carry no message content
+
+
+# --- detection --------------------------------------------------------------------------------
+
+
+def detect(facts: TraceFacts) -> float:
+    if "ai" not in facts.namespaces and not any(n.startswith("ai.") for n in facts.span_names):
         return 0.0
+    if "ai.operationId" in facts.keys or any(
+        n.split(" ", 1)[0] in _TOP or n.split(" ", 1)[0].endswith(_MODEL_SUFFIXES) for n in facts.span_names
+    ):
+        return 0.85
+    if facts.has_prefix("ai.telemetry.") or "ai.toolCall.name" in facts.keys:
+        return 0.8
+    if facts.has_prefix("ai.settings.context."):
+        return 0.6
+    if "ai.prompt.messages" in facts.keys:
+        return 0.5
+    return 0.0
+
+
+CONVENTION = Convention(
+    name=NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    parts={"tool-call": tool_call_part, "tool-result": _tool_result, "tool-*": _ui_tool_part,
+           "step-start": _nothing, "source": _nothing, "source-url": _nothing, "source-document": _nothing},
+)

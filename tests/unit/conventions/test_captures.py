@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.captures import CASES, CONTRACT_KEYS, check_run, load_case
+from support.captures import CASES, CONTRACT_KEYS, check_parents, check_run, load_case
 from tracescorer.conventions import extract_runs
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -23,6 +23,7 @@ def test_capture_gives_expected_runs(case: Path) -> None:
     assert len(extraction.runs) == len(expected["runs"])
     for got, want in zip(extraction.runs, expected["runs"]):
         check_run(got.to_dict(), want, expected)
+    check_parents([r.to_dict() for r in extraction.runs], expected)
     # The jsonl contract: exactly these keys, and re-extraction gives the same run ids.
     again = extract_runs(list(reversed(spans)), logs)
     assert [r.run_id for r in again.runs] == [r.run_id for r in extraction.runs]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracescorer.conventions import ADAPTERS, TraceView, extract_runs, run_id_for
+from tracescorer.conventions import CONVENTIONS, Convention, TraceView, extract_runs, names, run_id_for
 from tracescorer.conventions.common import (
     is_genuine_user,
     parse_arguments,
@@ -18,7 +18,7 @@ from tracescorer.conventions.common import (
     split_history,
     text_message,
 )
-from tracescorer.model import AgentRun, Message, Part, Span
+from tracescorer.model import Message, Part, Span
 
 
 def span(sid: str, trace: str = "1" * 32, parent: str | None = None, name: str = "s", **attrs: Any) -> Span:
@@ -40,22 +40,25 @@ def test_no_convention_gives_a_reason_not_an_exception() -> None:
     assert extract_runs([]).unmatched_reason == "no spans"
 
 
-class Exploding:
-    name = "exploding"
-
-    def detect(self, trace: TraceView) -> float:
-        return 1.0
-
-    def extract(self, trace: TraceView) -> list[AgentRun]:
-        raise KeyError("bad data")
+def _explode(span: Span, trace: TraceView) -> None:
+    raise KeyError("bad data")
 
 
-def test_adapter_exception_becomes_reason_and_next_adapter_is_tried() -> None:
+EXPLODING = Convention(name="exploding", detect=lambda facts: 1.0, agent=_explode)
+
+
+def test_convention_exception_becomes_reason_and_next_convention_is_tried() -> None:
     spans = [chat("0000000000000001")]
-    ex = extract_runs(spans, adapters=(Exploding(), *ADAPTERS))
+    ex = extract_runs(spans, conventions=(EXPLODING, *CONVENTIONS))
     assert len(ex.runs) == 1 and ex.unmatched_reason is None
-    ex = extract_runs(spans, adapters=(Exploding(),))
+    ex = extract_runs(spans, conventions=(EXPLODING,))
     assert ex.runs == [] and ex.unmatched_reason is not None and "exploding failed: KeyError" in ex.unmatched_reason
+
+
+def test_names_derive_from_the_records() -> None:
+    assert names() == tuple(dict.fromkeys(c.run_label for c in CONVENTIONS))
+    assert {"genai", "openinference", "vercel", "mastra", "pydantic_ai", "openllmetry", "logfire"} <= set(names())
+    assert len({c.name for c in CONVENTIONS}) == len(CONVENTIONS)
 
 
 def test_several_traces_extra_conversation_key_and_incomplete_flag() -> None:

@@ -1,0 +1,60 @@
+# venv: logfire
+"""pydantic Logfire instrumenting the OpenAI Agents SDK and the OpenAI client, exported over
+OTLP/HTTP protobuf to our endpoint (send_to_logfire=False, OTEL_EXPORTER_OTLP_ENDPOINT).
+The Agents SDK uses the Chat Completions API of the fake model.
+
+Agent "travel_assistant" (instructions, tools get_weather and local_expert = agent.as_tool of a
+second Agent "local_expert" with its own instructions and get_weather). Each turn runs in
+trace("travel", group_id="conv-logfire-1"); turn 2 gets turn 1's result.to_input_list().
+ turn 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
+        -> "Result from get_weather: Sunny, 22C"
+ turn 2 "Ask the local_expert about Berlin." -> local_expert({"input": "Ask the local_expert about Berlin."})
+        nested run local_expert -> get_weather({"city": "Berlin"}) -> "Cloudy, 15C"
+        -> "Result from get_weather: Cloudy, 15C"
+        -> "Result from local_expert: Result from get_weather: Cloudy, 15C"
+"""
+import asyncio
+import os
+
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = os.environ["OTLP_HTTP_ENDPOINT"]
+os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+
+import logfire  # noqa: E402
+from agents import (Agent, Runner, function_tool, set_default_openai_api,  # noqa: E402
+                    set_default_openai_client, trace)
+from openai import AsyncOpenAI  # noqa: E402
+
+logfire.configure(send_to_logfire=False, service_name=os.environ["CAPTURE_CASE"], console=False)
+client = AsyncOpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key="sk-fake-local")
+logfire.instrument_openai(client)
+logfire.instrument_openai_agents()
+set_default_openai_client(client, use_for_tracing=False)
+set_default_openai_api("chat_completions")
+
+WEATHER = {"Paris": "Sunny, 22C", "Berlin": "Cloudy, 15C"}
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return WEATHER.get(city, "Unknown")
+
+
+expert = Agent(name="local_expert", instructions="You are a local expert who knows the weather everywhere.",
+               model="gpt-4o-mini", tools=[get_weather])
+agent = Agent(name="travel_assistant", instructions="You are a concise travel assistant.", model="gpt-4o-mini",
+              tools=[get_weather, expert.as_tool(tool_name="local_expert", tool_description="Ask the local expert")])
+
+
+async def main() -> None:
+    with trace("travel", group_id="conv-logfire-1"):
+        r1 = await Runner.run(agent, "What is the weather in Paris?")
+    print("turn 1:", r1.final_output)
+    with trace("travel", group_id="conv-logfire-1"):
+        r2 = await Runner.run(agent, r1.to_input_list() + [
+            {"role": "user", "content": "Ask the local_expert about Berlin."}])
+    print("turn 2:", r2.final_output)
+
+
+asyncio.run(main())
+logfire.shutdown()
