@@ -1,10 +1,11 @@
-"""An OTLP trace capture server for tests: what a collector or trace backend would receive.
+"""An OTLP capture server for tests: what a collector or trace backend would receive.
 
 Two real servers on ``127.0.0.1``, port 0, in background threads: OTLP/gRPC
-(``TraceService/Export`` on a sync ``grpc.server``) and OTLP/HTTP (``POST /v1/traces``,
-protobuf, optionally gzip/deflate, on aiohttp with its own event loop). Every request is decoded
-with ``opentelemetry-proto`` and recorded; accepted spans are flattened into
-:class:`CapturedSpan` records with hex ids and plain-Python attribute values. Failures are
+(``TraceService/Export`` and ``LogsService/Export`` on a sync ``grpc.server``) and OTLP/HTTP
+(``POST /v1/traces`` and ``/v1/logs``, protobuf, optionally gzip/deflate, on aiohttp with its
+own event loop). Every request is decoded with ``opentelemetry-proto`` and recorded; accepted
+spans are flattened into :class:`CapturedSpan` records (log records into
+:class:`CapturedLogRecord`) with hex ids and plain-Python attribute values. Failures are
 scripted with :meth:`OtlpCapture.fail_next` (gRPC ``UNAVAILABLE`` / HTTP 503 by default).
 
 Example::
@@ -34,12 +35,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport"]
+__all__ = ["CapturedEvent", "CapturedLink", "CapturedLogRecord", "CapturedSpan", "OtlpCapture", "RecordedExport"]
 
 T = TypeVar("T")
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 _PROTOBUF = "application/x-protobuf"
 
 
@@ -96,13 +102,37 @@ class CapturedSpan:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecordedExport:
-    """One export request as received; ``failed`` when a scripted failure answered it."""
+class CapturedLogRecord:
+    """One received log record, ids as lowercase hex ("" when unset)."""
 
     transport: str
-    request: ExportTraceServiceRequest
+    time_unix_nano: int
+    observed_time_unix_nano: int
+    severity_number: int
+    severity_text: str
+    event_name: str
+    body: Any
+    attributes: dict[str, Any]
+    trace_id: str
+    span_id: str
+    flags: int
+    resource: dict[str, Any]
+    scope_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedExport:
+    """One export request as received; ``failed`` when a scripted failure answered it.
+
+    ``request`` is an ``ExportTraceServiceRequest`` (``signal`` traces) or an
+    ``ExportLogsServiceRequest`` (``signal`` logs).
+    """
+
+    transport: str
+    request: Any
     headers: dict[str, str]
     failed: bool
+    signal: str = "traces"
 
 
 @dataclass(kw_only=True)
@@ -116,6 +146,24 @@ class _Failures:
 class _State:
     exports: list[RecordedExport] = field(default_factory=list)
     spans: list[CapturedSpan] = field(default_factory=list)
+    logs: list[CapturedLogRecord] = field(default_factory=list)
+
+
+def flatten_logs(transport: str, request: ExportLogsServiceRequest) -> list[CapturedLogRecord]:
+    out = []
+    for rl in request.resource_logs:
+        resource = attributes(rl.resource.attributes)
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                out.append(CapturedLogRecord(
+                    transport=transport, time_unix_nano=r.time_unix_nano,
+                    observed_time_unix_nano=r.observed_time_unix_nano, severity_number=r.severity_number,
+                    severity_text=r.severity_text, event_name=r.event_name,
+                    body=any_value(r.body) if r.HasField("body") else None, attributes=attributes(r.attributes),
+                    trace_id=r.trace_id.hex(), span_id=r.span_id.hex(), flags=r.flags, resource=resource,
+                    scope_name=sl.scope.name,
+                ))
+    return out
 
 
 def flatten(transport: str, request: ExportTraceServiceRequest) -> list[CapturedSpan]:
@@ -180,7 +228,13 @@ class OtlpCapture:
             request_deserializer=ExportTraceServiceRequest.FromString,
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),))
+        logs_handler = grpc.unary_unary_rpc_method_handler(
+            self._grpc_export_logs,
+            request_deserializer=ExportLogsServiceRequest.FromString,
+            response_serializer=ExportLogsServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
+                                         grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler})))
         self._grpc_port = server.add_insecure_port(f"{self.host}:0")
         server.start()
         self._grpc = server
@@ -213,6 +267,7 @@ class OtlpCapture:
         try:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/traces", self._http_export)
+            app.router.add_post("/v1/logs", self._http_export)
             runner = web.AppRunner(app, access_log=None)
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, self.host, 0)
@@ -270,19 +325,20 @@ class OtlpCapture:
         with self._cond:
             self._state = _State()
 
-    def _record(
-        self, transport: str, request: ExportTraceServiceRequest, headers: Mapping[str, str]
-    ) -> _Failures | None:
+    def _record(self, transport: str, request: Any, headers: Mapping[str, str]) -> _Failures | None:
         """Record a request; the scripted failure to answer it with, if any."""
+        signal = "logs" if isinstance(request, ExportLogsServiceRequest) else "traces"
         with self._cond:
             script = self._failures
             failed = script.remaining > 0
             if failed:
                 script.remaining -= 1
             self._state.exports.append(
-                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed)
+                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed, signal=signal)
             )
-            if not failed:
+            if not failed and signal == "logs":
+                self._state.logs.extend(flatten_logs(transport, request))
+            elif not failed:
                 self._state.spans.extend(flatten(transport, request))
             self._cond.notify_all()
             return script if failed else None
@@ -293,24 +349,33 @@ class OtlpCapture:
             context.abort(failure.grpc_code, "scripted failure")
         return ExportTraceServiceResponse()
 
+    def _grpc_export_logs(self, request: ExportLogsServiceRequest, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        if (failure := self._record("grpc", request, headers)) is not None:
+            context.abort(failure.grpc_code, "scripted failure")
+        return ExportLogsServiceResponse()
+
     async def _http_export(self, http_request: web.Request) -> web.Response:
         body = await http_request.read()
         encoding = http_request.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
+        # aiohttp may have inflated the body already (auto_decompress)
+        if encoding == "gzip" and body[:2] == b"\x1f\x8b":
             body = gzip.decompress(body)
-        elif encoding == "deflate":
+        elif encoding == "deflate" and body[:1] == b"\x78":
             body = zlib.decompress(body)
         if http_request.content_type != _PROTOBUF:
             return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
-        request = ExportTraceServiceRequest()
+        logs = http_request.path == "/v1/logs"
+        request: Any = ExportLogsServiceRequest() if logs else ExportTraceServiceRequest()
         try:
             request.ParseFromString(body)
         except Exception:  # noqa: BLE001 - any decode error is the client's
-            return web.Response(status=400, text="undecodable ExportTraceServiceRequest")
+            return web.Response(status=400, text=f"undecodable {type(request).__name__}")
         failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()})
         if failure is not None:
             return web.Response(status=failure.http_status, text="scripted failure")
-        return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=_PROTOBUF)
+        response = ExportLogsServiceResponse() if logs else ExportTraceServiceResponse()
+        return web.Response(body=response.SerializeToString(), content_type=_PROTOBUF)
 
     # --- results ---------------------------------------------------------------------------
 
@@ -324,6 +389,17 @@ class OtlpCapture:
         """Every span of every accepted request, in arrival order."""
         with self._cond:
             return list(self._state.spans)
+
+    def log_records(self) -> list[CapturedLogRecord]:
+        """Every log record of every accepted logs request, in arrival order."""
+        with self._cond:
+            return list(self._state.logs)
+
+    async def await_log_records(self, n: int, timeout_s: float = 10.0) -> list[CapturedLogRecord]:
+        def wait() -> list[CapturedLogRecord]:
+            return self._wait(lambda: len(self._state.logs) >= n, timeout_s, f"{n} log records", self.log_records)
+
+        return await asyncio.to_thread(wait)
 
     def wait_for_spans(self, n: int, timeout_s: float = 10.0) -> list[CapturedSpan]:
         """Block until at least ``n`` spans were accepted; raises ``TimeoutError`` otherwise."""
