@@ -156,6 +156,10 @@ class BackendServer:
             self._failures.append(Failure(method=method, path=path, remaining=n, status=status, body=body,
                                           headers=dict(headers or {}), disconnect=disconnect))
 
+    def clear_failures(self) -> None:
+        with self.lock:
+            self._failures.clear()
+
     def _take_failure(self, method: str, path: str) -> Failure | None:
         with self.lock:
             for failure in self._failures:
