@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lock typecheck clean
+.PHONY: demo test bench lock typecheck clean backends-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ bench: $(VENV)/.dev
 	$(PY) bench/assembly.py
 	$(PY) bench/scoring.py
 	$(PY) bench/e2e.py
+
+# Not part of `make test`: installs Phoenix and MLflow under .cache/backends/ and checks the
+# exported scores through their own APIs (see scripts/backends_check.py).
+backends-check: $(VENV)/.dev
+	$(PY) scripts/backends_check.py
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy
