@@ -253,7 +253,7 @@ class _SinkWorker:
                         self._dirty = True
                         return False
                     if read == 0 or (not ignore_backoff and read < self._settings.batch_size):
-                        await self._refresh_next_due()
+                        await self._refresh_next_due(nothing_read=read == 0)
                         return read == 0 or await self._nothing_pending()
                 return False
         except Exception:  # noqa: BLE001 - the loop must survive anything; the rows stay due
@@ -341,12 +341,15 @@ class _SinkWorker:
         except Exception:  # noqa: BLE001 - metrics must not break export
             log.exception("export observer failed")
 
-    async def _refresh_next_due(self) -> None:
+    async def _refresh_next_due(self, *, nothing_read: bool) -> None:
         try:
             due_in = await asyncio.to_thread(self._exporter.store.read,
                                              functools.partial(deliveries.next_due_in, sink=self.id))
         except Exception:  # noqa: BLE001 - only a wake-up hint; the timer covers it
             return
+        if due_in is not None and due_in <= 0 and nothing_read:
+            # due but not readable (another daemon's claim, its score deleted): the timer decides
+            due_in = self._settings.interval_s
         self._next_due = None if due_in is None else time.monotonic() + due_in
 
     async def _nothing_pending(self) -> bool:
