@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 export PYTHON
 
-.PHONY: venv demo test bench lock typecheck clean captures captures-envs
+.PHONY: venv demo test bench lock typecheck clean captures captures-envs backends-check
 
 # scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
 $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
@@ -31,6 +31,11 @@ bench: $(VENV)/.dev
 	$(PY) bench/e2e.py
 	$(PY) bench/cli.py
 	$(PY) bench/sustained.py
+
+# Not part of `make test`: installs Phoenix and MLflow under .cache/backends/ and checks the
+# exported scores through their own APIs (see scripts/backends_check.py).
+backends-check: $(VENV)/.dev
+	$(PY) scripts/backends_check.py
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy

@@ -176,7 +176,7 @@ def main() -> None:
         sys.stderr.write(proc.stderr[-4000:])
         if proc.returncode != 0:
             raise SystemExit(f"client failed with exit code {proc.returncode}")
-        traces = [sanitised_traces(e.raw) for e in otlp.exports if not e.failed]
+        traces = [sanitised_traces(e.raw) for e in otlp.trace_exports]
         logs = [sanitised_logs(e.raw) for e in otlp.log_exports]
         asked = [{"request": r.body.get("messages"), "tools": [t.get("function", {}).get("name")
                                                               for t in r.body.get("tools") or ()],

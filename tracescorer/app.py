@@ -16,7 +16,7 @@ from aiohttp import web
 from tracescorer import control
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.stage import AssemblyStage
-from tracescorer.export.otlp import EvaluationExporter
+from tracescorer.export import EvaluationExporter
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.config import Settings

@@ -149,6 +149,12 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.deliveries = Counter(
+            "tracescorer_export_deliveries",
+            "Score deliveries per sink, by result (delivered, retry, rejected, failed = given up)",
+            ["sink", "result"],
+            registry=r,
+        )
 
     def track_readiness(self, reason: Callable[[], str | None]) -> None:
         """``tracescorer_ready`` is 1 while ``reason()`` is None; the info metric names the reason."""
@@ -177,9 +183,12 @@ class Metrics:
     def on_error(self, error: BaseException) -> None:
         self.write_errors.inc()
 
-    # ExportObserver (tracescorer.export.otlp)
-    def on_export(self, outcome: object, spans: int, seconds: float) -> None:
-        self.exports.labels(str(getattr(outcome, "value", outcome))).inc(spans)
+    # ExportObserver (tracescorer.export.exporter)
+    def on_export(self, outcome: object, count: int, seconds: float) -> None:
+        self.exports.labels(str(getattr(outcome, "value", outcome))).inc(count)
+
+    def on_delivery(self, sink: str, result: str, count: int) -> None:
+        self.deliveries.labels(sink, result).inc(count)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,10 +1,11 @@
-"""An OTLP trace capture server for tests: what a collector or trace backend would receive.
+"""An OTLP capture server for tests: what a collector or trace backend would receive.
 
 Two real servers on ``127.0.0.1``, port 0, in background threads: OTLP/gRPC
-(``TraceService/Export`` on a sync ``grpc.server``) and OTLP/HTTP (``POST /v1/traces``,
-protobuf, optionally gzip/deflate, on aiohttp with its own event loop). Every request is decoded
-with ``opentelemetry-proto`` and recorded; accepted spans are flattened into
-:class:`CapturedSpan` records with hex ids and plain-Python attribute values. Failures are
+(``TraceService/Export`` and ``LogsService/Export`` on a sync ``grpc.server``) and OTLP/HTTP
+(``POST /v1/traces`` and ``/v1/logs``, protobuf, optionally gzip/deflate, on aiohttp with its
+own event loop). Every request is decoded with ``opentelemetry-proto`` and recorded; accepted
+spans are flattened into :class:`CapturedSpan` records (log records into
+:class:`CapturedLogRecord`) with hex ids and plain-Python attribute values. Failures are
 scripted with :meth:`OtlpCapture.fail_next` (gRPC ``UNAVAILABLE`` / HTTP 503 by default).
 
 Example::
@@ -30,17 +31,17 @@ from typing import Any, TypeVar
 
 import grpc
 from aiohttp import web
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["CapturedEvent", "CapturedLink", "CapturedSpan", "OtlpCapture", "RecordedExport", "RecordedLogs"]
+__all__ = ["CapturedEvent", "CapturedLink", "CapturedLogRecord", "CapturedSpan", "OtlpCapture", "RecordedExport"]
 
 T = TypeVar("T")
 _SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -101,24 +102,39 @@ class CapturedSpan:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecordedExport:
-    """One export request as received; ``failed`` when a scripted failure answered it."""
+class CapturedLogRecord:
+    """One received log record, ids as lowercase hex ("" when unset)."""
 
     transport: str
-    request: ExportTraceServiceRequest
-    headers: dict[str, str]
-    failed: bool
-    #: the request body as received (decompressed), for byte-for-byte captures
-    raw: bytes = b""
+    time_unix_nano: int
+    observed_time_unix_nano: int
+    severity_number: int
+    severity_text: str
+    event_name: str
+    body: Any
+    attributes: dict[str, Any]
+    trace_id: str
+    span_id: str
+    flags: int
+    resource: dict[str, Any]
+    scope_name: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecordedLogs:
-    """One OTLP logs export request as received (logs are recorded, never failed)."""
+class RecordedExport:
+    """One export request as received; ``failed`` when a scripted failure answered it.
+
+    ``request`` is an ``ExportTraceServiceRequest`` (``signal`` traces) or an
+    ``ExportLogsServiceRequest`` (``signal`` logs).
+    """
 
     transport: str
-    request: ExportLogsServiceRequest
-    raw: bytes
+    request: Any
+    headers: dict[str, str]
+    failed: bool
+    signal: str = "traces"
+    #: the request body as received (decompressed), for byte-for-byte captures
+    raw: bytes = b""
 
 
 @dataclass(kw_only=True)
@@ -132,7 +148,24 @@ class _Failures:
 class _State:
     exports: list[RecordedExport] = field(default_factory=list)
     spans: list[CapturedSpan] = field(default_factory=list)
-    logs: list[RecordedLogs] = field(default_factory=list)
+    logs: list[CapturedLogRecord] = field(default_factory=list)
+
+
+def flatten_logs(transport: str, request: ExportLogsServiceRequest) -> list[CapturedLogRecord]:
+    out = []
+    for rl in request.resource_logs:
+        resource = attributes(rl.resource.attributes)
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                out.append(CapturedLogRecord(
+                    transport=transport, time_unix_nano=r.time_unix_nano,
+                    observed_time_unix_nano=r.observed_time_unix_nano, severity_number=r.severity_number,
+                    severity_text=r.severity_text, event_name=r.event_name,
+                    body=any_value(r.body) if r.HasField("body") else None, attributes=attributes(r.attributes),
+                    trace_id=r.trace_id.hex(), span_id=r.span_id.hex(), flags=r.flags, resource=resource,
+                    scope_name=sl.scope.name,
+                ))
+    return out
 
 
 def flatten(transport: str, request: ExportTraceServiceRequest) -> list[CapturedSpan]:
@@ -167,11 +200,7 @@ def flatten(transport: str, request: ExportTraceServiceRequest) -> list[Captured
 
 
 class OtlpCapture:
-    """Records OTLP trace exports over gRPC and HTTP; use as a context manager (or start/stop).
-
-    Log exports (``LogsService/Export``, ``POST /v1/logs``) are recorded too; metric exports
-    (``POST /v1/metrics``) are acknowledged and discarded.
-    """
+    """Records OTLP trace exports over gRPC and HTTP; use as a context manager (or start/stop)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
@@ -198,7 +227,7 @@ class OtlpCapture:
         server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp-capture-grpc"))
         handler = grpc.unary_unary_rpc_method_handler(
             self._grpc_export,
-            request_deserializer=lambda raw: raw,  # parsed by the handler, which keeps the bytes
+            request_deserializer=lambda raw: raw,
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
         logs_handler = grpc.unary_unary_rpc_method_handler(
@@ -206,10 +235,8 @@ class OtlpCapture:
             request_deserializer=lambda raw: raw,
             response_serializer=ExportLogsServiceResponse.SerializeToString,
         )
-        server.add_generic_rpc_handlers((
-            grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
-            grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler}),
-        ))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
+                                         grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler})))
         self._grpc_port = server.add_insecure_port(f"{self.host}:0")
         server.start()
         self._grpc = server
@@ -242,7 +269,7 @@ class OtlpCapture:
         try:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/traces", self._http_export)
-            app.router.add_post("/v1/logs", self._http_export_logs)
+            app.router.add_post("/v1/logs", self._http_export)
             app.router.add_post("/v1/metrics", self._http_metrics)
             runner = web.AppRunner(app, access_log=None)
             loop.run_until_complete(runner.setup())
@@ -301,78 +328,58 @@ class OtlpCapture:
         with self._cond:
             self._state = _State()
 
-    def _record(
-        self, transport: str, request: ExportTraceServiceRequest, headers: Mapping[str, str],
-        raw: bytes = b"",
-    ) -> _Failures | None:
+    def _record(self, transport: str, request: Any, headers: Mapping[str, str], raw: bytes = b"") -> _Failures | None:
         """Record a request; the scripted failure to answer it with, if any."""
+        signal = "logs" if isinstance(request, ExportLogsServiceRequest) else "traces"
         with self._cond:
             script = self._failures
             failed = script.remaining > 0
             if failed:
                 script.remaining -= 1
             self._state.exports.append(
-                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed,
+                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed, signal=signal,
                                raw=raw)
             )
-            if not failed:
+            if not failed and signal == "logs":
+                self._state.logs.extend(flatten_logs(transport, request))
+            elif not failed:
                 self._state.spans.extend(flatten(transport, request))
             self._cond.notify_all()
             return script if failed else None
 
     def _grpc_export(self, raw: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        request = ExportTraceServiceRequest.FromString(raw)
         headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
-        if (failure := self._record("grpc", request, headers, raw)) is not None:
+        if (failure := self._record("grpc", ExportTraceServiceRequest.FromString(raw), headers, raw)) is not None:
             context.abort(failure.grpc_code, "scripted failure")
         return ExportTraceServiceResponse()
 
     def _grpc_export_logs(self, raw: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
-        self._record_logs("grpc", raw)
+        headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        if (failure := self._record("grpc", ExportLogsServiceRequest.FromString(raw), headers, raw)) is not None:
+            context.abort(failure.grpc_code, "scripted failure")
         return ExportLogsServiceResponse()
 
-    def _record_logs(self, transport: str, raw: bytes) -> None:
-        request = ExportLogsServiceRequest.FromString(raw)
-        with self._cond:
-            self._state.logs.append(RecordedLogs(transport=transport, request=request, raw=raw))
-            self._cond.notify_all()
-
-    @staticmethod
-    async def _body(http_request: web.Request) -> bytes:
+    async def _http_export(self, http_request: web.Request) -> web.Response:
         body = await http_request.read()
         encoding = http_request.headers.get("Content-Encoding", "").lower()
-        if encoding == "gzip":
-            return gzip.decompress(body)
-        if encoding == "deflate":
-            return zlib.decompress(body)
-        return body
-
-    async def _http_export_logs(self, http_request: web.Request) -> web.Response:
+        # aiohttp may have inflated the body already (auto_decompress)
+        if encoding == "gzip" and body[:2] == b"\x1f\x8b":
+            body = gzip.decompress(body)
+        elif encoding == "deflate" and body[:1] == b"\x78":
+            body = zlib.decompress(body)
         if http_request.content_type != _PROTOBUF:
             return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
-        try:
-            self._record_logs("http", await self._body(http_request))
-        except Exception:  # noqa: BLE001 - any decode error is the client's
-            return web.Response(status=400, text="undecodable ExportLogsServiceRequest")
-        return web.Response(body=ExportLogsServiceResponse().SerializeToString(), content_type=_PROTOBUF)
-
-    async def _http_metrics(self, http_request: web.Request) -> web.Response:
-        await http_request.read()
-        return web.Response(body=b"", content_type=_PROTOBUF)
-
-    async def _http_export(self, http_request: web.Request) -> web.Response:
-        body = await self._body(http_request)
-        if http_request.content_type != _PROTOBUF:
-            return web.Response(status=415, text=f"only {_PROTOBUF} is supported")
-        request = ExportTraceServiceRequest()
+        logs = http_request.path == "/v1/logs"
+        request: Any = ExportLogsServiceRequest() if logs else ExportTraceServiceRequest()
         try:
             request.ParseFromString(body)
         except Exception:  # noqa: BLE001 - any decode error is the client's
-            return web.Response(status=400, text="undecodable ExportTraceServiceRequest")
+            return web.Response(status=400, text=f"undecodable {type(request).__name__}")
         failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()}, body)
         if failure is not None:
             return web.Response(status=failure.http_status, text="scripted failure")
-        return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=_PROTOBUF)
+        response = ExportLogsServiceResponse() if logs else ExportTraceServiceResponse()
+        return web.Response(body=response.SerializeToString(), content_type=_PROTOBUF)
 
     # --- results ---------------------------------------------------------------------------
 
@@ -383,15 +390,35 @@ class OtlpCapture:
             return list(self._state.exports)
 
     @property
-    def log_exports(self) -> list[RecordedLogs]:
-        """Every logs export request received, in arrival order."""
-        with self._cond:
-            return list(self._state.logs)
+    def trace_exports(self) -> list[RecordedExport]:
+        """Every traces request accepted, in arrival order."""
+        return [e for e in self.exports if e.signal == "traces" and not e.failed]
+
+    @property
+    def log_exports(self) -> list[RecordedExport]:
+        """Every logs request accepted, in arrival order."""
+        return [e for e in self.exports if e.signal == "logs" and not e.failed]
+
+    async def _http_metrics(self, http_request: web.Request) -> web.Response:
+        # frameworks that also export metrics get an empty success; metrics are not recorded
+        await http_request.read()
+        return web.Response(body=b"", content_type=_PROTOBUF)
 
     def spans(self) -> list[CapturedSpan]:
         """Every span of every accepted request, in arrival order."""
         with self._cond:
             return list(self._state.spans)
+
+    def log_records(self) -> list[CapturedLogRecord]:
+        """Every log record of every accepted logs request, in arrival order."""
+        with self._cond:
+            return list(self._state.logs)
+
+    async def await_log_records(self, n: int, timeout_s: float = 10.0) -> list[CapturedLogRecord]:
+        def wait() -> list[CapturedLogRecord]:
+            return self._wait(lambda: len(self._state.logs) >= n, timeout_s, f"{n} log records", self.log_records)
+
+        return await asyncio.to_thread(wait)
 
     def wait_for_spans(self, n: int, timeout_s: float = 10.0) -> list[CapturedSpan]:
         """Block until at least ``n`` spans were accepted; raises ``TimeoutError`` otherwise."""

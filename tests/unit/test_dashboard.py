@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from tracescorer.export.otlp import ExportOutcome
+from tracescorer.export import ExportOutcome
 from tracescorer.metrics import Metrics
 from tracescorer.scoring import runner
 

@@ -44,9 +44,11 @@ def _signal(path: Path, forced: str) -> str:
 
 
 class _Sender:
-    def __init__(self, endpoint: str, protocol: str, token: str | None, insecure: bool) -> None:
+    def __init__(self, endpoint: str, protocol: str, token: str | None, insecure: bool,
+                 headers: dict[str, str] | None = None) -> None:
         self.protocol = protocol
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.headers.update(headers or {})
         if protocol == "grpc":
             import grpc
 
@@ -97,6 +99,16 @@ class _Sender:
             raise click.ClickException(f"cannot reach {self.base}: {exc.reason}") from None
 
 
+def _parse_headers(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{value!r}: expected KEY=VALUE", ctx=ctx, param=param)
+        headers[key.strip()] = val.strip()
+    return headers
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
 @config_option
@@ -108,8 +120,10 @@ class _Sender:
               show_default=True, help="auto: files under a logs/ folder (or named logs*) are log requests.")
 @click.option("--token", envvar="TRACESCORER_AUTH_TOKEN", default=None, help="Bearer token for the daemon.")
 @click.option("--insecure", is_flag=True, help="gRPC: plaintext even for grpcs:// endpoints.")
+@click.option("--header", "headers", multiple=True, metavar="KEY=VALUE", callback=_parse_headers,
+              help="Extra request header (gRPC: metadata), repeatable, e.g. --header x-mlflow-experiment-id=1.")
 def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None, protocol: str,
-           forced_signal: str, token: str | None, insecure: bool) -> None:
+           forced_signal: str, token: str | None, insecure: bool, headers: dict[str, str]) -> None:
     """Send captured OTLP export requests (.pb protobuf, .json OTLP/JSON) to a daemon, in file order.
 
     PATHS may be files or capture folders (requests/ then logs/).
@@ -122,7 +136,7 @@ def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None
         token = token or settings.receiver.auth_token or None
     if protocol == "auto":
         protocol = "grpc" if endpoint.startswith(("grpc://", "grpcs://")) else "http"
-    sender = _Sender(endpoint, protocol, token or None, insecure)
+    sender = _Sender(endpoint, protocol, token or None, insecure, headers)
     sent = {"traces": 0, "logs": 0}
     with click.progressbar(files, label=f"replaying to {endpoint}", file=sys.stderr,
                            show_pos=True, item_show_func=lambda f: f.name if f else "") as bar:

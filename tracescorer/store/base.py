@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
+from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 
 
@@ -147,12 +148,24 @@ class ResultStore(Protocol):
 
     async def unscored_recent(self, scorer_ids: Sequence[str], *, window_s: float) -> PendingRecovery: ...
 
-    async def pending_exports(self, fields: Sequence[str], limit: int) -> list[tuple[Any, ...]]:
-        """The oldest ``limit`` score versions not exported yet: the named score fields, then the
-        version (updated_at in epoch microseconds)."""
+    # export deliveries, per sink (see tracescorer.store.deliveries for the semantics)
 
-    async def mark_exported(self, versions: Sequence[tuple[str, int]]) -> int:
-        """Record these (score id, version) pairs as exported; returns how many matched."""
+    async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
+        """The oldest ``limit`` score versions ``sink`` has not delivered or given up on, that no
+        other owner holds a live claim on."""
+
+    async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
+        """Claim score versions for ``owner``; ``{score_id: attempts so far}`` of those claimed."""
+
+    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
+                                all_sinks: Sequence[str]) -> int:
+        """Store attempt outcomes, release the claims; rows updated."""
+
+    async def next_delivery_due_in(self, sink: str) -> float | None:
+        """Seconds until the sink's earliest pending retry (0 if overdue), None if none waits."""
+
+    async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
+        """Delivery rows as dicts, for commands and tests."""
 
     async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
         """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a

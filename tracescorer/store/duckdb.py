@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.store import ops, rows, wire
+from tracescorer.store import deliveries, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
     DataError,
@@ -40,6 +40,7 @@ from tracescorer.store.base import (
     TraceData,
 )
 from tracescorer.store.ipc import AsyncChannel, encode
+from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
@@ -350,11 +351,23 @@ class DuckDBStore:
         runs, conversations = await self.read(ops.unscored_recent, list(scorer_ids), window_s)
         return PendingRecovery(runs=[run_from_row(r) for r in runs], conversation_ids=conversations)
 
-    async def pending_exports(self, fields: Sequence[str], limit: int) -> list[tuple[Any, ...]]:
-        return await self.read(ops.pending_exports, list(fields), limit)
+    # --- export deliveries (tracescorer.store.deliveries) ------------------------------------------
 
-    async def mark_exported(self, versions: Sequence[tuple[str, int]]) -> int:
-        return await self.write(ops.mark_exported, list(versions))
+    async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
+        return await self.read(deliveries.read_due, sink, owner, limit, ignore_backoff)
+
+    async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
+        return await self.write(deliveries.claim, sink, owner, lease_s, list(claims))
+
+    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
+                                all_sinks: Sequence[str]) -> int:
+        return await self.write(deliveries.record, sink, owner, list(outcomes), list(all_sinks))
+
+    async def next_delivery_due_in(self, sink: str) -> float | None:
+        return await self.read(deliveries.next_due_in, sink)
+
+    async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
+        return await self.read(deliveries.states, sink)
 
     async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
         result: QueryResult = await self._request(wire.QUERY, (sql, max_rows, timeout_s, list(params)))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracescorer.store import deliveries
 from tracescorer.store.schema import INDEXES, TABLES, create_table
 
 
@@ -22,8 +23,12 @@ class Migration:
     statements: tuple[str, ...]
 
 
-#: Upgrades, oldest first; version N upgrades a database at version N-1.
-MIGRATIONS: tuple[Migration, ...] = ()
+#: Upgrades, oldest first; version N upgrades a database at version N-1. Statements are written
+#: so that they can also run on a fresh database created from :mod:`schema` (``IF NOT EXISTS``):
+#: a new database is the tables of :mod:`schema` plus every migration.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(2, "delivery state of exported scores, per export sink", deliveries.DDL),
+)
 
 BASELINE_VERSION = 1
 
@@ -63,6 +68,9 @@ def migrate(con: Any, migrations: Sequence[Migration] = MIGRATIONS) -> tuple[int
         if found is None:
             for statement in create_statements():
                 con.execute(statement)
+            for migration in sorted(migrations, key=lambda m: m.version):
+                for statement in migration.statements:
+                    con.execute(statement)
             con.execute("CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)")
             con.execute("INSERT OR REPLACE INTO schema_info VALUES ('version', ?)", [str(target)])
         elif found > target:

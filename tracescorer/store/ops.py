@@ -189,25 +189,3 @@ def unscored_recent(con: Any, scorer_ids: Sequence[str], window_s: float) -> tup
         "WHERE d.target_type = 'conversation' AND d.target_id = runs.conversation_id), TIMESTAMPTZ '1970-01-01')",
         [since]).fetchall()]
     return runs, convs
-
-
-# --- export ---------------------------------------------------------------------------------------
-
-
-def pending_exports(con: Any, fields: Sequence[str], limit: int) -> list[Row]:
-    """The oldest ``limit`` score versions not exported yet: ``fields`` + updated_at (epoch µs)."""
-    names = ", ".join(f for f in fields if f in SCORE_FIELDS)
-    return [tuple(r) for r in con.execute(
-        f"SELECT {names}, epoch_us(updated_at) FROM scores WHERE updated_at IS NOT NULL "
-        "AND (exported_at IS NULL OR exported_at < updated_at) ORDER BY updated_at, id LIMIT ?", [limit]).fetchall()]
-
-
-def mark_exported(con: Any, versions: Sequence[tuple[str, int]]) -> int:
-    """Set ``exported_at`` for exactly these (score id, updated_at µs) versions."""
-    if not versions:
-        return 0
-    row = con.execute(
-        "UPDATE scores SET exported_at = now() FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::BIGINT[]) AS v) AS sent "
-        "WHERE scores.id = sent.id AND epoch_us(scores.updated_at) = sent.v",
-        [[v[0] for v in versions], [v[1] for v in versions]]).fetchall()
-    return int(row[0][0]) if row else 0

@@ -64,7 +64,8 @@ def test_capture_server_keeps_trace_and_log_bodies_over_both_transports() -> Non
             lp.add_log_record_processor(SimpleLogRecordProcessor(exporter))
             lp.get_logger("l").emit(body="hello", attributes={"event.name": "gen_ai.user.message"})
             lp.shutdown()
-        (export,) = capture.wait_for_exports(1)
+        capture.wait_for_exports(3)
+        (export,) = capture.trace_exports
         assert ExportTraceServiceRequest.FromString(export.raw).resource_spans[0].scope_spans[0].spans[0].name == "s"
         logs = capture.log_exports
         assert [e.transport for e in logs] == ["http", "grpc"]

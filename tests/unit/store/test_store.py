@@ -15,6 +15,7 @@ from support.db import fetch, scalar
 from support.gate import WriterGate
 from tracescorer.model import AgentRun, LogRecord, Message, Span
 from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.deliveries import Claim, DeliveryOutcome
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 
@@ -231,7 +232,7 @@ def _decision(i: int, decision: str = "scored") -> DecisionRecord:
                           score_id=f"score-{i}")
 
 
-async def test_scores_decisions_budget_recovery_and_export_state(store):
+async def test_scores_decisions_budget_recovery_and_export_deliveries(store):
     await store.upsert_runs([_run(1), _run(2)])
     await store.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
     assert await fetch(store, "SELECT score, judge_cost_usd, analyze_step_result->>'$.facts[1]' FROM scores") == [
@@ -239,12 +240,19 @@ async def test_scores_decisions_budget_recovery_and_export_state(store):
     assert await store.spent_today_usd() == 0.5
     recovery = await store.unscored_recent(["s"], window_s=3600)
     assert [r.run_id for r in recovery.runs] == ["run-2"] and recovery.conversation_ids == ["c1"]
-    pending = await store.pending_exports(["id", "score"], 10)
-    assert [(p[0], p[1]) for p in pending] == [("score-1", 0.9)]
-    assert await store.mark_exported([(pending[0][0], pending[0][2])]) == 1
-    assert await store.pending_exports(["id"], 10) == []
-    await store.write_scores([_score(1, score=0.1)], [])  # a re-score is pending export again
-    assert [p[0] for p in await store.pending_exports(["id"], 10)] == ["score-1"]
+    # export deliveries: due, claimed (not by another owner), recorded; a re-score is due again
+    due = await store.due_deliveries("otlp", "me", 10)
+    assert [(d.id, d.score, d.service_name) for d in due] == [("score-1", 0.9, "svc")]
+    assert await store.claim_deliveries("otlp", "other", 30, [Claim(score_id="score-1", version=due[0].version)]) == {
+        "score-1": 0}
+    assert await store.due_deliveries("otlp", "me", 10) == []  # held by "other"
+    outcome = DeliveryOutcome(score_id="score-1", version=due[0].version, status="delivered", attempts=1)
+    assert await store.record_deliveries("otlp", "other", [outcome], ["otlp"]) == 1
+    assert (await store.delivery_states("otlp"))[0]["status"] == "delivered"
+    assert await fetch(store, "SELECT exported_at IS NOT NULL FROM scores") == [(True,)]
+    assert await store.due_deliveries("otlp", "me", 10) == [] and await store.next_delivery_due_in("otlp") is None
+    await store.write_scores([_score(1, score=0.1)], [])
+    assert [d.id for d in await store.due_deliveries("otlp", "me", 10)] == ["score-1"]
 
 
 async def test_query_is_read_only_with_parameters_limit_and_errors(store):

@@ -1,0 +1,101 @@
+"""The export plug-in point: a sink delivers score versions to one backend.
+
+Modelled on OpenTelemetry's ``SpanExporter`` (``export(batch) -> result``, ``force_flush``,
+``shutdown``), with one result per score because backends accept or refuse scores one by one
+(a Phoenix annotation for a span it does not know, an MLflow assessment that exists already).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tracescorer.store.deliveries import DueScore
+
+__all__ = ["ExportResult", "ItemResult", "ScoreSink", "http_result", "is_retryable_status"]
+
+
+class ExportResult(enum.Enum):
+    """How the backend answered for one score."""
+
+    SUCCESS = "success"
+    RETRY = "retry"  # transient (unreachable, timeout, 408, 429, 5xx): try again after a backoff
+    REJECTED = "rejected"  # permanent (other 4xx, bad request): tried a bounded number of times
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemResult:
+    """The answer for one score: a result, the backend's error text, and its Retry-After if any."""
+
+    result: ExportResult
+    error: str | None = None
+    retry_after_s: float | None = None
+
+    @staticmethod
+    def ok() -> ItemResult:
+        return _OK
+
+
+_OK = ItemResult(result=ExportResult.SUCCESS)
+
+
+class ScoreSink(Protocol):
+    """One export destination (OTLP spans, OTLP logs, Phoenix, MLflow, ...).
+
+    Called on the daemon's event loop, one ``export`` at a time per sink; an implementation does
+    its I/O asynchronously (or in a worker thread) and never blocks the loop. ``export`` returns
+    one :class:`ItemResult` per score, in order, and never raises: failures are results. The
+    same score version may be sent again after a crash or a lost reply, so a backend write must be
+    idempotent per (score id, version) and a newer version must replace an older one in place.
+    """
+
+    @property
+    def kind(self) -> str:
+        """The sink kind as written in the config: ``otlp``, ``otlp_logs``, ``phoenix``, ``mlflow``."""
+        ...
+
+    async def export(self, batch: Sequence[DueScore]) -> Sequence[ItemResult]: ...
+
+    async def force_flush(self, timeout_s: float) -> bool: ...
+
+    async def shutdown(self) -> None: ...
+
+
+def is_retryable_status(status: int) -> bool:
+    """HTTP statuses worth retrying: 408, 429 and every 5xx; other 4xx are the request's fault."""
+    return status in (408, 429) or status >= 500
+
+
+def http_result(status: int, body: str, retry_after: str | None = None) -> ItemResult:
+    """The :class:`ItemResult` for a non-2xx HTTP reply (``body`` is kept, cut to 500 chars)."""
+    error = f"HTTP {status}: {body.strip()[:500]}" if body.strip() else f"HTTP {status}"
+    if not is_retryable_status(status):
+        return ItemResult(result=ExportResult.REJECTED, error=error)
+    return ItemResult(result=ExportResult.RETRY, error=error, retry_after_s=parse_retry_after(retry_after))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (delta-seconds or an HTTP date), None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+    from datetime import datetime, timezone
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def same_result(batch: Sequence[object], item: ItemResult) -> list[ItemResult]:
+    """``item`` for every score of ``batch`` (a backend that answers per request)."""
+    return [item] * len(batch)

@@ -1,0 +1,85 @@
+"""Building the configured sinks, each under a stable id.
+
+A sink's id names its rows in ``score_deliveries``, so it must not change between restarts:
+it is the sink's ``name`` when given, else its kind (``otlp``, ``otlp_logs``, ``phoenix``,
+``mlflow``), with ``#2``, ``#3``, ... for the second, third, ... sink of the same kind in list
+order. Without ``export.sinks`` the one sink is ``otlp``, configured by ``export.endpoint``,
+``protocol`` and ``headers`` (or the ``OTEL_EXPORTER_OTLP_*`` variables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tracescorer.config import (
+    ConfigError,
+    ExportSettings,
+    MlflowSinkSettings,
+    OtlpSinkSettings,
+    PhoenixSinkSettings,
+)
+from tracescorer.export.mlflow import MlflowSink
+from tracescorer.export.otlp import OtlpSpanSink
+from tracescorer.export.otlp_logs import OtlpLogSink
+from tracescorer.export.otlp_transport import resolve_target
+from tracescorer.export.phoenix import PhoenixSink
+from tracescorer.export.sink import ScoreSink
+
+__all__ = ["NamedSink", "build_sinks", "sink_ids"]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedSink:
+    id: str
+    sink: ScoreSink
+
+
+def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
+    """``(id, kind)`` of every configured sink, in config order (raises ConfigError on a clash)."""
+    if not settings.sinks:
+        return [("otlp", "otlp")]
+    seen: dict[str, int] = {}
+    ids: list[tuple[str, str]] = []
+    for entry in settings.sinks:
+        kind = entry.kind
+        seen[kind] = seen.get(kind, 0) + 1
+        ids.append((entry.settings.name or (kind if seen[kind] == 1 else f"{kind}#{seen[kind]}"), kind))
+    names = [i for i, _ in ids]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"export.sinks: duplicate sink name(s) {', '.join(duplicates)} (give each a distinct name)")
+    return ids
+
+
+def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreSink:
+    target = resolve_target("traces" if kind == "otlp" else "logs", endpoint=s.endpoint, protocol=s.protocol,
+                            headers=s.headers, timeout_s=s.timeout_s or default_timeout_s, compression=s.compression)
+    return OtlpSpanSink(target) if kind == "otlp" else OtlpLogSink(target)
+
+
+def build_sinks(settings: ExportSettings) -> list[NamedSink]:
+    """Every configured sink (raises ConfigError on bad settings or environment)."""
+    ids = sink_ids(settings)
+    if not settings.sinks:
+        legacy = OtlpSinkSettings(endpoint=settings.endpoint, protocol=settings.protocol, headers=settings.headers)
+        return [NamedSink("otlp", _otlp("otlp", legacy, settings.timeout_s))]
+    out: list[NamedSink] = []
+    for (sink_id, kind), entry in zip(ids, settings.sinks):
+        s = entry.settings
+        timeout_s = s.timeout_s or settings.timeout_s
+        sink: ScoreSink
+        if isinstance(s, OtlpSinkSettings):
+            sink = _otlp(kind, s, settings.timeout_s)
+        elif isinstance(s, PhoenixSinkSettings):
+            sink = PhoenixSink(s.endpoint, api_key=s.api_key, headers=s.headers, timeout_s=timeout_s)
+        else:
+            assert isinstance(s, MlflowSinkSettings)
+            sink = MlflowSink(s.tracking_uri, experiment_id=s.experiment_id, token=s.token, headers=s.headers,
+                              timeout_s=timeout_s)
+        out.append(NamedSink(sink_id, sink))
+    return out
+
+
+def describe(sinks: Sequence[NamedSink]) -> str:
+    return ", ".join(f"{n.id} ({n.sink.kind})" for n in sinks)

@@ -1,0 +1,256 @@
+"""Per-sink delivery state of exported scores: the ``score_deliveries`` table and its SQL.
+
+One row per (score, sink). A score *version* is ``epoch_us(scores.updated_at)``: a re-score is a
+new version and is delivered again. A row's ``status`` is about ``score_version`` only:
+``pending`` (not delivered yet; ``attempts`` so far, retried from ``next_attempt_at``),
+``delivered`` or ``failed`` (the backend rejected it for good; ``last_error`` says why). A score
+whose current version has no ``delivered``/``failed`` row for a sink is due for that sink.
+
+Several daemons sharing one database claim work with a lease (``claimed_by``,
+``claimed_until``): :func:`claim` takes only rows nobody else holds, :func:`record` releases them.
+Every function is ``op(con, *args)`` on a DuckDB connection with plain-data arguments and
+results (the DuckDB store runs them in its store process); :func:`read_due`,
+:func:`next_due_in` and :func:`states` read, the others write inside the writer's transaction.
+The table is created by the schema migrations (version 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DDL",
+    "Claim",
+    "DeliveryOutcome",
+    "DueScore",
+    "claim",
+    "next_due_in",
+    "read_due",
+    "record",
+    "states",
+]
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+
+DDL: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS score_deliveries (
+  score_id VARCHAR NOT NULL,
+  sink VARCHAR NOT NULL,              -- the sink's stable id: otlp, otlp_logs, phoenix, mlflow, otlp#2, ...
+  score_version BIGINT NOT NULL,      -- epoch_us(scores.updated_at) of the version this row is about
+  status VARCHAR NOT NULL,            -- pending | delivered | failed
+  attempts INTEGER NOT NULL,          -- attempts for score_version so far
+  next_attempt_at TIMESTAMPTZ,        -- pending: not retried before this
+  last_error VARCHAR,
+  last_attempt_at TIMESTAMPTZ,
+  delivered_at TIMESTAMPTZ,
+  delivered_version BIGINT,           -- newest version ever delivered (the backend has a copy to update)
+  claimed_by VARCHAR,                 -- the daemon instance exporting it now ...
+  claimed_until TIMESTAMPTZ,          -- ... until this lease runs out
+  PRIMARY KEY (score_id, sink)
+)""",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DueScore:
+    """A score version due for one sink, with what the sinks need to place it.
+
+    ``scored_end_unix_nano`` and ``service_name`` are the scored run's (its agent span's end and
+    its resource's ``service.name``); ``first_trace_id``/``first_span_id`` the conversation's
+    first run (conversation scores only); ``attempts`` and ``delivered_version`` come from this
+    sink's delivery row.
+    """
+
+    id: str
+    scorer_id: str
+    scorer_name: str | None
+    run_id: str | None
+    trace_id: str | None
+    span_id: str | None
+    conversation_id: str | None
+    entity_type: str | None
+    score: float | None
+    reason: str | None
+    status: str
+    error: str | None
+    error_type: str | None
+    label: str | None
+    threshold: float | None
+    judge_model: str | None
+    judge_cost_usd: float | None
+    duration_ms: float | None
+    version: int
+    scored_end_unix_nano: int | None = None
+    service_name: str | None = None
+    first_trace_id: str | None = None
+    first_span_id: str | None = None
+    attempts: int = 0
+    delivered_version: int | None = None
+
+
+_SCORE_FIELDS = [
+    "id", "scorer_id", "scorer_name", "run_id", "trace_id", "span_id", "conversation_id", "entity_type", "score",
+    "reason", "status", "error", "error_type", "label", "threshold", "judge_model", "judge_cost_usd", "duration_ms",
+]  # fmt: skip
+
+_DUE_SQL = f"""
+SELECT {", ".join("s." + f for f in _SCORE_FIELDS)}, epoch_us(s.updated_at) AS version,
+       r.ended_at_unix_nano, r.service_name,
+       CASE WHEN d.score_version = epoch_us(s.updated_at) THEN d.attempts ELSE 0 END, d.delivered_version
+FROM scores s
+LEFT JOIN score_deliveries d ON d.score_id = s.id AND d.sink = $sink
+LEFT JOIN runs r ON r.run_id = s.run_id
+WHERE s.updated_at IS NOT NULL
+  AND (d.score_id IS NULL OR d.score_version <> epoch_us(s.updated_at)
+       OR (d.status = 'pending' AND ($now OR d.next_attempt_at IS NULL OR d.next_attempt_at <= now())))
+  AND (d.claimed_until IS NULL OR d.claimed_until <= now() OR d.claimed_by = $owner)
+ORDER BY s.updated_at, s.id
+LIMIT $limit
+"""
+
+_FIRST_RUNS_SQL = """
+SELECT conversation_id, arg_min(trace_id, started_at_unix_nano), arg_min(span_id, started_at_unix_nano)
+FROM runs WHERE list_contains(?::VARCHAR[], conversation_id) GROUP BY conversation_id
+"""
+
+
+def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
+    """The oldest ``limit`` score versions ``sink`` has not delivered or given up on.
+
+    Rows waiting for their retry time are left out unless ``ignore_backoff``; rows another
+    owner holds a live claim on are always left out.
+    """
+    rows = con.execute(_DUE_SQL, {"sink": sink, "owner": owner, "limit": limit, "now": ignore_backoff}).fetchall()
+    n = len(_SCORE_FIELDS)
+    due = [
+        DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=row[n], scored_end_unix_nano=row[n + 1],
+                 service_name=row[n + 2], attempts=row[n + 3], delivered_version=row[n + 4])
+        for row in rows
+    ]
+    conversations = sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
+    if not conversations:
+        return due
+    first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
+    out = []
+    for d in due:
+        if d.entity_type == "conversation" and d.conversation_id in first:
+            trace_id, span_id = first[d.conversation_id]
+            d = DueScore(**{**{f: getattr(d, f) for f in DueScore.__dataclass_fields__},
+                            "first_trace_id": trace_id, "first_span_id": span_id})
+        out.append(d)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """One score version to claim for a sink."""
+
+    score_id: str
+    version: int
+
+
+def claim(con: Any, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
+    """Claim these score versions for ``owner`` (until ``lease_s`` from now) unless another owner
+    holds a live claim; returns ``{score_id: attempts so far for that version}`` of those claimed.
+    A row about an older version starts over at zero attempts."""
+    if not claims:
+        return {}
+    values = ", ".join(["(?, ?, ?, 'pending', 0, ?, now() + to_microseconds(CAST(? AS BIGINT)))"] * len(claims))
+    params: list[Any] = []
+    for c in claims:
+        params += [c.score_id, sink, c.version, owner, int(lease_s * 1e6)]
+    rows = con.execute(
+        "INSERT INTO score_deliveries AS d (score_id, sink, score_version, status, attempts, claimed_by, claimed_until) "
+        f"VALUES {values} ON CONFLICT (score_id, sink) DO UPDATE SET "
+        "attempts = CASE WHEN d.score_version = excluded.score_version THEN d.attempts ELSE 0 END, "
+        "status = CASE WHEN d.score_version = excluded.score_version THEN d.status ELSE 'pending' END, "
+        "score_version = excluded.score_version, claimed_by = excluded.claimed_by, "
+        "claimed_until = excluded.claimed_until "
+        "WHERE d.claimed_until IS NULL OR d.claimed_until <= now() OR d.claimed_by = excluded.claimed_by "
+        "RETURNING score_id, attempts",
+        params,
+    ).fetchall()
+    return {score_id: int(attempts) for score_id, attempts in rows}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryOutcome:
+    """What one attempt at one score version came to.
+
+    ``status``: ``delivered``, ``pending`` (retry after ``retry_in_s``) or ``failed`` (given up);
+    ``attempts`` counts this attempt.
+    """
+
+    score_id: str
+    version: int
+    status: str
+    attempts: int
+    error: str | None = None
+    retry_in_s: float = 0.0
+
+
+_RECORD_SQL = """
+UPDATE score_deliveries AS d SET
+  status = o.status, attempts = o.attempts, last_error = o.error, last_attempt_at = now(),
+  next_attempt_at = CASE WHEN o.status = 'pending' THEN now() + to_microseconds(o.retry_us) END,
+  delivered_at = CASE WHEN o.status = 'delivered' THEN now() ELSE d.delivered_at END,
+  delivered_version = CASE WHEN o.status = 'delivered' THEN o.version ELSE d.delivered_version END,
+  claimed_by = NULL, claimed_until = NULL
+FROM (SELECT unnest(?::VARCHAR[]) AS score_id, unnest(?::BIGINT[]) AS version, unnest(?::VARCHAR[]) AS status,
+             unnest(?::INTEGER[]) AS attempts, unnest(?::VARCHAR[]) AS error, unnest(?::BIGINT[]) AS retry_us) AS o
+WHERE d.sink = ? AND d.score_id = o.score_id AND d.score_version = o.version AND d.claimed_by = ?
+"""
+
+_EXPORTED_SQL = """
+UPDATE scores SET exported_at = now()
+WHERE list_contains(?::VARCHAR[], id) AND (
+  SELECT count(*) FROM score_deliveries d
+  WHERE d.score_id = scores.id AND d.score_version = epoch_us(scores.updated_at) AND d.status = 'delivered'
+    AND list_contains(?::VARCHAR[], d.sink)) = ?
+"""
+
+
+def record(con: Any, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]) -> int:
+    """Store the outcomes of one export attempt and release their claims; returns rows updated.
+
+    An outcome whose version is no longer the row's (re-scored meanwhile) or whose claim was
+    lost is not stored. ``scores.exported_at`` is set once every sink in ``all_sinks`` delivered
+    a score's current version.
+    """
+    if not outcomes:
+        return 0
+    row = con.execute(_RECORD_SQL, [
+        [o.score_id for o in outcomes], [o.version for o in outcomes], [o.status for o in outcomes],
+        [o.attempts for o in outcomes], [o.error for o in outcomes],
+        [int(max(0.0, o.retry_in_s) * 1e6) for o in outcomes], sink, owner,
+    ]).fetchall()
+    delivered = [o.score_id for o in outcomes if o.status == DELIVERED]
+    if delivered:
+        con.execute(_EXPORTED_SQL, [delivered, list(all_sinks), len(set(all_sinks))])
+    return int(row[0][0]) if row else 0
+
+
+def next_due_in(con: Any, sink: str) -> float | None:
+    """Seconds until ``sink``'s earliest pending retry is due (0 if overdue), None if none waits."""
+    rows = con.execute(
+        "SELECT epoch_us(min(next_attempt_at)) - epoch_us(now()) FROM score_deliveries "
+        "WHERE sink = ? AND status = 'pending' AND next_attempt_at IS NOT NULL",
+        [sink],
+    ).fetchall()
+    if not rows or rows[0][0] is None:
+        return None
+    return max(0.0, float(rows[0][0]) / 1e6)
+
+
+def states(con: Any, sink: str | None = None) -> list[dict[str, Any]]:
+    """Delivery rows as dicts (for commands and tests), oldest first."""
+    where, params = ("WHERE sink = ?", [sink]) if sink is not None else ("", [])
+    cur = con.execute(
+        "SELECT score_id, sink, score_version, status, attempts, last_error, delivered_at, delivered_version, "
+        f"claimed_by FROM score_deliveries {where} ORDER BY score_id, sink",
+        params,
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
