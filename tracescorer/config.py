@@ -17,10 +17,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
 from tracescorer.scoring.filters import RunFilter
 
 ENV_PREFIX = "TRACESCORER_"
-SECRET_KEYS = frozenset({"auth_token", "api_key", "query_token", "headers"})
+SECRET_KEYS = frozenset({"auth_token", "api_key", "query_token", "headers", "slack"})
 _EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -149,6 +150,8 @@ class Settings(_Section):
     scoring: ScoringSettings = ScoringSettings()
     scorers: list[ScorerBinding] = []
     export: ExportSettings = ExportSettings()
+    score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
+    monitors: list[MonitorSettings] = []
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("scorers")
@@ -160,6 +163,11 @@ class Settings(_Section):
                 raise ValueError(f"duplicate scorer id {binding.id!r}")
             seen.add(binding.id)
         return value
+
+    @model_validator(mode="after")
+    def _monitors_match_scorers(self) -> Settings:
+        check_monitors(self.monitors, self.scorers)
+        return self
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by ``***``."""
