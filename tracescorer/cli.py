@@ -77,7 +77,7 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from tracescorer.commands import backfill, monitors, replay, runs, scores
+    from tracescorer.commands import backfill, monitors, replay, report, runs, scores
 
     main.add_command(runs.runs)
     main.add_command(replay.replay)
@@ -86,6 +86,7 @@ def _register() -> None:
     main.add_command(scores.scorers)
     main.add_command(backfill.backfill)
     main.add_command(monitors.monitors)
+    main.add_command(report.report)
 
 
 _register()
