@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import click
@@ -20,6 +21,18 @@ def rule_text(m: MonitorSettings) -> str:
     cooldown = f", cooldown {format_duration(m.cooldown_s)}" if m.cooldown_s else ""
     return (f"{m.aggregate}({m.scorer}) {m.comparison} {m.threshold:g} over {format_duration(m.window_s)}"
             f"{minimum}{cooldown}")
+
+
+def _when(value: Any) -> Any:
+    """A stored time, to the second, in UTC (the query endpoint gives ISO text, the file datetimes)."""
+    if value is None:
+        return None
+    when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _value(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def _tables(settings: Settings) -> set[str]:
@@ -45,7 +58,8 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
             click.echo(FORMATS[fmt](["event_at", "monitor_id", "event"], []))
             return
         result = run_query(settings, sql.events_sql(monitor_id), row_limit(settings, limit))
-        click.echo(FORMATS[fmt](result["columns"], result["rows"]))
+        rows = [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]]
+        click.echo(FORMATS[fmt](result["columns"], rows))
         return
     stored = {r["monitor_id"]: r for r in _rows(run_query(settings, sql.STATE_SQL, 10_000))} \
         if "monitor_state" in tables else {}
@@ -57,12 +71,12 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
             rows.append([m.id, rule_text(m), "never evaluated", None, None, None, None, None, notify])
             continue
         pending = f" (pending {s['pending']})" if s["pending"] else ""
-        rows.append([m.id, rule_text(m), s["state"] + pending, s["since"], s["value"], s["samples"], s["evaluated_at"],
-                     s["notified_at"], notify])
+        rows.append([m.id, rule_text(m), s["state"] + pending, _when(s["since"]), _value(s["value"]), s["samples"],
+                     _when(s["evaluated_at"]), _when(s["notified_at"]), notify])
     for monitor, s in stored.items():
         if all(m.id != monitor for m in settings.monitors):
-            rows.append([monitor, "(no longer configured)", s["state"], s["since"], s["value"], s["samples"],
-                         s["evaluated_at"], s["notified_at"], ""])
+            rows.append([monitor, "(no longer configured)", s["state"], _when(s["since"]), _value(s["value"]),
+                         s["samples"], _when(s["evaluated_at"]), _when(s["notified_at"]), ""])
     if not rows and fmt == "table":
         click.echo("no monitors are configured (see `monitors:` in config/tracescorer.yaml)")
         return

@@ -39,6 +39,8 @@ from tracescorer.store.scores import ScoreRecord
 
 log = logging.getLogger(__name__)
 
+MAX_PENDING_EVENTS = 1000  # kept for the next write while the store refuses them; the oldest go first
+
 
 def sample_of(record: ScoreRecord, at: float) -> Sample:
     return Sample(at=at, score_id=record.id, scorer_id=record.scorer_id, status=record.status, score=record.score,
@@ -288,6 +290,10 @@ class MonitorService:
         log.error("monitors: storing state failed, retrying with the next write: %s", future.exception())
         self._changed |= indexes
         self._events[:0] = events
+        if len(self._events) > MAX_PENDING_EVENTS:
+            dropped = len(self._events) - MAX_PENDING_EVENTS
+            del self._events[:dropped]
+            log.error("monitors: %d unstored event(s) dropped (the store keeps failing)", dropped)
 
 
 def _state_of(kind: NotificationKind) -> str:
