@@ -58,8 +58,8 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
             click.echo(FORMATS[fmt](["event_at", "monitor_id", "event"], []))
             return
         result = run_query(settings, sql.events_sql(monitor_id), row_limit(settings, limit))
-        rows = [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]]
-        click.echo(FORMATS[fmt](result["columns"], rows))
+        click.echo(FORMATS[fmt](result["columns"],
+                                [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]]))
         return
     stored = {r["monitor_id"]: r for r in _rows(run_query(settings, sql.STATE_SQL, 10_000))} \
         if "monitor_state" in tables else {}
