@@ -60,22 +60,16 @@ def trend_chart(points: Sequence[TrendPoint], *, since: dt.datetime, until: dt.d
         bar = 0 if not most else (strip - 6) * p.n / most
         out.append(f'<rect class="count" x="{_n(x(p.at) - 2)}" y="{_n(base - bar)}" width="4" height="{_n(bar)}">'
                    f"<title>{escape(_when(p.at, span))}: {p.n} scores, {p.errors} errors</title></rect>")
-    means = [p for p in points if p.mean is not None]
-    if means:
-        line = " ".join(f"{_n(x(p.at))},{_n(y(p.mean))}" for p in means if p.mean is not None)
-        out.append(f'<polyline class="mean" points="{line}"/>')
-        for p in means:
-            assert p.mean is not None
-            out.append(f'<circle class="mean" cx="{_n(x(p.at))}" cy="{_n(y(p.mean))}" r="3">'
-                       f"<title>{escape(_when(p.at, span))}: mean {escape(_fmt(p.mean))} of {p.n} scores</title></circle>")
-    rates = [p for p in points if p.pass_rate is not None]
-    if rates:
-        line = " ".join(f"{_n(x(p.at))},{_n(y(p.pass_rate, 0, 1))}" for p in rates if p.pass_rate is not None)
-        out.append(f'<polyline class="rate" points="{line}"/>')
-        for p in rates:
-            assert p.pass_rate is not None
-            out.append(f'<circle class="rate" cx="{_n(x(p.at))}" cy="{_n(y(p.pass_rate, 0, 1))}" r="2.5">'
-                       f"<title>{escape(_when(p.at, span))}: pass rate {p.pass_rate:.0%}</title></circle>")
+    means = [(p, x(p.at), y(p.mean), f"mean {_fmt(p.mean)} of {p.n} scores") for p in points if p.mean is not None]
+    rates = [(p, x(p.at), y(p.pass_rate, 0, 1), f"pass rate {p.pass_rate:.0%}") for p in points
+             if p.pass_rate is not None]
+    for klass, radius, series in (("mean", 3, means), ("rate", 2.5, rates)):
+        if not series:
+            continue
+        out.append(f'<polyline class="{klass}" points="{" ".join(f"{_n(px)},{_n(py)}" for _, px, py, _ in series)}"/>')
+        for p, px, py, text in series:
+            out.append(f'<circle class="{klass}" cx="{_n(px)}" cy="{_n(py)}" r="{radius}">'
+                       f"<title>{escape(_when(p.at, span))}: {escape(text)}</title></circle>")
     for at, anchor in ((since, "start"), (since + (until - since) / 2, "middle"), (until, "end")):
         out.append(f'<text class="axis" x="{_n(x(at))}" y="{height - 6}" text-anchor="{anchor}">'
                    f"{escape(_when(at, span))}</text>")
