@@ -35,7 +35,11 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     cap = settings.store.query_max_rows
 
     def query(sql: str, max_rows: int) -> dict[str, Any]:
-        return run_query(settings, sql, min(max_rows, cap))
+        result = run_query(settings, sql, min(max_rows, cap))
+        if result["truncated"]:  # a partial report would mislead: say so instead
+            raise click.ClickException(f"the report needs more than store.query_max_rows={cap} rows; "
+                                       "narrow it with --scorer or --since, or raise the limit")
+        return result
 
     data = collect(query, since=start, until=until, scorer_id=scorer_id, configured=[b.id for b in settings.scorers],
                    worst=worst, source=source)
