@@ -274,8 +274,7 @@ class MonitorService:
         if due:
             self._last_persist = now
         try:
-            future: Future[None] = self._store.submit(functools.partial(sql.save, states=states, events=events),
-                                                      items=len(states) + len(events))
+            future: Future[None] = self._store.submit(functools.partial(sql.save, states=states, events=events))
         except StoreError as exc:
             log.error("monitors: cannot store %d state(s) and %d event(s): %s", len(states), len(events), exc)
             return
