@@ -22,6 +22,7 @@ from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.config import Settings
 from tracescorer.listeners import HttpListener, bind_socket, server_ssl_context
 from tracescorer.metrics import Metrics
+from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
@@ -51,8 +52,8 @@ class App:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.metrics = Metrics()
         s = settings
+        self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.store = DuckDBStore(
             s.store.path,
             max_queue_items=s.receiver.max_queue_items,
@@ -76,6 +77,9 @@ class App:
             listeners=[self.exporter] if self.exporter is not None else [],
         )
         self.assembly.add_listener(self.runner)
+        self.monitors = MonitorService(s.monitors, [b.id for b in s.scorers], self.store, self.metrics)
+        self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
+        self.runner.add_score_listener(self.monitors)
         self.ingestor.add_backlog_check("scoring", self.runner.backlog)
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
@@ -117,6 +121,7 @@ class App:
         if s.store.path != ":memory:":
             self.metrics.track_db_size(s.store.path)
         await self.assembly.start()
+        await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
         await self.runner.start()
         if self.exporter is not None:
             await self.exporter.start()
@@ -212,6 +217,7 @@ class App:
             await self._api.stop()
         await self.assembly.stop()
         await self.runner.stop(self.settings.scoring.shutdown_timeout_s)
+        await self.monitors.stop(self.settings.scoring.shutdown_timeout_s)
         if self.exporter is not None:
             await self.exporter.shutdown(self.settings.export.timeout_s)
         for task in self._tasks:

@@ -120,7 +120,7 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from tracescorer.commands import backfill, replay, runs, scores
+    from tracescorer.commands import backfill, monitors, replay, report, runs, scores
 
     main.add_command(runs.runs)
     main.add_command(replay.replay)
@@ -128,6 +128,8 @@ def _register() -> None:
     main.add_command(scores.explain)
     main.add_command(scores.scorers)
     main.add_command(backfill.backfill)
+    main.add_command(monitors.monitors)
+    main.add_command(report.report)
 
 
 _register()

@@ -18,11 +18,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tracescorer.filterspec import RunFilter
+from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
 
 ENV_PREFIX = "TRACESCORER_"
 # TRACESCORER_* variables the CLI reads itself (never configuration overrides)
 _NOT_OVERRIDES = frozenset({"TRACESCORER_CONFIG"})
-SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers", "token"})
+SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers", "token", "slack"})
 _EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -259,6 +260,8 @@ class Settings(_Section):
     export: ExportSettings = ExportSettings()
     api: ApiSettings = ApiSettings()
     metrics: MetricsSettings = MetricsSettings()
+    score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
+    monitors: list[MonitorSettings] = []
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("scorers")
@@ -270,6 +273,11 @@ class Settings(_Section):
                 raise ValueError(f"duplicate scorer id {binding.id!r}")
             seen.add(binding.id)
         return value
+
+    @model_validator(mode="after")
+    def _monitors_match_scorers(self) -> Settings:
+        check_monitors(self.monitors, self.scorers)
+        return self
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by ``***``."""

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "DEFAULT_SCORE_BUCKETS", "Metrics"]
+
+DEFAULT_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class Metrics:
     """Every metric the daemon exports; components receive this object explicitly."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, score_buckets: Sequence[float] = DEFAULT_SCORE_BUCKETS) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -154,6 +156,49 @@ class Metrics:
             "Score deliveries per sink, by result (delivered, retry, rejected, failed = given up)",
             ["sink", "result"],
             registry=r,
+        )
+
+        # Score quality (tracescorer.monitors.score_metrics): live scores only, after commit;
+        # `agent` is capped at score_metrics.max_agents names (then "_other").
+        self.score_value = Histogram(
+            "tracescorer_score_value", "Values of live ok scores, by scorer and agent", ["scorer", "agent"],
+            buckets=tuple(score_buckets), registry=r,
+        )
+        self.score_results = Counter(
+            "tracescorer_score_results",
+            "Live scores stored, by scorer, agent, label (pass, fail, none) and status (ok, error, not_scorable)",
+            ["scorer", "agent", "label", "status"],
+            registry=r,
+        )
+        self.score_judge_cost = Counter(
+            "tracescorer_score_judge_cost_usd", "Judge spend in USD by scorer (live and backfill)", ["scorer"],
+            registry=r,
+        )
+        # Built-in monitors (tracescorer.monitors): one series per configured monitor.
+        self.monitor_state = Gauge(
+            "tracescorer_monitor_state", "1 for the monitor's current state (ok, firing, resolved), else 0",
+            ["monitor", "state"], registry=r,
+        )
+        self.monitor_value = Gauge(
+            "tracescorer_monitor_value", "The monitor's last aggregate over its window (NaN: no data)", ["monitor"],
+            registry=r,
+        )
+        self.monitor_samples = Gauge(
+            "tracescorer_monitor_samples", "Scores in the monitor's window that its aggregate counts", ["monitor"],
+            registry=r,
+        )
+        self.monitor_evaluated = Gauge(
+            "tracescorer_monitor_last_evaluation_timestamp_seconds", "When the monitor was last evaluated",
+            ["monitor"], registry=r,
+        )
+        self.monitor_transitions = Counter(
+            "tracescorer_monitor_transitions", "Monitor state changes, by the state entered (firing, resolved)",
+            ["monitor", "state"], registry=r,
+        )
+        self.monitor_notifications = Counter(
+            "tracescorer_monitor_notifications",
+            "Notifications per target, by channel (webhook, slack) and result (sent, failed, suppressed, dropped)",
+            ["monitor", "channel", "result"], registry=r,
         )
 
     def track_readiness(self, reason: Callable[[], str | None]) -> None:

@@ -1,34 +1,22 @@
-"""config/grafana-dashboard.json must only use metrics (and labels) the daemon really exports."""
+"""The Grafana dashboards in config/ must only use metrics (and labels) the daemon really exports,
+and between them show every metric family."""
 
 from __future__ import annotations
 
 import json
-import re
-import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.parser import text_string_to_metric_families
 
-from tracescorer.export import ExportOutcome
-from tracescorer.metrics import Metrics
-from tracescorer.scoring import runner
+from unit.promql_check import exported, families, metric_names, problems
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "config" / "grafana-dashboard.json"
-
-_METRIC = re.compile(r"\btracescorer_[a-zA-Z0-9_:]*")
-# label matchers inside {...}: name op "value"
-_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
-_SELECTOR = re.compile(r"\{([^{}]*)\}")
-_GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
-# labels Prometheus adds when scraping, and the histogram bucket label
-_EXTERNAL_LABELS = {"instance", "job", "le"}
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+DASHBOARDS = {"daemon": CONFIG / "grafana-dashboard.json", "scores": CONFIG / "grafana-scores.json"}
 
 
-def _dashboard() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+def _dashboard(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARDS[name].read_text())
     return data
 
 
@@ -51,34 +39,12 @@ def _exprs(dashboard: dict[str, Any]) -> list[str]:
     return exprs
 
 
-def _exported() -> dict[str, set[str]]:
-    """Every sample name ``Metrics().render()`` exposes, with its label names, after each
-    labelled metric was touched once (an untouched labelled metric exposes no samples)."""
-    metrics = Metrics()
-    for value in vars(metrics).values():
-        if isinstance(value, MetricWrapperBase) and value._labelnames:  # noqa: SLF001 - introspection
-            value.labels(*("x" for _ in value._labelnames))  # noqa: SLF001
-    names: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(metrics.render().decode()):
-        for sample in family.samples:
-            names.setdefault(sample.name, set()).update(sample.labels)
-    return names
+_ALL = [(name, expr) for name in DASHBOARDS for expr in _exprs(_dashboard(name))]
 
 
-# label values the code emits for enumerated labels the dashboard filters on
-_KNOWN_VALUES: dict[str, set[str]] = {
-    "decision": {runner.SCORED, runner.SAMPLED_OUT, runner.FILTERED_OUT, runner.NOT_SCORABLE,
-                 runner.RATE_LIMITED, runner.BUDGET_EXHAUSTED, runner.FAILED},
-    "result": set(typing.get_args(ExportOutcome)),
-    "status": {"ok", "error", "not_scorable"},
-    "signal": {"traces", "logs"},
-    "pool": {"judge", "code"},
-    "direction": {"input", "output"},
-}
-
-
-def test_dashboard_is_a_grafana_dashboard_with_a_prometheus_input() -> None:
-    dashboard = _dashboard()
+@pytest.mark.parametrize("name", DASHBOARDS)
+def test_dashboard_is_a_grafana_dashboard_with_a_prometheus_input(name: str) -> None:
+    dashboard = _dashboard(name)
     assert dashboard["schemaVersion"] >= 36
     assert [i["name"] for i in dashboard["__inputs"]] == ["DS_PROMETHEUS"]
     assert dashboard["__inputs"][0]["pluginId"] == "prometheus"
@@ -90,39 +56,27 @@ def test_dashboard_is_a_grafana_dashboard_with_a_prometheus_input() -> None:
         assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
         assert panel.get("targets"), f"panel {panel['title']!r} has no query"
         for target in panel["targets"]:
-            assert _METRIC.search(target["expr"]), f"{panel['title']!r}: no tracescorer metric in {target['expr']!r}"
+            assert metric_names(target["expr"]), f"{panel['title']!r}: no tracescorer metric in {target['expr']!r}"
+    required = {r["id"] for r in dashboard["__requires"] if r["type"] == "panel"}
+    used = {p["type"] for p in _panels(dashboard["panels"]) if p["type"] != "row"}
+    assert used <= required, f"panel types not declared in __requires: {sorted(used - required)}"
 
 
-def test_every_metric_in_the_dashboard_is_exported() -> None:
-    exported = _exported()
-    used = {name for expr in _exprs(_dashboard()) for name in _METRIC.findall(expr)}
-    assert used, "no metric names found in the dashboard"
-    missing = sorted(used - exported.keys())
-    assert not missing, f"dashboard uses metrics the daemon does not export: {missing}"
+def test_dashboards_have_distinct_uids() -> None:
+    uids = [_dashboard(name)["uid"] for name in DASHBOARDS]
+    assert len(set(uids)) == len(uids)
 
 
-def test_dashboard_covers_every_metric_family() -> None:
-    """Each metric of Metrics appears on the dashboard (as itself, _total, _bucket...)."""
-    used = {name for expr in _exprs(_dashboard()) for name in _METRIC.findall(expr)}
-    families = {f.name for f in Metrics().registry.collect()}
-    unused = sorted(f for f in families if not any(u == f or u.startswith(f + "_") for u in used))
-    assert not unused, f"metrics missing from the dashboard: {unused}"
+def test_dashboards_together_cover_every_metric_family() -> None:
+    """Each metric of Metrics appears on a dashboard (as itself, _total, _bucket...)."""
+    used = {name for _, expr in _ALL for name in metric_names(expr)}
+    unused = sorted(f for f in families() if not any(u == f or u.startswith(f + "_") for u in used))
+    assert not unused, f"metrics on no dashboard: {unused}"
 
 
-@pytest.mark.parametrize("expr", _exprs(_dashboard()))
-def test_labels_used_by_each_query_exist(expr: str) -> None:
-    exported = _exported()
-    metrics = _METRIC.findall(expr)
-    available = set().union(*(exported.get(m, set()) for m in metrics)) | _EXTERNAL_LABELS
-    labels: set[str] = set()
-    for group in _GROUPING.findall(expr):
-        labels.update(label.strip() for label in group.split(",") if label.strip())
-    for selector in _SELECTOR.findall(expr):
-        for name, op, value in _MATCHER.findall(selector):
-            labels.add(name)
-            if name in _KNOWN_VALUES and not value.startswith("$"):
-                values = set(value.split("|")) if op in ("=~", "!~") else {value}
-                unknown = values - _KNOWN_VALUES[name]
-                assert not unknown, f"{expr!r}: {name} values {sorted(unknown)} are never emitted"
-    unknown_labels = sorted(labels - available)
-    assert not unknown_labels, f"{expr!r}: labels {unknown_labels} are not on {metrics}"
+_EXPORTED = exported()
+
+
+@pytest.mark.parametrize(("name", "expr"), _ALL)
+def test_each_query_parses_and_uses_exported_metrics_and_labels(name: str, expr: str) -> None:
+    assert problems(expr, _EXPORTED) == []

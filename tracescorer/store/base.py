@@ -16,11 +16,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+
+if TYPE_CHECKING:
+    from tracescorer.monitors.evaluator import MonitorState
+    from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
 
 
 class StoreError(RuntimeError):
@@ -166,6 +170,18 @@ class ResultStore(Protocol):
 
     async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
         """Delivery rows as dicts, for commands and tests."""
+
+    # built-in monitors (see tracescorer.store.monitors)
+
+    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]: ...
+
+    async def save_monitors(self, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
+        """Upsert monitor states, append events."""
+
+    async def prune_monitor_events(self, now: float) -> int: ...
+
+    async def rebuild_monitor_windows(self, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
+        """Window buckets and examples of live scores, one bounded query."""
 
     async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
         """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a

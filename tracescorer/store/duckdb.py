@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.store import deliveries, ops, rows, wire
+from tracescorer.store import deliveries, monitors, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
     DataError,
@@ -41,6 +41,8 @@ from tracescorer.store.base import (
 )
 from tracescorer.store.ipc import AsyncChannel, encode
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
+from tracescorer.monitors.evaluator import MonitorState
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
@@ -368,6 +370,20 @@ class DuckDBStore:
 
     async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
         return await self.read(deliveries.states, sink)
+
+    # --- built-in monitors (tracescorer.store.monitors) ------------------------------------------
+
+    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]:
+        return await self.read(monitors.load_states, list(monitor_ids))
+
+    async def save_monitors(self, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
+        await self.write(monitors.save, list(states), list(events))
+
+    async def prune_monitor_events(self, now: float) -> int:
+        return await self.write(monitors.prune_events, now)
+
+    async def rebuild_monitor_windows(self, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
+        return await self.read(monitors.rebuild, list(specs), max_examples)
 
     async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
         result: QueryResult = await self._request(wire.QUERY, (sql, max_rows, timeout_s, list(params)))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracescorer.store import deliveries
+from tracescorer.store import deliveries, monitor_tables
 from tracescorer.store.schema import INDEXES, TABLES, create_table
 
 
@@ -28,6 +28,7 @@ class Migration:
 #: a new database is the tables of :mod:`schema` plus every migration.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "delivery state of exported scores, per export sink", deliveries.DDL),
+    Migration(3, "state and events of the built-in monitors", monitor_tables.DDL),
 )
 
 BASELINE_VERSION = 1

@@ -1,0 +1,220 @@
+"""`tracescorer report` end to end: real daemon and OTLP traffic (code scorers and an LLM judge on
+the fake OpenAI server), the report written while the daemon runs (query endpoint) and after it
+stopped (read-only file), each rendered in headless Chromium over the DevTools protocol: it
+loads with no console error, shows every scorer, and hostile agent/judge text stays text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from fakes.fake_openai import FakeOpenAI, Reply
+from support.daemon import DaemonProcess, config_dict, wait_for
+from tracescorer.demo import emit_conversations
+
+HOSTILE_ANSWER = ('Done </td></table><script>console.error("xss-answer")</script>'
+                  '<img src=x onerror="console.error(\'xss-img\')"><a href="https://evil.example/">x</a>')
+HOSTILE_REASON = '<script>console.error("xss-reason")</script> the agent ignored the question'
+CONVERSATIONS = [
+    {"id": "conv-good", "agent": "support-alpha", "turns": [
+        ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),
+        ("Thanks!", None, None, None, "You're welcome.")]},
+    {"id": "conv-<b>hostile</b>", "agent": "support-<i>beta</i>", "turns": [
+        ("<script>console.error('xss-user')</script> refund please", None, None, None, HOSTILE_ANSWER)]},
+    {"id": "conv-empty", "agent": "support-alpha", "turns": [("Hello?", None, None, None, "")]},
+]
+BINDINGS = [
+    {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
+    {"id": "mentions-order", "prebuilt": "includes", "options": {"text": "order"}, "scope": "run", "threshold": 1},
+    {"id": "answered-judge", "prebuilt": "multi_turn_judge", "scope": "conversation", "threshold": 1,
+     "options": {"criterion": "The agent answered every question"}},
+    {"id": "never-matches", "prebuilt": "non_empty_response", "scope": "run", "filter": {"agent_name": "nobody-*"}},
+]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _chromium() -> str:
+    """Debian's chromium; installed with apt-get when absent (the test set-up, as root)."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0:
+        pytest.fail("chromium is not installed and installing it needs root: apt-get install chromium")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    result = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+    if result.returncode != 0:  # a fresh machine: the package lists first
+        subprocess.run(["apt-get", "update"], capture_output=True, text=True, env=env, timeout=600)
+        result = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+    found = shutil.which("chromium")
+    if result.returncode != 0 or not found:
+        pytest.fail(f"apt-get install chromium failed ({result.returncode}): {result.stderr[-2000:]}")
+    return found
+
+
+class Page:
+    """One page of a headless Chromium, driven over the DevTools protocol (WebSocket)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for msg in self.ws:
+            data = json.loads(msg.data)
+            if "id" in data and data["id"] in self._waiting:
+                self._waiting.pop(data["id"]).set_result(data)
+            elif "method" in data:
+                self.events.append(data)
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[self._next] = future
+        await self.ws.send_json({"id": self._next, "method": method, "params": params})
+        reply = await asyncio.wait_for(future, 30)
+        assert "error" not in reply, f"{method}: {reply['error']}"
+        result: dict[str, Any] = reply.get("result", {})
+        return result
+
+    async def until(self, method: str, timeout_s: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for event in self.events:
+                if event["method"] == method:
+                    return event
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"no {method} within {timeout_s}s")
+
+    def errors(self) -> list[str]:
+        out = []
+        for e in self.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
+                out.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", [])))
+            elif e["method"] == "Runtime.exceptionThrown":
+                out.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:500])
+            elif e["method"] == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
+                out.append("log: " + p["entry"].get("text", ""))
+        return out
+
+    def requests(self) -> list[str]:
+        return [e["params"]["request"]["url"] for e in self.events if e["method"] == "Network.requestWillBeSent"]
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        await self.ws.close()
+
+
+async def render_in_chromium(html: Path, tmp: Path) -> dict[str, Any]:
+    """Open ``html`` in a fresh headless Chromium; return what the page showed and logged."""
+    profile = tmp / f"chromium-profile-{time.monotonic_ns()}"
+    proc = subprocess.Popen([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert proc.poll() is None, f"chromium exited with {proc.returncode}"
+            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+            await asyncio.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/json/list") as resp:
+                targets = await resp.json()
+            url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+            async with session.ws_connect(url, max_msg_size=0) as ws:
+                page = Page(ws)
+                for domain in ("Runtime", "Log", "Page", "Network"):
+                    await page.send(f"{domain}.enable")
+                await page.send("Page.navigate", url=html.resolve().as_uri())
+                await page.until("Page.loadEventFired")
+                script = ("JSON.stringify({title: document.title, text: document.body.textContent, "
+                          "scorers: [...document.querySelectorAll('section.scorer')].map(s => s.dataset.scorer), "
+                          "scripts: document.scripts.length, images: document.images.length, "
+                          "links: [...document.links].map(a => a.href), svgs: document.querySelectorAll('svg').length})")
+                result = await page.send("Runtime.evaluate", expression=script, returnByValue=True)
+                shot = await page.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+                (tmp / (html.stem + ".png")).write_bytes(__import__("base64").b64decode(shot["data"]))
+                await asyncio.sleep(0.2)  # late console messages of the load
+                dom = json.loads(result["result"]["value"])
+                dom["errors"], dom["requests"] = page.errors(), page.requests()
+                await page.close()
+                return dom
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        server.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "every question answered"}))
+        server.script("xss-answer", Reply.json({"satisfied": False, "reasoning": HOSTILE_REASON}))  # newer rules win
+        yield server
+
+
+def _check(dom: dict[str, Any], html: Path) -> None:
+    assert dom["errors"] == [], dom["errors"]
+    assert dom["requests"] == [html.resolve().as_uri()], "the report loaded something besides itself"
+    assert sorted(dom["scorers"]) == sorted(b["id"] for b in BINDINGS)
+    assert dom["scripts"] == 0 and dom["images"] == 0
+    assert all(link.startswith(html.resolve().as_uri() + "#") for link in dom["links"]), dom["links"]
+    assert dom["svgs"] >= 6  # trend + distribution for each scorer with scores
+    text = dom["text"]
+    for hostile in ('<script>console.error("xss-answer")</script>', HOSTILE_REASON, "conv-<b>hostile</b>",
+                    "support-<i>beta</i>", "<script>console.error('xss-user')</script> refund please"):
+        assert hostile in text, f"{hostile!r} not shown as text"
+    assert "No scores in this window." in text  # never-matches
+    assert "every question answered" in text or "Order 7 is in transit" in text
+
+
+async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tmp_path, fake):
+    _chromium()
+    judge = {"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "test-key", "timeout_s": 10}
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3, "conversation_idle_s": 1.0}, judge=judge, scorers=BINDINGS)
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    running, stopped = tmp_path / "running.html", tmp_path / "stopped.html"
+    try:
+        await asyncio.to_thread(emit_conversations, daemon.grpc_endpoint, CONVERSATIONS)
+        # 4 runs x 2 code scorers + 3 judged conversations
+        await asyncio.to_thread(wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 11, 60, 0.25,
+                                "11 scores")
+        out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(running))
+        assert "4 scorer(s), 11 score(s)" in out.stdout
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+    out = await asyncio.to_thread(daemon.cli, "report", "--output", str(stopped))
+    assert "4 scorer(s), 11 score(s)" in out.stdout
+
+    html = running.read_text()
+    assert "<script" not in html and "<img" not in html and "url(" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert "Content-Security-Policy" in html
+    for page in (running, stopped):
+        dom = await render_in_chromium(page, tmp_path)
+        _check(dom, page)
+    assert "daemon at http://127.0.0.1" in running.read_text() and "database " in stopped.read_text()
+
+    one = tmp_path / "one.html"
+    out = await asyncio.to_thread(daemon.cli, "report", "--scorer", "answered-judge", "--output", str(one))
+    assert "1 scorer(s), 3 score(s)" in out.stdout
+    assert one.read_text().count('<section class="scorer"') == 1

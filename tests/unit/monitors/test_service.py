@@ -1,0 +1,304 @@
+"""MonitorService on a real DuckDB file, notifying a real local webhook receiver.
+
+The service's clock is wall time plus an offset the test moves (windows slide, cooldowns pass)
+without sleeping; scores are committed to the ``scores`` table first and then handed to
+``on_scores``, as the scoring runner does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from fakes.webhook_receiver import WebhookReceiver
+from tracescorer.metrics import Metrics
+from tracescorer.monitors import MonitorService, MonitorSettings
+from tracescorer.store.duckdb import DuckDBStore
+from support import store_ops
+from support.db import fetch
+from tracescorer.store.records import ScoreRecord
+
+SCORERS = ["quality-judge", "quality-code", "other"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+async def until(predicate: Any, timeout_s: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+_counter = iter(range(1_000_000))
+
+
+def score(label: str | None, *, scorer: str = "quality-judge", status: str = "ok", value: float | None = None,
+          source: str = "live", reason: str = "judge said so") -> ScoreRecord:
+    i = next(_counter)
+    if value is None and status == "ok":
+        value = 1.0 if label == "pass" else 0.0
+    return ScoreRecord(id=f"s{i}", scorer_id=scorer, scorer_name=scorer, run_id=f"run-{i}", trace_id=f"{i:032x}",
+                       span_id=f"{i:016x}", conversation_id=f"conv-{i}", entity_type="conversation",
+                       entity_id="support-bot", source=source, score=value if status == "ok" else None,
+                       reason=f"{reason} #{i}" if status == "ok" else None, status=status,
+                       error="judge down" if status == "error" else None, label=label,
+                       threshold=1.0 if label else None)
+
+
+def monitor(**overrides: Any) -> MonitorSettings:
+    base: dict[str, Any] = {"id": "support-quality", "scorer": "quality-*", "aggregate": "pass_rate", "window": "1h",
+                            "below": 0.8, "min_samples": 4, "cooldown": "1h"}
+    return MonitorSettings.model_validate({**base, **overrides})
+
+
+@pytest.fixture
+def receiver():
+    with WebhookReceiver() as r:
+        yield r
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = DuckDBStore(tmp_path / "m.duckdb")
+    await s.open()
+    yield s
+    await s.close()
+
+
+class Harness:
+    def __init__(self, store: DuckDBStore, monitors: list[MonitorSettings], clock: Clock) -> None:
+        self.store = store
+        self.metrics = Metrics()
+        self.service = MonitorService(monitors, SCORERS, store, self.metrics, clock=clock, tick_s=3600)
+
+    async def commit(self, *records: ScoreRecord) -> None:
+        await self.store.write_scores(records, [])
+        self.service.on_scores(records)
+
+    def state(self, monitor_id: str = "support-quality") -> Any:
+        return self.service.state(monitor_id)
+
+    async def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return await fetch(self.store, sql)
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels)
+
+    async def idle(self) -> None:
+        """Every decided notification was attempted to the end (and its outcome stored)."""
+        await until(lambda: self.service._dispatcher.outstanding == 0, what="notifications sent")  # noqa: SLF001
+        await asyncio.sleep(0)
+
+
+async def test_fires_once_after_min_samples_then_resolves(store, receiver):
+    clock = Clock()
+    m = monitor(notify=[{"webhook": receiver.url + "/q", "retries": 0},
+                        {"slack": receiver.url + "/slack", "retries": 0}],
+                trace_url="https://traces.example/trace/{trace_id}")
+    h = Harness(store, [m], clock)
+    await h.service.start()
+    try:
+        await h.commit(*(score("fail") for _ in range(3)))
+        assert h.state().state == "ok" and h.state().samples == 3  # below min_samples: no verdict
+        assert h.service._dispatcher.outstanding == 0 and receiver.requests == []  # noqa: SLF001
+
+        await h.commit(score("fail", scorer="quality-code"))  # the glob covers both scorers
+        assert h.state().state == "firing" and h.state().value == 0.0
+        await h.idle()
+        [hook] = receiver.at("/q")
+        body = hook.body
+        assert body["status"] == "firing" and body["monitor"] == "support-quality" and body["value"] == 0.0
+        assert body["window"] == "1h" and body["samples"] == 4 and body["threshold"] == 0.8
+        assert body["comparison"] == "below" and body["aggregate"] == "pass_rate"
+        assert "support-quality" in body["message"] and "1h" in body["message"]
+        examples = body["examples"]
+        assert len(examples) == 4 and examples[0]["scorer_id"] == "quality-code"  # newest first
+        assert all(e["trace_id"] and e["conversation_id"] and e["reason"] for e in examples)
+        assert examples[1]["url"] == f"https://traces.example/trace/{examples[1]['trace_id']}"
+        [slack] = receiver.at("/slack")
+        assert "support-quality" in slack.body["text"] and slack.body["blocks"]
+        assert examples[1]["trace_id"] in str(slack.body["blocks"])
+
+        # more failures while firing: no second notification
+        await h.commit(*(score("fail") for _ in range(3)))
+        h.service.evaluate_now()
+        await h.idle()
+        assert len(receiver.at("/q")) == 1 and h.state().state == "firing"
+
+        # 28 passes: 28 of 35 = 0.8 is no longer below 0.8
+        await h.commit(*(score("pass") for _ in range(28)))
+        assert h.state().state == "resolved"
+        await h.idle()
+        resolved = receiver.at("/q")[-1].body
+        assert resolved["status"] == "resolved" and resolved["value"] == 0.8 and resolved["examples"] == []
+        assert len(receiver.at("/q")) == 2 and len(receiver.at("/slack")) == 2
+        assert h.metric("tracescorer_monitor_notifications_total", monitor="support-quality", channel="webhook",
+                        result="sent") == 2
+        assert h.metric("tracescorer_monitor_state", monitor="support-quality", state="resolved") == 1
+        assert h.metric("tracescorer_monitor_state", monitor="support-quality", state="firing") == 0
+        assert h.metric("tracescorer_monitor_samples", monitor="support-quality") == 35
+    finally:
+        await h.service.stop(5)
+    state = await h.rows("SELECT state, value, samples, pending FROM monitor_state")
+    assert state == [("resolved", 0.8, 35, None)]
+    events = [r[0] for r in await h.rows("SELECT event FROM monitor_events ORDER BY event_at, event")]
+    assert events.count("fired") == 1 and events.count("resolved") == 1 and events.count("notified") == 4
+
+
+async def test_cooldown_suppresses_a_second_firing_until_it_passed(store, receiver):
+    clock = Clock()
+    m = monitor(window="1d", below=0.5, min_samples=2, notify=[{"webhook": receiver.url + "/c", "retries": 0}])
+    h = Harness(store, [m], clock)
+    await h.service.start()
+    try:
+        await h.commit(score("fail"), score("fail"))
+        assert h.state().state == "firing"
+        await h.commit(*(score("pass") for _ in range(4)))  # 4/6
+        assert h.state().state == "resolved"
+        await h.commit(*(score("fail") for _ in range(4)))  # 4/10: fires again, inside the cooldown
+        assert h.state().state == "firing"
+        await h.idle()
+        assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved"]
+        assert h.metric("tracescorer_monitor_notifications_total", monitor="support-quality", channel="webhook",
+                        result="suppressed") == 1
+        await h.commit(*(score("pass") for _ in range(4)))  # 8/14: resolves; that firing was never notified
+        assert h.state().state == "resolved"
+        await h.idle()
+        assert len(receiver.at("/c")) == 2
+
+        clock.offset += 2 * 3600  # past the cooldown, still inside the 1d window
+        await h.commit(*(score("fail") for _ in range(4)))  # 8/18
+        assert h.state().state == "firing"
+        await h.idle()
+        assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved", "firing"]
+    finally:
+        await h.service.stop(5)
+    events = [r[0] for r in await h.rows("SELECT event FROM monitor_events ORDER BY event_at")]
+    assert events.count("suppressed") == 1 and events.count("fired") == 3
+
+
+async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(store, receiver):
+    clock = Clock()
+    m = monitor(notify=[{"webhook": receiver.url + "/r", "retries": 0}])
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(*(score("fail") for _ in range(5)), score("pass"), score(None, status="error"))
+    await first.idle()
+    assert len(receiver.at("/r")) == 1
+    await first.service.stop(5)
+
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        state = second.state()
+        assert state.state == "firing" and state.samples == 6 and state.value == pytest.approx(1 / 6)
+        assert state.since == pytest.approx(first.state().since)
+        assert second.service._dispatcher.outstanding == 0  # noqa: SLF001
+        await second.commit(score("fail"))
+        second.service.evaluate_now()
+        await second.idle()
+        assert len(receiver.at("/r")) == 1  # no duplicate
+        await second.commit(*(score("pass") for _ in range(30)))  # 31/37: resolves, and says so
+        await second.idle()
+        assert [r.body["status"] for r in receiver.at("/r")] == ["firing", "resolved"]
+    finally:
+        await second.service.stop(5)
+
+
+async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, receiver):
+    clock = Clock()
+    m = monitor(notify=[])
+    h = Harness(store, [m], clock)
+    await h.service.start()
+    await h.commit(score("fail"), score("pass"), score("pass"))
+    await h.commit(*(score("fail", source="backfill") for _ in range(5)))  # history, not current quality
+    await h.commit(score("fail", scorer="other"))  # not watched
+    assert h.state().samples == 3
+    await h.service.stop(5)
+    # an hour-old score is outside the window
+    await store.write(store_ops.execute,
+                      "UPDATE scores SET updated_at = now() - INTERVAL 2 HOUR WHERE id = (SELECT min(id) FROM scores)", [])
+    again = Harness(store, [m], clock)
+    await again.service.start()
+    try:
+        assert again.state().samples == 2 and again.state().value == pytest.approx(1.0)
+    finally:
+        await again.service.stop(5)
+
+
+async def test_window_slides_and_an_empty_window_resolves(store, receiver):
+    clock = Clock()
+    m = monitor(aggregate="mean", window="90s", below=0.5, min_samples=2,
+                notify=[{"webhook": receiver.url + "/w", "retries": 0}])
+    h = Harness(store, [m], clock)
+    await h.service.start()
+    try:
+        await h.commit(score(None, value=0.1), score(None, value=0.3))
+        assert h.state().state == "firing" and h.state().value == pytest.approx(0.2)
+        await h.idle()
+        examples = receiver.at("/w")[0].body["examples"]
+        assert [e["score"] for e in examples] == [0.3, 0.1]  # both below the threshold
+        clock.offset += 60
+        h.service.evaluate_now()
+        assert h.state().state == "firing" and h.state().samples == 2
+        clock.offset += 40  # 100s later: both scores left the 90s window
+        h.service.evaluate_now()
+        assert h.state().state == "resolved" and h.state().value is None and h.state().samples == 0
+        await h.idle()
+        assert [r.body["status"] for r in receiver.at("/w")] == ["firing", "resolved"]
+    finally:
+        await h.service.stop(5)
+
+
+async def test_count_and_error_rate_monitors(store, receiver):
+    clock = Clock()
+    quiet = monitor(id="no-scores", aggregate="count", window="10m", below=1, notify=[])
+    errors = monitor(id="judge-errors", aggregate="error_rate", window="10m", below=None, above=0.25, min_samples=4, notify=[])
+    h = Harness(store, [quiet, errors], clock)
+    await h.service.start()
+    try:
+        assert h.state("no-scores").state == "firing"  # count ignores min_samples: nothing scored at all
+        await h.commit(score("pass"), score("pass"), score("pass"))
+        assert h.state("no-scores").state == "resolved" and h.state("judge-errors").state == "ok"
+        await h.commit(score(None, status="error"), score(None, status="error"))
+        assert h.state("judge-errors").state == "firing" and h.state("judge-errors").value == pytest.approx(0.4)
+        assert h.metric("tracescorer_monitor_value", monitor="judge-errors") == pytest.approx(0.4)
+    finally:
+        await h.service.stop(5)
+
+
+async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
+    clock = Clock()
+    receiver.hang("/p", 5.0)
+    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + "/p", "retries": 0, "timeout_s": 30}])
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(score("fail"))
+    assert first.state().pending == "firing"
+    await first.service.stop(0.2)  # the endpoint is still hanging: give up on it
+    assert await first.rows("SELECT state, pending FROM monitor_state") == [("firing", "firing")]
+
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        await second.idle()
+        assert second.state().pending is None
+        assert any(r.body["status"] == "firing" and r.status == 200 for r in receiver.at("/p"))
+    finally:
+        await second.service.stop(5)
+    assert await second.rows("SELECT pending FROM monitor_state") == [(None,)]
+    assert await second.rows("SELECT count(*) FROM monitor_events WHERE event = 'notified'") == [(1,)]

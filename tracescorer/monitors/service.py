@@ -1,0 +1,301 @@
+"""The built-in monitors in the daemon: fed by committed scores, evaluated on a timer, stored.
+
+Evaluation is incremental: each committed live score is added to the windows of the monitors
+watching its scorer (and those monitors are evaluated at once); a timer re-evaluates every
+monitor so windows slide when no scores arrive. The scores table is read once, at start, to
+rebuild the windows (bounded: one row per monitor and bucket, a few examples per monitor).
+
+State survives restarts: the stored state is loaded before the first evaluation, so a monitor
+that was firing and still breaches stays firing without a new notification, and the cooldown
+counts from the stored time of the last notification. A notification decided but not sent
+before a stop (``pending``) is sent after the next start.
+
+Start this before the scoring runner (no score may arrive between the rebuild query and the
+first live score), stop it after the runner (the last scores are evaluated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+from tracescorer.metrics import Metrics
+from tracescorer.monitors.config import MonitorSettings
+from tracescorer.monitors.evaluator import STATES, MonitorState, NotificationKind, Outcome, evaluate
+from tracescorer.monitors.messages import Notification, build
+from tracescorer.monitors.notify import Delivery, Dispatcher
+from tracescorer.monitors.window import MAX_EXAMPLES, Sample, Window
+from tracescorer.store import monitors as sql
+from tracescorer.store.base import Store
+from tracescorer.store.records import ScoreRecord
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_EVENTS = 1000  # kept for the next write while the store refuses them; the oldest go first
+
+
+def sample_of(record: ScoreRecord, at: float) -> Sample:
+    return Sample(at=at, score_id=record.id, scorer_id=record.scorer_id, status=record.status, score=record.score,
+                  label=record.label, trace_id=record.trace_id, conversation_id=record.conversation_id,
+                  run_id=record.run_id, agent=record.entity_id, reason=record.reason or record.error)
+
+
+class MonitorService:
+    """Owns the monitors' windows, states and notifications; runs on the daemon's event loop."""
+
+    def __init__(self, monitors: Sequence[MonitorSettings], scorer_ids: Sequence[str], store: Store,
+                 metrics: Metrics, *, clock: Callable[[], float] = time.time, tick_s: float = 1.0,
+                 persist_interval_s: float = 10.0) -> None:
+        self._monitors = list(monitors)
+        self._store = store
+        self._metrics = metrics
+        self._clock = clock
+        self._tick_s = tick_s
+        self._persist_interval_s = persist_interval_s
+        self._scorers = [tuple(s for s in scorer_ids if m.matches(s)) for m in self._monitors]
+        self._by_scorer: dict[str, list[int]] = {}
+        for i, ids in enumerate(self._scorers):
+            for scorer_id in ids:
+                self._by_scorer.setdefault(scorer_id, []).append(i)
+        self._windows = [Window(m) for m in self._monitors]
+        self._states = [MonitorState(monitor_id=m.id) for m in self._monitors]
+        self._outstanding = [0] * len(self._monitors)
+        self._dispatcher = Dispatcher(self._delivered)
+        self._changed: set[int] = set()  # state to store now (transitions, notifications)
+        self._stale: set[int] = set()  # only value/samples moved: stored every persist_interval_s
+        self._events: list[sql.MonitorEvent] = []
+        self._last_persist = 0.0
+        self._writes: set[asyncio.Future[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+
+    @property
+    def monitors(self) -> list[MonitorSettings]:
+        return list(self._monitors)
+
+    def state(self, monitor_id: str) -> MonitorState | None:
+        return next((s for s in self._states if s.monitor_id == monitor_id), None)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the tables, load states, rebuild the windows, evaluate, start the timer."""
+        if not self._monitors:
+            return
+        now = self._clock()
+        await self._store.prune_monitor_events(now)
+        stored = {s.monitor_id: s for s in await self._store.monitor_states([m.id for m in self._monitors])}
+        self._states = [stored.get(m.id, MonitorState(monitor_id=m.id)) for m in self._monitors]
+        specs = []
+        for i, (monitor, window) in enumerate(zip(self._monitors, self._windows)):
+            first = window.bucket_of(now - monitor.window_s)
+            specs.append(sql.WindowSpec(index=i, scorer_ids=self._scorers[i], since=first * window.width_s,
+                                        width_s=window.width_s, example_kind=window.kind, threshold=monitor.threshold))
+        rebuilt = await self._store.rebuild_monitor_windows(specs, MAX_EXAMPLES)
+        for index, bucket, counts in rebuilt.buckets:
+            self._windows[index].add_counts(bucket, counts)
+        for index, sample in rebuilt.examples:
+            self._windows[index].add_example(sample)
+        await self._dispatcher.start()
+        self._running = True
+        now = self._clock()
+        for i in range(len(self._monitors)):
+            pending = self._states[i].pending
+            outcome = self._evaluate(i, now)
+            if pending is not None and outcome.transition is None and self._states[i].state == _state_of(pending):
+                log.info("monitor %s: sending the %s notification left pending by the last stop",
+                         self._monitors[i].id, pending)
+                self._send(i, pending, now)
+        self._persist(now, force=True)
+        self._task = asyncio.create_task(self._tick(), name="monitors-tick")
+        log.info("monitors: %d started (%s)", len(self._monitors),
+                 ", ".join(f"{s.monitor_id}={s.state}" for s in self._states))
+
+    async def stop(self, timeout_s: float) -> None:
+        """Stop the timer, send queued notifications until the deadline, store the states."""
+        if not self._running:
+            return
+        self._running = False
+        deadline = time.monotonic() + timeout_s
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        abandoned = await self._dispatcher.shutdown(max(0.0, deadline - time.monotonic()))
+        if abandoned:
+            log.warning("monitors: %d notification(s) not sent before the stop deadline; they are sent after "
+                        "the next start", abandoned)
+        self._persist(self._clock(), force=True)
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=max(0.1, deadline - time.monotonic()))
+
+    # --- intake ---------------------------------------------------------------------------------
+
+    def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
+        """ScoreListener: add committed live scores to the windows that watch them, evaluate those."""
+        if not self._running:
+            return
+        now = self._clock()
+        touched: set[int] = set()
+        for record in scores:
+            if record.source != "live":
+                continue
+            indexes = self._by_scorer.get(record.scorer_id)
+            if not indexes:
+                continue
+            sample = sample_of(record, now)
+            for i in indexes:
+                self._windows[i].add(sample)
+                touched.add(i)
+        for i in sorted(touched):
+            self._evaluate(i, now)
+        self._persist(now)
+
+    def evaluate_now(self) -> None:
+        """Evaluate every monitor at the clock's current time (what the timer does each tick)."""
+        if not self._running:
+            return
+        now = self._clock()
+        for i in range(len(self._monitors)):
+            self._evaluate(i, now)
+        self._persist(now)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_s)
+            try:
+                self.evaluate_now()
+            except Exception:  # noqa: BLE001 - the timer must survive whatever one pass hits
+                log.exception("monitor evaluation failed")
+
+    # --- evaluation -----------------------------------------------------------------------------
+
+    def _evaluate(self, i: int, now: float) -> Outcome:
+        monitor = self._monitors[i]
+        before = self._states[i]
+        outcome = evaluate(monitor, before, self._windows[i].read(now), now)
+        state = self._states[i] = outcome.state
+        self._set_gauges(i)
+        if outcome.transition is None:
+            if (state.value, state.samples) != (before.value, before.samples):
+                self._stale.add(i)
+            return outcome
+        self._changed.add(i)
+        self._metrics.monitor_transitions.labels(monitor.id, outcome.transition).inc()
+        self._event(i, "fired" if outcome.transition == "firing" else "resolved", now)
+        if outcome.transition == "firing":
+            log.warning("monitor %s firing: %s %s %g is %s over %s (%d samples)", monitor.id, monitor.aggregate,
+                        monitor.comparison, monitor.threshold, _fmt(state.value), monitor.window, state.samples)
+        else:
+            log.info("monitor %s resolved: %s is %s over %s (%d samples)", monitor.id, monitor.aggregate,
+                     _fmt(state.value), monitor.window, state.samples)
+        if outcome.suppressed:
+            for target in monitor.notify:
+                self._metrics.monitor_notifications.labels(monitor.id, target.kind, "suppressed").inc()
+            self._event(i, "suppressed", now, detail=f"cooldown {monitor.cooldown}: last notified at "
+                        f"{_fmt_time(before.notified_at)}")
+        if outcome.notify:
+            self._send(i, outcome.transition, now)
+        return outcome
+
+    def _send(self, i: int, kind: NotificationKind, now: float) -> None:
+        monitor, state, window = self._monitors[i], self._states[i], self._windows[i]
+        notification = build(monitor, kind, value=state.value, samples=state.samples, since=state.since or now,
+                             at=now, examples=window.recent_examples(now))
+        if self._dispatcher.submit(notification, monitor.notify):
+            self._outstanding[i] += 1
+            return
+        for target in monitor.notify:
+            self._metrics.monitor_notifications.labels(monitor.id, target.kind, "dropped").inc()
+            self._event(i, "dropped", now, target=target.display, detail="notification queue full or stopped")
+        log.error("monitor %s: %s notification dropped (queue full or shutting down)", monitor.id, kind)
+        self._clear_pending(i)
+
+    def _delivered(self, notification: Notification, deliveries: Sequence[Delivery]) -> None:
+        """Dispatcher callback (on the loop): count, record, and clear the pending mark."""
+        i = next(k for k, m in enumerate(self._monitors) if m.id == notification.monitor_id)
+        now = self._clock()
+        for d in deliveries:
+            result = "sent" if d.ok else "failed"
+            self._metrics.monitor_notifications.labels(notification.monitor_id, d.target.kind, result).inc()
+            detail = f"{notification.kind}, {d.attempts} attempt(s)" + ("" if d.ok else f": {d.error}")
+            self._event(i, "notified" if d.ok else "notify_failed", now, target=d.target.display, detail=detail)
+            if not d.ok:
+                log.error("monitor %s: %s notification to %s failed after %d attempt(s): %s", notification.monitor_id,
+                          notification.kind, d.target.display, d.attempts, d.error)
+        self._outstanding[i] -= 1
+        if self._outstanding[i] == 0:
+            self._clear_pending(i)
+        self._persist(now, force=True)
+
+    def _clear_pending(self, i: int) -> None:
+        state = self._states[i]
+        if state.pending is not None:
+            self._states[i] = dataclasses.replace(state, pending=None)
+            self._changed.add(i)
+
+    def _event(self, i: int, event: str, now: float, *, target: str | None = None, detail: str | None = None) -> None:
+        state = self._states[i]
+        self._events.append(sql.MonitorEvent(monitor_id=state.monitor_id, at=now, event=event, state=state.state,
+                                             value=state.value, samples=state.samples, target=target, detail=detail))
+
+    def _set_gauges(self, i: int) -> None:
+        m, state, monitor_id = self._metrics, self._states[i], self._monitors[i].id
+        for name in STATES:
+            m.monitor_state.labels(monitor_id, name).set(1 if state.state == name else 0)
+        m.monitor_value.labels(monitor_id).set(math.nan if state.value is None else state.value)
+        m.monitor_samples.labels(monitor_id).set(state.samples)
+        if state.evaluated_at is not None:
+            m.monitor_evaluated.labels(monitor_id).set(state.evaluated_at)
+
+    # --- persistence ----------------------------------------------------------------------------
+
+    def _persist(self, now: float, *, force: bool = False) -> None:
+        """Store changed states and new events now; value-only changes at most every interval."""
+        due = force or now - self._last_persist >= self._persist_interval_s
+        indexes = self._changed | (self._stale if due else set())
+        if not indexes and not self._events:
+            return
+        states = [self._states[i] for i in sorted(indexes)]
+        events, self._events = self._events, []
+        self._changed -= indexes
+        self._stale -= indexes
+        if due:
+            self._last_persist = now
+        wrapped = asyncio.ensure_future(self._store.save_monitors(states, events))
+        self._writes.add(wrapped)
+        wrapped.add_done_callback(functools.partial(self._saved, indexes=indexes, events=events))
+
+    def _saved(self, future: asyncio.Future[None], *, indexes: set[int], events: list[sql.MonitorEvent]) -> None:
+        self._writes.discard(future)
+        if future.cancelled() or future.exception() is None:
+            return
+        log.error("monitors: storing state failed, retrying with the next write: %s", future.exception())
+        self._changed |= indexes
+        self._events[:0] = events
+        if len(self._events) > MAX_PENDING_EVENTS:
+            dropped = len(self._events) - MAX_PENDING_EVENTS
+            del self._events[:dropped]
+            log.error("monitors: %d unstored event(s) dropped (the store keeps failing)", dropped)
+
+
+def _state_of(kind: NotificationKind) -> str:
+    return "firing" if kind == "firing" else "resolved"
+
+
+def _fmt(value: float | None) -> str:
+    return "no data" if value is None else f"{value:.4g}"
+
+
+def _fmt_time(epoch: float | None) -> str:
+    if epoch is None:
+        return "never"
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="seconds")
