@@ -122,6 +122,12 @@ class App:
             self.metrics.track_db_size(s.store.path)
         await self.assembly.start()
         await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
+        if any(b.uses_judge for b in self.runner.bindings):
+            # litellm's import and first-use set-up take seconds: in a worker thread, before the
+            # daemon says it is ready, never on the event loop
+            from tracescorer.scorers import judge
+
+            await asyncio.to_thread(judge.preload)
         await self.runner.start()
         if self.exporter is not None:
             await self.exporter.start()
@@ -145,6 +151,7 @@ class App:
                                      ssl_context=server_ssl_context(tls.cert_file, tls.key_file))
             self.api_port = await self._api.start()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        self._tasks.append(asyncio.create_task(self._watch_loop_lag(), name="loop-lag"))
         self.ops.ready = True
         if s.store.path != ":memory:":
             scheme = "https" if tls.enabled else "http"
@@ -180,6 +187,15 @@ class App:
         self._site = web.SockSite(self._web_runner, sock, ssl_context=ssl_context)
         await self._site.start()
         self.http_port = sock.getsockname()[1]
+
+    async def _watch_loop_lag(self, interval_s: float = 0.1) -> None:
+        """How late the event loop runs a timer: the ``tracescorer_event_loop_lag_seconds`` histogram
+        (anything blocking the loop shows here, and in every request's latency)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + interval_s
+            await asyncio.sleep(interval_s)
+            self.metrics.loop_lag.observe(max(0.0, loop.time() - due))
 
     async def _retention_loop(self) -> None:
         """Delete span-log rows received more than ``store.retention_days`` ago (and their assembly

@@ -44,6 +44,12 @@ class Metrics:
             ["bound"],
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "tracescorer_event_loop_lag_seconds",
+            "How late the daemon's event loop ran a 100 ms timer (a blocked loop delays every request)",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
         self.stage_cpu = Counter(
             "tracescorer_stage_cpu_seconds",
             "CPU time of the daemon's own thread spent per pipeline stage (decode, assembly, scoring)",

@@ -269,6 +269,8 @@ def _walk_pb(
                 try:
                     accept(build(item, resource, scope))
                 except ValueError as exc:
+                    if isinstance(exc, DecodeError):
+                        raise  # the request as a whole is refused (nesting beyond the limit)
                     reject(_rejection(items, getattr(item, "name", ""), exc))
 
 

@@ -1,0 +1,126 @@
+"""Keeping up or pushing back (issue 9): a pipeline stage held full gives retryable refusals at
+both receivers and loses nothing acknowledged; traces beyond the in-memory window wait in the span
+log and are assembled from there, after the stage drains and after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+
+from support import gated
+from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async
+from support.db import scalar
+from support.payloads import trace_request
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def _agent_trace(i: int, spans: int = 4) -> list[dict]:
+    """An agent span with its model calls: one run per trace."""
+    trace = f"{i:032x}"
+    root = f"{i:08x}00000000"
+    msgs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"question {i}"}]}])
+    out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": f"answer {i}"}]}])
+    return [{"trace_id": trace, "span_id": root, "name": "invoke_agent bot", "attributes": {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot",
+        "gen_ai.input.messages": msgs, "gen_ai.output.messages": out}}] + [
+        {"trace_id": trace, "span_id": f"{i:08x}{j:08x}", "parent_span_id": root, "name": "chat m",
+         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}} for j in range(1, spans)]
+
+
+def _post_http(port: int, spans: list[dict]) -> int:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=trace_request(spans).SerializeToString(),
+                                 headers={"Content-Type": "application/x-protobuf"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        assert exc.headers["Retry-After"], "a refusal must say when to retry"
+        return exc.code
+
+
+def _post_grpc(port: int, spans: list[dict]) -> grpc.StatusCode:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            channel.unary_unary(EXPORT)(trace_request(spans).SerializeToString(), timeout=30)
+            return grpc.StatusCode.OK
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # OTLP: retryable only with RetryInfo
+                assert any(k == "google.rpc.retryinfo-bin" for k, _ in exc.trailing_metadata() or ())
+            return exc.code()
+
+
+async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_nothing(tmp_path):
+    gated.GATE.clear()
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.2}, scoring={"max_queue": 20, "workers": 1},
+                            scorers=[{"id": "gated", "python": "support.gated:scorer"}])
+    async with running_app(settings) as app:
+        acked, refused = [], {"http": 0, "grpc": 0}
+        for i in range(1, 400):
+            transport = "http" if i % 2 else "grpc"
+            spans = _agent_trace(i)
+            if transport == "http":
+                ok = await asyncio.to_thread(_post_http, app.http_port, spans) == 200
+            else:
+                ok = await asyncio.to_thread(_post_grpc, app.grpc_port, spans) == grpc.StatusCode.OK
+            if ok:
+                acked.append(i)
+            else:
+                refused[transport] += 1
+            if refused["http"] and refused["grpc"]:
+                break
+            await asyncio.sleep(0.01 if len(acked) < 10 else 0.05)
+        assert refused["http"] and refused["grpc"], (acked, refused)
+        assert "scoring" in (app.not_ready_reason() or "")
+        gated.GATE.set()
+        # every acknowledged trace is assembled and scored once the stage drains; none was shed
+        await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
+        assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+        await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready again")
+
+
+async def _scored(app, n: int) -> bool:
+    return await scalar(app.store, "SELECT count(*) FROM scores WHERE status = 'ok'") == n
+
+
+async def test_far_more_than_the_window_is_assembled_from_the_span_log(tmp_path):
+    # a window of 40 spans, 600 traces of 4: almost every trace waits on disk, not in memory
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5, "max_spans": 40})
+    async with running_app(settings) as app:
+        for start in range(0, 600, 50):
+            spans = [s for i in range(start + 1, start + 51) for s in _agent_trace(i)]
+            assert await asyncio.to_thread(_post_http, app.http_port, spans) == 200
+            assert app.assembly.buffer.stats.items_buffered <= 40
+        await wait_for_async(lambda: _count(app, "runs", 600), 60, interval_s=0.2, what="600 runs")
+        assert app.assembly.buffer.stats.traces_spilled > 500
+        assert await scalar(app.store, "SELECT count(*) FROM assembled_traces WHERE span_count = 4") == 600
+        assert await scalar(app.store, "SELECT count(DISTINCT input_messages) FROM runs") == 600
+
+
+async def _count(app, table: str, n: int) -> bool:
+    return await scalar(app.store, f"SELECT count(*) FROM {table}") == n
+
+
+def test_the_on_disk_backlog_is_assembled_after_a_restart(tmp_path):
+    slow = config_dict(tmp_path, assembly={"idle_s": 3600, "max_spans": 40})
+    first = DaemonProcess(tmp_path, slow).start()
+    for start in range(0, 300, 50):
+        assert _post_http(int(first.http_url.rsplit(":", 1)[1]), [s for i in range(start + 1, start + 51)
+                                                                   for s in _agent_trace(i)]) == 200
+    assert first.stop() == 0, first.log()
+    assert first.query_json("SELECT count(*) AS n FROM runs") == [{"n": 0}]
+    second = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"max_spans": 40})).start()
+    try:
+        from support.daemon import wait_for
+
+        wait_for(lambda: second.query_json("SELECT count(*) AS n FROM runs") == [{"n": 300}], 60, interval_s=0.3,
+                 what="300 runs recovered from the span log")
+        rows = second.query_json("SELECT reason, count(*) AS n FROM assembled_traces GROUP BY ALL")
+        assert rows == [{"reason": "recovered", "n": 300}]
+    finally:
+        assert second.stop() == 0, second.log()

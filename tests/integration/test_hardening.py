@@ -1,0 +1,269 @@
+"""Production hardening through the real daemon: bad data is the client's fault (per item, never
+retryable), deep nesting is refused alike on both encodings, readiness tells the truth when the
+disk is full, SIGTERM exits 0 after a burst and during recovery, the event loop never stalls on
+the first judge call."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from fakes.fake_openai import FakeOpenAI, Reply
+from support.daemon import DaemonProcess, config_dict, wait_for
+from support.payloads import trace_request
+from tracescorer.receiver.decode import MAX_VALUE_DEPTH
+
+TRACE = "5eed" * 8
+SPAN = "abcdef0123456789"
+
+
+def _post(url: str, body: bytes, content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def _json_span(span_id: str, name: str, **fields: Any) -> dict[str, Any]:
+    span = {"traceId": TRACE, "spanId": span_id, "name": name, "kind": 1,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000"}
+    span.update(fields)
+    return span
+
+
+def _json_traces(spans: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "hardening"}}]},
+        "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}).encode()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hardening")
+    d = DaemonProcess(tmp, config_dict(tmp)).start()
+    yield d
+    assert d.stop() == 0, d.log()
+
+
+def test_out_of_range_integers_are_rejected_per_item_and_good_spans_stored(daemon):
+    spans = [
+        _json_span("00000000000000a1", "good-1"),
+        _json_span("00000000000000a2", "negative-start", startTimeUnixNano="-5"),
+        _json_span("00000000000000a3", "huge-end", endTimeUnixNano=str(2**64)),
+        _json_span("00000000000000a4", "bad-flags", flags=-1),
+        _json_span("00000000000000a5", "huge-dropped", droppedAttributesCount=2**65),
+        _json_span("00000000000000a6", "huge-int", attributes=[{"key": "n", "value": {"intValue": str(2**63)}}]),
+        _json_span("00000000000000a7", "good-2"),
+    ]
+    status, _, body = _post(daemon.http_url + "/v1/traces", _json_traces(spans))
+    assert status == 200, body  # never 503: the client's data, not the daemon's state
+    reply = json.loads(body)
+    assert reply["partialSuccess"]["rejectedSpans"] == "5"
+    message = reply["partialSuccess"]["errorMessage"]
+    for field in ("startTimeUnixNano", "endTimeUnixNano", "flags", "droppedAttributesCount"):
+        assert field in message, message
+    stored = {r["name"] for r in daemon.query_json(f"SELECT name FROM spans WHERE trace_id = '{TRACE}'")}
+    assert stored == {"good-1", "good-2"}
+
+    logs = {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {}, "logRecords": [
+        {"timeUnixNano": "1700000000000000000", "severityNumber": 2**40, "body": {"stringValue": "bad"}},
+        {"timeUnixNano": "1700000000000000000", "severityNumber": 9, "body": {"stringValue": "kept"}}]}]}]}
+    status, _, body = _post(daemon.http_url + "/v1/logs", json.dumps(logs).encode())
+    assert status == 200 and json.loads(body)["partialSuccess"]["rejectedLogRecords"] == "1"
+    assert "severityNumber" in json.loads(body)["partialSuccess"]["errorMessage"]
+    assert daemon.query_json("SELECT body FROM log_records") == [{"body": '"kept"'}]
+
+
+def _nested_json(depth: int) -> str:
+    # as text: the encoder of the test itself would hit Python's recursion limit
+    return '{"arrayValue":{"values":[' * depth + '{"stringValue":"leaf"}' + "]}}" * depth
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _nested_pb(depth: int) -> bytes:
+    """An AnyValue nested ``depth`` arrays deep, encoded by hand (protobuf's own encoder refuses
+    to build what a hostile client can still send)."""
+    value = AnyValue(string_value="leaf").SerializeToString()
+    for _ in range(depth):
+        array = b"\x0a" + _varint(len(value)) + value  # ArrayValue.values (field 1)
+        value = b"\x2a" + _varint(len(array)) + array  # AnyValue.array_value (field 5)
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_VALUE_DEPTH, MAX_VALUE_DEPTH + 1, 1200])
+def test_deep_nesting_is_refused_at_the_same_depth_for_json_and_protobuf(daemon, depth):
+    accepted = depth <= MAX_VALUE_DEPTH
+    span_json = _json_span(f"{0xb0 + min(depth, 0x4f):016x}", f"deep-{depth}", attributes=[{"key": "deep", "value": "@"}])
+    text = _json_traces([span_json]).replace(b'"@"', _nested_json(depth).encode())
+    status, _, body = _post(daemon.http_url + "/v1/traces", text)
+    assert status == (200 if accepted else 400), body
+    if not accepted:
+        assert b"nested" in body or b"recursion" in body.lower() or b"depth" in body.lower()
+
+    request = trace_request([{"trace_id": TRACE, "span_id": f"{0xc0 + min(depth, 0x3f):016x}", "name": f"pb-{depth}",
+                              "attributes": {"deep": "@@@@"}}])
+    marker = KeyValue(key="deep", value=AnyValue(string_value="@@@@")).SerializeToString()
+    deep = b"\x0a\x04deep\x12" + _varint(len(_nested_pb(depth))) + _nested_pb(depth)  # KeyValue{key, value}
+    data = _reframe(request.SerializeToString(), marker, deep)
+    status, _, body = _post(daemon.http_url + "/v1/traces", data, "application/x-protobuf")
+    assert status == (200 if accepted else 400)
+    with grpc.insecure_channel(daemon.grpc_endpoint) as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        if accepted:
+            export(data, timeout=30)
+        else:
+            with pytest.raises(grpc.RpcError) as refused:
+                export(data, timeout=30)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _reframe(data: bytes, old: bytes, new: bytes) -> bytes:
+    """Replace one length-delimited submessage ``old`` inside the serialized request by ``new``,
+    fixing the lengths of the messages around it (request > ResourceSpans > ScopeSpans > Span)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    req = ExportTraceServiceRequest.FromString(data)
+    span = req.resource_spans[0].scope_spans[0].spans[0]
+    span_bytes = span.SerializeToString().replace(b"\x4a" + _varint(len(old)) + old, b"\x4a" + _varint(len(new)) + new)
+    scope = req.resource_spans[0].scope_spans[0]
+    scope_head = scope.scope.SerializeToString()
+    scope_bytes = b"\x0a" + _varint(len(scope_head)) + scope_head + b"\x12" + _varint(len(span_bytes)) + span_bytes
+    rs = req.resource_spans[0]
+    res = rs.resource.SerializeToString()
+    rs_bytes = b"\x0a" + _varint(len(res)) + res + b"\x12" + _varint(len(scope_bytes)) + scope_bytes
+    return b"\x0a" + _varint(len(rs_bytes)) + rs_bytes
+
+
+def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        cfg = config_dict(tmp_path, store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"})
+        d = DaemonProcess(tmp_path, cfg).start()
+        try:
+            ok = trace_request([{"trace_id": TRACE, "span_id": "00000000000000f1"}]).SerializeToString()
+            assert _post(d.http_url + "/v1/traces", ok, "application/x-protobuf")[0] == 200
+            filler = disk / "filler"
+            with open(filler, "wb") as f:
+                f.write(b"\0" * max(0, shutil.disk_usage(disk).free - 64 * 1024))
+            big = trace_request([{"trace_id": TRACE, "span_id": f"{0xf100 + i:016x}", "attributes": {"x": "y" * 2000}}
+                                 for i in range(200)]).SerializeToString()
+            status, headers, _ = _post(d.http_url + "/v1/traces", big, "application/x-protobuf")
+            assert status == 503 and headers["Retry-After"]  # retryable: nothing was stored
+            status, _, body = _post_get(d.http_url + "/readyz")
+            assert status == 503 and "store writes are failing" in json.loads(body)["reason"]
+            assert "tracescorer_ready 0.0" in _get(d.http_url + "/metrics")
+            filler.unlink()
+            wait_for(lambda: _post(d.http_url + "/v1/traces", big, "application/x-protobuf")[0] == 200, 20,
+                     interval_s=0.5, what="writes to work again once space is free")
+            wait_for(lambda: _post_get(d.http_url + "/readyz")[0] == 200, 20, what="ready again")
+        finally:
+            assert d.stop() == 0, d.log()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _post_get(url: str) -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def _get(url: str) -> str:
+    return _post_get(url)[2].decode()
+
+
+def _burst(daemon: DaemonProcess, requests: int, spans_per_request: int, prefix: int) -> list[str]:
+    """Send requests concurrently; the span ids of those acknowledged."""
+    def one(i: int) -> list[str]:
+        ids = [f"{prefix:04x}{i:06x}{j:06x}" for j in range(spans_per_request)]
+        body = trace_request([{"trace_id": f"{prefix:04x}{i:028x}", "span_id": sid,
+                               "attributes": {"gen_ai.operation.name": "chat", "m": "x" * 500}} for sid in ids])
+        try:
+            status = _post(daemon.http_url + "/v1/traces", body.SerializeToString(), "application/x-protobuf")[0]
+        except OSError:
+            return []
+        return ids if status == 200 else []
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        return [sid for ids in pool.map(one, range(requests)) for sid in ids]
+
+
+def test_sigterm_after_a_load_burst_exits_0_and_keeps_every_acknowledged_span(tmp_path):
+    d = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    acked = _burst(d, 60, 100, 0x1)
+    assert d.stop(signal.SIGTERM) == 0, d.log()
+    assert not Path(d.db_path + ".serve.json").exists()
+    stored = {r["span_id"] for r in d.query_json("SELECT span_id FROM spans")}
+    assert set(acked) <= stored and len(acked) == 6000
+
+
+def test_sigterm_during_start_up_recovery_exits_0(tmp_path):
+    slow = config_dict(tmp_path, assembly={"idle_s": 3600})
+    first = DaemonProcess(tmp_path, slow).start()
+    acked = _burst(first, 40, 100, 0x2)  # 4,000 traces that the stop leaves unassembled
+    assert first.stop() == 0, first.log()
+    second = DaemonProcess(tmp_path, slow).start()
+    assert second.stop(signal.SIGTERM) == 0, second.log()  # while recovery reads the span log
+    third = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    try:  # and the next start still assembles every one of them
+        wait_for(lambda: third.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"] == len(acked) // 100,
+                 60, interval_s=0.5, what="every trace assembled after the interrupted recovery")
+    finally:
+        assert third.stop() == 0, third.log()
+
+
+def test_the_event_loop_does_not_stall_on_the_first_judge_call(tmp_path):
+    with FakeOpenAI() as fake:
+        fake.script("", Reply.json({"score": 1.0, "reason": "fine"}))
+        cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
+                          judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
+                          scorers=[{"id": "rubric", "prebuilt": "rubric",
+                                    "options": {"criteria": "The answer is polite."}}])
+        d = DaemonProcess(tmp_path, cfg).start()
+        try:
+            body = trace_request([{"trace_id": TRACE, "span_id": SPAN, "name": "invoke_agent helper", "attributes": {
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
+                "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
+                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Hello!"}]}]),
+            }}]).SerializeToString()
+            assert _post(d.http_url + "/v1/traces", body, "application/x-protobuf")[0] == 200
+            wait_for(lambda: d.query_json("SELECT status FROM scores"), 60, interval_s=0.3, what="the judge's score")
+            metrics = _get(d.http_url + "/metrics")
+        finally:
+            assert d.stop() == 0, d.log()
+    buckets = {float(line.split('le="')[1].split('"')[0]) if "+Inf" not in line else float("inf"): float(line.split()[-1])
+               for line in metrics.splitlines() if line.startswith("tracescorer_event_loop_lag_seconds_bucket")}
+    total = buckets[float("inf")]
+    assert total > 0 and buckets[1.0] == total, buckets  # no tick of the loop came a second or more late
