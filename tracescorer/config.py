@@ -85,8 +85,8 @@ class ReceiverSettings(_Section):
     max_message_bytes: int = Field(16 * 1024 * 1024, gt=0)
     auth_token: str = ""
     tls: TLSSettings = TLSSettings()
-    max_queue_items: int = Field(50_000, gt=0, description="spans + log records waiting for commit")
-    max_inflight_bytes: int = Field(64 * 1024 * 1024, gt=0,
+    max_queue_items: int = Field(20_000, gt=0, description="spans + log records waiting for commit")
+    max_inflight_bytes: int = Field(32 * 1024 * 1024, gt=0,
                                     description="request bytes being decoded or waiting for commit; beyond: 429")
     retry_after_s: int = Field(1, ge=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -112,6 +112,7 @@ class AssemblySettings(_Section):
     conversation_idle_s: float = Field(900, gt=0)
     max_traces: int = Field(100_000, gt=0, description="traces tracked until complete; beyond: ingest pushes back")
     max_spans: int = Field(50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log")
+    max_lag_s: float = Field(10, gt=0, description="ingest pushes back while assembly takes complete traces later than this")
     conversation_keys: list[str] = []
 
 

@@ -8,7 +8,7 @@ conversation id form a :class:`Conversation`. Attribute values are plain Python 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 AttrValue = Any  # str | bool | int | float | bytes | list[AttrValue] | dict[str, AttrValue] | None
@@ -185,7 +185,9 @@ class ToolCall:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # asdict() deep-copies the arguments and result; they are plain JSON data already
+        return {"id": self.id, "name": self.name, "arguments": self.arguments, "result": self.result,
+                "error": self.error}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

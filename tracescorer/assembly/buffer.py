@@ -65,6 +65,7 @@ class AssembledTrace:
     late: bool = False
     spilled: bool = False
     received: tuple[float, float] = (0.0, 0.0)
+    due: float = 0.0  # clock time it became ready (how late assembly is: now - due)
 
     @property
     def from_store(self) -> bool:
@@ -230,7 +231,7 @@ class TraceBuffer:
             entry.spans = entry.logs = None
             self.stats.traces_spilled += 1
         while len(self._entries) > self.max_traces:
-            self._ready.append(self._take(next(iter(self._entries)), OVERFLOW))
+            self._ready.append(self._take(next(iter(self._entries)), OVERFLOW, self._clock()))
         self._gauges()
 
     @property
@@ -261,14 +262,14 @@ class TraceBuffer:
                 break
             if trace_id not in done_ids:
                 done.append((trace_id, MAX_WAIT))
-        out.extend(self._take(trace_id, reason) for trace_id, reason in done)
+        out.extend(self._take(trace_id, reason, t) for trace_id, reason in done)
         self._gauges()
         return out
 
     def pop_all(self) -> list[AssembledTrace]:
         """Everything buffered (for shutdown), oldest first; complete ones are not incomplete."""
         out, self._ready = self._ready, []
-        out.extend(self._take(tid, SHUTDOWN) for tid in list(self._entries))
+        out.extend(self._take(tid, SHUTDOWN, self._clock()) for tid in list(self._entries))
         self._gauges()
         return out
 
@@ -284,8 +285,9 @@ class TraceBuffer:
         """Overflowed traces waiting to be popped."""
         return len(self._ready)
 
-    def _take(self, trace_id: str, reason: str) -> AssembledTrace:
+    def _take(self, trace_id: str, reason: str, now: float) -> AssembledTrace:
         entry = self._entries.pop(trace_id)
+        due = {COMPLETE: entry.last_seen + self.idle_s, MAX_WAIT: entry.first_seen + self.max_wait_s}.get(reason, now)
         self._activity.pop(trace_id, None)
         self._in_memory.pop(trace_id, None)
         self._items -= entry.size
@@ -312,6 +314,7 @@ class TraceBuffer:
             late=entry.late,
             spilled=spilled,
             received=(entry.first_received, entry.last_received),
+            due=due,
         )
 
     def oldest_received(self) -> float | None:

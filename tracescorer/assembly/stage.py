@@ -90,6 +90,7 @@ class AssemblyStage:
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._watermark_at = 0.0
         self._moved = False  # traces were handed out since the watermark was stored
+        self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -103,9 +104,12 @@ class AssemblyStage:
         self._metrics.buffered_traces.set(len(self.buffer))
 
     def backlog(self) -> str | None:
-        """Backlog check for admission: None while the buffer has room for more traces."""
+        """Backlog check for admission: None while the buffer has room for more traces and
+        assembly keeps up (takes traces within ``assembly.max_lag_s`` of their becoming ready)."""
         if self.buffer.full:
             return f"{len(self.buffer)} traces waiting for assembly (assembly.max_traces)"
+        if self.lag_s > self._settings.max_lag_s:
+            return f"assembly is {self.lag_s:.1f}s behind (assembly.max_lag_s)"
         return None
 
     async def start(self) -> None:
@@ -142,7 +146,11 @@ class AssemblyStage:
             while True:
                 chunk = self.buffer.pop_complete(limit=CHUNK) if traces is None else traces[done : done + CHUNK]
                 if not chunk:
+                    if traces is None:
+                        self.lag_s = 0.0
                     break
+                if traces is None:
+                    self.lag_s = max(0.0, time.monotonic() - min(t.due for t in chunk))
                 await self._assemble(chunk)
                 self._moved = True
                 done += len(chunk)

@@ -39,7 +39,7 @@ INSERT INTO spans SELECT
   start_ns, end_ns, status_code, status_message, service_name, scope_name, scope_version,
   resource_attributes, scope_attributes, attributes, events, links,
   dropped_attributes_count, dropped_events_count, dropped_links_count,
-  resource_schema_url, scope_schema_url, now()
+  resource_schema_url, scope_schema_url, to_timestamp($received)
 FROM span_batch
 """
 
@@ -49,7 +49,7 @@ INSERT INTO log_records SELECT
   time_ns, observed_ns, severity_number, severity_text, event_name, body,
   attributes, trace_id, span_id, flags, dropped_attributes_count, service_name,
   scope_name, scope_version, resource_attributes, scope_attributes,
-  resource_schema_url, scope_schema_url, now()
+  resource_schema_url, scope_schema_url, to_timestamp($received)
 FROM log_batch
 """
 
@@ -68,21 +68,22 @@ def log_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return _table(LOG_INPUT, rows)
 
 
-def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table]) -> None:
+def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table], received: float) -> None:
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
     con.register(name, table)
     try:
-        con.execute(sql)
+        con.execute(sql, {"received": received})
     finally:
         con.unregister(name)
 
 
-def insert_spans(con: Any, tables: Sequence[pa.Table]) -> None:
-    """Append span rows (DuckDB scans the Arrow tables directly)."""
-    _insert(con, "span_batch", SPAN_INSERT, tables)
+def insert_spans(con: Any, tables: Sequence[pa.Table], received: float) -> None:
+    """Append span rows (DuckDB scans the Arrow tables directly); ``received`` (epoch seconds)
+    is their ``received_at``."""
+    _insert(con, "span_batch", SPAN_INSERT, tables, received)
 
 
-def insert_logs(con: Any, tables: Sequence[pa.Table]) -> None:
-    _insert(con, "log_batch", LOG_INSERT, tables)
+def insert_logs(con: Any, tables: Sequence[pa.Table], received: float) -> None:
+    _insert(con, "log_batch", LOG_INSERT, tables, received)
 
 

@@ -225,13 +225,13 @@ class Engine:
         results: list[Any] = []
         try:
             con.execute("BEGIN TRANSACTION")
-            received = self._now(con)
+            received = time.time()
             spans = [job.arrow[0] for job in batch if job.arrow is not None and job.arrow[0] is not None]
             logs = [job.arrow[1] for job in batch if job.arrow is not None and job.arrow[1] is not None]
             if spans:
-                appends.insert_spans(con, spans)
+                appends.insert_spans(con, spans, received)
             if logs:
-                appends.insert_logs(con, logs)
+                appends.insert_logs(con, logs, received)
             results = self._run_writes(con, batch)
             con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed
@@ -252,12 +252,6 @@ class Engine:
             if job.kind == TELEMETRY:
                 result = (job.items, 0, "", received, received)
             self._reply(job.req_id, True, result, meta)
-
-    @staticmethod
-    def _now(con: Connection) -> float:
-        """The transaction's timestamp: what ``now()`` writes into ``received_at``."""
-        rows = con.execute("SELECT epoch(now())").fetchall()
-        return float(rows[0][0]) if rows else time.time()
 
     @staticmethod
     def _run_writes(con: Connection, batch: list[_Job]) -> list[Any]:
@@ -314,7 +308,7 @@ class Engine:
                     self._meta())
 
     def _store_halves(self, rows: Sequence[tuple[Any, ...]], table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
-                      insert: Callable[[Connection, Sequence[pa.Table]], None], errors: list[str],
+                      insert: Callable[[Connection, Sequence[pa.Table], float], None], errors: list[str],
                       times: list[float]) -> int:
         n = len(rows)
         if n == 0:
@@ -322,8 +316,8 @@ class Engine:
         try:
             table = table_of(rows)
             self._con.execute("BEGIN TRANSACTION")
-            received = self._now(self._con)
-            insert(self._con, [table])
+            received = time.time()
+            insert(self._con, [table], received)
             self._con.execute("COMMIT")
             times.append(received)
             return n

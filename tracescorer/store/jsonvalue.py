@@ -108,4 +108,8 @@ def loads(text: str | bytes | None) -> Any:
     if text is None:
         return None
     value = orjson.loads(text)
+    # every tag is a key starting with "$": text without one holds none (the common case)
+    marker = b'"$' if isinstance(text, bytes) else '"$'
+    if marker not in text:  # type: ignore[operator]
+        return value
     return _untag(value) if _tagged(value) else value

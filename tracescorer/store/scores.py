@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from tracescorer.store.jsonvalue import dumps
 from tracescorer.store.records import DecisionRecord, ScoreRecord, field_names, json_fields, plain
 
@@ -13,13 +15,19 @@ DECISION_FIELDS = field_names(DecisionRecord)
 _SCORE_JSON = json_fields(ScoreRecord)
 
 
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:  # most step results and metadata are plain data already
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return dumps(plain(value))
+
+
 def score_values(record: ScoreRecord) -> tuple[Any, ...]:
     """One score row in :data:`SCORE_FIELDS` order, JSON fields encoded."""
-    return tuple(
-        (None if (v := getattr(record, name)) is None else dumps(plain(v))) if name in _SCORE_JSON
-        else getattr(record, name)
-        for name in SCORE_FIELDS
-    )
+    return tuple(_json(getattr(record, name)) if name in _SCORE_JSON else getattr(record, name)
+                 for name in SCORE_FIELDS)
 
 
 def decision_values(record: DecisionRecord) -> tuple[Any, ...]:
