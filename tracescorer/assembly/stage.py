@@ -58,7 +58,7 @@ class _Result:
             trace_id=self.trace.trace_id, reason=self.trace.reason, incomplete=self.trace.incomplete,
             span_count=len(self.spans), log_count=len(self.logs), run_count=len(self.runs),
             unmatched_reason=self.unmatched_reason, service_name=self.spans[0].service_name if self.spans else None,
-            root_name=root.name if root else None)
+            root_name=root.name if root else None, last_received_at=self.trace.received[1] or None)
 
 
 def _dedupe(spans: Sequence[Span]) -> list[Span]:

@@ -392,7 +392,7 @@ class DuckDBStore:
 
 def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
     return (record.trace_id, record.reason, record.incomplete, record.span_count, record.log_count,
-            record.run_count, record.unmatched_reason, record.service_name, record.root_name)
+            record.run_count, record.unmatched_reason, record.service_name, record.root_name, record.last_received_at)
 
 
 # --- read-only access (CLI without a running daemon) -----------------------------------------------

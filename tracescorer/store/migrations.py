@@ -29,6 +29,8 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "delivery state of exported scores, per export sink", deliveries.DDL),
     Migration(3, "state and events of the built-in monitors", monitor_tables.DDL),
+    Migration(4, "assembly records remember the newest item they assembled", (
+        "ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS last_received_at TIMESTAMPTZ",)),
 )
 
 BASELINE_VERSION = 1

@@ -72,7 +72,7 @@ WITH latest AS (
 )
 SELECT per.trace_id, epoch(per.first_received), epoch(per.last_received), a.trace_id IS NOT NULL
 FROM per LEFT JOIN assembled_traces a USING (trace_id)
-WHERE a.trace_id IS NULL OR per.last_received > a.assembled_at
+WHERE a.trace_id IS NULL OR per.last_received > coalesce(a.last_received_at, a.assembled_at)
 ORDER BY per.last_received
 LIMIT ?
 """
@@ -101,7 +101,8 @@ _ASSEMBLED = [c for c in column_names(ASSEMBLED_COLUMNS) if c != "assembled_at"]
 @coalescable
 def record_assembly(con: Any, records: Sequence[Row]) -> int:
     """Upsert ``assembled_traces`` rows (values in record field order)."""
-    return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records, stamps={"assembled_at": "now()"})
+    return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records,
+                  expressions={"last_received_at": "to_timestamp({})"}, stamps={"assembled_at": "now()"})
 
 
 def prune_span_log(con: Any, older_than: dt.datetime) -> dict[str, int]:

@@ -91,6 +91,8 @@ class AssemblyRecord:
     unmatched_reason: str | None
     service_name: str | None
     root_name: str | None
+    # the newest item assembled (epoch s): items received later make the trace pending again
+    last_received_at: float | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
 
 
 def plain(value: Any) -> Any:
