@@ -25,28 +25,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
-import psutil
-import yaml
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server  # noqa: E402
+
 sys.path.insert(0, str(HERE / "reference"))
-sys.path.insert(0, str(REPO))
-
 from otlp_load import EXPORT_METHOD, Patcher, build_templates  # noqa: E402
 
 from tracescorer import control  # noqa: E402
@@ -58,101 +49,15 @@ IDLE_S = 2.0
 # --- processes ------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Tree:
-    """A process and its children: CPU seconds and RSS."""
-
-    def __init__(self, pid: int) -> None:
-        self.root = psutil.Process(pid)
-
-    def procs(self) -> list[psutil.Process]:
-        try:
-            return [self.root, *self.root.children(recursive=True)]
-        except psutil.Error:
-            return []
-
-    def cpu(self) -> dict[str, float]:
-        out = {}
-        for p in self.procs():
-            try:
-                t = p.cpu_times()
-                name = "store" if "tracescorer.store.engine" in " ".join(p.cmdline()) else "daemon"
-                out[name] = out.get(name, 0.0) + t.user + t.system
-            except psutil.Error:
-                pass
-        return out
-
-    def rss(self) -> int:
-        total = 0
-        for p in self.procs():
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-
 def run_baseline(seconds: float, clients: int) -> dict[str, Any]:
     port = free_port()
-    server = subprocess.Popen([sys.executable, str(HERE / "reference/servers/null_grpc_server.py"), "--port", str(port),
-                               "--walk"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    server = walk_server("grpc", port)
     try:
-        time.sleep(1.5)
-        out = subprocess.run([sys.executable, str(HERE / "reference/otlp_load.py"), "--mode", "grpc", "--target",
-                              f"127.0.0.1:{port}", "-c", str(clients), "--duration", str(seconds), "--server-pid",
-                              str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result = load("grpc", f"127.0.0.1:{port}", seconds, clients, server.pid)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
-    sps = result["spans_per_s"]
-    return {"spans_per_s": sps, "cpu_us_per_span": result["server_cpu_pct"] / 100 / sps * 1e6,
+        stop(server, 10)
+    return {"spans_per_s": result["spans_per_s"], "cpu_us_per_span": cpu_us_per_span(result),
             "p99_ms": result["lat_p99_ms"], "other_cpu_pct": result["other_cpu_pct"]}
-
-
-def start_daemon(tmp: Path, extra: dict[str, Any]) -> tuple[subprocess.Popen[bytes], control.ServeInfo]:
-    db = tmp / "ts.duckdb"
-    cfg: dict[str, Any] = {
-        "receiver": {"grpc": {"host": "127.0.0.1", "port": free_port()}, "http": {"host": "127.0.0.1", "port": free_port()}},
-        "store": {"path": str(db)},
-        "assembly": {"idle_s": IDLE_S},
-        "scorers": [
-            {"id": "non-empty", "prebuilt": "non_empty_response"},
-            {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
-        ],
-        "log_level": "WARNING",
-    }
-    for key, value in extra.items():
-        cfg.setdefault(key, {}).update(value)
-    path = tmp / "tracescorer.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    log = open(tmp / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(path)], stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(REPO))
-    info = control.wait_for_daemon(str(db), proc, timeout_s=60)
-    if info is None:
-        raise SystemExit(f"daemon did not start: {(tmp / 'daemon.log').read_text()[-2000:]}")
-    return proc, info
-
-
-def scrape(info: control.ServeInfo) -> dict[str, float]:
-    text = urllib.request.urlopen(info.url + "/metrics", timeout=30).read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
 
 
 def query(info: control.ServeInfo, sql: str) -> list[list[Any]]:
@@ -262,7 +167,7 @@ STAGES = ("decode", "assembly", "scoring")
 
 def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
          seq: int) -> tuple[dict[str, Any], int]:
-    m0, c0 = scrape(info), tree.cpu()
+    m0, c0 = scrape(info.url), tree.cpu()
     rss: list[int] = []
     stop = threading.Event()
 
@@ -279,7 +184,7 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
     scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
     stop.set()
     sampler.join()
-    m1, c1 = scrape(info), tree.cpu()
+    m1, c1 = scrape(info.url), tree.cpu()
     spans = max(1, tally.acked_spans)
     cpu_us = {f"{k}_us": (c1.get(k, 0) - c0.get(k, 0)) / spans * 1e6 for k in ("daemon", "store")}
     for stage in STAGES:
@@ -337,7 +242,10 @@ def main() -> int:
     seq = 0
     steps = []
     with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
-        proc, info = start_daemon(Path(tmp), {})
+        proc, info, _ = start_daemon(Path(tmp), {
+            "assembly": {"idle_s": IDLE_S},
+            "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"},
+                        {"id": "no-tool-errors", "prebuilt": "no_tool_errors"}]})
         tree = Tree(proc.pid)
         try:
             for frac in (float(x) for x in args.steps.split(",")):
@@ -354,8 +262,7 @@ def main() -> int:
                 over, seq = overload(info, tree, rate, args.overload_s, templates, patcher, seq)
                 print(json.dumps(over), flush=True)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(120)
+            code = stop(proc)
     summary = {
         "walk_baseline": baseline,
         "highest_sustained_spans_per_s": best["acked_spans_per_s"] if best else 0.0,
