@@ -9,7 +9,6 @@ import logging
 import os
 import secrets
 import signal
-from collections.abc import Callable
 
 from aiohttp import web
 

@@ -10,7 +10,6 @@ import urllib.error
 import urllib.request
 
 import grpc
-import pytest
 
 from support import gated
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 

@@ -3,7 +3,6 @@ servers implementing each backend's documented endpoints, with a real DuckDB fil
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any

@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from support.daemon import REPO, query_rows, wait_for
 from tracescorer.control import read_serve_info

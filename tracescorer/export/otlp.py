@@ -42,8 +42,7 @@ from tracescorer.export.evaluation import (
     resource_attributes,
     scored_time_unix_nano,
 )
-from tracescorer.export.otlp_transport import OtlpClient, OtlpTarget, close_quietly
-from tracescorer.export.sink import ItemResult
+from tracescorer.export.otlp_transport import OtlpRequestSink
 from tracescorer.store.deliveries import DueScore
 
 log = logging.getLogger(__name__)
@@ -100,23 +99,10 @@ def span_request(batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
     return request
 
 
-class OtlpSpanSink:
+class OtlpSpanSink(OtlpRequestSink):
     """Evaluation spans over OTLP (gRPC or HTTP/protobuf); one request per batch."""
 
     kind = "otlp"
 
-    def __init__(self, target: OtlpTarget) -> None:
-        self.target = target
-        self._client = OtlpClient(target)
-
-    async def export(self, batch: Sequence[DueScore]) -> Sequence[ItemResult]:
-        if not batch:
-            return []
-        payload = span_request(batch).SerializeToString()
-        return [await self._client.send(payload, len(batch))] * len(batch)
-
-    async def force_flush(self, timeout_s: float) -> bool:
-        return True  # nothing is buffered here: the delivery table is the buffer
-
-    async def shutdown(self) -> None:
-        await close_quietly(self._client)
+    def request(self, batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
+        return span_request(batch)

@@ -18,8 +18,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from tracescorer.export.evaluation import EVALUATION_EVENT, SCOPE, evaluation_attributes, hex_id, key_values, resource_attributes
-from tracescorer.export.otlp_transport import OtlpClient, OtlpTarget, close_quietly
-from tracescorer.export.sink import ItemResult
+from tracescorer.export.otlp_transport import OtlpRequestSink
 from tracescorer.store.deliveries import DueScore
 
 __all__ = ["OtlpLogSink", "evaluation_log_record", "logs_request"]
@@ -56,23 +55,10 @@ def logs_request(batch: Sequence[DueScore], observed_unix_nano: int | None = Non
     return request
 
 
-class OtlpLogSink:
+class OtlpLogSink(OtlpRequestSink):
     """``gen_ai.evaluation.result`` log records over OTLP; one request per batch."""
 
     kind = "otlp_logs"
 
-    def __init__(self, target: OtlpTarget) -> None:
-        self.target = target
-        self._client = OtlpClient(target)
-
-    async def export(self, batch: Sequence[DueScore]) -> Sequence[ItemResult]:
-        if not batch:
-            return []
-        payload = logs_request(batch).SerializeToString()
-        return [await self._client.send(payload, len(batch))] * len(batch)
-
-    async def force_flush(self, timeout_s: float) -> bool:
-        return True
-
-    async def shutdown(self) -> None:
-        await close_quietly(self._client)
+    def request(self, batch: Sequence[DueScore]) -> ExportLogsServiceRequest:
+        return logs_request(batch)

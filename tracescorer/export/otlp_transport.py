@@ -245,3 +245,29 @@ async def close_quietly(client: OtlpClient) -> None:
         await asyncio.wait_for(client.close(), 5)
     except Exception:  # noqa: BLE001 - closing a channel must not fail a shutdown
         log.debug("closing the OTLP client failed", exc_info=True)
+
+
+class OtlpRequestSink:
+    """A sink sending each batch as one OTLP request built by :meth:`request` (spans or logs)."""
+
+    kind = ""
+
+    def __init__(self, target: OtlpTarget) -> None:
+        self.target = target
+        self._client = OtlpClient(target)
+
+    def request(self, batch: Any) -> Any:
+        """The protobuf export request of a batch of due scores."""
+        raise NotImplementedError
+
+    async def export(self, batch: Any) -> list[ItemResult]:
+        if not batch:
+            return []
+        payload = self.request(batch).SerializeToString()
+        return [await self._client.send(payload, len(batch))] * len(batch)
+
+    async def force_flush(self, timeout_s: float) -> bool:
+        return True  # nothing is buffered here: the delivery table is the buffer
+
+    async def shutdown(self) -> None:
+        await close_quietly(self._client)

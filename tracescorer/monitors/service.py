@@ -25,7 +25,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 
 from tracescorer.metrics import Metrics
 from tracescorer.monitors.config import MonitorSettings

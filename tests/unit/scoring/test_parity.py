@@ -229,7 +229,7 @@ async def test_wrapped_retryable_error_still_retries(fake: FakeOpenAI,
             try:
                 try:
                     raise RuntimeError("judge request failed") from error
-                except RuntimeError as inner:
+                except RuntimeError:
                     raise ValueError("scoring step failed")  # __context__ = inner
             except ValueError as outer:
                 return retry.process_api_error(error=outer, retry_count=retry_count)

@@ -8,7 +8,7 @@ scoring runner into a real DuckDB file (nothing personal may be stored with the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
