@@ -76,15 +76,15 @@ class Tally:
 
 
 async def paced(target: str, rate_spans: float, seconds: float, templates: list[Any], patcher: Patcher,
-                seq0: int, channels: int = 8) -> tuple[Tally, int]:
+                seq0: int, channels: int = 8, inflight: int = 32) -> tuple[Tally, int]:
     """Send requests at a fixed rate (open loop: a slow server does not slow the schedule down,
-    requests in flight are bounded by ``channels * 4``)."""
+    up to ``inflight`` requests in flight; refused requests are not retried)."""
     tally = Tally()
     chans = [grpc.aio.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20),
                                                         ("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     calls = [c.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None) for c in chans]
     interval = SPANS_PER_REQUEST / rate_spans
-    sem = asyncio.Semaphore(channels * 4)
+    sem = asyncio.Semaphore(inflight)
     tasks: set[asyncio.Task[None]] = set()
     seq = seq0
 
@@ -191,13 +191,18 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
         key = f'tracescorer_stage_cpu_seconds_total{{stage="{stage}"}}'
         cpu_us[f"{stage}_us"] = (m1.get(key, 0) - m0.get(key, 0)) / spans * 1e6
     cpu_us["receive_other_us"] = cpu_us["daemon_us"] - sum(cpu_us[f"{s}_us"] for s in STAGES)
+    lag_counts = {float(k.split('le="')[1].split('"')[0]): m1.get(k, 0) - m0.get(k, 0)
+                  for k in m1 if k.startswith("tracescorer_event_loop_lag_seconds_bucket")}
+    total = lag_counts.get(float("inf"), 0)
+    loop_p99 = min((le for le, n in sorted(lag_counts.items()) if total and n >= 0.99 * total), default=float("nan"))
     p50, p99 = lag(info, start - 1, end + 1)
     result = {
         "offered_spans_per_s": rate, "acked_spans_per_s": tally.acked_spans / seconds,
         "ack_p50_ms": pct(tally.latencies, 0.5) * 1000, "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
         "refused": tally.refused, "traces_scored": scored, "traces_acked": want, "lag_p50_s": p50, "lag_p99_s": p99,
         "rss_first_mb": (rss[0] if rss else 0) / 2**20, "rss_max_mb": max(rss or [0]) / 2**20,
-        "rss_last_mb": (rss[-1] if rss else 0) / 2**20, **cpu_us,
+        "rss_last_mb": (rss[-1] if rss else 0) / 2**20, "loop_lag_p99_le_s": loop_p99, **cpu_us,
+        "acked_spans": tally.acked_spans,
     }
     result["sustained"] = bool(want and scored == want and want * 4 == tally.acked_spans and not tally.refused
                                and p99 <= IDLE_S + 2)
@@ -213,16 +218,16 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
     remaining = seconds
     while remaining > 0:
         dur = min(30.0, remaining)
-        tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq))
+        # many more requests in flight than any bound admits: the daemon must refuse, not queue
+        tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq, inflight=256))
         acked += tally.acked_spans
         for k, v in tally.refused.items():
             refused[k] = refused.get(k, 0) + v
         slices.append({"rss_mb": tree.rss() / 2**20, "acked_spans_per_s": tally.acked_spans / dur,
                        "ack_p99_ms": pct(tally.latencies, 0.99) * 1000})
         remaining -= dur
-    rows = int(query(info, "SELECT count(*) FROM spans")[0][0])
-    return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused, "acked_total": acked,
-            "rows_total": rows}, seq
+    return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused,
+            "acked_spans": acked}, seq
 
 
 def main() -> int:
@@ -261,6 +266,8 @@ def main() -> int:
                 rate = 2 * (best["acked_spans_per_s"] if best else steps[0]["offered_spans_per_s"])
                 over, seq = overload(info, tree, rate, args.overload_s, templates, patcher, seq)
                 print(json.dumps(over), flush=True)
+            acked_total = sum(s["acked_spans"] for s in steps) + (over["acked_spans"] if over else 0)
+            rows_total = int(query(info, "SELECT count(*) FROM spans")[0][0])
         finally:
             code = stop(proc)
     summary = {
@@ -270,6 +277,8 @@ def main() -> int:
         "cpu_us_per_span_at_best": ({k: round(v, 1) for k, v in best.items() if k.endswith("_us")} if best else {}),
         "cpu_vs_walk_at_best": ((best["daemon_us"] + best["store_us"]) / baseline["cpu_us_per_span"]) if best else None,
         "overload": over,
+        "acked_spans_total": acked_total,
+        "span_rows_total": rows_total,
         "daemon_exit": code,
     }
     print(json.dumps(summary, indent=1, default=str))
