@@ -31,6 +31,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/e2e.py
 	$(PY) bench/cli.py
 	$(PY) bench/sustained.py
+	$(PY) bench/recovery.py
 
 # Not part of `make test`: installs Phoenix and MLflow under .cache/backends/ and checks the
 # exported scores through their own APIs (see scripts/backends_check.py).
