@@ -238,7 +238,7 @@ async def test_scores_decisions_budget_recovery_and_export_deliveries(store):
     assert await fetch(store, "SELECT score, judge_cost_usd, analyze_step_result->>'$.facts[1]' FROM scores") == [
         (0.9, 0.5, "2")]
     assert await store.spent_today_usd() == 0.5
-    recovery = await store.unscored_recent(["s"], window_s=3600)
+    recovery = await store.unscored_recent(["s"], window_s=3600, conversation_scorer_ids=["s"])
     assert [r.run_id for r in recovery.runs] == ["run-2"] and recovery.conversation_ids == ["c1"]
     # export deliveries: due, claimed (not by another owner), recorded; a re-score is due again
     due = await store.due_deliveries("otlp", "me", 10)
