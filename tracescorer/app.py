@@ -40,6 +40,9 @@ from tracescorer.store.factory import build_store
 
 log = logging.getLogger(__name__)
 
+MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
+MONITOR_LEADER_CHECK_S = 5.0
+
 
 def _local(host: str) -> str:
     """An address a local client can connect to for a listener bound to ``host``."""
@@ -86,7 +89,7 @@ class App:
         )
         self.assembly.add_listener(self.runner)
         self.assembly.set_conversation_sink(self.runner)
-        self.monitors = MonitorService(s.monitors, [b.id for b in s.scorers], self.store, self.metrics)
+        self.monitors = self._new_monitors()
         self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         self.runner.add_score_listener(self.monitors)
         self.ingestor.add_backlog_check("scoring", self.runner.backlog)
@@ -110,6 +113,11 @@ class App:
         if not self.settings.export.enabled:
             return None
         return EvaluationExporter(self.store, self.settings.export, observer=self.metrics, owner=self.owner)
+
+    def _new_monitors(self) -> MonitorService:
+        s = self.settings
+        return MonitorService(s.monitors, [b.id for b in s.scorers], self.store, self.metrics,
+                              rebuild_interval_s=MONITOR_REBUILD_S if self.shared else None)
 
     def _build_idler(self, needed: bool) -> IdleConversations | None:
         if not needed:
@@ -172,8 +180,13 @@ class App:
             exporter = self.exporter
             await exporter.start()
             stack.push_async_callback(lambda: exporter.shutdown(min(s.export.timeout_s, self._left(reserve))))
-        await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
-        stack.push_async_callback(lambda: self.monitors.stop(min(s.scoring.shutdown_timeout_s, self._left(reserve))))
+        if self.shared and s.monitors:  # one daemon of several runs the monitors
+            leading = asyncio.create_task(self._lead_monitors(), name="monitors-leader")
+            stack.push_async_callback(self._stop_leading, leading)
+        else:
+            await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
+            stack.push_async_callback(lambda: self.monitors.stop(min(s.scoring.shutdown_timeout_s,
+                                                                     self._left(reserve))))
         await self.runner.start()
         stack.push_async_callback(self._stop_scoring)
         await self.assembly.start()
@@ -255,6 +268,33 @@ class App:
                 grpc_port=self.grpc_port,
             ),
         )
+
+    async def _lead_monitors(self) -> None:
+        """postgres mode: run the monitors while this daemon holds the ``monitors`` advisory lock."""
+        from tracescorer.store.postgres.leader import AdvisoryLeader
+
+        pg = self.settings.store.postgres
+        self._leader = AdvisoryLeader(pg.dsn, "monitors", connect_timeout_s=pg.connect_timeout_s)
+        while True:
+            try:
+                if not self._leader.leading:
+                    if await self._leader.try_acquire():
+                        self.monitors = self._new_monitors()
+                        await self.monitors.start()
+                        log.info("this daemon runs the monitors (it holds their PostgreSQL advisory lock)")
+                elif not await self._leader.held():
+                    log.error("lost the monitors' advisory lock (PostgreSQL connection); another daemon takes over")
+                    await self.monitors.stop(5.0)
+            except Exception:  # noqa: BLE001 - try again next round
+                log.exception("monitor leadership check failed")
+            await asyncio.sleep(MONITOR_LEADER_CHECK_S)
+
+    async def _stop_leading(self, task: asyncio.Task[None]) -> None:
+        await _cancel(task)
+        leader = getattr(self, "_leader", None)
+        if leader is not None and leader.leading:
+            await self.monitors.stop(min(self.settings.scoring.shutdown_timeout_s, self._left(self._store_reserve_s)))
+            await leader.release()
 
     async def _stop_scoring(self) -> None:
         s = self.settings

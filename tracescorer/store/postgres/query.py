@@ -189,3 +189,22 @@ def run_sync(conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: st
         return result(description, conn.adapters.types, fetched, max_rows)
     finally:
         conn.rollback()
+
+
+def query_sync(dsn: str, sql: str, *, schema: str, role: str | None, max_rows: int, timeout_s: float,
+               connect_timeout_s: float = 10.0) -> QueryResult:
+    """A read command's query straight on PostgreSQL (no daemon running): connect, run, close.
+    The statement must have passed :func:`check`. Raises psycopg errors."""
+    import psycopg
+    from psycopg.types.string import TextLoader
+
+    with psycopg.connect(dsn, connect_timeout=int(connect_timeout_s)) as conn:
+        conn.adapters.register_loader("json", TextLoader)
+        conn.adapters.register_loader("jsonb", TextLoader)
+        usable = None
+        if role:
+            row = conn.execute("SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) "
+                               "AND pg_has_role(current_user, %s, 'MEMBER')", [role, role]).fetchone()
+            usable = role if row and row[0] else None
+            conn.rollback()
+        return run_sync(conn, sql, max_rows=max_rows, timeout_s=timeout_s, schema=schema, role=usable)
