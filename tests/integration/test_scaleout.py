@@ -158,3 +158,40 @@ def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_ackno
         stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
         con.close()
         assert not acked.spans[index] - stored, f"daemon {index}: {len(acked.spans[index] - stored)} acknowledged spans lost"
+
+
+def test_monitors_run_on_one_daemon_counting_every_daemons_scores(tmp_path, pg_dsn, fake):
+    from fakes.webhook_receiver import WebhookReceiver
+
+    with WebhookReceiver() as hooks:
+        configs = []
+        for name in ("a", "b"):
+            home, cfg = _config(tmp_path, name, pg_dsn, fake)
+            cfg["scorers"] = [{"id": "mentions-ok", "prebuilt": "includes", "options": {"text": "OK"}, "threshold": 1}]
+            cfg["monitors"] = [{"id": "quality", "scorer": "mentions-ok", "aggregate": "pass_rate", "window": "1h",
+                                "below": 0.8, "min_samples": 4, "cooldown": "1h",
+                                "notify": [{"webhook": hooks.url + "/quality", "retries": 0}]}]
+            configs.append((home, cfg))
+        daemons = [DaemonProcess(*c).start() for c in configs]
+        try:
+            acked = Acked(2)
+            failing = [{"id": f"m-{i}", "agent": "support", "turns": [("q?", None, None, None, "Sorry, no.")]}
+                       for i in range(4)]
+            emit_conversations("", failing, exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked),
+                               id_generator=SequentialTraceIds(500))
+            assert all(len(t) == 2 for t in acked.traces)  # two failing scores on each daemon: 4 only together
+            wait_for(lambda: len(hooks.at("/quality")) >= 1, 60, interval_s=0.2, what="the monitor firing")
+            state = daemons[0].query_json("SELECT state, samples FROM monitor_state WHERE monitor_id = 'quality'")
+            assert state == [{"state": "firing", "samples": 4}]
+            leaders = [d for d in daemons if "this daemon runs the monitors" in d.log()]
+            assert len(leaders) == 1
+            # the leader stops: the other daemon takes over from the stored state, without a second notification
+            leaders[0].stop()
+            other = next(d for d in daemons if d is not leaders[0])
+            wait_for(lambda: "this daemon runs the monitors" in other.log(), 30, interval_s=0.2, what="the takeover")
+            firing = 'tracescorer_monitor_state{monitor="quality",state="firing"}'
+            wait_for(lambda: _metric(other, firing) == 1, 30, interval_s=0.2, what="the new leader evaluating: firing")
+            assert len(hooks.at("/quality")) == 1  # still firing, from the stored state: not notified again
+        finally:
+            codes = [d.stop() for d in daemons if d.proc is not None and d.proc.poll() is None]
+        assert all(c == 0 for c in codes)

@@ -75,12 +75,19 @@ class _Base:
             self._loop_task = None
 
     async def _loop(self) -> None:
+        failures = 0
         while True:
             await asyncio.sleep(self._tick_s)
             try:
                 await self.tick()
-            except Exception:  # noqa: BLE001 - keep the timer alive whatever one pass hits
-                log.exception("conversation idle pass failed")
+            except Exception as exc:  # noqa: BLE001 - keep the timer alive whatever one pass hits
+                failures += 1
+                if failures == 1:  # once per failure streak (the store may be down for a while)
+                    log.warning("conversation idle pass failed (%s: %s); retrying", type(exc).__name__, exc)
+                continue
+            if failures:
+                log.info("conversation idle passes work again after %d failure(s)", failures)
+                failures = 0
 
     async def tick(self) -> None:
         raise NotImplementedError

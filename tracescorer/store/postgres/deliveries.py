@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.deliveries import DELIVERED, Claim, DeliveryOutcome, DueScore
+from tracescorer.store.deliveries import DELIVERED, Claim, DeliveryOutcome, DueScore, conversations_of, with_first_runs
 
 Conn = Any
 
@@ -50,19 +50,11 @@ async def read_due(conn: Conn, sink: str, owner: str, limit: int, ignore_backoff
     n = len(_FIELDS)
     due = [DueScore(**dict(zip(_FIELDS, row[:n])), version=int(row[n]), scored_end_unix_nano=row[n + 1],
                     service_name=row[n + 2], attempts=int(row[n + 3]), delivered_version=row[n + 4]) for row in rows]
-    conversations = sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
+    conversations = conversations_of(due)
     if not conversations:
         return due
     cur = await conn.execute(_FIRST_RUNS_SQL, [conversations])
-    first = {c: (t, s) for c, t, s in await cur.fetchall()}
-    out = []
-    for d in due:
-        if d.entity_type == "conversation" and d.conversation_id in first:
-            trace_id, span_id = first[d.conversation_id]
-            d = DueScore(**{**{f: getattr(d, f) for f in DueScore.__dataclass_fields__},
-                            "first_trace_id": trace_id, "first_span_id": span_id})
-        out.append(d)
-    return out
+    return with_first_runs(due, {c: (t, s) for c, t, s in await cur.fetchall()})
 
 
 _CLAIM_SQL = """
