@@ -175,3 +175,39 @@ async def test_queries_route_by_table_with_parameters_and_limits(composite):
     assert spans.rows == [(0,)]
     with pytest.raises(ReadOnlyViolation, match="span-log tables, per daemon"):
         await composite.query("SELECT * FROM scroes", max_rows=1, timeout_s=5)
+
+
+async def test_report_and_read_command_sql_runs_on_postgres(composite):
+    import datetime as dt
+
+    from tracescorer.store import queries, report_sql
+
+    await composite.upsert_runs([_run(1, "c1"), _run(2, "c1")])
+    await composite.write_scores([_score(1, 0.1), _score(2)], [])
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    statements = [
+        report_sql.summary_sql(since, None), report_sql.trend_sql(since, "s", 3600),
+        report_sql.distribution_sql(since, None, 10), report_sql.worst_sql(since, None, 5),
+        report_sql.transcripts_sql(["run-1"], ["c1"], 3),
+        queries.runs(conversation_id="c1"), queries.scores(since=since, all_columns=True),
+        queries.trace_runs(f"{1:032x}"), queries.conversation_runs("c1"), queries.decisions([("run", "run-1")]),
+    ]
+    results = [await composite.query(sql, max_rows=100, timeout_s=10) for sql in statements]
+    summary = results[0].dicts()
+    assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
+    assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]
+    assert len(results[4].rows) == 2  # the conversation's runs, once
+
+
+async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
+    from tracescorer.store.migrations import Migration
+    from tracescorer.store.postgres.migrations import migrate
+
+    a, _ = stores
+    await a.upsert_runs([_run(1, "c1")])
+    later = (Migration(2, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        assert await migrate(conn, "tracescorer", later) == (1, 2)
+        assert await migrate(conn, "tracescorer", later) == (2, 2)  # nothing left to do
+        cur = await conn.execute("SELECT run_id, region FROM tracescorer.runs")
+        assert await cur.fetchall() == [("run-1", None)]  # the rows are kept
