@@ -36,7 +36,10 @@ from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
+from tracescorer.store.base import SharedCoordination
+from tracescorer.store.composite import CompositeStore
 from tracescorer.store.factory import build_store
+from tracescorer.store.postgres.leader import AdvisoryLeader
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +71,11 @@ class App:
         s = settings
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
-        self.shared = s.store.backend == "postgres"
         self.store = build_store(s, observer=self.metrics, owner=self.owner)
+        # postgres mode: several daemons coordinate through the shared store
+        self.coordination: SharedCoordination | None = self.store if isinstance(self.store, CompositeStore) else None
+        self.shared = self.coordination is not None
+        self._leader: AdvisoryLeader | None = None
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s,
                                  max_inflight_bytes=s.receiver.max_inflight_bytes)
         bound = build_bindings(s.scorers, s.judge)
@@ -84,7 +90,7 @@ class App:
             self.metrics,
             s,
             listeners=[self.exporter] if self.exporter is not None else [],
-            rate=SharedRateLimiter(self.store, s.judge.requests_per_minute) if self.shared else None,  # type: ignore[arg-type]
+            rate=SharedRateLimiter(self.coordination, s.judge.requests_per_minute) if self.coordination else None,
             shared_budget=self.shared,
         )
         self.assembly.add_listener(self.runner)
@@ -123,13 +129,14 @@ class App:
         if not needed:
             return None
         s = self.settings
-        if not self.shared:
+        if self.coordination is None:
             return LocalIdleConversations(self.metrics, idle_s=s.assembly.conversation_idle_s)
         pg = s.store.postgres
-        return SharedIdleConversations(self.store, self.metrics, idle_s=s.assembly.conversation_idle_s,  # type: ignore[arg-type]
+        # claims in flight per daemon: enough to keep its judges busy, few enough to spread the work
+        in_flight = max(1, min(s.scoring.max_queue // 2, 4 * s.judge.max_concurrency))
+        return SharedIdleConversations(self.coordination, self.metrics, idle_s=s.assembly.conversation_idle_s,
                                        lease_s=pg.claim_lease_s, interval_s=pg.claim_interval_s,
-                                       max_in_flight=max(1, s.scoring.max_queue // 2),
-                                       max_age_s=s.scoring.recover_window_s)
+                                       max_in_flight=in_flight, max_age_s=s.scoring.recover_window_s)
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
@@ -271,8 +278,6 @@ class App:
 
     async def _lead_monitors(self) -> None:
         """postgres mode: run the monitors while this daemon holds the ``monitors`` advisory lock."""
-        from tracescorer.store.postgres.leader import AdvisoryLeader
-
         pg = self.settings.store.postgres
         self._leader = AdvisoryLeader(pg.dsn, "monitors", connect_timeout_s=pg.connect_timeout_s)
         while True:
@@ -291,7 +296,7 @@ class App:
 
     async def _stop_leading(self, task: asyncio.Task[None]) -> None:
         await _cancel(task)
-        leader = getattr(self, "_leader", None)
+        leader = self._leader
         if leader is not None and leader.leading:
             await self.monitors.stop(min(self.settings.scoring.shutdown_timeout_s, self._left(self._store_reserve_s)))
             await leader.release()
