@@ -22,6 +22,7 @@ demo: $(VENV)/.runtime
 	$(VENV)/bin/tracescorer demo
 
 test: $(VENV)/.dev
+	scripts/postgres.sh
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
@@ -32,6 +33,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/cli.py
 	$(PY) bench/sustained.py
 	$(PY) bench/recovery.py
+	$(PY) bench/scaleout.py
 
 # Not part of `make test`: installs Phoenix and MLflow under .cache/backends/ and checks the
 # exported scores through their own APIs (see scripts/backends_check.py).

@@ -8,3 +8,29 @@ TESTS = Path(__file__).resolve().parent
 # processes the daemons under test start (tests/support/store_ops.py runs there)
 sys.path.insert(0, str(TESTS))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH")]))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for the session (tests/support/postgres.py), started on first use."""
+    from support.postgres import PostgresUnavailable, start_server
+
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (make test installs it)")
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_server):
+    """A new empty database on the session's server."""
+    from support.postgres import create_database
+
+    return create_database(pg_server)

@@ -96,7 +96,11 @@ def check_config(config_path: str | None) -> None:
 @click.option("--wide", is_flag=True, help="Tables: every column and every cell in full.")
 @click.option("--max-rows", type=click.IntRange(min=1), default=None, help="Row limit (default: store.query_max_rows).")
 def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int | None) -> None:
-    """Run one read-only SQL statement against the database and print the rows."""
+    """Run one read-only SQL statement against the database and print the rows.
+
+    postgres mode: spans, log_records and assembled_traces are this daemon's span log (DuckDB SQL);
+    every other table is shared in PostgreSQL (PostgreSQL SQL). One statement reads one or the other.
+    """
     from tracescorer.output import FORMATS, format_table
 
     settings = load(config_path)
@@ -108,6 +112,12 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     if result["truncated"]:
         click.echo(f"(truncated at {limit} rows)", err=True)
+    if settings.store.backend == "postgres":
+        from tracescorer.commands.common import span_log_note
+
+        note = span_log_note(sql)
+        if note:
+            click.echo(note, err=True)
 
 
 @main.command()

@@ -92,7 +92,30 @@ class ReceiverSettings(_Section):
     request_timeout_s: float = Field(30.0, gt=0)
 
 
+class PostgresSettings(_Section):
+    """``store.postgres``: the shared result store when ``store.backend`` is ``postgres``."""
+
+    dsn: str = Field("", description="libpq connection string or URL, e.g. postgresql://ts:${PGPASSWORD}@db/ts")
+    schema_name: str = Field("tracescorer", min_length=1, description="schema holding the tables (created if missing)")
+    pool_min_size: int = Field(1, ge=0)
+    pool_max_size: int = Field(8, gt=0, description="connections per daemon")
+    connect_timeout_s: float = Field(10, gt=0)
+    query_role: str = Field("tracescorer_query", description="SELECT-only role read-only queries run as; empty = none")
+    claim_lease_s: float = Field(60, gt=0, description="a conversation claim's lease; renewed while it is scored")
+    claim_interval_s: float = Field(1.0, gt=0, description="how often a daemon looks for idle conversations")
+
+    @model_validator(mode="after")
+    def _pool(self) -> PostgresSettings:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("pool_min_size must not exceed pool_max_size")
+        return self
+
+
 class StoreSettings(_Section):
+    backend: Literal["duckdb", "postgres"] = Field(
+        "duckdb", description="duckdb: everything in the file at path; postgres: the span log there, results shared "
+                              "in PostgreSQL (several daemons)")
+    postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
     retention_days: float = Field(30, gt=0)
     retention_interval_s: float = Field(3600, gt=0)
@@ -104,6 +127,12 @@ class StoreSettings(_Section):
                             "DuckDB's per-column choice on span-log text), or auto")
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.postgres.dsn.strip():
+            raise ValueError("store.backend is postgres: set store.postgres.dsn (e.g. ${TRACESCORER_PG_DSN})")
+        return self
 
 
 class AssemblySettings(_Section):
@@ -131,6 +160,11 @@ class ScoringSettings(_Section):
     workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
     recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")
     shutdown_timeout_s: float = Field(30, ge=0)
+
+
+class ShutdownSettings(_Section):
+    grace_s: float = Field(20, gt=0, description="the whole shutdown (SIGTERM/SIGINT) ends within this; judge calls "
+                                                 "still running then are cancelled and scored after the next start")
 
 
 class SamplingSettings(_Section):
@@ -261,6 +295,7 @@ class Settings(_Section):
     export: ExportSettings = ExportSettings()
     api: ApiSettings = ApiSettings()
     metrics: MetricsSettings = MetricsSettings()
+    shutdown: ShutdownSettings = ShutdownSettings()
     score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
     monitors: list[MonitorSettings] = []
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -286,7 +321,19 @@ class Settings(_Section):
         return masked
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def mask_dsn(dsn: str) -> str:
+    """A PostgreSQL connection string with its password replaced by ``***`` (URL and
+    ``key=value`` forms): for messages and ``check-config``."""
+    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", dsn))
+
+
 def _mask(value: Any, key: str = "") -> Any:
+    if key == "dsn" and isinstance(value, str):
+        return mask_dsn(value)
     if key in SECRET_KEYS and value:
         return {k: "***" for k in value} if isinstance(value, dict) else "***"
     if isinstance(value, dict):

@@ -62,11 +62,14 @@ def _messages(role: str, text: str) -> list[dict[str, Any]]:
 
 
 def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] | None = None,
-                       service_name: str = "demo-agents") -> int:
-    """Send conversations (default: the demo's) as OTel GenAI spans through the SDK's gRPC exporter.
+                       service_name: str = "demo-agents", *, exporter: Any = None, id_generator: Any = None,
+                       turns: slice | None = None) -> int:
+    """Send conversations (default: the demo's) as OTel GenAI spans through the SDK's gRPC exporter
+    (or ``exporter``, any SDK ``SpanExporter``).
 
     Each conversation is ``{"id", "agent", "turns": [(user, tool|None, args, result, answer), ...]}``;
-    every turn is one ``invoke_agent`` trace carrying the history it was given. Returns the runs sent.
+    every turn is one ``invoke_agent`` trace carrying the history it was given; ``turns`` sends only
+    those turns (with the earlier ones as history). Returns the runs sent.
     """
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -74,14 +77,18 @@ def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] |
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.trace import Status, StatusCode
 
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=grpc_endpoint, insecure=True)))
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}), id_generator=id_generator)
+    provider.add_span_processor(BatchSpanProcessor(exporter or OTLPSpanExporter(endpoint=grpc_endpoint, insecure=True)))
     tracer = provider.get_tracer("tracescorer.demo")
     runs = 0
     for conv in CONVERSATIONS if conversations is None else conversations:
         history: list[dict[str, Any]] = []
-        for user, tool, args, result, answer in conv["turns"]:
+        chosen = range(len(conv["turns"]))[turns] if turns is not None else range(len(conv["turns"]))
+        for index, (user, tool, args, result, answer) in enumerate(conv["turns"]):
             new_input = _messages("user", user)
+            if index not in chosen:
+                history += new_input + _messages("assistant", answer)
+                continue
             with tracer.start_as_current_span(
                 f"invoke_agent {conv['agent']}",
                 attributes={

@@ -138,6 +138,19 @@ class Metrics:
         self.conversations_tracked = Gauge(
             "tracescorer_scoring_conversations_tracked", "Conversations waiting to go idle", registry=r
         )
+        self.conversation_claims = Counter(
+            "tracescorer_conversation_claims",
+            "postgres mode: conversation claims by outcome (claimed, takeover = taken from an expired lease, "
+            "finished, released = not scored (shutdown), lost = another daemon took it over meanwhile)",
+            ["outcome"],
+            registry=r,
+        )
+        self.scoring_abandoned = Counter(
+            "tracescorer_scoring_abandoned",
+            "Targets whose scoring was cancelled at shutdown (scored again after the next start)",
+            ["pool"],
+            registry=r,
+        )
         self.judge_calls = Counter(
             "tracescorer_judge_calls", "Judge calls by model and status", ["model", "status"], registry=r
         )

@@ -110,3 +110,20 @@ def test_masked_output_hides_secrets():
     masked = s.masked()
     assert masked["receiver"]["auth_token"] == "***" and masked["judge"]["api_key"] == "***"
     assert "hunter2" not in repr(masked)
+
+
+def test_postgres_backend_needs_a_dsn_and_check_config_masks_its_password(tmp_path):
+    cfg = tmp_path / "pg.yaml"
+    cfg.write_text("store:\n  backend: postgres\n  postgres:\n    dsn: ${PG_DSN:-}\n")
+    with pytest.raises(ConfigError, match="store.postgres.dsn"):
+        load_settings(cfg, env={})
+    s = load_settings(cfg, env={"PG_DSN": "postgresql://ts:s3cret@db:5432/ts"})
+    assert s.store.backend == "postgres" and s.store.postgres.dsn.endswith("@db:5432/ts")
+    masked = s.masked()["store"]["postgres"]["dsn"]
+    assert masked == "postgresql://ts:***@db:5432/ts"
+    kv = load_settings(cfg, env={"PG_DSN": "host=db user=ts password=s3cret dbname=ts"})
+    assert "s3cret" not in str(kv.masked())
+    assert load_settings(None, env={}).store.backend == "duckdb"
+    assert load_settings(None, env={}).shutdown.grace_s == 20
+    with pytest.raises(ConfigError, match="pool_min_size"):
+        load_settings(None, env={"TRACESCORER_STORE__POSTGRES__POOL_MIN_SIZE": "9"})

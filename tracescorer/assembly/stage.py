@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
+from tracescorer.assembly.idle import ConversationSink, IdleConversations
 from tracescorer.config import AssemblySettings
 from tracescorer.conventions import extract_runs
 from tracescorer.metrics import Metrics
@@ -72,8 +73,11 @@ def _dedupe(spans: Sequence[Span]) -> list[Span]:
 class AssemblyStage:
     """Owns the :class:`TraceBuffer`; runs on the daemon's event loop."""
 
-    def __init__(self, settings: AssemblySettings, store: Store, metrics: Metrics) -> None:
+    def __init__(self, settings: AssemblySettings, store: Store, metrics: Metrics, *,
+                 conversations: IdleConversations | None = None) -> None:
         self._settings = settings
+        self.conversations = conversations
+        self._conversation_sink: ConversationSink | None = None
         self._store = store
         self._metrics = metrics
         self.buffer = TraceBuffer(
@@ -95,6 +99,10 @@ class AssemblyStage:
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
 
+    def set_conversation_sink(self, sink: ConversationSink) -> None:
+        """Who scores conversations once they are idle (the idler starts with the stage)."""
+        self._conversation_sink = sink
+
     # TelemetryListener
     def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None:
         if spans:
@@ -113,6 +121,8 @@ class AssemblyStage:
         return None
 
     async def start(self) -> None:
+        if self.conversations is not None and self._conversation_sink is not None:
+            await self.conversations.start(self._conversation_sink)
         self._task = asyncio.create_task(self._loop(), name="assembly")
         self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
 
@@ -127,6 +137,8 @@ class AssemblyStage:
                     await task
         if self._writes:
             await asyncio.wait(list(self._writes))
+        if self.conversations is not None:
+            await self.conversations.stop()
 
     async def _loop(self) -> None:
         while True:
@@ -204,6 +216,8 @@ class AssemblyStage:
                                     replace_traces=[r.trace.trace_id for r in results if r.trace.from_store]),
             self._store.record_assembly([r.record() for r in results]))
         runs = [r for res in results for r in res.runs]
+        if self.conversations is not None:
+            self.conversations.on_runs(runs)
         for listener in self._listeners:
             try:
                 listener.on_runs(runs)

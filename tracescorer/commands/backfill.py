@@ -60,19 +60,25 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
+    from tracescorer.export.exporter import default_owner
     from tracescorer.metrics import Metrics
     from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
     from tracescorer.scoring.bindings import BindingError, build_bindings
+    from tracescorer.scoring.limits import SharedRateLimiter
     from tracescorer.scoring.runner import ScoringRunner
-    from tracescorer.store.duckdb import DuckDBStore, StoreError
+    from tracescorer.store.base import StoreError
+    from tracescorer.store.factory import build_store
 
     async def go() -> dict[str, Any]:
-        store = DuckDBStore(settings.store.path, memory_limit=settings.store.memory_limit)
+        store = build_store(settings, owner=default_owner())
         try:
             await store.open()
         except StoreError as exc:
             raise click.ClickException(str(exc)) from None
-        runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
+        shared = settings.store.backend == "postgres"
+        rate = SharedRateLimiter(store, settings.judge.requests_per_minute) if shared else None  # type: ignore[arg-type]
+        runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings,
+                               rate=rate, shared_budget=shared)
         await runner.start_workers()
         progress = BackfillProgress()
         with click.progressbar(length=1, label="backfill", file=sys.stderr) as bar:

@@ -95,6 +95,43 @@ class _Locked(Exception):
 
 
 def _query_file(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
+    if settings.store.backend == "postgres":
+        return _query_postgres(settings, sql, max_rows)
+    return _query_duckdb(settings, sql, max_rows)
+
+
+def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
+    """postgres mode, no daemon: span-log tables from the DuckDB file, the rest from PostgreSQL."""
+    import duckdb
+    import psycopg
+
+    from tracescorer.store.composite import classify
+    from tracescorer.store.postgres import query as pg_query
+    from tracescorer.store.postgres.dsn import mask_dsn
+
+    parser = duckdb.connect()  # DuckDB's parser for the statement guard; no database
+    try:
+        where, why = classify(parser, sql)
+    finally:
+        parser.close()
+    if where in ("refused", "error"):
+        raise click.ClickException(why or "refused")
+    if where == pg_query.SPAN_LOG:
+        return _query_duckdb(settings, sql, max_rows)
+    pg = settings.store.postgres
+    try:
+        result = pg_query.query_sync(pg.dsn, sql, schema=pg.schema_name, role=pg.query_role or None, max_rows=max_rows,
+                                     timeout_s=settings.store.query_timeout_s, connect_timeout_s=pg.connect_timeout_s)
+    except psycopg.errors.QueryCanceled:
+        raise click.ClickException(f"query timed out after {settings.store.query_timeout_s:g}s") from None
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"cannot query PostgreSQL {mask_dsn(pg.dsn)}: {str(exc).strip()}") from None
+    except psycopg.Error as exc:
+        raise click.ClickException(f"query failed: {str(exc).strip()}") from None
+    return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+
+
+def _query_duckdb(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
     from tracescorer.store import readonly
 
     try:
@@ -110,6 +147,17 @@ def _query_file(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
     finally:
         con.close()
     return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+
+
+_SPAN_LOG = re.compile(r"\b(spans|log_records|assembled_traces)\b", re.IGNORECASE)
+
+
+def span_log_note(sql: str) -> str | None:
+    """postgres mode: the reminder that span-log tables hold this daemon's telemetry only."""
+    if not _SPAN_LOG.search(sql):
+        return None
+    return ("# spans, log_records and assembled_traces are this daemon's span log: in postgres mode every daemon "
+            "keeps its own (runs, scores and decisions are shared)")
 
 
 def as_datetime(value: Any) -> dt.datetime:

@@ -55,6 +55,8 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
         else:
             click.echo(FORMATS[fmt](result["columns"], result["rows"]))
         _truncated(result, limit)
+        if settings.store.backend == "postgres":
+            click.echo("# traces assembled by this daemon only: in postgres mode span logs are per daemon", err=True)
         return
     result = run_query(settings, queries.runs(trace_id=trace_id, conversation_id=conversation_id, since=when), limit)
     from tracescorer.store.runs import run_from_row

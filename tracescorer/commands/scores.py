@@ -110,10 +110,20 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
     from tracescorer.store import queries
 
     assembled = rows_of(run_query(settings, queries.assembled_trace(trace_id), 1))
+    shared = settings.store.backend == "postgres"
+    if not assembled and shared:
+        runs = rows_of(run_query(settings, queries.trace_runs(trace_id), 1000))
+        if runs:  # another daemon received and assembled it: its span log has the spans
+            click.echo(f"trace {trace_id}")
+            click.echo("  assembled by another daemon (postgres mode: span logs are per daemon, runs and scores "
+                       "are shared)")
+            return _run_targets(settings, runs, now)
     if not assembled:
         spans = rows_of(run_query(settings, queries.trace_spans_summary(trace_id), 1))[0]
         if not spans["spans"]:
-            raise click.ClickException(f"unknown trace id {trace_id}: no span of it is stored in {settings.store.path}")
+            where = (f"this daemon's span log ({settings.store.path}), nor a run of it in PostgreSQL" if shared
+                     else settings.store.path)
+            raise click.ClickException(f"unknown trace id {trace_id}: no span of it is stored in {where}")
         a = settings.assembly
         last, first = as_datetime(spans["last_received"]), as_datetime(spans["first_received"])
         due = min(last + dt.timedelta(seconds=a.idle_s), first + dt.timedelta(seconds=a.max_wait_s))
@@ -130,6 +140,12 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
     click.echo(f"  assembled: {row['reason']}, {row['span_count']} span(s){', incomplete' if row['incomplete'] else ''}")
     if row["unmatched_reason"]:
         click.echo(f"  no agent run rebuilt: {row['unmatched_reason']}")
+    return _run_targets(settings, runs, now)
+
+
+def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetime) -> list[tuple[str, str, str, str]]:
+    from tracescorer.store import queries
+
     waiting_run = "pending: run scorers decide within seconds of assembly while the daemon runs"
     targets = [("run", r["run_id"], f"run {r['run_id'][:12]} ({r['agent_name'] or 'unnamed agent'}, {r['convention']})",
                 waiting_run) for r in runs]

@@ -12,6 +12,12 @@ before a stop (``pending``) is sent after the next start.
 
 Start this before the scoring runner (no score may arrive between the rebuild query and the
 first live score), stop it after the runner (the last scores are evaluated).
+
+With several daemons on one PostgreSQL store (``shared``) one daemon runs the monitors (the app
+elects it with a PostgreSQL advisory lock) and its windows must count every daemon's scores: they
+are rebuilt from the shared scores table every ``rebuild_interval_s`` instead of being fed by this
+daemon's own scores. State and events live in PostgreSQL, so the daemon that takes over after the
+leader stops starts from the stored state (no repeated notification, the same cooldown).
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ class MonitorService:
 
     def __init__(self, monitors: Sequence[MonitorSettings], scorer_ids: Sequence[str], store: Store,
                  metrics: Metrics, *, clock: Callable[[], float] = time.time, tick_s: float = 1.0,
-                 persist_interval_s: float = 10.0) -> None:
+                 persist_interval_s: float = 10.0, rebuild_interval_s: float | None = None) -> None:
         self._monitors = list(monitors)
         self._store = store
         self._metrics = metrics
@@ -75,6 +81,8 @@ class MonitorService:
         self._writes: set[asyncio.Future[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._running = False
+        self._rebuild_interval_s = rebuild_interval_s
+        self._rebuilt_at = 0.0
 
     @property
     def monitors(self) -> list[MonitorSettings]:
@@ -93,16 +101,7 @@ class MonitorService:
         await self._store.prune_monitor_events(now)
         stored = {s.monitor_id: s for s in await self._store.monitor_states([m.id for m in self._monitors])}
         self._states = [stored.get(m.id, MonitorState(monitor_id=m.id)) for m in self._monitors]
-        specs = []
-        for i, (monitor, window) in enumerate(zip(self._monitors, self._windows)):
-            first = window.bucket_of(now - monitor.window_s)
-            specs.append(sql.WindowSpec(index=i, scorer_ids=self._scorers[i], since=first * window.width_s,
-                                        width_s=window.width_s, example_kind=window.kind, threshold=monitor.threshold))
-        rebuilt = await self._store.rebuild_monitor_windows(specs, MAX_EXAMPLES)
-        for index, bucket, counts in rebuilt.buckets:
-            self._windows[index].add_counts(bucket, counts)
-        for index, sample in rebuilt.examples:
-            self._windows[index].add_example(sample)
+        await self._rebuild(now)
         await self._dispatcher.start()
         self._running = True
         now = self._clock()
@@ -117,6 +116,21 @@ class MonitorService:
         self._task = asyncio.create_task(self._tick(), name="monitors-tick")
         log.info("monitors: %d started (%s)", len(self._monitors),
                  ", ".join(f"{s.monitor_id}={s.state}" for s in self._states))
+
+    async def _rebuild(self, now: float) -> None:
+        """Windows from the stored live scores (one bounded query)."""
+        specs = []
+        for i, (monitor, window) in enumerate(zip(self._monitors, self._windows)):
+            first = window.bucket_of(now - monitor.window_s)
+            specs.append(sql.WindowSpec(index=i, scorer_ids=self._scorers[i], since=first * window.width_s,
+                                        width_s=window.width_s, example_kind=window.kind, threshold=monitor.threshold))
+        rebuilt = await self._store.rebuild_monitor_windows(specs, MAX_EXAMPLES)
+        self._windows = [Window(m) for m in self._monitors]
+        for index, bucket, counts in rebuilt.buckets:
+            self._windows[index].add_counts(bucket, counts)
+        for index, sample in rebuilt.examples:
+            self._windows[index].add_example(sample)
+        self._rebuilt_at = time.monotonic()
 
     async def stop(self, timeout_s: float) -> None:
         """Stop the timer, send queued notifications until the deadline, store the states."""
@@ -140,8 +154,8 @@ class MonitorService:
 
     def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
         """ScoreListener: add committed live scores to the windows that watch them, evaluate those."""
-        if not self._running:
-            return
+        if not self._running or self._rebuild_interval_s is not None:
+            return  # shared: the windows are rebuilt from every daemon's stored scores
         now = self._clock()
         touched: set[int] = set()
         for record in scores:
@@ -171,6 +185,9 @@ class MonitorService:
         while True:
             await asyncio.sleep(self._tick_s)
             try:
+                if self._rebuild_interval_s is not None and \
+                        time.monotonic() - self._rebuilt_at >= self._rebuild_interval_s:
+                    await self._rebuild(self._clock())
                 self.evaluate_now()
             except Exception:  # noqa: BLE001 - the timer must survive whatever one pass hits
                 log.exception("monitor evaluation failed")

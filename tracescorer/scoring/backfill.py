@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tracescorer.sampling import is_sampled
 from tracescorer.scoring.filters import RunFilter
-from tracescorer.scoring.runner import FILTERED_OUT, SAMPLED_OUT, ScoringRunner
+from tracescorer.scoring.runner import FILTERED_OUT, SAMPLED_OUT, Decision, ScoringRunner
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.store.base import Store
 
@@ -83,12 +83,12 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
         targets = await _load_targets(store, scope, chunk)
-        pending: list[asyncio.Future[str]] = []
+        pending: list[asyncio.Future[Decision]] = []
         for target in targets:
             if request.dry_run:
                 clause = bound.binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
                 if clause is not None:
-                    outcome = FILTERED_OUT
+                    outcome: str = FILTERED_OUT
                 elif not is_sampled(target.sample_key, bound.binding.sampling.ratio):
                     outcome = SAMPLED_OUT
                 else:
@@ -112,7 +112,7 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
     return progress
 
 
-async def _drain(pending: list[asyncio.Future[str]], progress: BackfillProgress, runner: ScoringRunner,
+async def _drain(pending: list[asyncio.Future[Decision]], progress: BackfillProgress, runner: ScoringRunner,
                  spent_before: float, on_progress: Callable[[BackfillProgress], None] | None) -> None:
     for fut in asyncio.as_completed(list(pending)):
         progress.decisions[await fut] += 1

@@ -1,11 +1,21 @@
-"""Judge budgets: requests per minute (token bucket) and a daily spend in USD."""
+"""Judge budgets: requests per minute (token bucket) and a daily spend in USD.
+
+One daemon keeps both in memory (:class:`RateLimiter`, :class:`DailyBudget`). Daemons sharing a
+PostgreSQL store share them: :class:`SharedRateLimiter` takes tokens from one bucket in the
+database, and the runner keeps :class:`DailyBudget` in step with the day's spend stored there
+(:meth:`DailyBudget.sync`), which every daemon adds to when it stores its scores.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class RateLimiter:
@@ -35,6 +45,52 @@ class RateLimiter:
                 await asyncio.sleep((tokens - self._tokens) / self._rate)
 
 
+class Limiter(Protocol):
+    capacity: float
+
+    async def acquire(self, tokens: float = 1.0) -> None:
+        """Wait until ``tokens`` requests may be made."""
+
+
+class TokenSource(Protocol):
+    async def take_judge_tokens(self, bucket: str, tokens: float, capacity: float, per_s: float) -> float: ...
+
+
+class SharedRateLimiter:
+    """``per_minute`` requests across every daemon of a shared store: one token bucket in the
+    database, one round trip per acquisition (at most ``per_minute`` a minute). While the store
+    cannot be reached the daemon falls back to a local bucket of the same size, so judging goes on
+    at no more than one daemon's share of the limit times the daemons running."""
+
+    def __init__(self, store: TokenSource, per_minute: int, *, bucket: str = "judge") -> None:
+        self.capacity = float(per_minute)
+        self._rate = per_minute / 60.0
+        self._store = store
+        self._bucket = bucket
+        self._local = RateLimiter(per_minute)
+        self._lock = asyncio.Lock()
+        self._degraded = False
+
+    async def acquire(self, tokens: float = 1.0) -> None:
+        tokens = min(tokens, self.capacity)
+        async with self._lock:  # first come, first served within this daemon
+            while True:
+                try:
+                    wait_s = await self._store.take_judge_tokens(self._bucket, tokens, self.capacity, self._rate)
+                except Exception as exc:  # noqa: BLE001 - the store is down: a local bucket meanwhile
+                    if not self._degraded:
+                        log.warning("shared judge rate limit unavailable (%s); limiting locally", exc)
+                        self._degraded = True
+                    await self._local.acquire(tokens)
+                    return
+                if self._degraded:
+                    log.info("shared judge rate limit available again")
+                    self._degraded = False
+                if wait_s <= 0:
+                    return
+                await asyncio.sleep(min(wait_s, 5.0))
+
+
 class DailyBudget:
     """Judge spend per UTC day; ``exhausted`` once ``limit_usd`` is reached (None = no limit)."""
 
@@ -55,6 +111,11 @@ class DailyBudget:
         if cost_usd:
             _ = self.spent_usd  # roll the day over first
             self._spent += cost_usd
+
+    def sync(self, spent_today_usd: float) -> None:
+        """Take the day's spend as known elsewhere (the shared store, with what is not stored yet)."""
+        _ = self.spent_usd  # roll the day over first
+        self._spent = spent_today_usd
 
     @property
     def exhausted(self) -> bool:

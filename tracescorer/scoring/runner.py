@@ -3,9 +3,19 @@
 For every (binding, target) one decision is recorded in ``scoring_decisions``: ``filtered_out``
 (which clause), ``sampled_out``, ``budget_exhausted``, ``rate_limited`` (queue full), or after
 the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included)
-in ``scores``. Nothing is skipped silently. Judge-using scorers share a concurrency limit, a
-requests-per-minute bucket and a daily USD budget; code scorers have their own workers and keep
-running when the judge budget is spent or the judge is down.
+in ``scores``. Nothing is skipped silently.
+
+The parts: :func:`~tracescorer.scoring.decider.decide` (pure: filter → sample → budget), two
+:class:`~tracescorer.scoring.pool.WorkerPool` s (judge-using scorers share ``judge.max_concurrency``
+workers, a requests-per-minute limiter and the daily budget; code scorers have their own workers
+and keep running when the judge budget is spent or the judge is down), the pure record mapping of
+:mod:`~tracescorer.scoring.records`, and a :class:`~tracescorer.scoring.writer.ScoreWriter`.
+When conversations go idle is assembly's business (:mod:`tracescorer.assembly.idle`); it calls
+:meth:`ScoringRunner.conversation_idle`.
+
+Shutdown is bounded: queued work drains until the deadline, then running scorers (a judge call
+that hangs) are cancelled. A cancelled target gets no decision row, so the next start's recovery
+scores it; nothing is stored twice (score ids are deterministic).
 """
 
 from __future__ import annotations
@@ -16,31 +26,32 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from tracescorer.assembly.conversations import ConversationTracker
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
-from tracescorer.model import AgentRun, Conversation
-from tracescorer.sampling import is_sampled, sample_value
-from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.model import AgentRun
 from tracescorer.scorers.errors import ScorerRunError
-from tracescorer.scoring.limits import DailyBudget, RateLimiter
-from tracescorer.scoring.targets import Target, conversation_target, decision_id, run_target, score_id
-from tracescorer.scorers.types import ScorerResult
+from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.decider import Decision, decide, outcome
+from tracescorer.scoring.limits import DailyBudget, Limiter, RateLimiter
+from tracescorer.scoring.pool import WorkerPool
+from tracescorer.scoring.records import decision_detail, decision_record, score_record
+from tracescorer.scoring.targets import Target, conversation_target, run_target
+from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.base import Store
-from tracescorer.store.records import DecisionRecord, ScoreRecord
+from tracescorer.store.records import ScoreRecord
 
 log = logging.getLogger(__name__)
 
-SCORED, SAMPLED_OUT, FILTERED_OUT = "scored", "sampled_out", "filtered_out"
-NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = "not_scorable", "rate_limited", "budget_exhausted", "failed"
+# the decision strings, as before the split (backfill and tests use them)
+SCORED, SAMPLED_OUT, FILTERED_OUT = Decision.SCORED, Decision.SAMPLED_OUT, Decision.FILTERED_OUT
+NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = (Decision.NOT_SCORABLE, Decision.RATE_LIMITED,
+                                                        Decision.BUDGET_EXHAUSTED, Decision.FAILED)
+BUDGET_SYNC_S = 2.0
+WRITE_RESERVE_S = 0.25  # of a shutdown's time: kept for storing what finished
 
-
-class ScoreListener(Protocol):
-    """Told about score rows after they were committed (on the event loop; must not block or raise)."""
-
-    def on_scores(self, scores: Sequence[ScoreRecord]) -> None: ...
+__all__ = ["BUDGET_EXHAUSTED", "FAILED", "FILTERED_OUT", "NOT_SCORABLE", "RATE_LIMITED", "SAMPLED_OUT", "SCORED",
+           "Decision", "ScoreListener", "ScoringRunner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,179 +59,171 @@ class _Task:
     bound: BoundScorer
     target: Target
     source: str
-    done: asyncio.Future[str] | None = None
+    done: asyncio.Future[Decision]
 
 
 class ScoringRunner:
-    """Owns the scoring queues and workers; runs on the daemon's event loop."""
+    """Decides, queues and runs the bound scorers; runs on the daemon's event loop."""
 
-    def __init__(self, bound: Sequence[BoundScorer], store: Store, metrics: Metrics, settings: Settings,
-                 *, listeners: Sequence[ScoreListener] = ()) -> None:
+    def __init__(self, bound: Sequence[BoundScorer], store: Store, metrics: Metrics, settings: Settings, *,
+                 listeners: Sequence[ScoreListener] = (), rate: Limiter | None = None,
+                 shared_budget: bool = False) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
         self._store = store
         self._metrics = metrics
         self._settings = settings
-        self._score_listeners = list(listeners)
         judge, scoring = settings.judge, settings.scoring
-        self._judge_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
-        self._code_queue: asyncio.Queue[_Task] = asyncio.Queue(scoring.max_queue)
-        self._judge_workers = judge.max_concurrency
-        self._code_workers = scoring.workers
-        self.rate = RateLimiter(judge.requests_per_minute)
+        self.rate: Limiter = rate or RateLimiter(judge.requests_per_minute)
         self.budget = DailyBudget(judge.daily_budget_usd)
-        self.tracker = ConversationTracker(conversation_idle_s=settings.assembly.conversation_idle_s)
-        self._decisions: list[DecisionRecord] = []
-        self._scores: list[ScoreRecord] = []
-        self._dirty = asyncio.Event()
+        self._shared_budget = shared_budget
+        self.writer = ScoreWriter(store, listeners)
+        self._judge = WorkerPool("judge", workers=judge.max_concurrency, max_queue=scoring.max_queue,
+                                 handle=self._run_task)
+        self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
 
     def add_score_listener(self, listener: ScoreListener) -> None:
         """Also tell ``listener`` about every committed batch of score rows."""
-        self._score_listeners.append(listener)
+        self.writer.listeners.append(listener)
 
     @property
     def store(self) -> Store:
         return self._store
 
-    def backlog(self) -> str | None:
-        """Backlog check for admission: refuse telemetry while half a scoring queue is taken, so
-        runs already on their way still find room (and are not recorded as rate_limited)."""
-        for pool, queue in (("judge", self._judge_queue), ("code", self._code_queue)):
-            if queue.qsize() * 2 >= queue.maxsize:
-                return f"{queue.qsize()} targets waiting for {pool} scorers (scoring.max_queue)"
-        waiting = len(self._scores) + len(self._decisions)
-        if waiting >= 20 * self._settings.scoring.max_queue:
-            return f"{waiting} score rows waiting for the store"
-        return None
+    @property
+    def bindings(self) -> list[BoundScorer]:
+        return list(self._bound)
 
-    def binding(self, scorer_id: str) -> BoundScorer | None:
-        return next((b for b in self._bound if b.binding.id == scorer_id), None)
+    @property
+    def conversation_bindings(self) -> list[BoundScorer]:
+        return list(self._conv_bindings)
 
     @property
     def queue_capacity(self) -> int:
         return self._settings.scoring.max_queue
 
-    @property
-    def bindings(self) -> list[BoundScorer]:
-        return list(self._bound)
+    def binding(self, scorer_id: str) -> BoundScorer | None:
+        return next((b for b in self._bound if b.binding.id == scorer_id), None)
+
+    def backlog(self) -> str | None:
+        """Backlog check for admission: refuse telemetry while half a scoring queue is taken, so
+        runs already on their way still find room (and are not recorded as rate_limited)."""
+        for pool in (self._judge, self._code):
+            if pool.qsize() * 2 >= pool.maxsize:
+                return f"{pool.qsize()} targets waiting for {pool.name} scorers (scoring.max_queue)"
+        if self.writer.waiting >= 20 * self._settings.scoring.max_queue:
+            return f"{self.writer.waiting} score rows waiting for the store"
+        return None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start workers, the conversation timer and recovery of unscored recent runs."""
+        """Start the workers, the writer and recovery of recent targets left without a decision."""
         await self.start_workers()
-        self._tasks.append(asyncio.create_task(self._tick(), name="scoring-tick"))
         if self._bound:
             self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
+        if self._shared_budget and self._settings.judge.daily_budget_usd is not None:
+            self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))
 
     async def start_workers(self) -> None:
-        """Only the workers (a one-off backfill needs no timer or recovery)."""
+        """Only the workers and the writer (a one-off backfill needs no recovery)."""
         self.budget = DailyBudget(self._settings.judge.daily_budget_usd,
                                   spent_today_usd=await self._store.spent_today_usd())
+        self.writer.start()
+        self._judge.start()
+        self._code.start()
         self._accepting = True
-        for i in range(self._judge_workers):
-            self._tasks.append(asyncio.create_task(self._worker(self._judge_queue), name=f"judge-worker-{i}"))
-        for i in range(self._code_workers):
-            self._tasks.append(asyncio.create_task(self._worker(self._code_queue), name=f"code-worker-{i}"))
-        self._tasks.append(asyncio.create_task(self._writer(), name="score-writer"))
-        self._metrics.scoring_queue.labels("judge").set_function(self._judge_queue.qsize)
-        self._metrics.scoring_queue.labels("code").set_function(self._code_queue.qsize)
+        self._metrics.scoring_queue.labels("judge").set_function(self._judge.qsize)
+        self._metrics.scoring_queue.labels("code").set_function(self._code.qsize)
 
-    async def stop(self, timeout_s: float) -> None:
-        """Stop intake, let queued work finish until the deadline, record what was decided.
-
-        Targets still queued at the deadline get no decision row, so the next start's recovery
-        scores them (within ``scoring.recover_window_s``).
-        """
+    async def shutdown(self, timeout_s: float) -> bool:
+        """Stop intake, let queued work finish until the deadline, cancel what still runs, store
+        what finished. True when nothing was abandoned; abandoned targets get no decision row,
+        so the next start's recovery scores them (within ``scoring.recover_window_s``)."""
         self._accepting = False
         deadline = time.monotonic() + timeout_s
-        for queue in (self._judge_queue, self._code_queue):
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(queue.join(), max(0.0, deadline - time.monotonic()))
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self._flush_decisions()
+        self._tasks = []
+        drain_s = max(0.0, timeout_s * (1 - WRITE_RESERVE_S))
+        abandoned = 0
+        for pool, left in zip((self._judge, self._code), await asyncio.gather(
+                self._judge.shutdown(drain_s), self._code.shutdown(drain_s))):
+            for item in left:
+                if not item.done.done():
+                    item.done.cancel()
+            if left:
+                self._metrics.scoring_abandoned.labels(pool.name).inc(len(left))
+            abandoned += len(left)
+        stored = await self.writer.close(max(0.1, deadline - time.monotonic()))
+        return stored and not abandoned
+
+    async def stop(self, timeout_s: float) -> None:
+        """:meth:`shutdown` (the name callers used before)."""
+        await self.shutdown(timeout_s)
 
     # --- intake ---------------------------------------------------------------------------------
 
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
-        """RunListener: decide run-scope bindings now, track conversations for later."""
+        """RunListener: decide the run-scope bindings for stored runs."""
         if not self._accepting:
             return
         for run in runs:
             target = run_target(run)
             for bound in self._run_bindings:
                 self.decide(bound, target, "live")
-        if self._conv_bindings:
-            self.tracker.touch(r.conversation_id for r in runs if r.conversation_id)
-            self._metrics.conversations_tracked.set(len(self.tracker))
 
     def decide(self, bound: BoundScorer, target: Target, source: str,
-               extra_check: Callable[[Target], str | None] | None = None) -> str | asyncio.Future[str]:
+               extra_check: Callable[[Target], str | None] | None = None) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
         future of the decision it gets once the scorer ran)."""
-        binding = bound.binding
-        ratio = binding.sampling.ratio
-        failed_clause = binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
-        if failed_clause is not None:
-            self._record(bound, target, FILTERED_OUT, failed_clause, source)
-            return FILTERED_OUT
-        if not is_sampled(target.sample_key, ratio):
-            self._record(bound, target, SAMPLED_OUT,
-                         f"sample value {sample_value(target.sample_key):.4f} >= ratio {ratio:g}", source)
-            return SAMPLED_OUT
-        if bound.uses_judge and self.budget.exhausted:
-            self._record(bound, target, BUDGET_EXHAUSTED, self._budget_detail(), source)
-            return BUDGET_EXHAUSTED
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        queue = self._judge_queue if bound.uses_judge else self._code_queue
-        try:
-            queue.put_nowait(_Task(bound, target, source, done))
-        except asyncio.QueueFull:
-            self._record(bound, target, RATE_LIMITED, f"scoring queue full ({queue.maxsize} waiting)", source)
-            return RATE_LIMITED
+        exhausted = bound.uses_judge and self.budget.exhausted
+        verdict = decide(bound, target, budget_exhausted=exhausted,
+                         budget_detail=self._budget_detail() if exhausted else "", extra_check=extra_check)
+        if verdict.decision is not Decision.RUN:
+            self._record(bound, target, verdict.decision, verdict.detail, source)
+            return verdict.decision
+        done: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        pool = self._judge if bound.uses_judge else self._code
+        if not pool.submit(_Task(bound, target, source, done)):
+            detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
+            self._record(bound, target, Decision.RATE_LIMITED, detail, source)
+            return Decision.RATE_LIMITED
         return done
 
     def _budget_detail(self) -> str:
         return f"daily judge budget spent: ${self.budget.spent_usd:.4f} of ${self.budget.limit_usd:g}"
 
-    def _record(self, bound: BoundScorer, target: Target, decision: str, detail: str | None, source: str,
-                score_row_id: str | None = None) -> None:
-        self._metrics.decisions.labels(bound.binding.id, decision).inc()
-        self._dirty.set()
-        self._decisions.append(DecisionRecord(
-            id=decision_id(bound.binding.id, target), scorer_id=bound.binding.id, target_type=target.kind,
-            target_id=target.id, trace_id=target.trace_id, conversation_id=target.conversation_id,
-            decision=decision, detail=detail, sample_rate=bound.binding.sampling.ratio, source=source,
-            score_id=score_row_id))
+    def _record(self, bound: BoundScorer, target: Target, decision: Decision, detail: str | None, source: str,
+                score: ScoreRecord | None = None) -> None:
+        self._metrics.decisions.labels(bound.binding.id, decision.value).inc()
+        self.writer.add(decision_record(bound, target, decision, detail, source, score.id if score else None), score)
 
     # --- execution ------------------------------------------------------------------------------
 
-    async def _worker(self, queue: asyncio.Queue[_Task]) -> None:
-        while True:
-            task = await queue.get()
-            try:
-                decision = await self.execute(task.bound, task.target, task.source)
-            except Exception:  # noqa: BLE001 - a worker must survive anything a task does
-                log.exception("scoring %s failed unexpectedly", task.bound.binding.id)
-                decision = FAILED
-            finally:
-                queue.task_done()
-            if task.done is not None and not task.done.done():
-                task.done.set_result(decision)
+    async def _run_task(self, task: _Task) -> None:
+        try:
+            decision = await self.execute(task.bound, task.target, task.source)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a worker must survive anything a task does
+            log.exception("scoring %s failed unexpectedly", task.bound.binding.id)
+            decision = Decision.FAILED
+        if not task.done.done():
+            task.done.set_result(decision)
 
-    async def execute(self, bound: BoundScorer, target: Target, source: str) -> str:
+    async def execute(self, bound: BoundScorer, target: Target, source: str) -> Decision:
         """Run one scorer on one target (limits applied), store the score; returns the decision."""
         if bound.uses_judge:
             if self.budget.exhausted:
-                self._record(bound, target, BUDGET_EXHAUSTED, self._budget_detail(), source)
-                return BUDGET_EXHAUSTED
+                self._record(bound, target, Decision.BUDGET_EXHAUSTED, self._budget_detail(), source)
+                return Decision.BUDGET_EXHAUSTED
             await self.rate.acquire(max(1, bound.judge_requests))
         started = time.perf_counter()
         cpu = time.thread_time()
@@ -229,15 +232,16 @@ class ScoringRunner:
             result = await bound.scorer.run(target.subject)
         except ScorerRunError as exc:
             result, error = exc.result, exc
+        except asyncio.CancelledError:
+            raise  # shutdown: no row, recovery scores it again
         except Exception as exc:  # noqa: BLE001 - user scorer code: an error row, never a crash
             result, error = None, exc
         if not bound.uses_judge:  # a code scorer runs without yielding: its thread time is its own
             self._metrics.stage_cpu.labels("scoring").inc(time.thread_time() - cpu)
-        record = self._score_record(bound, target, source, result, error, time.perf_counter() - started)
+        record = score_record(bound, target, source, result, error, time.perf_counter() - started)
         self.budget.add(record.judge_cost_usd)
-        decision = {"ok": SCORED, "not_scorable": NOT_SCORABLE}.get(record.status, FAILED)
-        detail = record.error if record.status == "error" else (record.reason if record.status == "not_scorable" else None)
-        self._record(bound, target, decision, detail, source, record.id)
+        decision = outcome(record.status)
+        self._record(bound, target, decision, decision_detail(record), source, record)
         m = self._metrics
         m.scores.labels(bound.binding.id, record.status).inc()
         if result is not None:
@@ -250,104 +254,18 @@ class ScoringRunner:
                     m.judge_tokens.labels("output").inc(call.output_tokens)
         if record.judge_cost_usd:
             m.judge_cost.inc(record.judge_cost_usd)
-        self._scores.append(record)
-        self._dirty.set()
         return decision
-
-    def _score_record(self, bound: BoundScorer, target: Target, source: str, result: ScorerResult | None,
-                      error: BaseException | None, seconds: float) -> ScoreRecord:
-        binding = bound.binding
-        run_ids = [r.run_id for r in target.subject.runs] if isinstance(target.subject, Conversation) else [target.run_id]
-        subject = target.subject.runs[-1] if isinstance(target.subject, Conversation) else target.subject
-        metadata: dict[str, Any] = {"run_ids": run_ids, "convention": subject.convention, "model": subject.model,
-                                    "service_name": subject.service_name}
-        status = "error" if error is not None else (result.status if result else "error")
-        score = result.score if result is not None and status == "ok" else None
-        label = None
-        if binding.threshold is not None and score is not None:
-            label = "pass" if score >= binding.threshold else "fail"
-        cause = error.__cause__ if isinstance(error, ScorerRunError) and error.__cause__ else error
-        if isinstance(error, ScorerRunError):
-            metadata["failed_step"] = error.failed_step
-            metadata["completed_steps"] = list(error.completed_steps)
-        if result is not None and result.judge_calls:
-            metadata["judge_calls"] = [
-                {"step": c.step, "model": c.model, "status": c.status, "attempts": c.attempts, "error": c.error,
-                 "cost_usd": c.cost_usd, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-                 "duration_ms": round(c.duration_ms, 2)} for c in result.judge_calls]
-        return ScoreRecord(
-            id=score_id(binding.id, target), scorer_id=binding.id,
-            scorer_name=getattr(bound.scorer, "name", binding.id) or binding.id,
-            run_id=target.run_id, trace_id=target.trace_id, span_id=target.span_id,
-            conversation_id=target.conversation_id,
-            entity_type="conversation" if target.kind == "conversation" else "agent", entity_id=target.agent_name,
-            source=source, score=score, reason=result.reason if result is not None else None, status=status,
-            error=str(error) if error is not None else None,
-            error_type=type(cause).__name__ if cause is not None else None,
-            label=label, threshold=binding.threshold,
-            preprocess_step_result=result.preprocess_step_result if result else None,
-            analyze_step_result=result.analyze_step_result if result else None,
-            preprocess_prompt=result.preprocess_prompt if result else None,
-            analyze_prompt=result.analyze_prompt if result else None,
-            generate_score_prompt=result.generate_score_prompt if result else None,
-            generate_reason_prompt=result.generate_reason_prompt if result else None,
-            judge_model=result.judge_model if result else None,
-            judge_input_tokens=result.judge_input_tokens if result else None,
-            judge_output_tokens=result.judge_output_tokens if result else None,
-            judge_cost_usd=result.judge_cost_usd if result else None,
-            judge_attempts=result.judge_attempts if result else None,
-            duration_ms=round(seconds * 1000, 3), sample_rate=binding.sampling.ratio, metadata=metadata)
-
-    async def _writer(self) -> None:
-        """Store what the workers produced, many rows per transaction (workers never wait)."""
-        while True:
-            await self._dirty.wait()
-            self._dirty.clear()
-            try:
-                await self._flush_decisions()
-            except Exception:  # noqa: BLE001 - rows stay pending and are retried with the next batch
-                log.exception("storing scores failed; retrying")
-                await asyncio.sleep(1.0)
-                self._dirty.set()
 
     async def flush(self) -> None:
         """Write every pending score and decision now and wait for the commit."""
-        await self._flush_decisions()
-
-    async def _flush_decisions(self) -> None:
-        """Write every pending score and decision now (one group-committed job)."""
-        scores, self._scores = self._scores, []
-        decisions, self._decisions = self._decisions, []
-        if not scores and not decisions:
-            return
-        try:
-            await self._store.write_scores(scores, decisions)
-        except BaseException:
-            self._scores[:0], self._decisions[:0] = scores, decisions  # keep them for the next try
-            raise
-        if scores:
-            for listener in self._score_listeners:
-                try:
-                    listener.on_scores(scores)
-                except Exception:  # noqa: BLE001 - a listener must never fail score storage
-                    log.exception("score listener %r failed", listener)
+        await self.writer.flush()
 
     # --- conversations and recovery ----------------------------------------------------------
 
-    async def _tick(self) -> None:
-        interval = max(0.05, min(1.0, self._settings.assembly.conversation_idle_s / 4))
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                for conversation in self.tracker.pop_idle():
-                    await self.score_conversation(conversation.conversation_id, "live")
-                self._metrics.conversations_tracked.set(len(self.tracker))
-            except Exception:  # noqa: BLE001 - keep the timer alive whatever one pass hits
-                log.exception("scoring tick failed")
-
     async def score_conversation(self, conversation_id: str, source: str,
                                  extra_check: Callable[[Target], str | None] | None = None,
-                                 bindings: Sequence[BoundScorer] | None = None) -> list[str | asyncio.Future[str]]:
+                                 bindings: Sequence[BoundScorer] | None = None
+                                 ) -> list[Decision | asyncio.Future[Decision]]:
         """Decide every conversation-scope binding for the stored conversation (all its runs)."""
         conversation = await self._store.load_conversation(conversation_id)
         if conversation is None:
@@ -356,25 +274,53 @@ class ScoringRunner:
         return [self.decide(bound, target, source, extra_check)
                 for bound in (bindings if bindings is not None else self._conv_bindings)]
 
+    async def conversation_idle(self, conversation_id: str) -> bool:
+        """ConversationSink: score a conversation that went idle; True once every binding's
+        decision is stored, False when scoring was abandoned (shutting down)."""
+        if not self._accepting:
+            return False
+        decided = await self.score_conversation(conversation_id, "live")
+        pending = [d for d in decided if isinstance(d, asyncio.Future)]
+        if pending:
+            results = await asyncio.gather(*pending, return_exceptions=True)
+            if any(isinstance(r, BaseException) for r in results):
+                return False
+        await self.writer.committed()
+        return True
+
+    async def _sync_budget(self) -> None:
+        """Shared store: keep the budget in step with every daemon's stored spend."""
+        while True:
+            await asyncio.sleep(BUDGET_SYNC_S)
+            try:
+                self.budget.sync(await self._store.spent_today_usd() + self.writer.uncommitted_cost_usd)
+            except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
+                log.debug("budget sync failed: %s", exc)
+
     async def _recover(self) -> None:
-        """Score recent runs/conversations that have no decision for a current binding (the daemon
-        stopped between assembly and scoring)."""
+        """Score recent targets that some current binding has not decided (the daemon stopped
+        between assembly and scoring, or shutdown cancelled their scoring)."""
         window = self._settings.scoring.recover_window_s
         if window <= 0:
             return
-        ids = [b.binding.id for b in self._bound]
         try:
-            pending = await self._store.unscored_recent(ids, window_s=window)
+            pending = await self._store.unscored_recent(
+                [b.binding.id for b in self._run_bindings], window_s=window,
+                conversation_scorer_ids=[b.binding.id for b in self._conv_bindings])
         except Exception:  # noqa: BLE001 - recovery is best effort
             log.exception("scoring recovery query failed")
             return
-        runs, conversations = pending.runs, pending.conversation_ids
-        if runs or conversations:
-            log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(runs), len(conversations))
-        for run in runs:
+        if pending.runs or pending.conversation_ids:
+            log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(pending.runs),
+                     len(pending.conversation_ids))
+        for run in pending.runs:
             target = run_target(run)
+            done = pending.decided.get(("run", run.run_id), frozenset())
             for bound in self._run_bindings:
-                self.decide(bound, target, "live")
-        if self._conv_bindings and conversations:
-            for cid in conversations:
-                await self.score_conversation(cid, "live")
+                if bound.binding.id not in done:
+                    self.decide(bound, target, "live")
+        for cid in pending.conversation_ids:
+            done = pending.decided.get(("conversation", cid), frozenset())
+            missing = [b for b in self._conv_bindings if b.binding.id not in done]
+            if missing:
+                await self.score_conversation(cid, "live", bindings=missing)

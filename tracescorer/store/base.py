@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
@@ -84,11 +84,13 @@ class TraceData:
 
 @dataclass(frozen=True, slots=True)
 class PendingRecovery:
-    """Recent targets that have no decision of a current binding (the daemon stopped between
-    assembly and scoring)."""
+    """Recent targets that lack a decision of some current binding (the daemon stopped between
+    assembly and scoring); ``decided`` names, per (target kind, target id), the bindings that did
+    decide (they are not run again)."""
 
     runs: list[AgentRun]
     conversation_ids: list[str]
+    decided: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 class SpanLog(Protocol):
@@ -150,7 +152,10 @@ class ResultStore(Protocol):
     async def spent_today_usd(self) -> float:
         """Judge spend recorded on scores updated since the start of the UTC day."""
 
-    async def unscored_recent(self, scorer_ids: Sequence[str], *, window_s: float) -> PendingRecovery: ...
+    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
+                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
+        """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
+        conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
     # export deliveries, per sink (see tracescorer.store.deliveries for the semantics)
 
@@ -188,6 +193,41 @@ class ResultStore(Protocol):
         timeout."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationClaim:
+    """A due conversation claimed for scoring: ``seq`` is the activity the scoring covers;
+    ``takeover`` when the claim was taken from a daemon whose lease had run out."""
+
+    conversation_id: str
+    seq: int
+    takeover: bool = False
+
+
+class SharedCoordination(Protocol):
+    """What several daemons sharing one result store coordinate through it (the PostgreSQL store).
+
+    Conversations become due when idle across all daemons and are claimed with leases; the judge's
+    requests-per-minute bucket is one shared bucket.
+    """
+
+    async def claim_conversations(self, *, idle_s: float, lease_s: float, limit: int,
+                                  max_age_s: float) -> list[ConversationClaim]:
+        """Claim up to ``limit`` conversations idle for ``idle_s`` (activity within ``max_age_s``)
+        that nobody holds a live lease on, for ``lease_s``."""
+
+    async def renew_conversations(self, conversation_ids: Sequence[str], lease_s: float) -> list[str]:
+        """Extend this daemon's leases; the ids still held."""
+
+    async def finish_conversations(self, done: Sequence[tuple[str, int]], release: Sequence[str] = ()) -> int:
+        """Record finished scorings ``(conversation id, seq)`` and release those claims; release
+        ``release`` unscored. How many finished scorings still held their claim."""
+
+    async def take_judge_tokens(self, bucket: str, tokens: float, capacity: float, per_s: float) -> float:
+        """Take tokens from the shared bucket: 0 when taken, else seconds to wait (nothing taken)."""
+
+    async def conversation_stats(self) -> dict[str, int]: ...
+
+
 class Store(SpanLog, ResultStore, Protocol):
     """Both halves, with a lifecycle."""
 
@@ -209,12 +249,14 @@ class Store(SpanLog, ResultStore, Protocol):
 
 __all__ = [
     "AppendOutcome",
+    "ConversationClaim",
     "DataError",
     "PendingRecovery",
     "QueryResult",
     "QueueFull",
     "ReadOnlyViolation",
     "ResultStore",
+    "SharedCoordination",
     "SpanLog",
     "Store",
     "StoreClosed",

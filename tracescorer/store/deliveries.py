@@ -129,10 +129,20 @@ def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool =
                  service_name=row[n + 2], attempts=row[n + 3], delivered_version=row[n + 4])
         for row in rows
     ]
-    conversations = sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
+    conversations = conversations_of(due)
     if not conversations:
         return due
     first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
+    return with_first_runs(due, first)
+
+
+def conversations_of(due: Sequence[DueScore]) -> list[str]:
+    """The conversations whose first run conversation scores need (sorted)."""
+    return sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
+
+
+def with_first_runs(due: Sequence[DueScore], first: dict[str, tuple[str, str]]) -> list[DueScore]:
+    """``due`` with each conversation score's first run (trace id, span id) filled in."""
     out = []
     for d in due:
         if d.entity_type == "conversation" and d.conversation_id in first:

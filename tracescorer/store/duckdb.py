@@ -349,9 +349,14 @@ class DuckDBStore:
     async def spent_today_usd(self) -> float:
         return await self.read(ops.spent_today)
 
-    async def unscored_recent(self, scorer_ids: Sequence[str], *, window_s: float) -> PendingRecovery:
-        runs, conversations = await self.read(ops.unscored_recent, list(scorer_ids), window_s)
-        return PendingRecovery(runs=[run_from_row(r) for r in runs], conversation_ids=conversations)
+    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
+                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
+        runs, conversations = await self.read(ops.unscored_recent, list(run_scorer_ids),
+                                              list(conversation_scorer_ids), window_s)
+        decided = {("run", r[0]): frozenset(d) for r, d in runs}
+        decided.update({("conversation", c): frozenset(d) for c, d in conversations})
+        return PendingRecovery(runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations],
+                               decided=decided)
 
     # --- export deliveries (tracescorer.store.deliveries) ------------------------------------------
 

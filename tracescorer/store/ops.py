@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from tracescorer.store import rows as span_rows
 from tracescorer.store.runs import RUN_SELECT, upsert_run_rows
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
-from tracescorer.store.schema import ASSEMBLED_COLUMNS, column_names
+from tracescorer.store.schema import ASSEMBLED_COLUMNS, RUN_COLUMNS, column_names
 from tracescorer.store.upsert import upsert
 
 Row = tuple[Any, ...]
@@ -176,17 +176,33 @@ def spent_today(con: Any) -> float:
     return float(row[0][0]) if row else 0.0
 
 
-def unscored_recent(con: Any, scorer_ids: Sequence[str], window_s: float) -> tuple[list[Row], list[str]]:
-    """Runs updated in the window without a run decision of these scorers, and conversations
-    whose newest run is newer than their newest decision."""
+def unscored_recent(con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float
+                    ) -> tuple[list[tuple[Row, list[str]]], list[tuple[str, list[str]]]]:
+    """Runs updated in the window that some run scorer has not decided, and conversations whose
+    newest run is newer than some conversation scorer's decision; each with the scorers that did
+    decide."""
     since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=window_s)
-    runs = [tuple(r) for r in con.execute(
-        RUN_SELECT + " WHERE updated_at >= ? AND run_id NOT IN (SELECT target_id FROM scoring_decisions "
-        "WHERE target_type = 'run' AND list_contains(?::VARCHAR[], scorer_id)) ORDER BY started_at_unix_nano",
-        [since, list(scorer_ids)]).fetchall()]
-    convs = [r[0] for r in con.execute(
-        "SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND updated_at >= ? "
-        "GROUP BY conversation_id HAVING max(updated_at) > coalesce((SELECT max(decided_at) FROM scoring_decisions d "
-        "WHERE d.target_type = 'conversation' AND d.target_id = runs.conversation_id), TIMESTAMPTZ '1970-01-01')",
-        [since]).fetchall()]
-    return runs, convs
+    runs: list[tuple[Row, list[str]]] = []
+    if run_scorers:
+        n = len(RUN_COLUMNS)
+        rows = con.execute(
+            "WITH dec AS (SELECT target_id, list(DISTINCT scorer_id) AS ids FROM scoring_decisions "
+            "WHERE target_type = 'run' AND list_contains(?::VARCHAR[], scorer_id) AND target_id IN "
+            "(SELECT run_id FROM runs WHERE updated_at >= ?) GROUP BY target_id) "
+            + RUN_SELECT.replace(" FROM runs", ", coalesce(dec.ids, []::VARCHAR[]) FROM runs LEFT JOIN dec ON "
+                                 "dec.target_id = runs.run_id")
+            + " WHERE updated_at >= ? AND len(coalesce(dec.ids, []::VARCHAR[])) < ? ORDER BY started_at_unix_nano",
+            [list(run_scorers), since, since, len(set(run_scorers))]).fetchall()
+        runs = [(tuple(r[:n]), list(r[n])) for r in rows]
+    conversations: list[tuple[str, list[str]]] = []
+    if conversation_scorers:
+        rows = con.execute(
+            "WITH c AS (SELECT conversation_id, max(updated_at) AS last FROM runs WHERE conversation_id IS NOT NULL "
+            "AND updated_at >= ? GROUP BY conversation_id) "
+            "SELECT c.conversation_id, coalesce(list(DISTINCT d.scorer_id) FILTER (d.scorer_id IS NOT NULL), []) "
+            "FROM c LEFT JOIN scoring_decisions d ON d.target_type = 'conversation' AND d.target_id = c.conversation_id "
+            "AND d.decided_at >= c.last AND list_contains(?::VARCHAR[], d.scorer_id) "
+            "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
+            [since, list(conversation_scorers), len(set(conversation_scorers))]).fetchall()
+        conversations = [(r[0], list(r[1])) for r in rows]
+    return runs, conversations

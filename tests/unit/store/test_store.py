@@ -50,6 +50,22 @@ async def store(tmp_path):
     await s.close()
 
 
+@pytest.fixture(params=["duckdb", "postgres"])
+async def any_store(request, tmp_path):
+    """The embedded store, or a span log with the results in PostgreSQL: the same domain contract."""
+    span_log = DuckDBStore(tmp_path / "a.duckdb")
+    if request.param == "duckdb":
+        s = span_log
+    else:
+        from tracescorer.store.composite import CompositeStore
+        from tracescorer.store.postgres.store import PostgresResultStore
+
+        s = CompositeStore(span_log, PostgresResultStore(request.getfixturevalue("pg_dsn"), owner="test-owner"))
+    await s.open()
+    yield s
+    await s.close()
+
+
 async def _count(store: DuckDBStore, table: str = "spans") -> int:
     return int(await scalar(store, f"SELECT count(*) FROM {table}"))
 
@@ -201,7 +217,8 @@ def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> A
                     output=(Message(role="assistant", content=f"a{i}"),))
 
 
-async def test_runs_upsert_replace_and_load(store):
+async def test_runs_upsert_replace_and_load(any_store):
+    store = any_store
     await store.upsert_runs([_run(1), _run(2), _run(3, trace=1)])
     await store.upsert_runs([_run(2, conversation="c1")])  # same id again: an update, not a second row
     assert await _count(store, "runs") == 3
@@ -232,14 +249,22 @@ def _decision(i: int, decision: str = "scored") -> DecisionRecord:
                           score_id=f"score-{i}")
 
 
-async def test_scores_decisions_budget_recovery_and_export_deliveries(store):
+async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store):
+    store = any_store
     await store.upsert_runs([_run(1), _run(2)])
     await store.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
-    assert await fetch(store, "SELECT score, judge_cost_usd, analyze_step_result->>'$.facts[1]' FROM scores") == [
-        (0.9, 0.5, "2")]
-    assert await store.spent_today_usd() == 0.5
-    recovery = await store.unscored_recent(["s"], window_s=3600)
-    assert [r.run_id for r in recovery.runs] == ["run-2"] and recovery.conversation_ids == ["c1"]
+    pg = not isinstance(store, DuckDBStore)
+    path = "analyze_step_result->'facts'->>1" if pg else "analyze_step_result->>'$.facts[1]'"
+    assert await fetch(store, f"SELECT score, judge_cost_usd, {path} FROM scores") == [(0.9, 0.5, "2")]
+    # duckdb sums the stored rows' cost; the shared counter adds every stored scoring (both were paid for)
+    assert await store.spent_today_usd() == (0.75 if pg else 0.5)
+    recovery = await store.unscored_recent(["s"], window_s=3600, conversation_scorer_ids=["s"])
+    assert [r.run_id for r in recovery.runs] == ["run-2"]
+    # duckdb finds unscored conversations in the window; postgres keeps them due until claimed and finished
+    assert recovery.conversation_ids == ([] if pg else ["c1"])
+    if pg:
+        claims = await store.claim_conversations(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
+        assert [c.conversation_id for c in claims] == ["c1"]
     # export deliveries: due, claimed (not by another owner), recorded; a re-score is due again
     due = await store.due_deliveries("otlp", "me", 10)
     assert [(d.id, d.score, d.service_name) for d in due] == [("score-1", 0.9, "svc")]
@@ -255,7 +280,8 @@ async def test_scores_decisions_budget_recovery_and_export_deliveries(store):
     assert [d.id for d in await store.due_deliveries("otlp", "me", 10)] == ["score-1"]
 
 
-async def test_query_is_read_only_with_parameters_limit_and_errors(store):
+async def test_query_is_read_only_with_parameters_limit_and_errors(any_store):
+    store = any_store
     await store.append([_span(i) for i in range(5)])
     result = await store.query("SELECT name FROM spans WHERE name <> ? ORDER BY name", max_rows=3, timeout_s=10,
                                params=["s0"])

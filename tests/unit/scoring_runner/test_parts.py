@@ -1,0 +1,168 @@
+"""The parts of the scoring runner: the pure decider, the worker pool's lifecycle (the OTel batch
+processor's cases), the score writer's commit futures, the shared rate limiter on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from support.daemon import wait_for_async
+from tracescorer.config import JudgeSettings, ScorerBinding
+from tracescorer.model import AgentRun, Message
+from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.decider import Decision, decide, outcome
+from tracescorer.scoring.limits import SharedRateLimiter
+from tracescorer.scoring.pool import WorkerPool
+from tracescorer.scoring.records import decision_record, score_record
+from tracescorer.scoring.targets import run_target
+from tracescorer.scoring.writer import ScoreWriter
+from tracescorer.store.records import DecisionRecord, ScoreRecord
+
+
+def _run(i: int, agent: str = "support") -> AgentRun:
+    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
+                    conversation_id=None, resource_id=None, agent_name=agent, agent_id=None, service_name="svc",
+                    convention="genai", model="m", started_at=i, ended_at=i + 1, status="ok", error=None,
+                    output=(Message(role="assistant", content="hi"),))
+
+
+def _bound(**binding: object):
+    fields: dict[str, object] = {"id": "b", "prebuilt": "non_empty_response", **binding}
+    return build_bindings([ScorerBinding.model_validate(fields)], JudgeSettings())[0]
+
+
+def test_the_decider_filters_then_samples_then_checks_the_budget():
+    target = run_target(_run(1))
+    assert decide(_bound(), target, budget_exhausted=True).decision is Decision.RUN  # code scorers ignore the budget
+    filtered = decide(_bound(filter={"agent_name": "billing-*"}), target, budget_exhausted=False)
+    assert filtered.decision is Decision.FILTERED_OUT and "billing-*" in (filtered.detail or "")
+    sampled = decide(_bound(sampling={"ratio": 0.0}), target, budget_exhausted=False)
+    assert sampled.decision is Decision.SAMPLED_OUT and "ratio 0" in (sampled.detail or "")
+    extra = decide(_bound(), target, budget_exhausted=False, extra_check=lambda t: "backfill filter")
+    assert extra == decide(_bound(), target, budget_exhausted=False, extra_check=lambda t: "backfill filter")
+    assert extra.decision is Decision.FILTERED_OUT and extra.detail == "backfill filter"
+    assert outcome("ok") is Decision.SCORED and outcome("error") is Decision.FAILED
+    assert Decision.SCORED == "scored"  # the stored string
+
+
+def test_score_records_map_results_and_errors():
+    bound, target = _bound(threshold=0.5), run_target(_run(2))
+    record = score_record(bound, target, "live", None, RuntimeError("boom"), 0.25)
+    assert (record.status, record.error, record.error_type, record.duration_ms) == ("error", "boom", "RuntimeError", 250.0)
+    decision = decision_record(bound, target, Decision.FAILED, record.error, "live", record.id)
+    assert decision.score_id == record.id and decision.decision == "failed" and decision.target_id == "run-2"
+
+
+async def test_pool_runs_items_force_flush_waits_and_shutdown_hands_back_what_did_not_finish():
+    started: list[int] = []
+    release = asyncio.Event()
+
+    async def handle(item: int) -> None:
+        started.append(item)
+        if item >= 10:
+            await release.wait()  # a judge call that hangs
+        if item == 3:
+            raise RuntimeError("an item failing does not stop its worker")
+
+    pool: WorkerPool[int] = WorkerPool("t", workers=2, max_queue=4, handle=handle)
+    assert not pool.submit(0)  # not started: nothing accepted
+    pool.start()
+    for i in range(4):
+        assert pool.submit(i)
+    assert await pool.force_flush(5) and sorted(started) == [0, 1, 2, 3]
+    assert pool.submit(10) and pool.submit(11)
+    await wait_for_async(lambda: pool.in_flight == 2, 5, what="two hanging items running")
+    for i in (12, 13, 14, 15):  # two run (hanging), four wait; the queue holds four
+        assert pool.submit(i)
+    assert not pool.submit(16)  # full: the caller records rate_limited
+    assert not await pool.force_flush(0.05)
+    t0 = time.monotonic()
+    abandoned = await pool.shutdown(0.2)
+    assert time.monotonic() - t0 < 2  # bounded although two items never finish
+    assert sorted(abandoned) == [10, 11, 12, 13, 14, 15]
+    assert not pool.submit(17)  # nothing accepted after shutdown
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.writes: list[tuple[int, int]] = []
+        self.fail = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def write_scores(self, scores, decisions) -> None:
+        await self.gate.wait()
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("store down")
+        self.writes.append((len(scores), len(decisions)))
+
+
+def _decision(i: int) -> DecisionRecord:
+    return DecisionRecord(id=f"d{i}", scorer_id="s", target_type="run", target_id=f"r{i}", trace_id=None,
+                          conversation_id=None, decision="scored", detail=None, sample_rate=1.0, source="live")
+
+
+def _score(i: int) -> ScoreRecord:
+    return ScoreRecord(id=f"s{i}", scorer_id="s", scorer_name="s", run_id=None, trace_id=None, span_id=None,
+                       conversation_id=None, entity_type="agent", entity_id=None, source="live", score=1.0, reason=None,
+                       status="ok", judge_cost_usd=0.5)
+
+
+async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying_failures(monkeypatch):
+    import tracescorer.scoring.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "RETRY_S", 0.01)
+    store = _Store()
+    heard: list[int] = []
+
+    class Listener:
+        def on_scores(self, scores) -> None:
+            heard.append(len(scores))
+
+    writer = ScoreWriter(store, [Listener()])  # type: ignore[arg-type]
+    assert writer.committed().done()  # nothing pending
+    store.gate.clear()
+    store.fail = 1
+    writer.start()
+    writer.add(_decision(1), _score(1))
+    first = writer.committed()
+    await asyncio.sleep(0.05)  # the writer took the batch and waits at the gate
+    writer.add(_decision(2))
+    second = writer.committed()
+    assert writer.waiting == 3 and writer.uncommitted_cost_usd == 0.5
+    store.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert sum(d for _, d in store.writes) == 2 and heard == [1] and writer.waiting == 0
+    assert await writer.close(1)
+
+
+async def test_shared_rate_limit_spans_daemons(pg_dsn):
+    from tracescorer.store.postgres.store import PostgresResultStore
+
+    stores = [PostgresResultStore(pg_dsn, owner=o) for o in ("a", "b")]
+    for s in stores:
+        await s.open()
+    try:
+        limiters = [SharedRateLimiter(s, 120) for s in stores]  # 2 a second shared, bucket of 120
+        for i in range(120):
+            await limiters[i % 2].acquire()
+        t0 = time.monotonic()
+        await limiters[0].acquire()
+        await limiters[1].acquire()
+        assert time.monotonic() - t0 >= 0.5  # the bucket is shared: both waited for its refill
+    finally:
+        for s in stores:
+            await s.close()
+
+
+@pytest.mark.parametrize("ok", [True])
+async def test_rate_limiter_falls_back_locally_when_the_store_fails(ok):
+    class Down:
+        async def take_judge_tokens(self, *args: object) -> float:
+            raise RuntimeError("PostgreSQL unreachable")
+
+    limiter = SharedRateLimiter(Down(), 60)
+    await asyncio.wait_for(limiter.acquire(), 2)  # judging goes on with a local bucket

@@ -1,0 +1,213 @@
+"""The PostgreSQL result store on a real server: migrations, claims across owners, the shared
+token bucket and budget, export claims, and the read-only query path (guard, READ ONLY, role)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+from tracescorer.model import AgentRun, Message
+from tracescorer.store.base import ReadOnlyViolation, StoreError
+from tracescorer.store.composite import CompositeStore
+from tracescorer.store.deliveries import Claim
+from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.postgres.migrations import latest_version
+from tracescorer.store.postgres.store import PostgresResultStore
+from tracescorer.store.records import ScoreRecord
+
+
+def _run(i: int, conversation: str) -> AgentRun:
+    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
+                    conversation_id=conversation, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
+                    model="m", error=None, convention="genai", started_at=i, ended_at=i + 1, status="ok",
+                    input_messages=(Message(role="user", content=f"q{i}\x00"),))
+
+
+def _score(i: int, cost: float | None = None) -> ScoreRecord:
+    return ScoreRecord(id=f"score-{i}", scorer_id="s", scorer_name="S", run_id=f"run-{i}", trace_id=None, span_id=None,
+                       conversation_id=None, entity_type="agent", entity_id=None, source="live", score=1.0,
+                       reason="fine\x00", status="ok", judge_cost_usd=cost)
+
+
+@pytest.fixture
+async def stores(pg_dsn, tmp_path):
+    """Two daemons' result stores on one database (owners a and b)."""
+    a = PostgresResultStore(pg_dsn, owner="a", instance_id="inst-a")
+    b = PostgresResultStore(pg_dsn, owner="b", instance_id="inst-b")
+    await asyncio.gather(a.open(), b.open())  # concurrent migration: one migrates, the other finds it done
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
+    a, _ = stores
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        assert con.execute("SELECT value FROM tracescorer.schema_info").fetchone() == (str(latest_version()),)
+        con.execute("UPDATE tracescorer.schema_info SET value = '99'")
+    newer = PostgresResultStore(pg_dsn)
+    with pytest.raises(StoreError, match="version 99, newer"):
+        await newer.open()
+
+
+async def test_conversations_are_claimed_by_one_owner_and_due_again_after_a_new_turn(stores, pg_dsn):
+    a, b = stores
+    await a.upsert_runs([_run(i, f"c{i % 4}") for i in range(8)])
+    claim = dict(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
+    got_a, got_b = await asyncio.gather(a.claim_conversations(**claim), b.claim_conversations(**claim))
+    ids_a = {c.conversation_id for c in got_a}
+    ids_b = {c.conversation_id for c in got_b}
+    assert ids_a | ids_b == {"c0", "c1", "c2", "c3"} and not ids_a & ids_b  # each claimed once
+    everything = [(c.conversation_id, c.seq) for c in got_a]
+    assert await a.finish_conversations(everything) == len(got_a)
+    assert await b.finish_conversations([(c.conversation_id, c.seq) for c in got_b], []) == len(got_b)
+    assert await a.claim_conversations(**claim) == []  # all scored
+    await b.upsert_runs([_run(9, "c1")])  # a new turn, on the other daemon
+    again = await a.claim_conversations(**claim)
+    assert [c.conversation_id for c in again] == ["c1"] and again[0].seq == 2  # stored twice now
+    # a is gone (no renewal); after its lease runs out b takes the claim over
+    assert await b.claim_conversations(**claim) == []
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        con.execute("UPDATE tracescorer.conversation_activity SET claimed_until = now() - interval '1 second'")
+    taken = await b.claim_conversations(**claim)
+    assert [(c.conversation_id, c.takeover) for c in taken] == [("c1", True)]
+    assert await a.finish_conversations([("c1", 2)]) == 0  # a's late finish does not count
+    assert await a.renew_conversations(["c1"], 30) == []
+    assert await b.finish_conversations([], release=["c1"]) == 0  # released unscored: due again at once
+    assert [c.conversation_id for c in await a.claim_conversations(**claim)] == ["c1"]
+    stats = await a.conversation_stats()
+    assert stats["takeovers"] == 1 and stats["claimed"] == 1
+
+
+async def test_a_restarted_daemon_releases_its_previous_claims(stores, pg_dsn):
+    a, _ = stores
+    await a.upsert_runs([_run(1, "c1")])
+    assert len(await a.claim_conversations(idle_s=0, lease_s=300, limit=5, max_age_s=3600)) == 1
+    restarted = PostgresResultStore(pg_dsn, owner="a2", instance_id="inst-a")  # same span log, new process
+    await restarted.open()
+    try:
+        assert [c.conversation_id for c in await restarted.claim_conversations(
+            idle_s=0, lease_s=300, limit=5, max_age_s=3600)] == ["c1"]
+    finally:
+        await restarted.close()
+
+
+async def test_shared_token_bucket_and_spend(stores):
+    a, b = stores
+    waits = [await (a if i % 2 else b).take_judge_tokens("judge", 1, 4, 0.5) for i in range(5)]
+    assert waits[:4] == [0, 0, 0, 0] and 0 < waits[4] <= 2.1  # four tokens shared, the fifth waits ~2 s
+    await a.write_scores([_score(1, 0.25)], [])
+    await b.write_scores([_score(2, 0.5)], [])
+    assert await a.spent_today_usd() == await b.spent_today_usd() == 0.75
+    assert (await a.query("SELECT reason FROM scores WHERE id = 'score-1'", max_rows=1, timeout_s=5)).rows == [
+        ("fine\ufffd",)]  # NUL cannot be stored in PostgreSQL text: replaced, not a failed batch
+
+
+async def test_each_score_version_is_claimed_for_export_by_one_owner(stores):
+    a, b = stores
+    await a.write_scores([_score(i) for i in range(20)], [])
+    due = await a.due_deliveries("otlp", "a", 100)
+    claims = [Claim(score_id=d.id, version=d.version) for d in due]
+    got_a, got_b = await asyncio.gather(a.claim_deliveries("otlp", "a", 30, claims),
+                                        b.claim_deliveries("otlp", "b", 30, claims))
+    assert len(got_a) + len(got_b) == 20 and not set(got_a) & set(got_b)
+    assert await b.due_deliveries("otlp", "b", 100) == [d for d in await b.due_deliveries("otlp", "b", 100)
+                                                         if d.id in got_b]
+
+
+@pytest.fixture
+async def composite(pg_dsn, tmp_path):
+    store = CompositeStore(DuckDBStore(tmp_path / "span.duckdb"), PostgresResultStore(pg_dsn, owner="q"))
+    await store.open()
+    await store.write_scores([_score(1)], [])
+    yield store
+    await store.close()
+
+
+REFUSED = [
+    "DELETE FROM scores",
+    "UPDATE scores SET score = 0",
+    "INSERT INTO scores (id, scorer_id) VALUES ('x', 'y')",
+    "CREATE TABLE evil (a int)",
+    "COPY scores TO '/tmp/x.csv'",
+    "SELECT 1; DELETE FROM scores",
+    "EXPLAIN ANALYZE DELETE FROM scores",
+    "SELECT pg_read_file('/etc/passwd')",
+    "SELECT pg_catalog.pg_ls_dir('/')",
+    "SELECT lo_import('/etc/passwd')",
+    "SELECT set_config('role', 'postgres', true)",
+    "SELECT query_to_xml('DELETE FROM scores', true, false, '')",
+    "SELECT * FROM dblink('host=x', 'select 1') AS t(a int)",
+    "SELECT * FROM scores JOIN spans ON true",
+    "SELECT * FROM pg_catalog.pg_authid",
+    "SELECT * FROM read_csv('/etc/passwd')",
+]
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+async def test_the_query_path_refuses_writes_files_and_side_effects(composite, sql):
+    with pytest.raises(StoreError):  # ReadOnlyViolation, or an error for what cannot run at all
+        await composite.query(sql, max_rows=10, timeout_s=5)
+    assert (await composite.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
+
+
+async def test_postgres_itself_refuses_what_a_guard_might_miss(composite):
+    results = composite.results  # no statement guard at this layer: READ ONLY and the query role hold
+    with pytest.raises(StoreError, match="data-modifying"):
+        await results.query("WITH d AS (DELETE FROM scores RETURNING id) SELECT * FROM d", max_rows=10, timeout_s=5)
+    with pytest.raises(ReadOnlyViolation, match="permission denied"):
+        await results.query("SELECT pg_read_file('/etc/hostname')", max_rows=10, timeout_s=5)
+    with pytest.raises(ReadOnlyViolation, match="permission denied"):
+        await results.query("SELECT lo_import('/etc/hostname')", max_rows=10, timeout_s=5)
+    with pytest.raises(StoreError, match="timed out"):
+        await results.query("SELECT count(*) FROM generate_series(1, 1000000000)", max_rows=1, timeout_s=0.3)
+    assert (await composite.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
+
+
+async def test_queries_route_by_table_with_parameters_and_limits(composite):
+    await composite.write_scores([_score(i) for i in range(2, 6)], [])
+    result = await composite.query("SELECT id FROM scores WHERE id <> ? AND reason LIKE '%fine%' ORDER BY id",
+                                   max_rows=2, timeout_s=5, params=["score-1"])
+    assert result.rows == [("score-2",), ("score-3",)] and result.truncated and result.types == ["text"]
+    spans = await composite.query("SELECT count(*) AS n FROM spans", max_rows=1, timeout_s=5)  # the local span log
+    assert spans.rows == [(0,)]
+    with pytest.raises(ReadOnlyViolation, match="span-log tables, per daemon"):
+        await composite.query("SELECT * FROM scroes", max_rows=1, timeout_s=5)
+
+
+async def test_report_and_read_command_sql_runs_on_postgres(composite):
+    import datetime as dt
+
+    from tracescorer.store import queries, report_sql
+
+    await composite.upsert_runs([_run(1, "c1"), _run(2, "c1")])
+    await composite.write_scores([_score(1, 0.1), _score(2)], [])
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    statements = [
+        report_sql.summary_sql(since, None), report_sql.trend_sql(since, "s", 3600),
+        report_sql.distribution_sql(since, None, 10), report_sql.worst_sql(since, None, 5),
+        report_sql.transcripts_sql(["run-1"], ["c1"], 3),
+        queries.runs(conversation_id="c1"), queries.scores(since=since, all_columns=True),
+        queries.trace_runs(f"{1:032x}"), queries.conversation_runs("c1"), queries.decisions([("run", "run-1")]),
+    ]
+    results = [await composite.query(sql, max_rows=100, timeout_s=10) for sql in statements]
+    summary = results[0].dicts()
+    assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
+    assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]
+    assert len(results[4].rows) == 2  # the conversation's runs, once
+
+
+async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
+    from tracescorer.store.migrations import Migration
+    from tracescorer.store.postgres.migrations import migrate
+
+    a, _ = stores
+    await a.upsert_runs([_run(1, "c1")])
+    later = (Migration(2, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        assert await migrate(conn, "tracescorer", later) == (1, 2)
+        assert await migrate(conn, "tracescorer", later) == (2, 2)  # nothing left to do
+        cur = await conn.execute("SELECT run_id, region FROM tracescorer.runs")
+        assert await cur.fetchall() == [("run-1", None)]  # the rows are kept

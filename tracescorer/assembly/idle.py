@@ -1,0 +1,225 @@
+"""When conversations go idle, and who scores them: assembly's job, two implementations.
+
+A conversation is ready for its conversation-scope scorers once no run of it was stored for
+``conversation_idle_s``. The idler tells its :class:`ConversationSink` (the scoring runner) and
+waits for the answer: True once the conversation's decisions are stored, False when scoring was
+abandoned (shutdown).
+
+- :class:`LocalIdleConversations` (one daemon, duckdb mode): an in-memory
+  :class:`~tracescorer.assembly.conversations.ConversationTracker` fed with the runs assembly
+  stores. Conversations still waiting at a stop are found again by the next start's recovery.
+- :class:`SharedIdleConversations` (postgres mode): the activity is stamped in PostgreSQL when
+  runs are stored, by whichever daemon assembled them; every daemon claims idle conversations
+  there (``FOR UPDATE SKIP LOCKED``, a lease it renews while it scores), so each is scored by one
+  daemon. A claim is finished once the decisions are stored (a turn stored meanwhile makes it
+  due again) and released, unscored, when scoring was abandoned; a daemon that dies leaves its
+  claims to expire and another daemon takes them over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from tracescorer.assembly.conversations import ConversationTracker
+from tracescorer.metrics import Metrics
+from tracescorer.model import AgentRun
+from tracescorer.store.base import ConversationClaim, SharedCoordination
+
+log = logging.getLogger(__name__)
+
+
+class ConversationSink(Protocol):
+    """Scores an idle conversation (on the event loop)."""
+
+    async def conversation_idle(self, conversation_id: str) -> bool:
+        """True once every decision about it is stored; False when abandoned."""
+
+
+class IdleConversations(Protocol):
+    """Where idle conversations come from (see the module docstring)."""
+
+    def on_runs(self, runs: Sequence[AgentRun]) -> None:
+        """Runs were stored (on the event loop; must not block)."""
+
+    async def start(self, sink: ConversationSink) -> None: ...
+
+    async def stop(self) -> None:
+        """Stop finding new idle conversations (those being scored go on)."""
+
+    async def close(self, timeout_s: float) -> None:
+        """After the sink stopped: settle what it was given (wait until the deadline, then give up)."""
+
+
+class _Base:
+    def __init__(self, metrics: Metrics, tick_s: float) -> None:
+        self._metrics = metrics
+        self._tick_s = tick_s
+        self._sink: ConversationSink | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._scoring: dict[asyncio.Task[bool], str] = {}
+
+    async def start(self, sink: ConversationSink) -> None:
+        self._sink = sink
+        self._loop_task = asyncio.create_task(self._loop(), name="conversations-idle")
+
+    async def stop(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+
+    async def _loop(self) -> None:
+        failures = 0
+        while True:
+            await asyncio.sleep(self._tick_s)
+            try:
+                await self.tick()
+            except Exception as exc:  # noqa: BLE001 - keep the timer alive whatever one pass hits
+                failures += 1
+                if failures == 1:  # once per failure streak (the store may be down for a while)
+                    log.warning("conversation idle pass failed (%s: %s); retrying", type(exc).__name__, exc)
+                continue
+            if failures:
+                log.info("conversation idle passes work again after %d failure(s)", failures)
+                failures = 0
+
+    async def tick(self) -> None:
+        raise NotImplementedError
+
+    def _score(self, conversation_id: str) -> asyncio.Task[bool]:
+        assert self._sink is not None
+        task = asyncio.create_task(self._sink.conversation_idle(conversation_id), name="conversation-score")
+        self._scoring[task] = conversation_id
+        task.add_done_callback(self._on_task_done)
+        return task
+
+    def _on_task_done(self, task: asyncio.Task[bool]) -> None:
+        cid = self._scoring.pop(task, None)
+        if cid is not None:
+            self.settled(cid, not task.cancelled() and task.exception() is None and bool(task.result()))
+
+    def settled(self, conversation_id: str, scored: bool) -> None:
+        pass
+
+    async def _wait_scoring(self, timeout_s: float) -> None:
+        if self._scoring:
+            await asyncio.wait(list(self._scoring), timeout=max(0.0, timeout_s))
+        for task in list(self._scoring):
+            task.cancel()
+        if self._scoring:
+            await asyncio.gather(*list(self._scoring), return_exceptions=True)
+
+
+class LocalIdleConversations(_Base):
+    """One daemon: idle is measured in memory (see the module docstring)."""
+
+    def __init__(self, metrics: Metrics, *, idle_s: float, max_conversations: int = 100_000) -> None:
+        super().__init__(metrics, max(0.05, min(1.0, idle_s / 4)))
+        self.tracker = ConversationTracker(conversation_idle_s=idle_s, max_conversations=max_conversations)
+
+    def on_runs(self, runs: Sequence[AgentRun]) -> None:
+        self.tracker.touch(r.conversation_id for r in runs if r.conversation_id)
+        self._metrics.conversations_tracked.set(len(self.tracker))
+
+    async def tick(self) -> None:
+        for conversation in self.tracker.pop_idle():
+            self._score(conversation.conversation_id)
+        self._metrics.conversations_tracked.set(len(self.tracker))
+
+    async def close(self, timeout_s: float) -> None:
+        await self._wait_scoring(timeout_s)
+
+
+class SharedIdleConversations(_Base):
+    """Several daemons: idle conversations are claimed in the shared store (see the module docstring)."""
+
+    def __init__(self, store: SharedCoordination, metrics: Metrics, *, idle_s: float, lease_s: float,
+                 interval_s: float, max_in_flight: int, max_age_s: float) -> None:
+        super().__init__(metrics, interval_s)
+        self._store = store
+        self._idle_s = idle_s
+        self._lease_s = lease_s
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_age_s = max_age_s if max_age_s > 0 else 10 * 365 * 86400.0
+        self._claims: dict[str, ConversationClaim] = {}
+        self._done: list[tuple[str, int]] = []
+        self._release: list[str] = []
+        self._renewed_at = time.monotonic()
+        self.lost = 0
+
+    def on_runs(self, runs: Sequence[AgentRun]) -> None:
+        pass  # the store stamped the activity when the runs were stored
+
+    async def tick(self) -> None:
+        await self._settle()
+        if time.monotonic() - self._renewed_at >= self._lease_s / 3:
+            await self._renew()
+        room = self._max_in_flight - len(self._claims)
+        if room <= 0:
+            return
+        claims = await self._store.claim_conversations(idle_s=self._idle_s, lease_s=self._lease_s, limit=room,
+                                                      max_age_s=self._max_age_s)
+        for claim in claims:
+            self._claims[claim.conversation_id] = claim
+            self._metrics.conversation_claims.labels("takeover" if claim.takeover else "claimed").inc()
+            if claim.takeover:
+                log.info("conversation %s: took over a claim whose lease had run out", claim.conversation_id)
+            self._score(claim.conversation_id)
+        self._metrics.conversations_tracked.set(len(self._claims))
+
+    def settled(self, conversation_id: str, scored: bool) -> None:
+        claim = self._claims.pop(conversation_id, None)
+        if claim is None:
+            return
+        if scored:
+            self._done.append((conversation_id, claim.seq))
+        else:
+            self._release.append(conversation_id)
+
+    async def _settle(self) -> None:
+        done, self._done = self._done, []
+        release, self._release = self._release, []
+        if not done and not release:
+            return
+        try:
+            kept = await self._store.finish_conversations(done, release)
+        except BaseException:
+            self._done[:0], self._release[:0] = done, release  # tried again next pass
+            raise
+        lost = len(done) - kept
+        if lost:
+            self.lost += lost
+            self._metrics.conversation_claims.labels("lost").inc(lost)
+            log.warning("%d conversation claim(s) had been taken over while scored (lease %gs too short for the "
+                        "judge?); they are scored again by the daemon that took them", lost, self._lease_s)
+        self._metrics.conversation_claims.labels("finished").inc(kept)
+        if release:
+            self._metrics.conversation_claims.labels("released").inc(len(release))
+
+    async def _renew(self) -> None:
+        self._renewed_at = time.monotonic()
+        held = list(self._claims)
+        if not held:
+            return
+        kept = set(await self._store.renew_conversations(held, self._lease_s))
+        for cid in held:
+            if cid not in kept:
+                self.lost += 1
+                self._metrics.conversation_claims.labels("lost").inc()
+                log.warning("conversation %s: claim lost (taken over after its lease ran out)", cid)
+
+    async def close(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        await self._wait_scoring(max(0.0, deadline - time.monotonic() - 0.5))
+        for cid in list(self._claims):  # never started (or their task vanished): due again at once
+            self.settled(cid, False)
+        try:
+            await asyncio.wait_for(self._settle(), max(0.5, deadline - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - the leases run out by themselves
+            log.warning("could not release conversation claims (%s); they return when their lease runs out", exc)

@@ -1,0 +1,56 @@
+"""Whether a binding scores a target: filter → sample → budget, as a pure function.
+
+:func:`decide` reads nothing but its arguments (the budget's state comes in as a flag), so the
+same target always gets the same answer for the same binding and budget; the runner records the
+decisions that end here and queues the targets that get :attr:`Decision.RUN`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tracescorer.sampling import is_sampled, sample_value
+from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.targets import Target
+
+
+class Decision(StrEnum):
+    """What became of one (binding, target); the values are the ``scoring_decisions.decision`` column."""
+
+    SCORED = "scored"
+    SAMPLED_OUT = "sampled_out"
+    FILTERED_OUT = "filtered_out"
+    NOT_SCORABLE = "not_scorable"
+    RATE_LIMITED = "rate_limited"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    FAILED = "failed"
+    RUN = "run"  # the decider's verdict "score it": never stored, the scorer's outcome is
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    decision: Decision
+    detail: str | None = None
+
+
+def decide(bound: BoundScorer, target: Target, *, budget_exhausted: bool, budget_detail: str = "",
+           extra_check: Callable[[Target], str | None] | None = None) -> Verdict:
+    """The binding's filter (and ``extra_check``, e.g. a backfill's ``--filter``), then its sampling
+    ratio on the target's sample key, then — for judge-using scorers — the daily budget."""
+    binding = bound.binding
+    clause = binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
+    if clause is not None:
+        return Verdict(Decision.FILTERED_OUT, clause)
+    ratio = binding.sampling.ratio
+    if not is_sampled(target.sample_key, ratio):
+        return Verdict(Decision.SAMPLED_OUT, f"sample value {sample_value(target.sample_key):.4f} >= ratio {ratio:g}")
+    if bound.uses_judge and budget_exhausted:
+        return Verdict(Decision.BUDGET_EXHAUSTED, budget_detail or "daily judge budget spent")
+    return Verdict(Decision.RUN)
+
+
+def outcome(status: str) -> Decision:
+    """The decision a stored score's status amounts to."""
+    return {"ok": Decision.SCORED, "not_scorable": Decision.NOT_SCORABLE}.get(status, Decision.FAILED)

@@ -1,0 +1,144 @@
+"""Score and decision rows to the store, many per transaction; workers never wait for a commit.
+
+Rows are collected into the open batch; one writer task stores batches in order (a failed write
+is retried, ahead of newer rows). :meth:`ScoreWriter.committed` gives a future that resolves once
+every row added so far is stored, which is when a conversation claim may be released as done.
+Listeners hear of score rows after their commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from tracescorer.store.base import ResultStore
+from tracescorer.store.records import DecisionRecord, ScoreRecord
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
+
+
+class ScoreListener(Protocol):
+    """Told about score rows after they were committed (on the event loop; must not block or raise)."""
+
+    def on_scores(self, scores: Sequence[ScoreRecord]) -> None: ...
+
+
+class ScoreWriter:
+    """Batches rows for :meth:`ResultStore.write_scores` (see the module docstring)."""
+
+    def __init__(self, store: ResultStore, listeners: Sequence[ScoreListener] = ()) -> None:
+        self._store = store
+        self.listeners = list(listeners)
+        self._scores: list[ScoreRecord] = []
+        self._decisions: list[DecisionRecord] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._writing = 0  # rows in the batch being written
+        self._writing_cost = 0.0
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def waiting(self) -> int:
+        """Rows not stored yet."""
+        return len(self._scores) + len(self._decisions) + self._writing
+
+    @property
+    def uncommitted_cost_usd(self) -> float:
+        """Judge spend of score rows not stored yet (the shared budget counts it once stored)."""
+        return self._writing_cost + sum(s.judge_cost_usd or 0.0 for s in self._scores)
+
+    def add(self, decision: DecisionRecord, score: ScoreRecord | None = None) -> None:
+        if score is not None:
+            self._scores.append(score)
+        self._decisions.append(decision)
+        self._dirty.set()
+
+    def committed(self) -> asyncio.Future[None]:
+        """A future resolved once every row added before this call is stored."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._scores and not self._decisions and not self._writing:
+            future.set_result(None)
+            return future
+        self._waiters.append(future)
+        self._dirty.set()
+        return future
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="score-writer")
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self.flush()
+            except Exception:  # noqa: BLE001 - rows stay pending and are retried with the next batch
+                log.exception("storing scores failed; retrying")
+                await asyncio.sleep(RETRY_S)
+                self._dirty.set()
+
+    async def flush(self) -> None:
+        """Store every pending row now and wait for the commit (raises when the write fails; the
+        rows stay pending)."""
+        async with self._lock:
+            scores, self._scores = self._scores, []
+            decisions, self._decisions = self._decisions, []
+            waiters, self._waiters = self._waiters, []
+            if not scores and not decisions:
+                _resolve(waiters)
+                return
+            self._writing = len(scores) + len(decisions)
+            self._writing_cost = sum(s.judge_cost_usd or 0.0 for s in scores)
+            try:
+                await self._store.write_scores(scores, decisions)
+            except BaseException:
+                self._scores[:0], self._decisions[:0], self._waiters[:0] = scores, decisions, waiters
+                raise
+            finally:
+                self._writing, self._writing_cost = 0, 0.0
+        _resolve(waiters)
+        if scores:
+            for listener in self.listeners:
+                try:
+                    listener.on_scores(scores)
+                except Exception:  # noqa: BLE001 - a listener must never fail score storage
+                    log.exception("score listener %r failed", listener)
+
+    async def close(self, timeout_s: float) -> bool:
+        """Stop the writer task, store what is pending until the deadline; False when rows were left."""
+        deadline = time.monotonic() + timeout_s
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        while self._scores or self._decisions:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self.flush(), remaining)
+            except Exception as exc:  # noqa: BLE001 - try again until the deadline
+                log.warning("storing the last scores failed: %s", exc)
+                await asyncio.sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
+        left = len(self._scores) + len(self._decisions)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.cancel()
+        self._waiters = []
+        if left:
+            log.error("%d score/decision row(s) not stored before the deadline; their targets are scored again "
+                      "after the next start", left)
+        return left == 0
+
+
+def _resolve(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)

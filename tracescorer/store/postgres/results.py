@@ -1,0 +1,126 @@
+"""Runs, scores, decisions and judge spend in PostgreSQL: async functions ``op(conn, *args)``.
+
+Each runs inside the transaction :class:`~tracescorer.store.postgres.store.PostgresResultStore`
+opened for it; rows come in and go out as the same plain tuples the DuckDB store uses
+(:func:`tracescorer.store.runs.run_to_row`, :func:`tracescorer.store.scores.score_values`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_sql
+from tracescorer.store.postgres.schema import RESULT_TABLES
+from tracescorer.store.runs import RUN_SELECT
+from tracescorer.store.schema import RUN_COLUMNS
+from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
+
+Row = tuple[Any, ...]
+Conn = Any  # psycopg.AsyncConnection (imported lazily: only postgres mode loads psycopg)
+
+_RUN_TYPES = column_types(RESULT_TABLES["runs"])
+_RUN_DATA = [c for c, _ in RESULT_TABLES["runs"] if c not in ("created_at", "updated_at", "assembled_by")]
+_RUNS_SQL = upsert_sql("runs", [*_RUN_DATA, "assembled_by"], _RUN_TYPES, "run_id",
+                       stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",))
+_SCORES_SQL = upsert_sql("scores", SCORE_FIELDS, column_types(RESULT_TABLES["scores"]), "id",
+                         stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL::timestamptz"},
+                         keep=("created_at",))
+_DECISIONS_SQL = upsert_sql("scoring_decisions", DECISION_FIELDS, column_types(RESULT_TABLES["scoring_decisions"]),
+                            "id", stamps={"decided_at": "now()"})
+
+_RUN_LIST = ", ".join(name for name, _ in RUN_COLUMNS)
+
+_TOUCH_SQL = """
+INSERT INTO conversation_activity AS c (conversation_id, last_activity, activity_seq)
+SELECT id, now(), 1 FROM unnest(%s::text[]) AS id
+ON CONFLICT (conversation_id) DO UPDATE SET last_activity = now(), activity_seq = c.activity_seq + 1
+"""
+
+_SPEND_SQL = """
+INSERT INTO judge_spend AS j (day, spent_usd, updated_at) VALUES ((now() AT TIME ZONE 'UTC')::date, %s, now())
+ON CONFLICT (day) DO UPDATE SET spent_usd = j.spent_usd + excluded.spent_usd, updated_at = now()
+"""
+
+
+async def _rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    cur = await conn.execute(sql, list(params))
+    return [tuple(r) for r in await cur.fetchall()]
+
+
+async def upsert_runs(conn: Conn, run_rows: Sequence[Sequence[Any]], replace_traces: Sequence[str],
+                      assembled_by: str) -> int:
+    """Upsert runs (``run_to_row`` values), drop runs of re-assembled traces the new extraction no
+    longer has, and mark their conversations active now (one transaction)."""
+    if run_rows:
+        await conn.execute(_RUNS_SQL, upsert_params([*_RUN_DATA, "assembled_by"], "run_id",
+                                                    [(*r, assembled_by) for r in run_rows]))
+    if replace_traces:
+        await conn.execute("DELETE FROM runs WHERE trace_id = ANY(%s::text[]) AND NOT (run_id = ANY(%s::text[]))",
+                           [sorted(set(replace_traces)), [r[0] for r in run_rows]])
+    conversations = sorted({r[_RUN_DATA.index("conversation_id")] for r in run_rows} - {None})
+    if conversations:
+        await conn.execute(_TOUCH_SQL, [conversations])
+    return len(run_rows)
+
+
+async def load_runs(conn: Conn, run_ids: Sequence[str]) -> list[Row]:
+    return await _rows(conn, RUN_SELECT + " WHERE run_id = ANY(%s::text[]) ORDER BY started_at_unix_nano, run_id",
+                       [list(run_ids)])
+
+
+async def load_conversation(conn: Conn, conversation_id: str) -> list[Row]:
+    return await _rows(conn, RUN_SELECT + " WHERE conversation_id = %s ORDER BY started_at_unix_nano, run_id",
+                       [conversation_id])
+
+
+async def target_ids(conn: Conn, scope: str, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
+    clauses, params = ["TRUE"], []
+    if since is not None:
+        clauses.append("started_at >= %s")
+        params.append(since)
+    if until is not None:
+        clauses.append("started_at < %s")
+        params.append(until)
+    where = " AND ".join(clauses)
+    if scope == "run":
+        sql = f"SELECT run_id FROM runs WHERE {where} ORDER BY started_at_unix_nano, run_id"
+    else:
+        sql = (f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND {where} "
+               "GROUP BY conversation_id ORDER BY min(started_at_unix_nano), conversation_id")
+    return [r[0] for r in await _rows(conn, sql, params)]
+
+
+async def write_scores(conn: Conn, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
+    """Upsert score rows (a re-score is exported again) and decisions; add the judge cost to the
+    day's shared spend in the same transaction."""
+    if scores:
+        await conn.execute(_SCORES_SQL, upsert_params(SCORE_FIELDS, "id", scores))
+        cost_index = SCORE_FIELDS.index("judge_cost_usd")
+        cost = sum(float(r[cost_index] or 0.0) for r in scores)
+        if cost > 0:
+            await conn.execute(_SPEND_SQL, [cost])
+    if decisions:
+        await conn.execute(_DECISIONS_SQL, upsert_params(DECISION_FIELDS, "id", decisions))
+
+
+async def spent_today(conn: Conn) -> float:
+    rows = await _rows(conn, "SELECT spent_usd FROM judge_spend WHERE day = (now() AT TIME ZONE 'UTC')::date")
+    return float(rows[0][0]) if rows else 0.0
+
+
+async def unscored_recent(conn: Conn, run_scorers: Sequence[str], window_s: float,
+                          assembled_by: str) -> tuple[list[tuple[Row, list[str]]], list[str]]:
+    """Runs this daemon stored in the window that lack a decision of some run scorer, each with
+    the scorers that did decide. Conversations need no recovery here: their due state is in
+    ``conversation_activity`` until a scoring finishes."""
+    if not run_scorers:
+        return [], []
+    decided = ("ARRAY(SELECT d.scorer_id FROM scoring_decisions d WHERE d.target_type = 'run' "
+               "AND d.target_id = runs.run_id AND d.scorer_id = ANY(%s::text[]))")
+    rows = await _rows(conn, (
+        f"SELECT * FROM (SELECT {_RUN_LIST}, {decided} AS decided, started_at_unix_nano "
+        "AS o FROM runs WHERE updated_at >= now() - make_interval(secs => %s) AND assembled_by = %s) x "
+        "WHERE cardinality(decided) < %s ORDER BY o"), [list(run_scorers), window_s, assembled_by, len(set(run_scorers))])
+    return [(r[:-2], list(r[-2])) for r in rows], []
