@@ -14,8 +14,8 @@ scored in time, against the walk baseline measured in the same run.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
 
-    python bench/sustained.py                     # about 6 minutes
-    python bench/sustained.py --steps 0.2,0.3,0.4,0.5,0.6 --step-s 60 --overload-s 600
+    python bench/sustained.py                     # about 7 minutes
+    python bench/sustained.py --overload-s 600    # with the 10-minute 2x overload
 
 Bounded: every phase stops by itself. Prints one table per phase and a JSON summary last.
 """
@@ -226,14 +226,18 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
         slices.append({"rss_mb": tree.rss() / 2**20, "acked_spans_per_s": tally.acked_spans / dur,
                        "ack_p99_ms": pct(tally.latencies, 0.99) * 1000})
         remaining -= dur
+    # flat: the last slice against the first after warm-up (the second slice, past the first 30 s)
+    warm = slices[1]["rss_mb"] if len(slices) > 1 else slices[0]["rss_mb"]
     return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused,
-            "acked_spans": acked}, seq
+            "acked_spans": acked, "rss_after_warmup_mb": warm, "rss_max_mb": max(s["rss_mb"] for s in slices),
+            "rss_last_vs_warmup": slices[-1]["rss_mb"] / warm}, seq
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-s", type=float, default=10.0)
-    parser.add_argument("--steps", default="0.1,0.2,0.3,0.4,0.5,0.6", help="offered rates as fractions of the walk baseline")
+    parser.add_argument("--steps", default="0.02,0.03,0.04,0.05,0.06,0.08,0.1",
+                        help="offered rates as fractions of the walk baseline")
     parser.add_argument("--step-s", type=float, default=45.0)
     parser.add_argument("--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)")
     parser.add_argument("--clients", type=int, default=8)
