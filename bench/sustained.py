@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import yaml
 
 from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server  # noqa: E402
 
@@ -241,7 +242,16 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=45.0)
     parser.add_argument("--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=YAML",
+                        help="override a daemon setting, e.g. --set store.compression=auto (repeatable)")
     args = parser.parse_args()
+    overrides: dict[str, dict[str, Any]] = {}
+    for item in args.set:
+        path, _, value = item.partition("=")
+        section, _, key = path.partition(".")
+        if not key:
+            parser.error(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        overrides.setdefault(section, {})[key] = yaml.safe_load(value)
 
     baseline = run_baseline(args.baseline_s, args.clients)
     print(f"walk baseline: {baseline['spans_per_s']:,.0f} spans/s, {baseline['cpu_us_per_span']:.1f} µs CPU/span "
@@ -251,10 +261,13 @@ def main() -> int:
     seq = 0
     steps = []
     with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
-        proc, info, _ = start_daemon(Path(tmp), {
+        config: dict[str, Any] = {
             "assembly": {"idle_s": IDLE_S},
             "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"},
-                        {"id": "no-tool-errors", "prebuilt": "no_tool_errors"}]})
+                        {"id": "no-tool-errors", "prebuilt": "no_tool_errors"}]}
+        for section, values in overrides.items():
+            config.setdefault(section, {}).update(values)
+        proc, info, _ = start_daemon(Path(tmp), config)
         tree = Tree(proc.pid)
         try:
             for frac in (float(x) for x in args.steps.split(",")):

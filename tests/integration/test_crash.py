@@ -1,0 +1,87 @@
+"""kill -9 under load, single daemon on its DuckDB file: nothing acknowledged is lost, and the
+restarted daemon assembles and scores what the dead one had not."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import psutil
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from support.daemon import DaemonProcess, config_dict, wait_for
+from support.otlp import agent_trace
+from support.routing import Acked, RoutingExporter
+
+pytestmark = pytest.mark.slow
+
+PRODUCERS = 3
+ACKED_BEFORE_KILL = 2000
+
+
+def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": f"crash-{index}"}))
+    exporter = RoutingExporter([endpoint], acked, timeout_s=2)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50, max_export_batch_size=200))
+    tracer = provider.get_tracer("tests.crash")
+    n = 0
+    while not stop.is_set():
+        agent_trace(tracer, user=f"question {index}-{n}", answer=f"answer {index}-{n}")
+        n += 1
+        if n % 20 == 0:
+            stop.wait(0.005)  # let the exporter thread run
+    exporter.shutdown()  # what is still queued goes nowhere: the daemon is dead
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("victims", ["daemon", "daemon-and-store"])
+def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
+                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}], shutdown={"grace_s": 10})
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
+                 for i in range(PRODUCERS)]
+    try:
+        for p in producers:
+            p.start()
+        wait_for(lambda: len(acked.spans[0]) >= ACKED_BEFORE_KILL, 120, interval_s=0.05, what="spans acknowledged")
+        # killed mid-pipeline: some traces assembled and scored, others still on their way
+        wait_for(lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] > 0, 60, interval_s=0.05,
+                 what="the first scores")
+        assert daemon.proc is not None
+        main = psutil.Process(daemon.proc.pid)
+        [store] = main.children()  # the store process, which owns the DuckDB file
+        if victims == "daemon-and-store":
+            store.kill()
+        assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+    # an orphaned store process sees its pipe close and exits, releasing the file's lock
+    wait_for(lambda: not store.is_running() or store.status() == psutil.STATUS_ZOMBIE, 30, interval_s=0.1,
+             what="the store process to exit")
+    want_spans = set(acked.spans[0])
+    want_traces = set(acked.traces[0])
+    assert len(want_spans) >= ACKED_BEFORE_KILL
+
+    daemon.start()
+    try:
+        stored = {r["span_id"] for r in daemon.query_json("SELECT span_id FROM spans")}
+        assert not want_spans - stored, f"{len(want_spans - stored)} acknowledged spans lost"
+        # what the dead daemon had not assembled or scored, the new one does
+        wait_for(lambda: not want_traces - {r["trace_id"] for r in daemon.query_json(
+            "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
+        wait_for(lambda: daemon.query_json(
+            "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
+            "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
+            90, interval_s=0.25, what="every run scored")
+        runs = daemon.query_json("SELECT count(DISTINCT trace_id) AS n FROM runs")[0]["n"]
+        assert runs >= len(want_traces) * 0.9  # the few traces cut at the kill may lack their agent span
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
