@@ -6,28 +6,43 @@ The public API for scorer authors::
     from tracescorer.prebuilt import create_multi_turn_judge_scorer
 """
 
-from tracescorer.scorers import (
-    AgentInput,
-    InMemoryScoreSink,
-    Judge,
-    JudgeCall,
-    PromptStep,
-    RedactPII,
-    RetryMatcher,
-    Scorer,
-    ScorerRegistry,
-    ScorerResult,
-    ScorerRun,
-    ScorerRunError,
-    ScoreSink,
-    StepResults,
-    StreamErrorRetryProcessor,
-    agent_run_input,
-    create_scorer,
-    filter_run,
-    not_scorable,
-    run_evals,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracescorer.scorers import (
+        AgentInput,
+        InMemoryScoreSink,
+        Judge,
+        JudgeCall,
+        PromptStep,
+        RedactPII,
+        RetryMatcher,
+        Scorer,
+        ScorerRegistry,
+        ScorerResult,
+        ScorerRun,
+        ScorerRunError,
+        ScoreSink,
+        StepResults,
+        StreamErrorRetryProcessor,
+        agent_run_input,
+        create_scorer,
+        filter_run,
+        not_scorable,
+        run_evals,
+    )
+
+# Lazy (PEP 562): every ``tracescorer.*`` import runs this file first, and the CLI's start-up must
+# not pay for the scorer library (~90 ms) when a command does not score.
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__ and name != "__version__":
+        import tracescorer.scorers
+
+        return getattr(tracescorer.scorers, name)
+    raise AttributeError(f"module 'tracescorer' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -11,9 +11,7 @@ import sys
 
 import click
 
-from tracescorer.commands.common import config_option, load, row_limit, run_query
-
-FORMAT_NAMES = ["csv", "json", "jsonl", "table"]
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_limit, run_query
 log = logging.getLogger("tracescorer.cli")
 
 

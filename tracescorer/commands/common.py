@@ -24,6 +24,9 @@ config_option = click.option(
     help="YAML config file (default: built-in defaults + TRACESCORER_* env).",
 )
 
+#: ``--format`` choices of the read commands (``tracescorer.output.FORMATS``, without importing it).
+FORMAT_NAMES = ["csv", "json", "jsonl", "table"]
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # A daemon that is starting holds the database lock before it publishes its state file.

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import config_option, load, row_limit, run_query
-from tracescorer.config import Settings
-from tracescorer.monitors.config import MonitorSettings, format_duration
-from tracescorer.output import FORMATS, format_table
-from tracescorer.store import monitors as sql
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_limit, run_query
+
+if TYPE_CHECKING:  # imported when the command runs: the CLI's start-up stays light
+    from tracescorer.config import Settings
+    from tracescorer.monitors.config import MonitorSettings
 
 _COLUMNS = ["monitor", "rule", "state", "since", "value", "samples", "evaluated_at", "notified_at", "notify"]
 
 
 def rule_text(m: MonitorSettings) -> str:
+    from tracescorer.monitors.config import format_duration
+
     minimum = "" if m.aggregate == "count" else f", min {m.min_samples}"
     cooldown = f", cooldown {format_duration(m.cooldown_s)}" if m.cooldown_s else ""
     return (f"{m.aggregate}({m.scorer}) {m.comparison} {m.threshold:g} over {format_duration(m.window_s)}"
@@ -36,6 +38,8 @@ def _value(value: Any) -> Any:
 
 
 def _tables(settings: Settings) -> set[str]:
+    from tracescorer.store import monitors as sql
+
     return {row[0] for row in run_query(settings, sql.TABLES_SQL, 10)["rows"]}
 
 
@@ -47,10 +51,13 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 @config_option
 @click.option("--events", is_flag=True, help="Recent events (fired, resolved, notified, ...) instead of states.")
 @click.option("--monitor", "monitor_id", help="Only this monitor's events (with --events).")
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Events to show.")
 def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt: str, limit: int) -> None:
     """The configured monitors: rule, state (ok / firing / resolved), since when, last value."""
+    from tracescorer.output import FORMATS, format_table
+    from tracescorer.store import monitors as sql
+
     settings = load(config_path)
     tables = _tables(settings)
     if events:

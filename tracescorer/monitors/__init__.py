@@ -5,9 +5,26 @@ bucketed sliding windows, ``evaluator`` the state machine, ``messages``/``notify
 and how, ``service`` the daemon component and ``score_metrics`` the ``/metrics`` listener.
 """
 
-from tracescorer.monitors.config import MonitorSettings, NotifySettings, ScoreMetricsSettings, parse_duration
-from tracescorer.monitors.score_metrics import ScoreMetrics
-from tracescorer.monitors.service import MonitorService
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracescorer.monitors.config import MonitorSettings, NotifySettings, ScoreMetricsSettings, parse_duration
+    from tracescorer.monitors.score_metrics import ScoreMetrics
+    from tracescorer.monitors.service import MonitorService
+
+# Lazy (PEP 562): the settings import ``monitors.config``, which must not load the service and its
+# HTTP client (aiohttp, ~80 ms) into every command.
+_WHERE = {"MonitorSettings": "config", "NotifySettings": "config", "ScoreMetricsSettings": "config",
+          "parse_duration": "config", "ScoreMetrics": "score_metrics", "MonitorService": "service"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(f"tracescorer.monitors.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'tracescorer.monitors' has no attribute {name!r}")
+
 
 __all__ = ["MonitorService", "MonitorSettings", "NotifySettings", "ScoreMetrics", "ScoreMetricsSettings",
            "parse_duration"]

@@ -11,7 +11,12 @@ Several daemons sharing one database claim work with a lease (``claimed_by``,
 Every function is ``op(con, *args)`` on a DuckDB connection with plain-data arguments and
 results (the DuckDB store runs them in its store process); :func:`read_due`,
 :func:`next_due_in` and :func:`states` read, the others write inside the writer's transaction.
-The table is created by the schema migrations (version 2).
+The table is created by the schema migrations (version 2; version 5 indexes ``score_id``).
+
+Nothing here reads a whole table per export pass: scores are appended in ``updated_at`` order,
+so :func:`read_due` pages forward from a *settled mark* (every version before it is delivered or
+failed for the sink; the caller keeps it between calls) and looks delivery rows and runs up by
+key, through their indexes. A full pass runs once, to find the first mark.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tracescorer.store.upsert import chunks, key_in
 
 __all__ = [
     "DDL",
@@ -95,19 +102,23 @@ _SCORE_FIELDS = [
     "reason", "status", "error", "error_type", "label", "threshold", "judge_model", "judge_cost_usd", "duration_ms",
 ]  # fmt: skip
 
-_DUE_SQL = f"""
-SELECT {", ".join("s." + f for f in _SCORE_FIELDS)}, epoch_us(s.updated_at) AS version,
-       r.ended_at_unix_nano, r.service_name,
-       CASE WHEN d.score_version = epoch_us(s.updated_at) THEN d.attempts ELSE 0 END, d.delivered_version
-FROM scores s
-LEFT JOIN score_deliveries d ON d.score_id = s.id AND d.sink = $sink
-LEFT JOIN runs r ON r.run_id = s.run_id
+#: Scores looked at per page when paging forward for due ones.
+PAGE = 2000
+
+_MARK_SQL = """
+SELECT min(epoch_us(s.updated_at)) FILTER (WHERE d.score_id IS NULL OR d.score_version <> epoch_us(s.updated_at)
+                                           OR d.status = 'pending'),
+       max(epoch_us(s.updated_at))
+FROM scores s LEFT JOIN score_deliveries d ON d.score_id = s.id AND d.sink = ?
 WHERE s.updated_at IS NOT NULL
-  AND (d.score_id IS NULL OR d.score_version <> epoch_us(s.updated_at)
-       OR (d.status = 'pending' AND ($now OR d.next_attempt_at IS NULL OR d.next_attempt_at <= now())))
-  AND (d.claimed_until IS NULL OR d.claimed_until <= now() OR d.claimed_by = $owner)
-ORDER BY s.updated_at, s.id
-LIMIT $limit
+"""
+
+_PAGE_SQL = f"""
+SELECT {", ".join(_SCORE_FIELDS)}, epoch_us(updated_at) AS version FROM scores
+WHERE updated_at >= to_timestamp(0) + to_microseconds(CAST($mark AS BIGINT))
+  AND (epoch_us(updated_at) > $after OR (epoch_us(updated_at) = $after AND id > $after_id))
+ORDER BY updated_at, id
+LIMIT $page
 """
 
 _FIRST_RUNS_SQL = """
@@ -116,24 +127,93 @@ FROM runs WHERE list_contains(?::VARCHAR[], conversation_id) GROUP BY conversati
 """
 
 
-def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
-    """The oldest ``limit`` score versions ``sink`` has not delivered or given up on.
+def settled_mark(con: Any, sink: str) -> int | None:
+    """The version before which every score version is settled (delivered or failed) for
+    ``sink``: the first unsettled one, else the newest; None while there are no scores. Reads
+    every score once: callers keep the mark :func:`read_due` returns instead of asking again."""
+    row = con.execute(_MARK_SQL, [sink]).fetchall()
+    if not row or row[0][1] is None:
+        return None
+    return int(row[0][0] if row[0][0] is not None else row[0][1])
+
+
+def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool = False,
+             mark: int | None = None) -> tuple[list[DueScore], int | None]:
+    """The oldest ``limit`` score versions ``sink`` has not delivered or given up on, and the
+    settled mark to pass next time (``mark``: the one from the last call, None the first time).
 
     Rows waiting for their retry time are left out unless ``ignore_backoff``; rows another
-    owner holds a live claim on are always left out.
+    owner holds a live claim on are always left out (both stay unsettled).
     """
-    rows = con.execute(_DUE_SQL, {"sink": sink, "owner": owner, "limit": limit, "now": ignore_backoff}).fetchall()
+    if mark is None:
+        mark = settled_mark(con, sink)
+        if mark is None:
+            return [], None
+    now = int(con.execute("SELECT epoch_us(now())").fetchall()[0][0])
     n = len(_SCORE_FIELDS)
-    due = [
-        DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=row[n], scored_end_unix_nano=row[n + 1],
-                 service_name=row[n + 2], attempts=row[n + 3], delivered_version=row[n + 4])
-        for row in rows
-    ]
+    due: list[DueScore] = []
+    first_unsettled: int | None = None
+    after, after_id = mark - 1, ""
+    while len(due) < limit:
+        page = con.execute(_PAGE_SQL, {"mark": mark, "after": after, "after_id": after_id, "page": PAGE}).fetchall()
+        if not page:
+            break
+        ids = [r[0] for r in page]
+        states = _delivery_rows(con, sink, ids)
+        runs = _run_rows(con, [r[3] for r in page if r[3] is not None])
+        for row in page:
+            version, d = row[n], states.get(row[0], _NO_ROW)
+            current = d[0] == version
+            if current and d[1] != PENDING:
+                continue  # settled
+            if first_unsettled is None:
+                first_unsettled = version
+            if current and not ignore_backoff and d[3] is not None and d[3] > now:
+                continue  # waiting for its retry
+            if d[4] is not None and d[4] > now and d[5] != owner:
+                continue  # another daemon holds it
+            ended, service = runs.get(row[3], (None, None))
+            due.append(DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=version, scored_end_unix_nano=ended,
+                                service_name=service, attempts=d[2] if current else 0,
+                                delivered_version=d[6]))
+            if len(due) >= limit:
+                break
+        after, after_id = page[-1][n], page[-1][0]
+        if len(page) < PAGE:
+            break
+    next_mark = first_unsettled if first_unsettled is not None else max(mark, after)
     conversations = conversations_of(due)
-    if not conversations:
-        return due
-    first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
-    return with_first_runs(due, first)
+    if conversations:
+        first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
+        due = with_first_runs(due, first)
+    return due, next_mark
+
+
+#: No delivery row yet (for :func:`read_due`): no version, status, claim or delivered version.
+_NO_ROW: tuple[Any, ...] = (None, None, 0, None, None, None, None)
+
+
+def _delivery_rows(con: Any, sink: str, score_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+    """{score id: (version, status, attempts, next attempt us, claimed until us, claimed by,
+    delivered version)} of ``sink``'s rows for these scores, through the score_id index."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for part in chunks(score_ids):
+        for r in con.execute(
+                "SELECT score_id, score_version, status, attempts, epoch_us(next_attempt_at), epoch_us(claimed_until), "
+                f"claimed_by, delivered_version FROM score_deliveries WHERE {key_in('score_id', len(part))} AND sink = ?",
+                [*part, sink]).fetchall():
+            out[r[0]] = tuple(r[1:])
+    return out
+
+
+def _run_rows(con: Any, run_ids: list[str]) -> dict[str, tuple[Any, Any]]:
+    out: dict[str, tuple[Any, Any]] = {}
+    for part in chunks(sorted(set(run_ids))):
+        for run_id, ended, service in con.execute(
+                f"SELECT run_id, ended_at_unix_nano, service_name FROM runs WHERE {key_in('run_id', len(part))}",
+                part).fetchall():
+            out[run_id] = (ended, service)
+    return out
 
 
 def conversations_of(due: Sequence[DueScore]) -> list[str]:
@@ -201,7 +281,9 @@ class DeliveryOutcome:
     retry_in_s: float = 0.0
 
 
-_RECORD_SQL = """
+def _record_sql(n: int) -> str:
+    # the delivery rows are found through the score_id index (a join alone reads the whole table)
+    return f"""
 UPDATE score_deliveries AS d SET
   status = o.status, attempts = o.attempts, last_error = o.error, last_attempt_at = now(),
   next_attempt_at = CASE WHEN o.status = 'pending' THEN now() + to_microseconds(o.retry_us) END,
@@ -210,16 +292,26 @@ UPDATE score_deliveries AS d SET
   claimed_by = NULL, claimed_until = NULL
 FROM (SELECT unnest(?::VARCHAR[]) AS score_id, unnest(?::BIGINT[]) AS version, unnest(?::VARCHAR[]) AS status,
              unnest(?::INTEGER[]) AS attempts, unnest(?::VARCHAR[]) AS error, unnest(?::BIGINT[]) AS retry_us) AS o
-WHERE d.sink = ? AND d.score_id = o.score_id AND d.score_version = o.version AND d.claimed_by = ?
+WHERE {key_in("d.score_id", n)} AND d.sink = ? AND d.score_id = o.score_id AND d.score_version = o.version
+  AND d.claimed_by = ?
 """
 
-_EXPORTED_SQL = """
-UPDATE scores SET exported_at = now()
-WHERE list_contains(?::VARCHAR[], id) AND (
-  SELECT count(*) FROM score_deliveries d
-  WHERE d.score_id = scores.id AND d.score_version = epoch_us(scores.updated_at) AND d.status = 'delivered'
-    AND list_contains(?::VARCHAR[], d.sink)) = ?
-"""
+
+def _mark_exported(con: Any, score_ids: Sequence[str], all_sinks: Sequence[str]) -> None:
+    """Set ``scores.exported_at`` of those whose current version every sink delivered."""
+    sinks = set(all_sinks)
+    for part in chunks(sorted(set(score_ids))):
+        marks = key_in("id", len(part))
+        versions = dict(con.execute(f"SELECT id, epoch_us(updated_at) FROM scores WHERE {marks}", part).fetchall())
+        delivered: dict[str, set[str]] = {}
+        for score_id, sink, version in con.execute(
+                f"SELECT score_id, sink, score_version FROM score_deliveries WHERE {key_in('score_id', len(part))} "
+                "AND status = 'delivered'", part).fetchall():
+            if sink in sinks and versions.get(score_id) == version:
+                delivered.setdefault(score_id, set()).add(sink)
+        done = [score_id for score_id, got in delivered.items() if got == sinks]
+        for chunk in chunks(done):
+            con.execute(f"UPDATE scores SET exported_at = now() WHERE {key_in('id', len(chunk))}", chunk)
 
 
 def record(con: Any, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]) -> int:
@@ -231,15 +323,19 @@ def record(con: Any, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
     """
     if not outcomes:
         return 0
-    row = con.execute(_RECORD_SQL, [
-        [o.score_id for o in outcomes], [o.version for o in outcomes], [o.status for o in outcomes],
-        [o.attempts for o in outcomes], [o.error for o in outcomes],
-        [int(max(0.0, o.retry_in_s) * 1e6) for o in outcomes], sink, owner,
-    ]).fetchall()
+    updated = 0
+    for start in range(0, len(outcomes), PAGE):
+        part = outcomes[start : start + PAGE]
+        ids = [o.score_id for o in part]
+        row = con.execute(_record_sql(len(set(ids))), [
+            ids, [o.version for o in part], [o.status for o in part], [o.attempts for o in part],
+            [o.error for o in part], [int(max(0.0, o.retry_in_s) * 1e6) for o in part], *sorted(set(ids)), sink, owner,
+        ]).fetchall()
+        updated += int(row[0][0]) if row else 0
     delivered = [o.score_id for o in outcomes if o.status == DELIVERED]
     if delivered:
-        con.execute(_EXPORTED_SQL, [delivered, list(all_sinks), len(set(all_sinks))])
-    return int(row[0][0]) if row else 0
+        _mark_exported(con, delivered, all_sinks)
+    return updated
 
 
 def next_due_in(con: Any, sink: str) -> float | None:

@@ -112,6 +112,8 @@ class DuckDBStore:
         self._last_commit = 0
         self._failure: str | None = None
         self._closed: asyncio.Future[bool] | None = None
+        # per export sink: every score version before this is delivered or failed (deliveries.read_due)
+        self._settled: dict[str, int | None] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -361,7 +363,9 @@ class DuckDBStore:
     # --- export deliveries (tracescorer.store.deliveries) ------------------------------------------
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
-        return await self.read(deliveries.read_due, sink, owner, limit, ignore_backoff)
+        due, self._settled[sink] = await self.read(deliveries.read_due, sink, owner, limit, ignore_backoff,
+                                                   self._settled.get(sink))
+        return due
 
     async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
         return await self.write(deliveries.claim, sink, owner, lease_s, list(claims))

@@ -31,6 +31,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "state and events of the built-in monitors", monitor_tables.DDL),
     Migration(4, "assembly records remember the newest item they assembled", (
         "ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS last_received_at TIMESTAMPTZ",)),
+    Migration(5, "delivery rows are looked up by score", (
+        "CREATE INDEX IF NOT EXISTS score_deliveries_score ON score_deliveries (score_id)",)),
 )
 
 BASELINE_VERSION = 1

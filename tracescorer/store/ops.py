@@ -16,7 +16,7 @@ from tracescorer.store import rows as span_rows
 from tracescorer.store.runs import RUN_SELECT, upsert_run_rows
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
 from tracescorer.store.schema import ASSEMBLED_COLUMNS, RUN_COLUMNS, column_names
-from tracescorer.store.upsert import upsert
+from tracescorer.store.upsert import chunks, key_in, upsert
 
 Row = tuple[Any, ...]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -122,12 +122,13 @@ def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str]
     """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
     (e.g. the root arrived late and the agent span changed)."""
     written = upsert_run_rows(con, run_rows)
-    if replace_traces:
-        con.execute(
-            "DELETE FROM runs WHERE trace_id IN (SELECT unnest(?::VARCHAR[])) "
-            "AND NOT list_contains(?::VARCHAR[], run_id)",
-            [list(replace_traces), [r[0] for r in run_rows]],
-        )
+    current = {r[0] for r in run_rows}
+    stale: list[str] = []
+    for part in chunks(list(replace_traces)):  # through the runs_trace index, not a scan of every run
+        stale += [r[0] for r in con.execute(f"SELECT run_id FROM runs WHERE {key_in('trace_id', len(part))}",
+                                            part).fetchall() if r[0] not in current]
+    for part in chunks(stale):
+        con.execute(f"DELETE FROM runs WHERE {key_in('run_id', len(part))}", part)
     return written
 
 

@@ -7,6 +7,12 @@ transaction. Measured on 1,000-row batches of score rows this is about half the 
 with ``ON CONFLICT`` runs row by row at several ms a row. The fixed cost of a statement is ~2 ms,
 so callers pass as many rows at a time as they can (the store process coalesces jobs). Rows are
 de-duplicated by key first, the last one winning.
+
+Existing keys are found through the key's ART index: ``key IN (?, ?, ...)`` in lists of at most
+``index_scan_max_count`` parameters. ``key IN (SELECT key FROM batch)`` is a hash join that reads
+the whole key column, a cost that grows with the table (measured on the scores table: 6 µs a row
+at 60k rows, 190 µs at 2M; with the index 30 µs at either size), so a daemon under continuous
+traffic fell further behind every hour.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequenc
 
     ``expressions`` turns a batch column into its stored value, ``{}`` standing for the column
     (``{"started_at": "make_timestamp({})::TIMESTAMPTZ"}``); ``stamps`` adds columns set by SQL
-    (``{"updated_at": "now()"}``); ``keep`` names stamp columns whose stored value survives a
-    replacement (``created_at``).
+    (``{"updated_at": "now()"}``); ``keep`` names stamp columns (TIMESTAMPTZ) whose stored value
+    survives a replacement (``created_at``).
     """
     if not rows:
         return 0
@@ -34,21 +40,41 @@ def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequenc
 
     key_index = list(columns).index(key)
     unique = list({row[key_index]: row for row in rows}.values())
-    arrays = [pa.array(list(col)) for col in zip(*unique)]
-    con.register(_BATCH, pa.Table.from_arrays(arrays, names=list(columns)))
+    keys = [row[key_index] for row in unique]
+    kept: list[tuple[Any, ...]] = []
+    if keep:  # usually none: most keys are new
+        stored = ", ".join(f"epoch_us({c})" for c in keep)
+        for part in chunks(keys):
+            kept += con.execute(f"SELECT {key}, {stored} FROM {table} WHERE {key_in(key, len(part))}", part).fetchall()
+    for part in chunks([r[0] for r in kept] if keep else keys):
+        con.execute(f"DELETE FROM {table} WHERE {key_in(key, len(part))}", part)
     exprs = expressions or {}
     extra = dict(stamps or {})
+    select = [exprs.get(c, "{}").format(f"b.{c}") for c in columns]
+    select += [f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
+               for c, v in extra.items()]
+    source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if kept else "")
+    con.register(_BATCH, pa.Table.from_arrays([pa.array(list(col)) for col in zip(*unique)], names=list(columns)))
     try:
-        if keep:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEPT} AS SELECT {key}, {', '.join(keep)} FROM {table} "
-                        f"WHERE {key} IN (SELECT {key} FROM {_BATCH})")
-        con.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {_BATCH})")
-        select = [exprs.get(c, "{}").format(f"b.{c}") for c in columns]
-        select += [f"coalesce(k.{c}, {v})" if c in keep else v for c, v in extra.items()]
-        source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if keep else "")
+        if kept:
+            con.register(_KEPT, pa.Table.from_arrays([pa.array(list(col)) for col in zip(*kept)], names=[key, *keep]))
         con.execute(f"INSERT INTO {table} ({', '.join([*columns, *extra])}) SELECT {', '.join(select)} FROM {source}")
-        if keep:
-            con.execute(f"DROP TABLE {_KEPT}")
     finally:
         con.unregister(_BATCH)
+        if kept:
+            con.unregister(_KEPT)
     return len(unique)
+
+
+#: DuckDB's ``index_scan_max_count`` (2048): a longer IN list is answered by a table scan.
+_IN_LIST = 2000
+
+
+def chunks(keys: list[Any]) -> list[list[Any]]:
+    """``keys`` in lists short enough for :func:`key_in` to use the index."""
+    return [keys[i : i + _IN_LIST] for i in range(0, len(keys), _IN_LIST)]
+
+
+def key_in(key: str, n: int) -> str:
+    """``key IN (?, ...)`` with ``n`` parameters: answered through the key's index."""
+    return f"{key} IN ({', '.join('?' * n)})"

@@ -82,7 +82,7 @@ async def ensure_query_role(conn: Any, schema: str, role: str) -> bool:
     exists = bool((await cur.fetchone())[0])
     if may_create:
         async with conn.transaction():
-            await conn.execute(f"SELECT pg_advisory_xact_lock(hashtext('tracescorer.role'))")
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('tracescorer.role'))")
             cur = await conn.execute("SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s)", [role])
             if not (await cur.fetchone())[0]:
                 try:

@@ -1,0 +1,65 @@
+"""Bulk upserts on a real DuckDB file: replacement keeps ``created_at`` to the microsecond, the
+last row of a key wins, long batches are looked up in parts, and the lookup goes through the
+key's index rather than reading the whole table (which made writes slower as tables grew)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import duckdb
+import pytest
+
+from tracescorer.store.upsert import key_in, upsert
+
+COLUMNS = ["id", "value"]
+
+
+@pytest.fixture
+def con(tmp_path):
+    c = duckdb.connect(str(tmp_path / "u.duckdb"))
+    c.execute("CREATE TABLE t (id VARCHAR PRIMARY KEY, value BIGINT, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ)")
+    yield c
+    c.close()
+
+
+def _upsert(con, rows):
+    con.execute("BEGIN")
+    n = upsert(con, "t", COLUMNS, "id", rows, stamps={"created_at": "now()", "updated_at": "now()"},
+               keep=("created_at",))
+    con.execute("COMMIT")
+    return n
+
+
+def test_replacing_keeps_created_at_and_takes_the_new_values(con):
+    assert _upsert(con, [(f"k{i}", i) for i in range(4500)]) == 4500  # more than one IN list of keys
+    before = dict(con.execute("SELECT id, created_at FROM t").fetchall())
+    time.sleep(0.01)
+    # every old key again (in parts of the lookup), a new one, and one key twice: the last wins
+    rows = [(f"k{i}", i * 10) for i in range(4500)] + [("new", 1), ("k7", 777)]
+    assert _upsert(con, rows) == 4501
+    after = {r[0]: r[1:] for r in con.execute("SELECT id, value, created_at, updated_at FROM t").fetchall()}
+    assert len(after) == 4501
+    assert after["k7"][0] == 777 and after["k4499"][0] == 44990 and after["new"][0] == 1
+    assert all(after[k][1] == created for k, created in before.items())  # exactly, microseconds too
+    assert all(after[k][2] > created for k, created in before.items())
+    assert after["new"][1] > max(before.values())
+
+
+def test_without_keep_rows_are_replaced_by_key(con):
+    con.execute("BEGIN")
+    upsert(con, "t", COLUMNS, "id", [("a", 1), ("b", 2)], stamps={"updated_at": "now()"})
+    upsert(con, "t", COLUMNS, "id", [("a", 3)], stamps={"updated_at": "now()"})
+    con.execute("COMMIT")
+    assert con.execute("SELECT id, value FROM t ORDER BY id").fetchall() == [("a", 3), ("b", 2)]
+
+
+def test_existing_keys_are_found_through_the_index(con):
+    con.execute("INSERT INTO t SELECT md5(i::VARCHAR), i, now(), now() FROM range(50000) r(i)")
+    con.execute("CHECKPOINT")
+    keys = [hashlib.md5(str(i).encode()).hexdigest() for i in range(0, 20000, 20)] + [f"x{i}" for i in range(1000)]
+    # the plan is settled at execution: EXPLAIN ANALYZE shows the scan that ran
+    plan = "\n".join(str(r[1]) for r in con.execute(
+        f"EXPLAIN ANALYZE SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall())
+    assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
+    assert len(con.execute(f"SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall()) == 1000
