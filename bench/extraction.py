@@ -8,7 +8,7 @@ Two workloads:
   with tracescorer's own OTLP decoder;
 - each capture in ``tests/data/captures`` (every convention and framework we read), per case.
 
-    .venv/bin/python bench/extraction.py [--seconds 3] [--traces 200] [--cases]
+    .venv/bin/python bench/extraction.py [--seconds 3] [--traces 200] [--no-cases]
 
 Prints one line per workload: traces, spans, µs/span (median of ``--reps`` timed passes).
 """

@@ -49,7 +49,6 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     print(f"{'':28s} {'spans/s':>9s} {'p50 ms':>7s} {'p99 ms':>7s} {'CPU µs/span':>12s} {'RSS MB':>7s} {'other CPU %':>11s}")
-    summary = {}
     for mode in ("grpc", "http"):
         runs: dict[str, list[dict[str, Any]]] = {"walk": [], "tracescorer": []}
         for _ in range(args.reps):
@@ -63,7 +62,6 @@ def main() -> int:
                   f"{m['cpu']:12.1f} {m['server_rss_max_mb']:7.0f} {m['other_cpu_pct']:11.0f}")
         ratio = med["tracescorer"]["spans_per_s"] / med["walk"]["spans_per_s"]
         cpu = med["tracescorer"]["cpu"] / med["walk"]["cpu"]
-        summary[mode] = (ratio, cpu)
         print(f"{mode + ' ratio':28s} {ratio:9.2f}x walk throughput, {cpu:.1f}x walk CPU per span (medians of {args.reps})")
     return 0
 

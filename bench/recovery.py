@@ -22,18 +22,19 @@ from benchutil import load, start_daemon, stop  # noqa: E402
 from tracescorer import control  # noqa: E402
 
 
-def _assembled(info: control.ServeInfo) -> tuple[int, float, float]:
-    row = control.remote_query(info, "SELECT count(*), epoch(min(a.assembled_at)), epoch(max(a.assembled_at)) "
-                                     "FROM assembled_traces a", max_rows=1)["rows"][0]
-    return int(row[0]), float(row[1] or 0), float(row[2] or 0)
+def _assembled(info: control.ServeInfo) -> tuple[int, float]:
+    row = control.remote_query(info, "SELECT count(*), epoch(max(assembled_at)) FROM assembled_traces",
+                               max_rows=1)["rows"][0]
+    return int(row[0]), float(row[1] or 0)
 
 
-def _wait(info: control.ServeInfo, traces: int, timeout_s: float = 600) -> tuple[float, float]:
+def _wait(info: control.ServeInfo, traces: int, timeout_s: float = 600) -> float:
+    """When the last of ``traces`` traces was assembled (epoch seconds)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        n, first, last = _assembled(info)
+        n, last = _assembled(info)
         if n >= traces:
-            return first, last
+            return last
         time.sleep(0.5)
     raise SystemExit(f"only {n} of {traces} traces assembled")
 
@@ -51,7 +52,7 @@ def main() -> int:
             started = time.time()
             sent = load("grpc", f"127.0.0.1:{ports['grpc']}", args.seconds, 8, proc.pid)
             traces = sent["spans_acked_total"] // 4
-            _, last = _wait(info, traces)
+            last = _wait(info, traces)
             live = traces / (last - started)
         finally:
             stop(proc)
@@ -65,7 +66,7 @@ def main() -> int:
         started = time.time()
         proc, info, _ = start_daemon(rec_dir, {"assembly": {"idle_s": 1}})
         try:
-            _, last = _wait(info, traces)
+            last = _wait(info, traces)
             recovered = traces / (last - started)
         finally:
             stop(proc)

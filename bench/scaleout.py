@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from fakes.fake_openai import FakeOpenAI, Reply  # noqa: E402
 from support.daemon import DaemonProcess, config_dict, wait_for  # noqa: E402
 from support.postgres import create_database, start_server  # noqa: E402
 from support.routing import Acked, RoutingExporter, SequentialTraceIds  # noqa: E402
@@ -172,7 +172,7 @@ def run_config(n: int, server: Any, judge_url: str, args: argparse.Namespace, ro
             "pg_rows_written": rows_after - rows_before,
             "pg_rows_per_s": round((rows_after - rows_before) / load_s, 1),
             "claims": int(claimed), "lease_takeovers": int(claims["takeovers"]), "claims_lost": int(lost),
-            "judge_calls_per_conversation": round(claimed / max(1, conversations), 3),
+            "claims_per_conversation": round(claimed / max(1, conversations), 3),
             "acked_spans_per_daemon": [len(s) for s in acked.spans], "export_failures": acked.failed,
         }
     finally:
@@ -196,6 +196,7 @@ def main() -> None:
         judge.terminate()
         judge.wait(10)
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
     print(f"offered: {args.rate:g} traces/s for {args.seconds:g}s, {args.turns} turns per conversation, "
           f"judge delay {args.judge_delay_ms} ms, PostgreSQL fsync on, {os.cpu_count()} cores")
     keys = list(results[0])

@@ -296,6 +296,9 @@ def main() -> int:
         "overload": over,
         "acked_spans_total": acked_total,
         "span_rows_total": rows_total,
+        "rows_equal_acked": rows_total == acked_total,
+        "refusals_retryable": all(code in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
+                                  for s in [*steps, *([over] if over else [])] for code in s["refused"]),
         "daemon_exit": code,
     }
     print(json.dumps(summary, indent=1, default=str))

@@ -40,6 +40,7 @@ from tracescorer.store.base import SharedCoordination
 from tracescorer.store.composite import CompositeStore
 from tracescorer.store.factory import build_store
 from tracescorer.store.postgres.leader import AdvisoryLeader
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -211,12 +212,12 @@ class App:
             self.api_port = await self._api.start()
             stack.push_async_callback(self._api.stop)
         retention = asyncio.create_task(self._retention_loop(), name="retention")
-        stack.push_async_callback(_cancel, retention)
+        stack.push_async_callback(cancel, [retention])
         lag = asyncio.create_task(self._watch_loop_lag(), name="loop-lag")
-        stack.push_async_callback(_cancel, lag)
+        stack.push_async_callback(cancel, [lag])
         self.ops.ready = True
         stack.callback(setattr, self.ops, "ready", False)
-        self._write_serve_info(stack)
+        self._write_serve_info()
         log.info("tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s%s", self.grpc_port,
                  self.http_port, s.api.host, self.api_port, s.store.path,
                  " + PostgreSQL results" if self.shared else "")
@@ -267,7 +268,7 @@ class App:
         stack.push_async_callback(self._site.stop)
         self.http_port = sock.getsockname()[1]
 
-    def _write_serve_info(self, stack: contextlib.AsyncExitStack) -> None:
+    def _write_serve_info(self) -> None:
         s = self.settings
         if s.store.path == ":memory:":
             return
@@ -303,7 +304,7 @@ class App:
             await asyncio.sleep(MONITOR_LEADER_CHECK_S)
 
     async def _stop_leading(self, task: asyncio.Task[None]) -> None:
-        await _cancel(task)
+        await cancel([task])
         leader = self._leader
         if leader is not None and leader.leading:
             await self.monitors.stop(min(self.settings.scoring.shutdown_timeout_s, self._left(self._store_reserve_s)))
@@ -374,9 +375,3 @@ class App:
             log.info("signal received, shutting down (within shutdown.grace_s=%gs)", self.settings.shutdown.grace_s)
         finally:
             await self.stop()
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

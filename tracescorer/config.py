@@ -273,7 +273,7 @@ class ExportSettings(_Section):
     retry_initial_s: float = Field(1.0, gt=0, description="first wait after a failed export; doubles per failure")
     retry_max_s: float = Field(60.0, gt=0, description="longest wait between retries of a failing export")
     max_rejected_attempts: int = Field(
-        5, gt=0, description="a score a backend rejects (4xx other than 408/429) is marked failed after this many tries")
+        5, gt=0, description="a score a backend rejects (4xx other than 408/425/429) is marked failed after this many tries")
 
     @model_validator(mode="after")
     def _one_form(self) -> ExportSettings:

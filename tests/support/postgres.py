@@ -100,7 +100,7 @@ def start_server(*, durable: bool = False, max_connections: int = 200) -> Postgr
     if out.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {out.stderr.strip() or out.stdout.strip()}")
-    options = [f"-c listen_addresses=127.0.0.1", f"-c port={server.port}", f"-c unix_socket_directories={root}",
+    options = ["-c listen_addresses=127.0.0.1", f"-c port={server.port}", f"-c unix_socket_directories={root}",
                f"-c max_connections={max_connections}", "-c shared_buffers=64MB"]
     if not durable:
         options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]

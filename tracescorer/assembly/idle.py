@@ -19,7 +19,6 @@ abandoned (shutdown).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from tracescorer.assembly.conversations import ConversationTracker
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.store.base import ConversationClaim, SharedCoordination
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,8 @@ class _Base:
         self._loop_task = asyncio.create_task(self._loop(), name="conversations-idle")
 
     async def stop(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
+        await cancel([self._loop_task])
+        self._loop_task = None
 
     async def _loop(self) -> None:
         failures = 0
@@ -151,7 +148,6 @@ class SharedIdleConversations(_Base):
         self._done: list[tuple[str, int]] = []
         self._release: list[str] = []
         self._renewed_at = time.monotonic()
-        self.lost = 0
 
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
         pass  # the store stamped the activity when the runs were stored
@@ -194,7 +190,6 @@ class SharedIdleConversations(_Base):
             raise
         lost = len(done) - kept
         if lost:
-            self.lost += lost
             self._metrics.conversation_claims.labels("lost").inc(lost)
             log.warning("%d conversation claim(s) had been taken over while scored (lease %gs too short for the "
                         "judge?); they are scored again by the daemon that took them", lost, self._lease_s)
@@ -210,7 +205,8 @@ class SharedIdleConversations(_Base):
         kept = set(await self._store.renew_conversations(held, self._lease_s))
         for cid in held:
             if cid not in kept:
-                self.lost += 1
+                # forgotten here, so its end is not counted (or sent to the store) a second time
+                self._claims.pop(cid, None)
                 self._metrics.conversation_claims.labels("lost").inc()
                 log.warning("conversation %s: claim lost (taken over after its lease ran out)", cid)
 

@@ -15,7 +15,6 @@ so the next recovery reads only the recent end of the span log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 import time
@@ -31,6 +30,7 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.store.base import Store
 from tracescorer.store.records import AssemblyRecord
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +130,7 @@ class AssemblyStage:
         """Stop the timer and let runs already being written finish. Traces still tracked are not
         assembled now: their items are in the span log, and the next start's recovery picks them
         up (they have no assembly record)."""
-        for task in (self._recovery, self._task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel([self._recovery, self._task])
         if self._writes:
             await asyncio.wait(list(self._writes))
         if self.conversations is not None:

@@ -96,7 +96,7 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
             except BackfillError as exc:
                 progress.error = str(exc)
             finally:
-                await runner.stop(settings.scoring.shutdown_timeout_s)
+                await runner.shutdown(settings.scoring.shutdown_timeout_s)
                 await store.close()
         return progress.to_json()
 

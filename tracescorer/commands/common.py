@@ -110,7 +110,7 @@ def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, An
 
     from tracescorer.store.composite import classify
     from tracescorer.store.postgres import query as pg_query
-    from tracescorer.store.postgres.dsn import mask_dsn
+    from tracescorer.config import mask_dsn
 
     parser = duckdb.connect()  # DuckDB's parser for the statement guard; no database
     try:

@@ -7,7 +7,7 @@ scores were announced (:meth:`EvaluationExporter.notify`) or every ``interval_s`
 oldest due score versions, hands them to its sink and records one outcome per score:
 
 - delivered: done until the score is re-scored (a new version is delivered again, in place);
-- retryable (unreachable, timeout, 408, 429, 5xx): tried again after a backoff that doubles per
+- retryable (unreachable, timeout, 408, 425, 429, 5xx): tried again after a backoff that doubles per
   attempt up to ``retry_max_s`` (or the backend's ``Retry-After``); a batch that failed entirely
   also pauses the sink for the same backoff, so an outage costs one request per backoff;
 - rejected (other 4xx): tried ``max_rejected_attempts`` times with backoff, then ``failed``
@@ -241,7 +241,7 @@ class _SinkWorker:
                         return False
                     if read == 0 or (not ignore_backoff and read < self._settings.batch_size):
                         await self._refresh_next_due(nothing_read=read == 0)
-                        return read == 0 or await self._nothing_pending()
+                        return read == 0 or self._next_due is None
                 return False
         except Exception:  # noqa: BLE001 - the loop must survive anything; the rows stay due
             log.exception("export sink %s: export pass failed", self.id)
@@ -332,9 +332,6 @@ class _SinkWorker:
             # due but not readable (another daemon's claim, its score deleted): the timer decides
             due_in = self._settings.interval_s
         self._next_due = None if due_in is None else time.monotonic() + due_in
-
-    async def _nothing_pending(self) -> bool:
-        return self._next_due is None
 
     def _failed(self, message: str, *args: Any) -> None:
         s = self._settings

@@ -5,7 +5,7 @@ The SDK's exporters return only SUCCESS/FAILURE, so a request the backend refuse
 encoded ``Export*ServiceRequest`` itself (``grpc.aio`` / aiohttp, nothing blocks the loop) and
 maps the answer to an :class:`~tracescorer.export.sink.ItemResult` following the OTLP spec:
 gRPC codes CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE, UNAVAILABLE,
-DATA_LOSS and HTTP 408/429/5xx are retryable (``RetryInfo`` / ``Retry-After`` honoured), other
+DATA_LOSS and HTTP 408/425/429/5xx are retryable (``RetryInfo`` / ``Retry-After`` honoured), other
 codes are rejections; a ``partial_success`` rejecting every item is a rejection too.
 
 Unset settings come from the standard ``OTEL_EXPORTER_OTLP_[TRACES_|LOGS_]*`` variables
@@ -95,7 +95,8 @@ def resolve_target(signal: Signal, *, endpoint: str | None, protocol: str | None
         url = (raw or "http://localhost:4318").rstrip("/")
         if "://" not in url:
             raise ConfigError(f"OTLP/HTTP endpoint {url!r} needs a scheme (http:// or https://)")
-        if not url.endswith(path) and not (raw == signal_endpoint and endpoint is None):
+        as_given = endpoint is None and signal_endpoint is not None  # the signal's own variable is a full URL
+        if not url.endswith(path) and not as_given:
             url += path
         return OtlpTarget(protocol="http/protobuf", endpoint=url, secure=url.startswith("https://"), **common)
     url = raw or "http://localhost:4317"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tracescorer.httpretry import is_retryable_status, parse_retry_after
 from tracescorer.store.deliveries import DueScore
 
 __all__ = ["ExportResult", "ItemResult", "ScoreSink", "http_result", "is_retryable_status"]
@@ -21,7 +22,7 @@ class ExportResult(enum.Enum):
     """How the backend answered for one score."""
 
     SUCCESS = "success"
-    RETRY = "retry"  # transient (unreachable, timeout, 408, 429, 5xx): try again after a backoff
+    RETRY = "retry"  # transient (unreachable, timeout, 408, 425, 429, 5xx): try again after a backoff
     REJECTED = "rejected"  # permanent (other 4xx, bad request): tried a bounded number of times
 
 
@@ -63,39 +64,9 @@ class ScoreSink(Protocol):
     async def shutdown(self) -> None: ...
 
 
-def is_retryable_status(status: int) -> bool:
-    """HTTP statuses worth retrying: 408, 429 and every 5xx; other 4xx are the request's fault."""
-    return status in (408, 429) or status >= 500
-
-
 def http_result(status: int, body: str, retry_after: str | None = None) -> ItemResult:
     """The :class:`ItemResult` for a non-2xx HTTP reply (``body`` is kept, cut to 500 chars)."""
     error = f"HTTP {status}: {body.strip()[:500]}" if body.strip() else f"HTTP {status}"
     if not is_retryable_status(status):
         return ItemResult(result=ExportResult.REJECTED, error=error)
     return ItemResult(result=ExportResult.RETRY, error=error, retry_after_s=parse_retry_after(retry_after))
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-    from datetime import datetime, timezone
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
-def same_result(batch: Sequence[object], item: ItemResult) -> list[ItemResult]:
-    """``item`` for every score of ``batch`` (a backend that answers per request)."""
-    return [item] * len(batch)

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from tracescorer.httpretry import is_retryable_status, parse_retry_after
 from tracescorer.monitors.config import NotifySettings
 from tracescorer.monitors.messages import Notification, encode
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
 MAX_QUEUED_PER_MONITOR = 100
-_RETRY_STATUS = frozenset({408, 425, 429})
 _USER_AGENT = "tracescorer-monitors/1"
 
 
@@ -38,15 +39,6 @@ class Delivery:
     attempts: int
     status: int | None = None
     error: str | None = None
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 async def deliver(session: aiohttp.ClientSession, target: NotifySettings, body: bytes) -> Delivery:
@@ -66,8 +58,8 @@ async def deliver(session: aiohttp.ClientSession, target: NotifySettings, body: 
                 if 200 <= status < 300:
                     return Delivery(target=target, ok=True, attempts=attempts, status=status)
                 error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
-                retryable = status in _RETRY_STATUS or status >= 500
-                wait = _retry_after(resp.headers.get("Retry-After")) if status in (429, 503) else None
+                retryable = is_retryable_status(status)
+                wait = parse_retry_after(resp.headers.get("Retry-After")) if status in (429, 503) else None
         except asyncio.TimeoutError:
             error, status, retryable = f"timed out after {target.timeout_s:g}s", None, True
         except aiohttp.ClientError as exc:
@@ -124,10 +116,9 @@ class Dispatcher:
                 body = {kind: encode(kind, notification) for kind in {t.kind for t in targets}}
                 assert self._session is not None
                 deliveries = await asyncio.gather(*(deliver(self._session, t, body[t.kind]) for t in targets))
-                try:
-                    self._on_done(notification, deliveries)
-                except Exception:  # noqa: BLE001 - bookkeeping must not stop later notifications
-                    log.exception("recording the notification of monitor %s failed", notification.monitor_id)
+                self._on_done(notification, deliveries)
+            except Exception:  # noqa: BLE001 - one bad notification must not stop the monitor's later ones
+                log.exception("the notification of monitor %s failed", notification.monitor_id)
             finally:
                 self._outstanding -= 1
                 queue.task_done()
@@ -145,11 +136,7 @@ class Dispatcher:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(queue.join(), max(0.0, deadline - time.monotonic()))
         abandoned = self._outstanding
-        for task in self._tasks.values():
-            task.cancel()
-        for task in self._tasks.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(self._tasks.values())
         if self._session is not None:
             await self._session.close()
             self._session = None

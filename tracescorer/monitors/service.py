@@ -23,7 +23,6 @@ leader stops starts from the stored state (no repeated notification, the same co
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -41,6 +40,7 @@ from tracescorer.monitors.window import MAX_EXAMPLES, Sample, Window
 from tracescorer.store import monitors as sql
 from tracescorer.store.base import Store
 from tracescorer.store.records import ScoreRecord
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class MonitorService:
         for i in range(len(self._monitors)):
             pending = self._states[i].pending
             outcome = self._evaluate(i, now)
-            if pending is not None and outcome.transition is None and self._states[i].state == _state_of(pending):
+            if pending is not None and outcome.transition is None and self._states[i].state == pending:
                 log.info("monitor %s: sending the %s notification left pending by the last stop",
                          self._monitors[i].id, pending)
                 self._send(i, pending, now)
@@ -138,10 +138,7 @@ class MonitorService:
             return
         self._running = False
         deadline = time.monotonic() + timeout_s
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel([self._task])
         abandoned = await self._dispatcher.shutdown(max(0.0, deadline - time.monotonic()))
         if abandoned:
             log.warning("monitors: %d notification(s) not sent before the stop deadline; they are sent after "
@@ -301,10 +298,6 @@ class MonitorService:
             dropped = len(self._events) - MAX_PENDING_EVENTS
             del self._events[:dropped]
             log.error("monitors: %d unstored event(s) dropped (the store keeps failing)", dropped)
-
-
-def _state_of(kind: NotificationKind) -> str:
-    return "firing" if kind == "firing" else "resolved"
 
 
 def _fmt(value: float | None) -> str:

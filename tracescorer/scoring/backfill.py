@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracescorer.sampling import is_sampled
 from tracescorer.scoring.filters import RunFilter
-from tracescorer.scoring.runner import FILTERED_OUT, SAMPLED_OUT, Decision, ScoringRunner
+from tracescorer.scoring.decider import decide
+from tracescorer.scoring.runner import Decision, ScoringRunner
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.store.base import Store
 
@@ -85,15 +85,9 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
         targets = await _load_targets(store, scope, chunk)
         pending: list[asyncio.Future[Decision]] = []
         for target in targets:
-            if request.dry_run:
-                clause = bound.binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
-                if clause is not None:
-                    outcome: str = FILTERED_OUT
-                elif not is_sampled(target.sample_key, bound.binding.sampling.ratio):
-                    outcome = SAMPLED_OUT
-                else:
-                    outcome = "would_score"
-                progress.decisions[outcome] += 1
+            if request.dry_run:  # what the live decider would say, without the budget
+                verdict = decide(bound, target, budget_exhausted=False, extra_check=extra_check).decision
+                progress.decisions["would_score" if verdict is Decision.RUN else str(verdict)] += 1
                 progress.done += 1
                 continue
             decided = runner.decide(bound, target, "backfill", extra_check)

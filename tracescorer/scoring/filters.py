@@ -67,15 +67,20 @@ def _as_list(value: str | Sequence[str]) -> list[str]:
 def check_filter(spec: RunFilter, target: AgentRun | Conversation) -> str | None:
     """``None`` when ``target`` passes every clause of ``spec``, else a description of the
     first failing clause (e.g. ``agent_name 'billing' does not match 'support-*'``)."""
+    return spec.check(target)
+
+
+def check_clauses(clauses: Sequence[_Clause], target: AgentRun | Conversation) -> str | None:
+    """The first failing clause's description, None when all hold."""
     runs = target.runs if isinstance(target, Conversation) else (target,)
-    for clause in _clauses(spec):
+    for clause in clauses:
         failure = clause(target, runs)
         if failure is not None:
             return failure
     return None
 
 
-def _clauses(spec: RunFilter) -> list[_Clause]:
+def clauses_of(spec: RunFilter) -> list[_Clause]:
     """The clauses in evaluation order (cheap checks first, message regexes last)."""
     clauses: list[_Clause] = []
     if spec.agent_name is not None:

@@ -11,11 +11,12 @@ is full or the pool is shut down, and :meth:`shutdown` returns what was abandone
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
+
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,11 +107,7 @@ class WorkerPool(Generic[T]):
         if self._tasks:
             await self.force_flush(max(0.0, deadline - time.monotonic()))
         abandoned = list(self._running.values())
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(self._tasks)
         self._tasks = []
         self._running.clear()
         while True:

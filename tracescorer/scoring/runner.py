@@ -21,7 +21,6 @@ scores it; nothing is stored twice (score ids are deterministic).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.base import Store
 from tracescorer.store.records import ScoreRecord
+from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +145,7 @@ class ScoringRunner:
         so the next start's recovery scores them (within ``scoring.recover_window_s``)."""
         self._accepting = False
         deadline = time.monotonic() + timeout_s
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(self._tasks)
         self._tasks = []
         drain_s = max(0.0, timeout_s * (1 - WRITE_RESERVE_S))
         abandoned = 0
@@ -163,10 +159,6 @@ class ScoringRunner:
             abandoned += len(left)
         stored = await self.writer.close(max(0.1, deadline - time.monotonic()))
         return stored and not abandoned
-
-    async def stop(self, timeout_s: float) -> None:
-        """:meth:`shutdown` (the name callers used before)."""
-        await self.shutdown(timeout_s)
 
     # --- intake ---------------------------------------------------------------------------------
 

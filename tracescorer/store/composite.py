@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from tracescorer.config import mask_dsn
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.monitors.evaluator import MonitorState
 from tracescorer.store import ops
@@ -85,7 +86,7 @@ class CompositeStore:
             await self.span_log.close(5.0)
             raise
         log.info("results in PostgreSQL (%s, schema %s); span log %s (instance %s)",
-                 _host_of(self.results.dsn), self.results.schema, self.span_log.path, instance)
+                 mask_dsn(self.results.dsn), self.results.schema, self.span_log.path, instance)
 
     async def close(self, timeout_s: float = 30.0) -> bool:
         results_ok = await self.results.close(min(5.0, timeout_s))
@@ -212,9 +213,3 @@ class CompositeStore:
 
     async def conversation_stats(self) -> dict[str, int]:
         return await self.results.conversation_stats()
-
-
-def _host_of(dsn: str) -> str:
-    from tracescorer.store.postgres.dsn import mask_dsn
-
-    return mask_dsn(dsn)

@@ -21,6 +21,7 @@ key, through their indexes. A full pass runs once, to find the first mark.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,9 +159,7 @@ def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool =
         page = con.execute(_PAGE_SQL, {"mark": mark, "after": after, "after_id": after_id, "page": PAGE}).fetchall()
         if not page:
             break
-        ids = [r[0] for r in page]
-        states = _delivery_rows(con, sink, ids)
-        runs = _run_rows(con, [r[3] for r in page if r[3] is not None])
+        states = _delivery_rows(con, sink, [r[0] for r in page])
         for row in page:
             version, d = row[n], states.get(row[0], _NO_ROW)
             current = d[0] == version
@@ -172,16 +171,17 @@ def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool =
                 continue  # waiting for its retry
             if d[4] is not None and d[4] > now and d[5] != owner:
                 continue  # another daemon holds it
-            ended, service = runs.get(row[3], (None, None))
-            due.append(DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=version, scored_end_unix_nano=ended,
-                                service_name=service, attempts=d[2] if current else 0,
-                                delivered_version=d[6]))
+            due.append(DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=version,
+                                attempts=d[2] if current else 0, delivered_version=d[6]))
             if len(due) >= limit:
                 break
         after, after_id = page[-1][n], page[-1][0]
         if len(page) < PAGE:
             break
     next_mark = first_unsettled if first_unsettled is not None else max(mark, after)
+    runs = _run_rows(con, [d.run_id for d in due if d.run_id is not None])  # for the due rows only
+    due = [dataclasses.replace(d, scored_end_unix_nano=runs[d.run_id][0], service_name=runs[d.run_id][1])
+           if d.run_id in runs else d for d in due]
     conversations = conversations_of(due)
     if conversations:
         first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
@@ -227,8 +227,7 @@ def with_first_runs(due: Sequence[DueScore], first: dict[str, tuple[str, str]]) 
     for d in due:
         if d.entity_type == "conversation" and d.conversation_id in first:
             trace_id, span_id = first[d.conversation_id]
-            d = DueScore(**{**{f: getattr(d, f) for f in DueScore.__dataclass_fields__},
-                            "first_trace_id": trace_id, "first_span_id": span_id})
+            d = dataclasses.replace(d, first_trace_id=trace_id, first_span_id=span_id)
         out.append(d)
     return out
 

@@ -152,10 +152,10 @@ class Engine:
                                               name="store-stage-writer", daemon=True))
         for i in range(self.options.readers):
             self._threads.append(threading.Thread(target=self._reader, name=f"store-reader-{i}", daemon=True))
+        if self.options.path != ":memory:":  # joined at shutdown too: it must not checkpoint a closed database
+            self._threads.append(threading.Thread(target=self._checkpointer, name="store-checkpointer", daemon=True))
         for thread in self._threads:
             thread.start()
-        if self.options.path != ":memory:":
-            threading.Thread(target=self._checkpointer, name="store-checkpointer", daemon=True).start()
 
     def _checkpointer(self) -> None:
         """Checkpoint once the WAL passes the threshold, on its own cursor: DuckDB lets appends go

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from tracescorer.store.jsonvalue import dumps
 from tracescorer.store.records import DecisionRecord, ScoreRecord, field_names, json_fields, plain
 
@@ -16,12 +14,8 @@ _SCORE_JSON = json_fields(ScoreRecord)
 
 
 def _json(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:  # most step results and metadata are plain data already
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return dumps(plain(value))
+    # lossless (jsonvalue tags NaN, bytes, tag-like keys); plain() turns models into data first
+    return None if value is None else dumps(plain(value))
 
 
 def score_values(record: ScoreRecord) -> tuple[Any, ...]:

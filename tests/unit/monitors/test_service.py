@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fakes.webhook_receiver import WebhookReceiver
+from support.daemon import wait_for_async
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, MonitorSettings
 from tracescorer.store.duckdb import DuckDBStore
@@ -30,17 +31,6 @@ class Clock:
 
     def __call__(self) -> float:
         return time.time() + self.offset
-
-
-async def until(predicate: Any, timeout_s: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 _counter = iter(range(1_000_000))
@@ -100,7 +90,7 @@ class Harness:
 
     async def idle(self) -> None:
         """Every decided notification was attempted to the end (and its outcome stored)."""
-        await until(lambda: self.service._dispatcher.outstanding == 0, what="notifications sent")  # noqa: SLF001
+        await wait_for_async(lambda: self.service._dispatcher.outstanding == 0, what="notifications sent")  # noqa: SLF001
         await asyncio.sleep(0)
 
 

@@ -199,7 +199,7 @@ async def test_no_stored_prompt_holds_the_original_pii(tmp_path: Path, store: An
                            settings)
     await runner.start()
     runner.on_runs([run])
-    await runner.stop(30)
+    await runner.shutdown(30)
     rows = await fetch(store,
         "SELECT status, score, preprocess_prompt, analyze_prompt, generate_score_prompt, "
         "generate_reason_prompt, reason, CAST(metadata AS VARCHAR), "

@@ -60,7 +60,7 @@ async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_pa
     runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
     await runner.start()
     runner.on_runs([_run(i) for i in range(6)])  # 12 targets into a queue of 2: the rest is rate_limited
-    await runner.stop(10)
+    await runner.shutdown(10)
     decisions = dict(await _rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
     assert decisions.get("rate_limited", 0) >= 6
     assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent

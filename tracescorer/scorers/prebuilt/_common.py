@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from tracescorer.scorers.agent_io import message_text
 from tracescorer.scorers.fence import FENCE_RULES
 from tracescorer.scorers.judge_config import Judge
 from tracescorer.scorers.scorer import PromptStep, Scorer, create_scorer
@@ -29,6 +31,21 @@ def check_scale(scale: float) -> float:
             scale) or scale <= 0:
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     return float(scale)
+
+
+def check_unit(name: str, value: float) -> float:
+    """``value`` as a float; ValueError unless it is a number in 0..1 (booleans refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"{name} must be a number in 0..1, got {value!r}")
+    return float(value)
+
+
+def ground_truth_text(run: ScorerRun[Any, Any]) -> str:
+    """The run's ground truth as text ("" when it has none; structured values as JSON)."""
+    gt = run.ground_truth
+    if gt is None:
+        return ""
+    return gt if isinstance(gt, str) else message_text(gt) or json.dumps(gt, default=str)
 
 
 def llm_scorer(*, id: str, name: str, description: str, model: str, instructions: str,

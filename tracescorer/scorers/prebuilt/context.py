@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from tracescorer.scorers.agent_io import input_text, message_text, output_text, tool_calls_of
 from tracescorer.scorers.fence import fence
-from tracescorer.scorers.prebuilt._common import check_scale, llm_scorer
+from tracescorer.scorers.prebuilt._common import check_scale, check_unit, ground_truth_text, llm_scorer
 from tracescorer.scorers.scorer import Scorer
 from tracescorer.scorers.types import NotScorable, ScorerRun, not_scorable
 
@@ -69,13 +69,6 @@ def retrieved_context(run: ScorerRun[Any, Any], context: Sequence[str] | None = 
     return out
 
 
-def _reference(run: ScorerRun[Any, Any]) -> str:
-    gt = run.ground_truth
-    if gt is None:
-        return ""
-    return gt if isinstance(gt, str) else message_text(gt) or json.dumps(gt, default=str)
-
-
 def _numbered(pieces: Sequence[str]) -> str:
     return "\n\n".join(f"[{i}] {p}" for i, p in enumerate(pieces))
 
@@ -110,7 +103,7 @@ def create_context_precision_scorer(*, model: str, context: Sequence[str] | None
         pieces = retrieved_context(run, context, context_tools)
         if not pieces:
             return not_scorable("no retrieved context in the run (no context= and no tool results)")
-        expected = _reference(run) or output_text(run)
+        expected = ground_truth_text(run) or output_text(run)
         if not expected.strip():
             return not_scorable("no expected answer (ground truth) and no response text")
         return (f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
@@ -174,8 +167,7 @@ def create_context_relevance_scorer(
     for name, value in (("unused_high_relevance_penalty", unused_high_relevance_penalty),
                         ("missing_context_penalty", missing_context_penalty),
                         ("max_missing_context_penalty", max_missing_context_penalty)):
-        if not 0 <= value <= 1:
-            raise ValueError(f"{name} must lie in 0..1, got {value!r}")
+        check_unit(name, value)
 
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
         pieces = retrieved_context(run, context, context_tools)
@@ -236,7 +228,7 @@ def create_context_recall_scorer(*, model: str, context: Sequence[str] | None = 
     factor = check_scale(scale)
 
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
-        reference = _reference(run)
+        reference = ground_truth_text(run)
         if not reference.strip():
             return not_scorable("context recall needs a ground truth (reference answer)")
         pieces = retrieved_context(run, context, context_tools)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracescorer.scorers.agent_io import output_text, tool_calls_of
-from tracescorer.scorers.prebuilt._common import check_scale
+from tracescorer.scorers.prebuilt._common import check_scale, check_unit
 from tracescorer.scorers.scorer import Scorer, create_scorer
 from tracescorer.scorers.types import ScorerRun, StepResults
 
@@ -191,9 +191,8 @@ def create_similarity_check(text: str, *, threshold: float | None = None,
     Without ``threshold`` the score is the similarity times ``scale``; with one (0..1) it is
     binary: ``scale`` when the similarity reaches it, else 0.
     """
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(
-            threshold, (int, float)) or not 0 <= threshold <= 1):
-        raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
+    if threshold is not None:
+        check_unit("threshold", threshold)
     factor = check_scale(scale)
 
     def analyze(*, run: ScorerRun[Any, Any], results: StepResults) -> dict[str, Any]:

@@ -4,15 +4,14 @@ the source text). Agent text is fenced as untrusted data."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tracescorer.scorers.agent_io import assistant_texts, input_text, message_text, output_text
+from tracescorer.scorers.agent_io import assistant_texts, input_text, output_text
 from tracescorer.scorers.fence import fence
-from tracescorer.scorers.prebuilt._common import check_scale, llm_scorer, make_judge
+from tracescorer.scorers.prebuilt._common import check_scale, check_unit, ground_truth_text, llm_scorer, make_judge
 from tracescorer.scorers.scorer import PromptStep, Scorer, create_scorer
 from tracescorer.scorers.types import (
     NotScorable,
@@ -24,19 +23,6 @@ from tracescorer.scorers.types import (
 )
 
 _EVALUATOR = "You are a precise, impartial evaluator of AI agent responses."
-
-
-def _ground_truth(run: ScorerRun[Any, Any]) -> str:
-    gt = run.ground_truth
-    if gt is None:
-        return ""
-    return gt if isinstance(gt, str) else message_text(gt) or json.dumps(gt, default=str)
-
-
-def _unit_interval(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be a number in 0..1, got {value!r}")
-    return float(value)
 
 
 class UnitMatch(BaseModel):
@@ -74,14 +60,14 @@ def create_answer_similarity_scorer(
     ``not_scorable`` (``require_ground_truth=False``: scores 0 without a judge call).
     """
     factor = check_scale(scale)
-    semantic = _unit_interval("semantic_threshold", semantic_threshold)
-    bonus = _unit_interval("exact_match_bonus", exact_match_bonus)
-    missing = _unit_interval("missing_penalty", missing_penalty)
-    contradiction = _unit_interval("contradiction_penalty", contradiction_penalty)
-    extra = _unit_interval("extra_info_penalty", extra_info_penalty)
+    semantic = check_unit("semantic_threshold", semantic_threshold)
+    bonus = check_unit("exact_match_bonus", exact_match_bonus)
+    missing = check_unit("missing_penalty", missing_penalty)
+    contradiction = check_unit("contradiction_penalty", contradiction_penalty)
+    extra = check_unit("extra_info_penalty", extra_info_penalty)
 
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable | SkipJudge:
-        reference = _ground_truth(run)
+        reference = ground_truth_text(run)
         if not reference.strip():
             if require_ground_truth:
                 return not_scorable("answer similarity needs a ground truth")
@@ -167,10 +153,10 @@ def create_noise_sensitivity_scorer(
     if unknown:
         raise ValueError(f"unknown impact levels {sorted(unknown)}; known: {list(IMPACT_WEIGHTS)}")
     for level, weight in weights.items():
-        _unit_interval(f"impact_weights[{level!r}]", weight)
-    penalty = _unit_interval("major_issue_penalty", major_issue_penalty)
-    max_penalty = _unit_interval("max_major_issue_penalty", max_major_issue_penalty)
-    threshold = _unit_interval("discrepancy_threshold", discrepancy_threshold)
+        check_unit(f"impact_weights[{level!r}]", weight)
+    penalty = check_unit("major_issue_penalty", major_issue_penalty)
+    max_penalty = check_unit("max_major_issue_penalty", max_major_issue_penalty)
+    threshold = check_unit("discrepancy_threshold", discrepancy_threshold)
 
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
         query, response = input_text(run), output_text(run)

@@ -23,7 +23,7 @@ from tracescorer.store.base import ConversationClaim, DataError, PendingRecovery
 from tracescorer.store.migrations import SchemaError
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
-from tracescorer.store.postgres.dsn import mask_dsn
+from tracescorer.config import mask_dsn
 from tracescorer.store.postgres import claims, deliveries, migrations, monitors, query, results
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
