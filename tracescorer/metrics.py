@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from tracescorer.store import layout
+
 __all__ = ["CONTENT_TYPE_LATEST", "DEFAULT_SCORE_BUCKETS", "Metrics"]
 
 DEFAULT_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -90,7 +92,7 @@ class Metrics:
             registry=r,
         )
         self.db_size = Gauge(
-            "tracescorer_store_db_size_bytes", "Database file size (including WAL)", registry=r
+            "tracescorer_store_db_size_bytes", "Size of the store's files (both databases and their WALs)", registry=r
         )
 
         self.buffered_traces = Gauge(
@@ -230,7 +232,7 @@ class Metrics:
     def track_db_size(self, path: str) -> None:
         def size() -> float:
             total = 0
-            for name in (path, path + ".wal"):
+            for name in layout.files(path):
                 try:
                     total += os.stat(name).st_size
                 except OSError:

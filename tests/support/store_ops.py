@@ -32,5 +32,12 @@ def execute(con: Any, sql: str, params: list[Any]) -> None:
     con.execute(sql, params)
 
 
+def span_log_counts(con: Any) -> list[int]:
+    """Span rows in each span log file."""
+    from tracescorer.store.layout import SPAN_LOGS
+
+    return [con.execute(f"SELECT count(*) FROM {catalog}.spans").fetchall()[0][0] for catalog in SPAN_LOGS]
+
+
 def noop(con: Any) -> None:
     """A read that returns once every request sent before it reached the store process's queues."""

@@ -33,7 +33,7 @@ LOG_INPUT = pa.schema([
 ])
 
 SPAN_INSERT = """
-INSERT INTO spans SELECT
+INSERT INTO {catalog}.spans SELECT
   trace_id, span_id, parent_span_id, trace_state, flags, name, kind,
   make_timestamp(start_us)::TIMESTAMPTZ, make_timestamp(end_us)::TIMESTAMPTZ,
   start_ns, end_ns, status_code, status_message, service_name, scope_name, scope_version,
@@ -44,7 +44,7 @@ FROM span_batch
 """
 
 LOG_INSERT = """
-INSERT INTO log_records SELECT
+INSERT INTO {catalog}.log_records SELECT
   make_timestamp(((CASE WHEN time_ns > 0 THEN time_ns ELSE observed_ns END) // 1000)::BIGINT)::TIMESTAMPTZ,
   time_ns, observed_ns, severity_number, severity_text, event_name, body,
   attributes, trace_id, span_id, flags, dropped_attributes_count, service_name,
@@ -77,13 +77,11 @@ def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table], received:
         con.unregister(name)
 
 
-def insert_spans(con: Any, tables: Sequence[pa.Table], received: float) -> None:
-    """Append span rows (DuckDB scans the Arrow tables directly); ``received`` (epoch seconds)
-    is their ``received_at``."""
-    _insert(con, "span_batch", SPAN_INSERT, tables, received)
+def insert_spans(con: Any, tables: Sequence[pa.Table], received: float, catalog: str) -> None:
+    """Append span rows to the span log ``catalog`` (DuckDB scans the Arrow tables directly);
+    ``received`` (epoch seconds) is their ``received_at``."""
+    _insert(con, "span_batch", SPAN_INSERT.format(catalog=catalog), tables, received)
 
 
-def insert_logs(con: Any, tables: Sequence[pa.Table], received: float) -> None:
-    _insert(con, "log_batch", LOG_INSERT, tables, received)
-
-
+def insert_logs(con: Any, tables: Sequence[pa.Table], received: float, catalog: str) -> None:
+    _insert(con, "log_batch", LOG_INSERT.format(catalog=catalog), tables, received)

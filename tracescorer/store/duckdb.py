@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.store import deliveries, monitors, ops, rows, wire
+from tracescorer.store import deliveries, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
     DataError,
@@ -327,7 +327,11 @@ class DuckDBStore:
         await self.write(ops.record_assembly, [_assembly_values(r) for r in records])
 
     async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
-        return await self.write(ops.prune_span_log, older_than)
+        deleted: dict[str, int] = {}
+        for catalog in layout.SPAN_LOGS:  # the spans first: a trace is never taken for unassembled
+            for table, n in (await self.write(ops.prune_spans, catalog, older_than)).items():
+                deleted[table] = deleted.get(table, 0) + n
+        return {**deleted, **await self.write(ops.prune_assembled, older_than)}
 
     # --- ResultStore ------------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracescorer.store import deliveries, monitor_tables
-from tracescorer.store.schema import INDEXES, TABLES, create_table
+from tracescorer.store import deliveries, layout, monitor_tables
+from tracescorer.store.layout import SPAN_LOGS
+from tracescorer.store.schema import INDEXES, SPAN_LOG_TABLES, TABLES, column_names, create_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS last_received_at TIMESTAMPTZ",)),
     Migration(5, "delivery rows are looked up by score", (
         "CREATE INDEX IF NOT EXISTS score_deliveries_score ON score_deliveries (score_id)",)),
+    # the rows were copied to the first span log before this runs (_span_logs)
+    Migration(6, "the span log in two files of its own, read through views", tuple(
+        statement for name in reversed(SPAN_LOG_TABLES)
+        for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name)))),
 )
 
 BASELINE_VERSION = 1
@@ -53,7 +58,8 @@ def create_statements() -> list[str]:
 
 def _version(con: Any) -> int | None:
     found = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_info'"
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() "
+        "AND table_name = 'schema_info'"
     ).fetchall()
     if not found or not found[0][0]:
         return None
@@ -61,11 +67,36 @@ def _version(con: Any) -> int | None:
     return int(row[0][0]) if row else None
 
 
-def migrate(con: Any, migrations: Sequence[Migration] = MIGRATIONS) -> tuple[int | None, int]:
-    """Create or upgrade the schema in one transaction; returns (version found, version now).
+def _span_logs(con: Any) -> None:
+    """Create the span-log tables in each attached span log, one transaction each (DuckDB writes
+    one database per transaction); a database from before the split has its rows copied to the
+    first (again after a crash between the copy and the main upgrade: the copy replaces what an
+    earlier one left)."""
+    copy = layout.holds_span_log(con)
+    main = layout.main_catalog(con)
+    for catalog in SPAN_LOGS:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for name, columns in SPAN_LOG_TABLES.items():
+                con.execute(create_table(name, columns, catalog))
+                if copy and catalog == SPAN_LOGS[0]:
+                    names = ", ".join(column_names(columns))
+                    con.execute(f"DELETE FROM {catalog}.{name}")
+                    con.execute(f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {main}.main.{name}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
-    ``con`` is a DB-API style connection (DuckDB; the PostgreSQL store has its own tables).
+
+def migrate(con: Any, migrations: Sequence[Migration] = MIGRATIONS) -> tuple[int | None, int]:
+    """Create or upgrade the schema; returns (version found, version now).
+
+    ``con`` is a DuckDB connection with the span logs attached (:func:`layout.attach`); the
+    PostgreSQL store has its own tables. The span logs' tables are made (or filled) first, then
+    the main database is upgraded in one transaction.
     """
+    _span_logs(con)
     target = latest_version(migrations)
     con.execute("BEGIN TRANSACTION")
     try:

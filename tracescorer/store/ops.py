@@ -105,12 +105,23 @@ def record_assembly(con: Any, records: Sequence[Row]) -> int:
                   expressions={"last_received_at": "to_timestamp({})"}, stamps={"assembled_at": "now()"})
 
 
-def prune_span_log(con: Any, older_than: dt.datetime) -> dict[str, int]:
+def prune_spans(con: Any, catalog: str, older_than: dt.datetime) -> dict[str, int]:
+    """Delete the rows of one span log (a transaction writes one file) received before ``older_than``."""
+    return _delete_before(con, ((f"{catalog}.spans", "spans", "received_at"),
+                                (f"{catalog}.log_records", "log_records", "received_at")), older_than)
+
+
+def prune_assembled(con: Any, older_than: dt.datetime) -> dict[str, int]:
+    """Delete assembly records older than ``older_than`` (after :func:`prune_spans`: a trace
+    whose spans are still there is never taken for unassembled)."""
+    return _delete_before(con, (("assembled_traces", "assembled_traces", "assembled_at"),), older_than)
+
+
+def _delete_before(con: Any, tables: Sequence[tuple[str, str, str]], older_than: dt.datetime) -> dict[str, int]:
     deleted = {}
-    for table, column in (("spans", "received_at"), ("log_records", "received_at"),
-                          ("assembled_traces", "assembled_at")):
+    for table, name, column in tables:
         rows = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchall()
-        deleted[table] = int(rows[0][0]) if rows else 0
+        deleted[name] = int(rows[0][0]) if rows else 0
     return deleted
 
 

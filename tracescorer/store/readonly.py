@@ -26,10 +26,11 @@ from typing import Any
 
 import duckdb
 
+from tracescorer.store import layout
 from tracescorer.store.base import QueryResult
 
 __all__ = ["QUERY_CONFIG", "PURE_TABLE_FUNCTIONS", "QueryError", "QueryRefused", "QueryResult",
-           "check_statement", "connect", "readable_tables", "run_guarded"]
+           "check_statement", "connect", "lock_down", "readable_tables", "run_guarded"]
 
 # What a query connection must have (DuckDB 2.0 option names). lock_configuration comes last in
 # effect: nothing a statement says can turn the others back on.
@@ -61,14 +62,29 @@ class QueryRefused(QueryError):
     """The statement is not a plain read of the product's tables; the message says what was refused."""
 
 
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """Apply :data:`QUERY_CONFIG` to a running database (after its span log is attached: ATTACH
+    is file access); ``lock_configuration`` last."""
+    for name, value in QUERY_CONFIG.items():
+        con.execute(f"SET GLOBAL {name} = {str(value).lower() if isinstance(value, bool) else value!r}")
+
+
 def connect(path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open a database file read-only with :data:`QUERY_CONFIG` (fails while a daemon holds it)."""
+    """Open a store's database read-only, its span log attached, with :data:`QUERY_CONFIG`
+    (fails while a daemon holds it)."""
     if not Path(path).exists():
         raise QueryError(f"database {path} does not exist")
     try:
-        return duckdb.connect(str(path), read_only=True, config=dict(QUERY_CONFIG))
+        con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
         raise QueryError(f"cannot open {path} read-only: {exc}") from None
+    try:
+        layout.attach(con, path, read_only=True)
+        lock_down(con)
+    except (duckdb.Error, layout.LayoutError) as exc:
+        con.close()
+        raise QueryError(f"cannot open {path} read-only: {exc}") from None
+    return con
 
 
 def readable_tables(con: duckdb.DuckDBPyConnection) -> frozenset[str]:

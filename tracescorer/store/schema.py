@@ -129,9 +129,15 @@ SCORE_COLUMNS = record_columns(ScoreRecord, key="id", not_null=("scorer_id",),
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
 
-TABLES: dict[str, Columns] = {
+#: The span log's tables, in their own file (:mod:`tracescorer.store.layout`); the main database
+#: has views of the same names.
+SPAN_LOG_TABLES: dict[str, Columns] = {
     "spans": SPAN_COLUMNS,
     "log_records": LOG_COLUMNS,
+}
+
+#: The main database's tables.
+TABLES: dict[str, Columns] = {
     "runs": RUN_COLUMNS,
     "assembled_traces": ASSEMBLED_COLUMNS,
     "scores": SCORE_COLUMNS,
@@ -142,9 +148,9 @@ TABLES: dict[str, Columns] = {
 INDEXES: tuple[str, ...] = ("CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",)
 
 
-def create_table(table: str, columns: Columns) -> str:
+def create_table(table: str, columns: Columns, catalog: str | None = None) -> str:
     body = ",\n  ".join(f"{name} {kind}" for name, kind in columns)
-    return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"
+    return f"CREATE TABLE IF NOT EXISTS {catalog + '.' if catalog else ''}{table} (\n  {body}\n)"
 
 
 def column_names(columns: Columns) -> list[str]:

@@ -9,7 +9,7 @@ import time
 import duckdb
 import pytest
 
-from tracescorer.store import deliveries, migrations, ops
+from tracescorer.store import deliveries, layout, migrations, ops
 from tracescorer.store.deliveries import Claim, DeliveryOutcome
 from tracescorer.store.records import ScoreRecord
 from tracescorer.store.scores import score_values
@@ -40,6 +40,7 @@ def _record(con, due, status, owner="me", **kw):
 @pytest.fixture
 def con(tmp_path):
     c = duckdb.connect(str(tmp_path / "d.duckdb"))
+    layout.attach(c, tmp_path / "d.duckdb")
     migrations.migrate(c)
     yield c
     c.close()
@@ -82,6 +83,7 @@ def test_due_rows_and_the_settled_mark_over_several_pages(con):
 
 def test_delivery_rows_are_indexed_by_score():
     con = duckdb.connect()
+    layout.attach(con, layout.MEMORY)
     migrations.migrate(con)
     names = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'score_deliveries'")
              .fetchall()}

@@ -18,6 +18,7 @@ from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, St
 from tracescorer.store.deliveries import Claim, DeliveryOutcome
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.store.layout import SPAN_LOGS
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:
@@ -175,7 +176,9 @@ async def test_values_json_cannot_carry_are_rejected_before_the_store(store):
 
 async def test_prune_deletes_by_received_at(store):
     await store.append([_span(1), _span(2)])
-    await store.write(store_ops.execute, "UPDATE spans SET received_at = now() - INTERVAL 40 DAY WHERE name = 's1'", [])
+    for catalog in SPAN_LOGS:  # s1 is in one of them
+        await store.write(store_ops.execute, f"UPDATE {catalog}.spans SET received_at = now() - INTERVAL 40 DAY "
+                          "WHERE name = 's1'", [])
     deleted = await store.prune_span_log(dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30))
     assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0}
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]

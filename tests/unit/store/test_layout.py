@@ -1,0 +1,97 @@
+"""The store's files: the span log in two files beside the database, appends moved to one while
+the other checkpoints, both read as one table, and the files checked to belong together."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from support.daemon import wait_for_async
+from support import store_ops
+from support.db import fetch, scalar
+from tracescorer.model import Span
+from tracescorer.store import layout, readonly
+from tracescorer.store.base import ReadOnlyViolation
+from tracescorer.store.duckdb import DuckDBStore
+
+
+def _spans(batch: int, n: int = 50) -> list[Span]:
+    return [Span(trace_id=f"{batch:032x}", span_id=f"{batch * 1000 + i + 1:016x}", parent_span_id=None,
+                 name="step", kind="internal", start_time_unix_nano=i, end_time_unix_nano=i + 1,
+                 attributes={"payload": "x" * 400, "i": i}) for i in range(n)]
+
+
+def _rows_per_file(path: Path) -> list[int]:
+    con = readonly.connect(path)
+    try:
+        return [con.execute(f"SELECT count(*) FROM {catalog}.spans").fetchall()[0][0] for catalog in layout.SPAN_LOGS]
+    finally:
+        con.close()
+
+
+def test_file_names_follow_the_database():
+    assert layout.span_log_paths("/data/ts.duckdb") == ["/data/ts.spans-a.duckdb", "/data/ts.spans-b.duckdb"]
+    assert layout.span_log_paths("/data/ts") == ["/data/ts.spans-a", "/data/ts.spans-b"]
+    assert layout.files("/d/x.db") == ["/d/x.db", "/d/x.db.wal", "/d/x.spans-a.db", "/d/x.spans-a.db.wal",
+                                       "/d/x.spans-b.db", "/d/x.spans-b.db.wal"]
+    assert layout.files(":memory:") == []
+
+
+async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_nothing_is_lost(tmp_path):
+    path = tmp_path / "s.duckdb"
+    # a WAL this small passes the threshold after a few appends: the checkpointer moves appends
+    # to the other span log, checkpoints the first, and so on
+    store = DuckDBStore(path, checkpoint_threshold="64KB")
+    await store.open()
+    batches = 0
+    try:
+        async def both_logs_hold_rows() -> bool:
+            nonlocal batches
+            await store.append(_spans(batches))
+            batches += 1
+            return min(await store.read(store_ops.span_log_counts)) > 0
+        await wait_for_async(both_logs_hold_rows, timeout_s=60, what="appends in both span logs")
+        for _ in range(3):
+            await store.append(_spans(batches))
+            batches += 1
+        assert await scalar(store, "SELECT count(*) FROM spans") == batches * 50
+        assert await scalar(store, "SELECT count(DISTINCT span_id) FROM spans") == batches * 50
+    finally:
+        await store.close()
+    per_file = _rows_per_file(path)
+    assert sum(per_file) == batches * 50 and min(per_file) > 0
+    reopened = DuckDBStore(path)  # both files are read after a restart
+    await reopened.open()
+    try:
+        assert await scalar(reopened, "SELECT count(*) FROM spans") == batches * 50
+        loaded = await reopened.load_traces([f"{0:032x}", f"{batches - 1:032x}"])
+        assert [len(t.spans) for t in loaded.values()] == [50, 50]
+    finally:
+        await reopened.close()
+
+
+def test_a_database_from_before_the_split_is_read_as_it_is(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE spans (trace_id VARCHAR)")
+    con.execute("INSERT INTO spans VALUES ('t')")
+    con.close()
+    ro = readonly.connect(path)  # read-only: nothing attached, nothing created beside it
+    try:
+        assert ro.execute("SELECT count(*) FROM spans").fetchall() == [(1,)]
+    finally:
+        ro.close()
+    assert not any(os.path.exists(p) for p in layout.span_log_paths(path))
+
+
+async def test_query_path_refuses_the_span_log_catalogs_by_name(tmp_path):
+    store = DuckDBStore(tmp_path / "q.duckdb")
+    await store.open()
+    try:
+        with pytest.raises(ReadOnlyViolation, match="only the database's own tables"):
+            await fetch(store, f"SELECT * FROM {layout.SPAN_LOGS[0]}.spans")
+    finally:
+        await store.close()
