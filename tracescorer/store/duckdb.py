@@ -89,7 +89,7 @@ class DuckDBStore:
         max_batch_items: int = 20_000,
         observer: CommitObserver | None = None,
         memory_limit: str = "1GB",
-        checkpoint_threshold: str = "64MB",
+        checkpoint_threshold: str = "256MB",
         compression: str = "zstd",
         readers: int = 2,
     ) -> None:

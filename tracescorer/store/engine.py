@@ -250,7 +250,7 @@ class Engine:
         if kind == TELEMETRY:
             span_rows, log_rows = payload
             items = max(1, len(span_rows or ()) + len(log_rows or ()))
-        # ops that write the span log ask for the telemetry writer (tests also hold it to fill its queue)
+        # an op may ask for the telemetry writer (tests hold that writer to fill its queue)
         on_telemetry = kind == TELEMETRY or getattr(payload[0], "telemetry_writer", False)
         q = self._telemetry if on_telemetry else self._stage
         with q.cond:

@@ -16,7 +16,7 @@ TELEMETRY, WRITE, READ, QUERY, CLOSE = "t", "w", "r", "q", "c"
 class EngineOptions:
     path: str
     memory_limit: str = "1GB"
-    checkpoint_threshold: str = "64MB"
+    checkpoint_threshold: str = "256MB"
     max_batch_items: int = 20_000
     readers: int = 2
     duckdb_threads: int | None = None
