@@ -36,6 +36,7 @@ from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
+from tracescorer.store import layout
 from tracescorer.store.base import SharedCoordination
 from tracescorer.store.composite import CompositeStore
 from tracescorer.store.factory import build_store
@@ -180,7 +181,7 @@ class App:
         self.metrics.track_queue(lambda: self.store.pending_items)
         self.metrics.track_readiness(self.not_ready_reason)
         if s.store.path != ":memory:":
-            self.metrics.track_db_size(s.store.path)
+            self.metrics.track_db_size(layout.files(s.store.path))
         if self.conversations is not None:  # settles claims after scoring stopped, before the store closes
             conversations = self.conversations
             stack.push_async_callback(lambda: conversations.close(self._left(reserve)))

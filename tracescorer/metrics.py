@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from tracescorer.store import layout
-
 __all__ = ["CONTENT_TYPE_LATEST", "DEFAULT_SCORE_BUCKETS", "Metrics"]
 
 DEFAULT_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -229,10 +227,11 @@ class Metrics:
     def track_queue(self, depth: Callable[[], int]) -> None:
         self.queue_items.set_function(depth)
 
-    def track_db_size(self, path: str) -> None:
+    def track_db_size(self, files: Sequence[str]) -> None:
+        """The store's size: the sum of ``files`` (those missing count 0)."""
         def size() -> float:
             total = 0
-            for name in layout.files(path):
+            for name in files:
                 try:
                     total += os.stat(name).st_size
                 except OSError:

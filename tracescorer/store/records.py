@@ -95,8 +95,18 @@ class AssemblyRecord:
     last_received_at: float | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
 
 
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
 def plain(value: Any) -> Any:
     """Step results may be pydantic models or dataclasses: store them as plain JSON data."""
+    kind = type(value)  # exact types first: the common case on the score-writing path
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): plain(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [plain(v) for v in value]
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

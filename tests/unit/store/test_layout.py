@@ -95,3 +95,23 @@ async def test_query_path_refuses_the_span_log_catalogs_by_name(tmp_path):
             await fetch(store, f"SELECT * FROM {layout.SPAN_LOGS[0]}.spans")
     finally:
         await store.close()
+
+
+async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
+    from prometheus_client import generate_latest
+
+    from tracescorer.metrics import Metrics
+
+    path = tmp_path / "m.duckdb"
+    store = DuckDBStore(path)
+    await store.open()
+    try:
+        await store.append(_spans(1))
+    finally:
+        await store.close()
+    metrics = Metrics()
+    metrics.track_db_size(layout.files(path))
+    line = next(x for x in generate_latest(metrics.registry).decode().splitlines()
+                if x.startswith("tracescorer_store_db_size_bytes"))
+    assert float(line.split()[-1]) == sum(os.path.getsize(p) for p in layout.files(path) if os.path.exists(p))
+    assert sum(os.path.getsize(p) for p in layout.span_log_paths(path)) > 0

@@ -21,3 +21,42 @@ def test_json_fields_round_trip_what_plain_json_cannot_hold():
     assert back["inner"] == {"$bytes": "abc"} and back["raw"] == b"\x00\x01"
     assert loads(row["analyze_step_result"]) == [1.5, float("-inf")]
     assert row["preprocess_step_result"] is None
+
+
+def test_plain_turns_models_dataclasses_and_subclasses_into_json_data():
+    import dataclasses
+    import enum
+    from typing import NamedTuple
+
+    import pydantic
+
+    from tracescorer.store.records import plain
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    class Pair(NamedTuple):
+        a: int
+        b: str
+
+    class Model(pydantic.BaseModel):
+        when: float
+        tags: tuple[str, ...]
+
+    @dataclasses.dataclass
+    class Step:
+        name: str
+        pair: tuple[int, int]
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "<odd>"
+
+    value = {"n": 1, "f": 0.5, "t": True, "none": None, "b": b"\x00", 3: "int key", "tuple": (1, "x"),
+             "colour": Colour.RED, "pair": Pair(1, "y"), "model": Model(when=1.5, tags=("a",)),
+             "step": Step("s", (1, 2)), "odd": Odd(), "nested": [{"k": (Odd(),)}]}
+    assert plain(value) == {"n": 1, "f": 0.5, "t": True, "none": None, "b": b"\x00", "3": "int key",
+                            "tuple": [1, "x"], "colour": Colour.RED, "pair": [1, "y"],
+                            "model": {"when": 1.5, "tags": ["a"]}, "step": {"name": "s", "pair": [1, 2]},
+                            "odd": "<odd>", "nested": [{"k": ["<odd>"]}]}
+    assert type(plain(value)["colour"]) is Colour  # a str subclass stays itself, as before
