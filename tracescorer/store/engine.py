@@ -99,6 +99,11 @@ class _Job:
     arrow: tuple[pa.Table | None, pa.Table | None] | None = None
 
 
+def _alone(job: _Job) -> bool:
+    """A write that gets a transaction of its own (:func:`tracescorer.store.ops.alone`)."""
+    return job.kind == WRITE and getattr(job.payload[0], "alone", False)
+
+
 @dataclass(slots=True)
 class _WriteQueue:
     jobs: deque[_Job] = field(default_factory=deque)
@@ -269,8 +274,10 @@ class Engine:
             if not q.jobs:
                 return None
             batch = [q.jobs.popleft()]
+            if _alone(batch[0]):
+                return batch
             size = batch[0].items
-            while q.jobs and size + q.jobs[0].items <= self.options.max_batch_items:
+            while q.jobs and size + q.jobs[0].items <= self.options.max_batch_items and not _alone(q.jobs[0]):
                 job = q.jobs.popleft()
                 size += job.items
                 batch.append(job)

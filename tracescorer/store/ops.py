@@ -29,6 +29,14 @@ def coalescable(fn: F) -> F:
     fn.coalescable = True  # type: ignore[attr-defined]
     return fn
 
+
+def alone(fn: F) -> F:
+    """Mark a write that runs in a transaction of its own, never batched with others: it writes a
+    span log, and a DuckDB transaction writes one database file only."""
+    fn.alone = True  # type: ignore[attr-defined]
+    return fn
+
+
 # --- span log -------------------------------------------------------------------------------------
 
 
@@ -105,6 +113,7 @@ def record_assembly(con: Any, records: Sequence[Row]) -> int:
                   expressions={"last_received_at": "to_timestamp({})"}, stamps={"assembled_at": "now()"})
 
 
+@alone
 def prune_spans(con: Any, catalog: str, older_than: dt.datetime) -> dict[str, int]:
     """Delete the rows of one span log (a transaction writes one file) received before ``older_than``."""
     return _delete_before(con, ((f"{catalog}.spans", "spans", "received_at"),

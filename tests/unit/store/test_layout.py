@@ -115,3 +115,24 @@ async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
                 if x.startswith("tracescorer_store_db_size_bytes"))
     assert float(line.split()[-1]) == sum(os.path.getsize(p) for p in layout.files(path) if os.path.exists(p))
     assert sum(os.path.getsize(p) for p in layout.span_log_paths(path)) > 0
+
+
+def test_a_span_log_write_gets_a_transaction_of_its_own():
+    """A DuckDB transaction writes one file: the prune of a span log is never batched with the
+    main database's writes (the batch would fail and be retried job by job)."""
+    import datetime as dt
+
+    from tracescorer.store import ops, wire
+    from tracescorer.store.engine import Engine
+
+    engine = Engine(wire.EngineOptions(path=":memory:"), lambda *a: None)
+    old = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    jobs = [(ops.write_scores, ([], [])), (ops.write_scores, ([], [])), (ops.prune_spans, (layout.SPAN_LOGS[0], old)),
+            (ops.write_scores, ([], [])), (ops.prune_spans, (layout.SPAN_LOGS[1], old)), (ops.write_scores, ([], []))]
+    for i, job in enumerate(jobs):
+        engine.dispatch(i, wire.WRITE, job)
+    batches = []
+    while engine._stage.jobs:
+        batches.append([job.req_id for job in engine._take(engine._stage) or []])
+    assert batches == [[0, 1], [2], [3], [4], [5]]
+    engine._con.close()
