@@ -22,7 +22,6 @@ from typing import Any
 
 #: Catalog names of the attached span logs; telemetry is appended to either, reads see both.
 SPAN_LOGS = ("ts_spans_a", "ts_spans_b")
-SPAN_LOG_TABLES = ("spans", "log_records")
 MEMORY = ":memory:"
 
 

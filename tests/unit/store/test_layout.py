@@ -3,19 +3,23 @@ the other checkpoints, both read as one table, and the files checked to belong t
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
 import duckdb
 import pytest
+from prometheus_client import generate_latest
 
-from support.daemon import wait_for_async
 from support import store_ops
+from support.daemon import wait_for_async
 from support.db import fetch, scalar
+from tracescorer.metrics import Metrics
 from tracescorer.model import Span
-from tracescorer.store import layout, readonly
+from tracescorer.store import layout, ops, readonly, wire
 from tracescorer.store.base import ReadOnlyViolation
 from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.engine import Engine
 
 
 def _spans(batch: int, n: int = 50) -> list[Span]:
@@ -27,7 +31,7 @@ def _spans(batch: int, n: int = 50) -> list[Span]:
 def _rows_per_file(path: Path) -> list[int]:
     con = readonly.connect(path)
     try:
-        return [con.execute(f"SELECT count(*) FROM {catalog}.spans").fetchall()[0][0] for catalog in layout.SPAN_LOGS]
+        return store_ops.span_log_counts(con)
     finally:
         con.close()
 
@@ -98,10 +102,6 @@ async def test_query_path_refuses_the_span_log_catalogs_by_name(tmp_path):
 
 
 async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
-    from prometheus_client import generate_latest
-
-    from tracescorer.metrics import Metrics
-
     path = tmp_path / "m.duckdb"
     store = DuckDBStore(path)
     await store.open()
@@ -120,11 +120,6 @@ async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
 def test_a_span_log_write_gets_a_transaction_of_its_own():
     """A DuckDB transaction writes one file: the prune of a span log is never batched with the
     main database's writes (the batch would fail and be retried job by job)."""
-    import datetime as dt
-
-    from tracescorer.store import ops, wire
-    from tracescorer.store.engine import Engine
-
     engine = Engine(wire.EngineOptions(path=":memory:"), lambda *a: None)
     old = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
     jobs = [(ops.write_scores, ([], [])), (ops.write_scores, ([], [])), (ops.prune_spans, (layout.SPAN_LOGS[0], old)),
