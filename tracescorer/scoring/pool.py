@@ -21,6 +21,8 @@ from tracescorer.aio import cancel
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+TURN_S = 0.002  # longest a worker runs items back to back before the event loop gets a turn
+
 
 class WorkerPool(Generic[T]):
     """``workers`` tasks taking items from a queue of at most ``max_queue``; runs on one event loop."""
@@ -75,8 +77,19 @@ class WorkerPool(Generic[T]):
     async def _work(self) -> None:
         task = asyncio.current_task()
         assert task is not None
+        turn = time.perf_counter()
         while True:
-            item = await self._queue.get()
+            if self._queue.empty():
+                item = await self._queue.get()
+                turn = time.perf_counter()
+            elif time.perf_counter() - turn > TURN_S:
+                # items that never suspend (code scorers) would drain the whole queue in one turn
+                # of the event loop, holding every acknowledgement meanwhile
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
+                continue
+            else:
+                item = self._queue.get_nowait()
             self._running[task] = item
             try:
                 await self._handle(item)

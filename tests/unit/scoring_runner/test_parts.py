@@ -85,6 +85,27 @@ async def test_pool_runs_items_force_flush_waits_and_shutdown_hands_back_what_di
     assert not pool.submit(17)  # nothing accepted after shutdown
 
 
+async def test_pool_workers_let_the_event_loop_in_between_items_that_never_suspend():
+    done: list[int] = []
+
+    async def handle(item: int) -> None:  # a code scorer: runs to the end without suspending
+        until = time.perf_counter() + 0.0005
+        while time.perf_counter() < until:
+            pass
+        done.append(item)
+
+    pool: WorkerPool[int] = WorkerPool("t", workers=1, max_queue=1000, handle=handle)
+    pool.start()
+    for i in range(1000):  # at least 0.5 s of work, queued before the worker starts
+        assert pool.submit(i)
+    seen: list[int] = []
+    asyncio.get_running_loop().call_later(0.001, lambda: seen.append(len(done)))
+    assert await pool.force_flush(60) and len(done) == 1000
+    # an acknowledgement waiting for a turn of the loop got one long before the queue drained
+    assert seen and seen[0] < 1000
+    await pool.shutdown(1)
+
+
 class _Store:
     def __init__(self) -> None:
         self.writes: list[tuple[int, int]] = []
