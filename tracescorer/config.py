@@ -128,6 +128,10 @@ class StoreSettings(_Section):
     compression: Literal["zstd", "auto"] = Field(
         "zstd", description="how checkpoints compress the tables: zstd (half the CPU and a third less disk than "
                             "DuckDB's per-column choice on span-log text), or auto")
+    results_delay_s: float = Field(
+        0.15, ge=0, le=5, description="results writes (runs, scores, decisions) wait up to this long to be committed "
+                                     "together: fewer, larger commits (a commit has a fixed cost of several ms); "
+                                     "acknowledgements of telemetry never wait for it")
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
 

@@ -92,12 +92,14 @@ class DuckDBStore:
         checkpoint_threshold: str = "256MB",
         compression: str = "zstd",
         readers: int = 2,
+        results_delay_s: float = 0.0,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
         self._options = wire.EngineOptions(
             path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
             max_batch_items=max_batch_items, readers=readers, compression=compression,
+            results_delay_s=results_delay_s,
         )
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)

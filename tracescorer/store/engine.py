@@ -97,6 +97,7 @@ class _Job:
     items: int
     payload: Any
     arrow: tuple[pa.Table | None, pa.Table | None] | None = None
+    queued_at: float = 0.0
 
 
 def _alone(job: _Job) -> bool:
@@ -109,6 +110,7 @@ class _WriteQueue:
     jobs: deque[_Job] = field(default_factory=deque)
     cond: threading.Condition = field(default_factory=threading.Condition)
     closing: bool = False
+    delay_s: float = 0.0  # how long the oldest job waits for others to commit with
 
 
 def _open(options: EngineOptions) -> Connection:
@@ -146,7 +148,9 @@ class Engine:
         self._reply = reply
         self._con = _open(options)
         self._telemetry = _WriteQueue()
-        self._stage = _WriteQueue()
+        # a results commit has a fixed cost of several ms (statements per table, the commit): results
+        # writes wait a little to be committed together; nothing acknowledged to a client waits for it
+        self._stage = _WriteQueue(delay_s=options.results_delay_s)
         self._reads: queue.Queue[tuple[int, str, Any] | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._commits = itertools.count(1)  # next() is atomic: both writers count
@@ -262,7 +266,7 @@ class Engine:
             if q.closing:
                 self._reply(req_id, False, Failure("StoreClosed", "store is shutting down"), {})
                 return
-            q.jobs.append(_Job(req_id, kind, items, payload))
+            q.jobs.append(_Job(req_id, kind, items, payload, queued_at=time.monotonic()))
             q.cond.notify()
 
     # --- writer ---------------------------------------------------------------------------------
@@ -273,6 +277,11 @@ class Engine:
                 q.cond.wait()
             if not q.jobs:
                 return None
+            if q.delay_s:
+                until = q.jobs[0].queued_at + q.delay_s
+                while (not q.closing and sum(job.items for job in q.jobs) < self.options.max_batch_items
+                       and (left := until - time.monotonic()) > 0):
+                    q.cond.wait(left)
             batch = [q.jobs.popleft()]
             if _alone(batch[0]):
                 return batch

@@ -21,6 +21,7 @@ class EngineOptions:
     readers: int = 2
     duckdb_threads: int | None = None
     compression: str = "zstd"
+    results_delay_s: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

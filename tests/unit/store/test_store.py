@@ -323,3 +323,38 @@ async def test_open_names_the_file_when_it_cannot(tmp_path):
     s = DuckDBStore(tmp_path / "afile" / "x.duckdb")
     with pytest.raises(StoreError, match="afile"):
         await s.open()
+
+
+def _record(i: int) -> AssemblyRecord:
+    return AssemblyRecord(trace_id=f"{i:032x}", reason="complete", incomplete=False, span_count=1, log_count=0,
+                          run_count=0, unmatched_reason=None, service_name=None, root_name=None)
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 30.0])
+async def test_results_writes_wait_to_be_committed_together_and_acknowledgements_do_not(tmp_path, delay_s):
+    obs = Observer()
+    store = DuckDBStore(tmp_path / "d.duckdb", observer=obs, results_delay_s=delay_s)
+    await store.open()
+    try:
+        first = asyncio.create_task(store.record_assembly([_record(1)]))
+        if not delay_s:
+            await first  # committed alone, at once
+        outcome = await store.append([_span(5)])  # telemetry is acknowledged while results wait
+        assert outcome.stored == 1
+        second = asyncio.create_task(store.record_assembly([_record(2)]))
+        await asyncio.sleep(0.2)
+        if delay_s:
+            assert not first.done() and not second.done()  # both wait (for up to 30 s)
+        else:
+            await second
+    finally:
+        await store.close()  # closing commits what waits, at once
+    assert first.result() is None and second.result() is None
+    results_commits = [c for c in obs.commits if c == (0, 0)]
+    assert len(results_commits) == (1 if delay_s else 2)  # one commit for both writes when they wait
+    reopened = DuckDBStore(tmp_path / "d.duckdb")
+    await reopened.open()
+    try:
+        assert await scalar(reopened, "SELECT count(*) FROM assembled_traces") == 2
+    finally:
+        await reopened.close()
