@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -18,6 +19,7 @@ class Metrics:
 
     def __init__(self, *, score_buckets: Sequence[float] = DEFAULT_SCORE_BUCKETS) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.requests = Counter(
             "tracescorer_receiver_requests",
@@ -219,6 +221,16 @@ class Metrics:
             "Notifications per target, by channel (webhook, slack) and result (sent, failed, suppressed, dropped)",
             ["monitor", "channel", "result"], registry=r,
         )
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: the hot paths count per trace and per score, and a
+        lookup through ``labels()`` costs three times the increment. Label values are bounded
+        (binding ids, statuses, conventions, agents up to ``max_agents``)."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def track_readiness(self, reason: Callable[[], str | None]) -> None:
         """``tracescorer_ready`` is 1 while ``reason()`` is None; the info metric names the reason."""

@@ -196,7 +196,7 @@ class AssemblyStage:
                 if not spans and not logs:
                     continue  # nothing stored (e.g. retention removed it): nothing to assemble
                 results.append(self._extract(trace, _dedupe(spans), logs))
-            self._metrics.stage_cpu.labels("assembly").inc(time.thread_time() - started)
+            self._metrics.child(self._metrics.stage_cpu, "assembly").inc(time.thread_time() - started)
         if not results:
             return
         task = asyncio.create_task(self._persist(results), name="assembly-write")
@@ -240,9 +240,9 @@ class AssemblyStage:
         )
         m = self._metrics
         m.assembly_seconds.observe(time.perf_counter() - started)
-        m.traces_assembled.labels(trace.reason, "late" if trace.late else "first").inc()
+        m.child(m.traces_assembled, trace.reason, "late" if trace.late else "first").inc()
         for run in extraction.runs:
-            m.runs_extracted.labels(run.convention).inc()
+            m.child(m.runs_extracted, run.convention).inc()
         reason = extraction.unmatched_reason if not extraction.runs else None
         if reason is not None:
             m.traces_unmatched.inc()

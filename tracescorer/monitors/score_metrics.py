@@ -47,6 +47,6 @@ class ScoreMetrics:
             if record.source != "live":
                 continue
             agent = self.agent_label(record.entity_id)
-            m.score_results.labels(record.scorer_id, agent, record.label or "none", record.status).inc()
+            m.child(m.score_results, record.scorer_id, agent, record.label or "none", record.status).inc()
             if record.status == "ok" and record.score is not None:
-                m.score_value.labels(record.scorer_id, agent).observe(record.score)
+                m.child(m.score_value, record.scorer_id, agent).observe(record.score)

@@ -194,7 +194,7 @@ class ScoringRunner:
 
     def _record(self, bound: BoundScorer, target: Target, decision: Decision, detail: str | None, source: str,
                 score: ScoreRecord | None = None) -> None:
-        self._metrics.decisions.labels(bound.binding.id, decision.value).inc()
+        self._metrics.child(self._metrics.decisions, bound.binding.id, decision.value).inc()
         self.writer.add(decision_record(bound, target, decision, detail, source, score.id if score else None), score)
 
     # --- execution ------------------------------------------------------------------------------
@@ -229,13 +229,13 @@ class ScoringRunner:
         except Exception as exc:  # noqa: BLE001 - user scorer code: an error row, never a crash
             result, error = None, exc
         if not bound.uses_judge:  # a code scorer runs without yielding: its thread time is its own
-            self._metrics.stage_cpu.labels("scoring").inc(time.thread_time() - cpu)
+            self._metrics.child(self._metrics.stage_cpu, "scoring").inc(time.thread_time() - cpu)
         record = score_record(bound, target, source, result, error, time.perf_counter() - started)
         self.budget.add(record.judge_cost_usd)
         decision = outcome(record.status)
         self._record(bound, target, decision, decision_detail(record), source, record)
         m = self._metrics
-        m.scores.labels(bound.binding.id, record.status).inc()
+        m.child(m.scores, bound.binding.id, record.status).inc()
         if result is not None:
             for call in result.judge_calls:
                 m.judge_calls.labels(call.model, call.status).inc()
