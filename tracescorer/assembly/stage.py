@@ -210,11 +210,14 @@ class AssemblyStage:
         for res in results:
             for run in res.runs:
                 latest[run.run_id] = run
+        # never assembled before (as far as this process knows): the store need not look for their rows
+        new = [r.trace.trace_id for r in results if not r.trace.late]
         # sent together: the store commits both in one group, in order
         await asyncio.gather(
             self._store.upsert_runs(list(latest.values()),
-                                    replace_traces=[r.trace.trace_id for r in results if r.trace.from_store]),
-            self._store.record_assembly([r.record() for r in results]))
+                                    replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
+                                    new_traces=new),
+            self._store.record_assembly([r.record() for r in results], new_traces=new))
         runs = [r for res in results for r in res.runs]
         if self.conversations is not None:
             self.conversations.on_runs(runs)

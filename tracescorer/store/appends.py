@@ -11,6 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tracescorer.store.upsert import unregister
+
 
 _S, _U, _I = pa.string(), pa.uint64(), pa.int64()
 
@@ -74,7 +76,7 @@ def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table], received:
     try:
         con.execute(sql, {"received": received})
     finally:
-        con.unregister(name)
+        unregister(con, name)  # a failed insert's own error propagates, not the aborted transaction's
 
 
 def insert_spans(con: Any, tables: Sequence[pa.Table], received: float, catalog: str) -> None:

@@ -14,7 +14,7 @@ durable; errors are :class:`StoreError` subclasses.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -122,8 +122,10 @@ class SpanLog(Protocol):
         """Every trace with items received before ``when`` was handed to assembly: recovery
         looks no further back (a margin aside)."""
 
-    async def record_assembly(self, records: Sequence[AssemblyRecord]) -> None:
-        """Remember that these traces were assembled (and why some gave no run)."""
+    async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
+        """Remember that these traces were assembled (and why some gave no run). ``new_traces``:
+        traces the caller believes were never assembled before, a hint that lets the store skip
+        looking for their stored rows (a wrong hint costs time, never data)."""
 
     async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
         """Delete raw telemetry and assembly records received before ``older_than``; rows deleted
@@ -133,9 +135,10 @@ class SpanLog(Protocol):
 class ResultStore(Protocol):
     """Runs, conversations, scores, decisions: the history people query."""
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
+                          new_traces: Collection[str] = ()) -> None:
         """Insert or update runs by run id; for the traces in ``replace_traces`` (re-assembled),
-        runs not in ``runs`` are deleted."""
+        runs not in ``runs`` are deleted. ``new_traces``: as for :meth:`SpanLog.record_assembly`."""
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]: ...
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from tracescorer.config import mask_dsn
@@ -127,16 +127,17 @@ class CompositeStore:
     async def set_assembled_through(self, when: dt.datetime) -> None:
         await self.span_log.set_assembled_through(when)
 
-    async def record_assembly(self, records: Sequence[AssemblyRecord]) -> None:
-        await self.span_log.record_assembly(records)
+    async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
+        await self.span_log.record_assembly(records, new_traces=new_traces)
 
     async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
         return await self.span_log.prune_span_log(older_than)
 
     # --- ResultStore: PostgreSQL ------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
-        await self.results.upsert_runs(runs, replace_traces=replace_traces)
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
+                          new_traces: Collection[str] = ()) -> None:
+        await self.results.upsert_runs(runs, replace_traces=replace_traces, new_traces=new_traces)
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
         return await self.results.load_runs(run_ids)

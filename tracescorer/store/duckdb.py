@@ -22,7 +22,7 @@ import json
 import logging
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -325,8 +325,9 @@ class DuckDBStore:
     async def set_assembled_through(self, when: dt.datetime) -> None:
         await self.write(ops.write_marker, _WATERMARK, when.isoformat())
 
-    async def record_assembly(self, records: Sequence[AssemblyRecord]) -> None:
-        await self.write(ops.record_assembly, [_assembly_values(r) for r in records])
+    async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
+        new = set(new_traces)
+        await self.write(ops.record_assembly, [_assembly_values(r) for r in records], [r.trace_id in new for r in records])
 
     async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
         deleted: dict[str, int] = {}
@@ -337,8 +338,11 @@ class DuckDBStore:
 
     # --- ResultStore ------------------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
-        await self.write(ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces))
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
+                          new_traces: Collection[str] = ()) -> None:
+        new = set(new_traces)
+        await self.write(ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces),
+                         [r.trace_id in new for r in runs])
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
         return [run_from_row(r) for r in await self.read(ops.load_runs, list(run_ids))]

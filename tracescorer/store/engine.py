@@ -100,6 +100,18 @@ class _Job:
     queued_at: float = 0.0
 
 
+def _drop_hints(job: _Job) -> bool:
+    """Turn a :func:`tracescorer.store.ops.hinted` write that believed some keys new into the
+    same write believing none (True), for a retry after a primary-key violation; False otherwise."""
+    if job.kind != WRITE or not getattr(job.payload[0], "hinted", False):
+        return False
+    fn, args = job.payload
+    if not any(args[-1]):
+        return False
+    job.payload = (fn, (*args[:-1], [False] * len(args[-1])))
+    return True
+
+
 def _alone(job: _Job) -> bool:
     """A write that gets a transaction of its own (:func:`tracescorer.store.ops.alone`)."""
     return job.kind == WRITE and getattr(job.payload[0], "alone", False)
@@ -360,6 +372,10 @@ class Engine:
             if len(batch) > 1:
                 for job in batch:
                     self._commit([job], con)
+                return
+            if isinstance(exc, duckdb.ConstraintException) and _drop_hints(batch[0]):
+                log.debug("a key believed new was stored already; writing again without beliefs: %s", exc)
+                self._commit(batch, con)
                 return
             self._fail(batch[0], exc)
             return

@@ -30,6 +30,15 @@ def coalescable(fn: F) -> F:
     return fn
 
 
+def hinted(fn: F) -> F:
+    """Mark a write whose last argument lists, per row, whether the caller believes the row's key
+    is not stored yet (a trace assembled for the first time): such rows are inserted without
+    looking their key up. A wrong belief (a restart forgot the trace was assembled) fails the
+    insert on the primary key; the writer then runs the job again with no beliefs."""
+    fn.hinted = True  # type: ignore[attr-defined]
+    return fn
+
+
 def alone(fn: F) -> F:
     """Mark a write that runs in a transaction of its own, never batched with others: it writes a
     span log, and a DuckDB transaction writes one database file only."""
@@ -107,10 +116,11 @@ _ASSEMBLED = [c for c in column_names(ASSEMBLED_COLUMNS) if c != "assembled_at"]
 
 
 @coalescable
-def record_assembly(con: Any, records: Sequence[Row]) -> int:
+@hinted
+def record_assembly(con: Any, records: Sequence[Row], new: Sequence[bool]) -> int:
     """Upsert ``assembled_traces`` rows (values in record field order)."""
     return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records,
-                  expressions={"last_received_at": "to_timestamp({})"}, stamps={"assembled_at": "now()"})
+                  expressions={"last_received_at": "to_timestamp({})"}, stamps={"assembled_at": "now()"}, new=new)
 
 
 @alone
@@ -138,10 +148,11 @@ def _delete_before(con: Any, tables: Sequence[tuple[str, str, str]], older_than:
 
 
 @coalescable
-def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str]) -> int:
+@hinted
+def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str], new: Sequence[bool]) -> int:
     """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
     (e.g. the root arrived late and the agent span changed)."""
-    written = upsert_run_rows(con, run_rows)
+    written = upsert_run_rows(con, run_rows, new)
     current = {r[0] for r in run_rows}
     stale: list[str] = []
     for part in chunks(list(replace_traces)):  # through the runs_trace index, not a scan of every run

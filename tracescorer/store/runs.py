@@ -14,11 +14,12 @@ _DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "
 _TIME_COLUMNS = ("started_at", "ended_at")
 
 
-def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]]) -> int:
-    """Insert or update :func:`run_to_row` rows by ``run_id`` (store side)."""
+def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool] | None = None) -> int:
+    """Insert or update :func:`run_to_row` rows by ``run_id`` (store side); ``new``: see
+    :func:`~tracescorer.store.upsert.upsert`."""
     return upsert(con, "runs", _DATA_COLUMNS, "run_id", rows,
                   expressions={c: "make_timestamp({})::TIMESTAMPTZ" for c in _TIME_COLUMNS},
-                  stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",))
+                  stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",), new=new)
 
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"

@@ -26,23 +26,26 @@ _KEPT = "upsert_kept"
 
 def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequence[Sequence[Any]], *,
            expressions: Mapping[str, str] | None = None, stamps: Mapping[str, str] | None = None,
-           keep: Sequence[str] = ()) -> int:
+           keep: Sequence[str] = (), new: Sequence[bool] | None = None) -> int:
     """Insert or replace ``rows`` (values in ``columns`` order) keyed by ``key``; returns rows written.
 
     ``expressions`` turns a batch column into its stored value, ``{}`` standing for the column
     (``{"started_at": "make_timestamp({})::TIMESTAMPTZ"}``); ``stamps`` adds columns set by SQL
     (``{"updated_at": "now()"}``); ``keep`` names stamp columns (TIMESTAMPTZ) whose stored value
-    survives a replacement (``created_at``).
+    survives a replacement (``created_at``). ``new`` says per row that its key is not stored yet:
+    that key is not looked up (~9 µs a key through the index, most of an upsert's cost); if it is
+    stored after all, the insert fails on the primary key (:func:`tracescorer.store.ops.hinted`).
     """
     if not rows:
         return 0
     import pyarrow as pa  # the store process only; the daemon never loads Arrow
 
     key_index = list(columns).index(key)
-    unique = list({row[key_index]: row for row in rows}.values())
-    keys = [row[key_index] for row in unique]
+    latest = {row[key_index]: (row, bool(new[i]) if new is not None else False) for i, row in enumerate(rows)}
+    unique = [row for row, _ in latest.values()]
+    keys = [k for k, (_, is_new) in latest.items() if not is_new]  # those that may be stored
     kept: list[tuple[Any, ...]] = []
-    if keep:  # usually none: most keys are new
+    if keep and keys:  # usually none: most keys are new
         stored = ", ".join(f"epoch_us({c})" for c in keep)
         for part in chunks(keys):
             kept += con.execute(f"SELECT {key}, {stored} FROM {table} WHERE {key_in(key, len(part))}", part).fetchall()
@@ -60,10 +63,18 @@ def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequenc
             con.register(_KEPT, pa.Table.from_arrays([pa.array(list(col)) for col in zip(*kept)], names=[key, *keep]))
         con.execute(f"INSERT INTO {table} ({', '.join([*columns, *extra])}) SELECT {', '.join(select)} FROM {source}")
     finally:
-        con.unregister(_BATCH)
+        unregister(con, _BATCH)
         if kept:
-            con.unregister(_KEPT)
+            unregister(con, _KEPT)
     return len(unique)
+
+
+def unregister(con: Any, name: str) -> None:
+    """Drop a registered Arrow table, also inside a failed transaction (which refuses it)."""
+    try:
+        con.unregister(name)
+    except Exception:  # noqa: BLE001 - an aborted transaction refuses it; the error that aborted it is what matters
+        pass  # (the name is taken again by the next register)
 
 
 #: DuckDB's ``index_scan_max_count`` (2048): a longer IN list is answered by a table scan.

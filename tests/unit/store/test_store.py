@@ -4,6 +4,7 @@ lifecycle (OTel batch-processor cases), every domain method, on a real DuckDB fi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -358,3 +359,24 @@ async def test_results_writes_wait_to_be_committed_together_and_acknowledgements
         assert await scalar(reopened, "SELECT count(*) FROM assembled_traces") == 2
     finally:
         await reopened.close()
+
+
+async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(store):
+    """After a restart the daemon has forgotten which traces it assembled: late spans make it
+    believe a trace is new. The write meets the stored rows' keys and is done again as a replace."""
+    run, trace = _run(1), f"{1:032x}"
+    await store.upsert_runs([run], new_traces=[trace])
+    await store.record_assembly([_record(1)], new_traces=[trace])
+    created = await scalar(store, "SELECT epoch_us(created_at) FROM runs")
+    changed = dataclasses.replace(run, status="error", error="late root")
+    # alone, then batched with another trace's correct belief (one group commit: it fails as a whole)
+    await store.upsert_runs([changed], new_traces=[trace])
+    await asyncio.gather(store.upsert_runs([changed], new_traces=[trace]),
+                         store.upsert_runs([_run(2)], new_traces=[f"{2:032x}"]),
+                         store.record_assembly([dataclasses.replace(_record(1), span_count=9)], new_traces=[trace]),
+                         store.record_assembly([_record(2)], new_traces=[f"{2:032x}"]))
+    assert await fetch(store, "SELECT run_id, status, error, epoch_us(created_at) FROM runs ORDER BY run_id") == [
+        ("run-1", "error", "late root", created), ("run-2", "ok", None, await scalar(
+            store, "SELECT epoch_us(created_at) FROM runs WHERE run_id = 'run-2'"))]
+    assert await fetch(store, "SELECT trace_id, span_count FROM assembled_traces ORDER BY trace_id") == [
+        (trace, 9), (f"{2:032x}", 1)]

@@ -63,3 +63,19 @@ def test_existing_keys_are_found_through_the_index(con):
         f"EXPLAIN ANALYZE SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall())
     assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
     assert len(con.execute(f"SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall()) == 1000
+
+
+def test_rows_said_to_be_new_are_inserted_without_looking_their_key_up(con):
+    _upsert(con, [("old", 1)])
+    con.execute("BEGIN")
+    # "new" is not stored: inserted; "old" is believed new but stored: nothing looked it up, nothing
+    # replaced it, so the insert meets the primary key (the store's writer then retries without hints)
+    with pytest.raises(duckdb.ConstraintException):
+        upsert(con, "t", COLUMNS, "id", [("new", 2), ("old", 3)], stamps={"created_at": "now()", "updated_at": "now()"},
+               keep=("created_at",), new=[True, True])
+    con.execute("ROLLBACK")
+    con.execute("BEGIN")
+    assert upsert(con, "t", COLUMNS, "id", [("new", 2), ("old", 3)], stamps={"created_at": "now()", "updated_at": "now()"},
+                  keep=("created_at",), new=[True, False]) == 2
+    con.execute("COMMIT")
+    assert sorted(con.execute("SELECT id, value FROM t").fetchall()) == [("new", 2), ("old", 3)]

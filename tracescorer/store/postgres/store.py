@@ -14,7 +14,7 @@ import asyncio
 import datetime as dt
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from tracescorer.model import AgentRun, Conversation
@@ -164,7 +164,8 @@ class PostgresResultStore:
 
     # --- ResultStore -----------------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = ()) -> None:
+    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
+                          new_traces: Collection[str] = ()) -> None:  # INSERT ... ON CONFLICT needs no hint
         if not runs and not replace_traces:
             return
         rows = [run_to_row(r) for r in runs]
