@@ -44,6 +44,7 @@ from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
 from tracescorer.monitors.evaluator import MonitorState
 from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.store.fresh import NewTraces
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
 
@@ -105,6 +106,7 @@ class DuckDBStore:
         self._ids = itertools.count(1)
         self._futures: dict[int, tuple[asyncio.Future[Any], int]] = {}
         self._pending_items = 0
+        self._new_traces = NewTraces()
         self._channel: AsyncChannel | None = None
         self._process: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -341,6 +343,7 @@ class DuckDBStore:
     async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
                           new_traces: Collection[str] = ()) -> None:
         new = set(new_traces)
+        self._new_traces.assembled(new, [*replace_traces, *(r.trace_id for r in runs if r.trace_id not in new)])
         await self.write(ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces),
                          [r.trace_id in new for r in runs])
 
@@ -356,7 +359,9 @@ class DuckDBStore:
         return await self.read(ops.target_ids, scope, since, until)
 
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
-        await self.write(ops.write_scores, [score_values(s) for s in scores], [decision_values(d) for d in decisions])
+        fresh = self._new_traces
+        await self.write(ops.write_scores, [score_values(s) for s in scores], [decision_values(d) for d in decisions],
+                         [fresh.score(s) for s in scores], [fresh.decision(d) for d in decisions])
 
     async def spent_today_usd(self) -> float:
         return await self.read(ops.spent_today)

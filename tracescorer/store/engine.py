@@ -103,12 +103,14 @@ class _Job:
 def _drop_hints(job: _Job) -> bool:
     """Turn a :func:`tracescorer.store.ops.hinted` write that believed some keys new into the
     same write believing none (True), for a retry after a primary-key violation; False otherwise."""
-    if job.kind != WRITE or not getattr(job.payload[0], "hinted", False):
+    count = getattr(job.payload[0], "hinted", 0) if job.kind == WRITE else 0
+    if not count:
         return False
     fn, args = job.payload
-    if not any(args[-1]):
+    cut = len(args) - count
+    if not any(any(hints) for hints in args[cut:]):
         return False
-    job.payload = (fn, (*args[:-1], [False] * len(args[-1])))
+    job.payload = (fn, (*args[:cut], *([False] * len(hints) for hints in args[cut:])))
     return True
 
 

@@ -30,13 +30,16 @@ def coalescable(fn: F) -> F:
     return fn
 
 
-def hinted(fn: F) -> F:
-    """Mark a write whose last argument lists, per row, whether the caller believes the row's key
-    is not stored yet (a trace assembled for the first time): such rows are inserted without
-    looking their key up. A wrong belief (a restart forgot the trace was assembled) fails the
-    insert on the primary key; the writer then runs the job again with no beliefs."""
-    fn.hinted = True  # type: ignore[attr-defined]
-    return fn
+def hinted(count: int = 1) -> Callable[[F], F]:
+    """Mark a write whose last ``count`` arguments list, per row of a table, whether the caller
+    believes the row's key is not stored yet (a trace assembled for the first time): such rows
+    are inserted without looking their key up. A wrong belief (a restart forgot the trace was
+    assembled) fails the insert on the primary key; the writer then runs the job again with no
+    beliefs."""
+    def mark(fn: F) -> F:
+        fn.hinted = count  # type: ignore[attr-defined]
+        return fn
+    return mark
 
 
 def alone(fn: F) -> F:
@@ -116,7 +119,7 @@ _ASSEMBLED = [c for c in column_names(ASSEMBLED_COLUMNS) if c != "assembled_at"]
 
 
 @coalescable
-@hinted
+@hinted()
 def record_assembly(con: Any, records: Sequence[Row], new: Sequence[bool]) -> int:
     """Upsert ``assembled_traces`` rows (values in record field order)."""
     return upsert(con, "assembled_traces", _ASSEMBLED, "trace_id", records,
@@ -148,7 +151,7 @@ def _delete_before(con: Any, tables: Sequence[tuple[str, str, str]], older_than:
 
 
 @coalescable
-@hinted
+@hinted()
 def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str], new: Sequence[bool]) -> int:
     """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
     (e.g. the root arrived late and the agent span changed)."""
@@ -195,11 +198,15 @@ def target_ids(con: Any, scope: str, since: dt.datetime | None, until: dt.dateti
 
 
 @coalescable
-def write_scores(con: Any, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
+@hinted(2)
+def write_scores(con: Any, scores: Sequence[Row], decisions: Sequence[Row], new_scores: Sequence[bool],
+                 new_decisions: Sequence[bool]) -> None:
     """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again."""
     upsert(con, "scores", SCORE_FIELDS, "id", scores,
-           stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"}, keep=("created_at",))
-    upsert(con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"})
+           stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"}, keep=("created_at",),
+           new=new_scores)
+    upsert(con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"},
+           new=new_decisions)
 
 
 def spent_today(con: Any) -> float:

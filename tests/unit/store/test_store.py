@@ -380,3 +380,19 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
             store, "SELECT epoch_us(created_at) FROM runs WHERE run_id = 'run-2'"))]
     assert await fetch(store, "SELECT trace_id, span_count FROM assembled_traces ORDER BY trace_id") == [
         (trace, 9), (f"{2:032x}", 1)]
+
+
+async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces(store):
+    trace = f"{3:032x}"
+    await store.upsert_runs([_run(3)], new_traces=[trace])  # assembled for the first time
+    decision = dataclasses.replace(_decision(3), trace_id=trace)
+    await store.write_scores([_score(3)], [decision])
+    created = await scalar(store, "SELECT epoch_us(created_at) FROM scores")
+    # the same pair scored again while the trace is still believed new (say the reply was lost and
+    # the writer retried): both rows meet their keys, the job is done again as a replace
+    await asyncio.gather(store.write_scores([_score(3, reason="again")], [dataclasses.replace(decision, detail="x")]),
+                         store.write_scores([_score(4)], [_decision(4)]))
+    assert await fetch(store, "SELECT id, reason, epoch_us(created_at) FROM scores ORDER BY id") == [
+        ("score-3", "again", created), ("score-4", "ok", await scalar(store, "SELECT epoch_us(created_at) FROM scores "
+                                                                             "WHERE id = 'score-4'"))]
+    assert await fetch(store, "SELECT id, detail FROM scoring_decisions ORDER BY id") == [("d-3", "x"), ("d-4", None)]
