@@ -25,7 +25,7 @@ def _score(i: int, score: float = 0.5) -> ScoreRecord:
 
 def _write(con, scores):
     con.execute("BEGIN")
-    ops.write_scores(con, [score_values(s) for s in scores], [])
+    ops.write_scores(con, [score_values(s) for s in scores], [], [False] * len(scores), [])
     con.execute("COMMIT")
 
 

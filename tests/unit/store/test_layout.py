@@ -122,8 +122,9 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
     main database's writes (the batch would fail and be retried job by job)."""
     engine = Engine(wire.EngineOptions(path=":memory:"), lambda *a: None)
     old = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
-    jobs = [(ops.write_scores, ([], [])), (ops.write_scores, ([], [])), (ops.prune_spans, (layout.SPAN_LOGS[0], old)),
-            (ops.write_scores, ([], [])), (ops.prune_spans, (layout.SPAN_LOGS[1], old)), (ops.write_scores, ([], []))]
+    scores = (ops.write_scores, ([], [], [], []))
+    jobs = [scores, scores, (ops.prune_spans, (layout.SPAN_LOGS[0], old)), scores,
+            (ops.prune_spans, (layout.SPAN_LOGS[1], old)), scores]
     for i, job in enumerate(jobs):
         engine.dispatch(i, wire.WRITE, job)
     batches = []
