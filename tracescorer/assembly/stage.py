@@ -90,7 +90,7 @@ class AssemblyStage:
         self._listeners: list[RunListener] = []
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
-        self._tick_s = min(0.5, settings.idle_s / 2)
+        self._tick_s = min(0.25, settings.idle_s / 4)  # a complete trace waits up to a tick for its pass
         self._lock = asyncio.Lock()
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._watermark_at = 0.0
