@@ -166,25 +166,38 @@ def lag(info: control.ServeInfo, start: float, end: float) -> tuple[float, float
 STAGES = ("decode", "assembly", "scoring")
 
 
+class RssSampler:
+    """The tree's RSS every ``interval_s`` while the ``with`` block runs (``samples``, bytes)."""
+
+    def __init__(self, tree: Tree, interval_s: float) -> None:
+        self.samples: list[int] = []
+        self._tree, self._interval_s = tree, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.samples.append(self._tree.rss())
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
          seq: int) -> tuple[dict[str, Any], int]:
     m0, c0 = scrape(info.url), tree.cpu()
-    rss: list[int] = []
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.5):
-            rss.append(tree.rss())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     target = f"127.0.0.1:{info.grpc_port}"
-    start = time.time()
-    tally, seq = asyncio.run(paced(target, rate, seconds, templates, patcher, seq))
-    end = time.time()
-    scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
-    stop.set()
-    sampler.join()
+    with RssSampler(tree, 0.5) as sampler:
+        start = time.time()
+        tally, seq = asyncio.run(paced(target, rate, seconds, templates, patcher, seq))
+        end = time.time()
+        scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
+    rss = sampler.samples
     m1, c1 = scrape(info.url), tree.cpu()
     spans = max(1, tally.acked_spans)
     cpu_us = {f"{k}_us": (c1.get(k, 0) - c0.get(k, 0)) / spans * 1e6 for k in ("daemon", "store")}
@@ -225,19 +238,11 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
     remaining = seconds
     while remaining > 0:
         dur = min(30.0, remaining)
-        samples: list[int] = []
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(1.0):
-                samples.append(tree.rss())
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        # many more requests in flight than any bound admits: the daemon must refuse, not queue
-        tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq, inflight=256))
-        done.set()
-        sampler.join()
+        with RssSampler(tree, 1.0) as sampler:
+            # many more requests in flight than any bound admits: the daemon must refuse, not queue
+            tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq,
+                                           inflight=256))
+        samples = sampler.samples
         end = tree.rss()
         acked += tally.acked_spans
         for k, v in tally.refused.items():
