@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 
-#: Traces remembered: several minutes of first assemblies at thousands of traces a second (~100 B each).
-LIMIT = 200_000
+#: Traces remembered (~170 B each: ~16 MB): a minute of first assemblies at the highest sustained
+#: rate measured; live scores are written seconds after assembly, later ones are looked up.
+LIMIT = 100_000
 
 
 class NewTraces:
