@@ -141,3 +141,37 @@ def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
         assert TRACE in table
     finally:
         assert daemon.stop() == 0, daemon.log()
+
+
+def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stored(tmp_path):
+    """After a restart the daemon no longer knows it assembled a trace: a late span arrives alone,
+    without its root. Once handed out (``max_wait_s``) the store says the trace was assembled
+    before: it is read back whole and assembled again as a late trace, its rows replaced (not
+    taken for new, not rebuilt from the late span alone)."""
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.5, "max_wait_s": 1.5},
+                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}])
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    spans = agent_spans()
+    try:
+        post(daemon, [s for s in spans if s["span_id"] != TOOL])
+        first = wait_runs(daemon, 1)[0]
+        wait_for(lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] == 1, 20, interval_s=0.1,
+                 what="the first score")
+        before = daemon.query_json("SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated "
+                                   "FROM scores")[0]
+    finally:
+        assert daemon.stop() == 0, daemon.log()
+    daemon.start()
+    try:
+        post(daemon, [s for s in spans if s["span_id"] == TOOL])  # the late tool span, after the restart
+        second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
+        assert second["run_id"] == first["run_id"]
+        assert daemon.query_json("SELECT span_count FROM assembled_traces") == [{"span_count": 4}]
+        after = wait_for(lambda: (lambda rows: rows if rows[0]["updated"] > before["updated"] else None)(
+            daemon.query_json("SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated "
+                              "FROM scores")), 20, interval_s=0.1, what="the re-score")
+        assert len(after) == 1 and after[0]["id"] == before["id"] and after[0]["created"] == before["created"]
+        decisions = daemon.query_json("SELECT decision, count(*) AS n FROM scoring_decisions GROUP BY ALL")
+        assert decisions == [{"decision": "scored", "n": 1}]
+    finally:
+        assert daemon.stop() == 0, daemon.log()

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
@@ -182,9 +182,20 @@ class AssemblyStage:
                 out[tid] = (data.spans, data.logs)
         return out
 
+    async def _recall(self, traces: list[AssembledTrace]) -> list[AssembledTrace]:
+        """A trace taken for new without a root span in memory may have been assembled before a
+        restart (its root and the rest are in the span log, these are late items): ask the store,
+        and read those back whole like any late trace, instead of assembling the late items alone."""
+        doubtful = [t.trace_id for t in traces if t.incomplete and not t.from_store]
+        if not doubtful:
+            return traces
+        known = await self._store.assembled_before(doubtful)
+        return [replace(t, late=True) if t.trace_id in known else t for t in traces]
+
     async def _assemble(self, traces: list[AssembledTrace]) -> None:
         """Extract a chunk and start writing its runs; the next chunk is extracted while they are
         written (at most ``IN_FLIGHT`` chunks in flight), listeners hear of runs once stored."""
+        traces = await self._recall(traces)
         stored = await self._load([t for t in traces if t.from_store])
         results = []
         for at in range(0, len(traces), SLICE):

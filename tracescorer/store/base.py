@@ -118,6 +118,9 @@ class SpanLog(Protocol):
         first: (trace id, when the first and the last such item were received (epoch s),
         assembled before)."""
 
+    async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
+        """Those of the given traces that have an assembly record."""
+
     async def set_assembled_through(self, when: dt.datetime) -> None:
         """Every trace with items received before ``when`` was handed to assembly: recovery
         looks no further back (a margin aside)."""

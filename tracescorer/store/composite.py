@@ -124,6 +124,9 @@ class CompositeStore:
     async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
         return await self.span_log.pending_traces(limit=limit)
 
+    async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
+        return await self.span_log.assembled_before(trace_ids)
+
     async def set_assembled_through(self, when: dt.datetime) -> None:
         await self.span_log.set_assembled_through(when)
 

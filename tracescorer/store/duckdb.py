@@ -324,6 +324,9 @@ class DuckDBStore:
             since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
         return await self.read(ops.pending_traces, since, limit)
 
+    async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
+        return set(await self.read(ops.assembled_before, list(trace_ids))) if trace_ids else set()
+
     async def set_assembled_through(self, when: dt.datetime) -> None:
         await self.write(ops.write_marker, _WATERMARK, when.isoformat())
 

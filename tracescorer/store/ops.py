@@ -106,6 +106,11 @@ def pending_traces(con: Any, since: dt.datetime, limit: int) -> list[tuple[str, 
             for r in con.execute(_PENDING_SQL, [since, since, limit]).fetchall()]
 
 
+def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[str]:
+    return [r[0] for r in con.execute("SELECT trace_id FROM assembled_traces WHERE trace_id IN "
+                                      "(SELECT unnest(?::VARCHAR[]))", [list(trace_ids)]).fetchall()]
+
+
 def read_marker(con: Any, key: str) -> str | None:
     rows = con.execute("SELECT value FROM schema_info WHERE key = ?", [key]).fetchall()
     return str(rows[0][0]) if rows else None

@@ -380,6 +380,7 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
             store, "SELECT epoch_us(created_at) FROM runs WHERE run_id = 'run-2'"))]
     assert await fetch(store, "SELECT trace_id, span_count FROM assembled_traces ORDER BY trace_id") == [
         (trace, 9), (f"{2:032x}", 1)]
+    assert await store.assembled_before([trace, "f" * 32]) == {trace} and await store.assembled_before([]) == set()
 
 
 async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces(store):
