@@ -40,9 +40,7 @@ class NewTraces:
 
     def score(self, record: ScoreRecord) -> bool:
         """Whether ``record`` is the first score of its (scorer, run) pair."""
-        return (record.source == "live" and record.entity_type == "agent" and record.trace_id is not None
-                and record.trace_id in self._traces)
+        return record.source == "live" and record.entity_type == "agent" and record.trace_id in self._traces
 
     def decision(self, record: DecisionRecord) -> bool:
-        return (record.source == "live" and record.target_type == "run" and record.trace_id is not None
-                and record.trace_id in self._traces)
+        return record.source == "live" and record.target_type == "run" and record.trace_id in self._traces

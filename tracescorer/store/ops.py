@@ -107,8 +107,11 @@ def pending_traces(con: Any, since: dt.datetime, limit: int) -> list[tuple[str, 
 
 
 def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[str]:
-    return [r[0] for r in con.execute("SELECT trace_id FROM assembled_traces WHERE trace_id IN "
-                                      "(SELECT unnest(?::VARCHAR[]))", [list(trace_ids)]).fetchall()]
+    found: list[str] = []
+    for part in chunks(list(trace_ids)):  # through the key's index, not a scan of every record
+        found += [r[0] for r in con.execute(f"SELECT trace_id FROM assembled_traces WHERE {key_in('trace_id', len(part))}",
+                                            part).fetchall()]
+    return found
 
 
 def read_marker(con: Any, key: str) -> str | None:

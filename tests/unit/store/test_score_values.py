@@ -3,10 +3,15 @@ the store's tags (a fast encoder that writes NaN as null would lose them)."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
+from typing import NamedTuple
+
+import pydantic
 
 from tracescorer.store.jsonvalue import loads
-from tracescorer.store.records import ScoreRecord
+from tracescorer.store.records import ScoreRecord, plain
 from tracescorer.store.scores import SCORE_FIELDS, score_values
 
 
@@ -24,14 +29,6 @@ def test_json_fields_round_trip_what_plain_json_cannot_hold():
 
 
 def test_plain_turns_models_dataclasses_and_subclasses_into_json_data():
-    import dataclasses
-    import enum
-    from typing import NamedTuple
-
-    import pydantic
-
-    from tracescorer.store.records import plain
-
     class Colour(str, enum.Enum):
         RED = "red"
 
