@@ -51,25 +51,34 @@ class Tree:
         except psutil.Error:
             return []
 
+    @staticmethod
+    def _role(p: psutil.Process) -> str:
+        return "store" if "tracescorer.store.engine" in " ".join(p.cmdline()) else "daemon"
+
     def cpu(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for p in self.procs():
             try:
                 t = p.cpu_times()
-                name = "store" if "tracescorer.store.engine" in " ".join(p.cmdline()) else "daemon"
+                name = self._role(p)
                 out[name] = out.get(name, 0.0) + t.user + t.system
             except psutil.Error:
                 pass
         return out
 
-    def rss(self) -> int:
-        total = 0
+    def rss_by_role(self) -> dict[str, int]:
+        """RSS bytes of the daemon and the store process apart."""
+        out: dict[str, int] = {}
         for p in self.procs():
             try:
-                total += p.memory_info().rss
+                name = self._role(p)
+                out[name] = out.get(name, 0) + p.memory_info().rss
             except psutil.Error:
                 pass
-        return total
+        return out
+
+    def rss(self) -> int:
+        return sum(self.rss_by_role().values())
 
 
 def load(mode: str, target: str, seconds: float, clients: int, server_pid: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ scored in time, against the walk baseline measured in the same run.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
 
-    python bench/sustained.py                     # about 7 minutes
+    python bench/sustained.py                     # about 9 minutes
     python bench/sustained.py --overload-s 600    # with the 10-minute 2x overload
 
 Bounded: every phase stops by itself. Prints one table per phase and a JSON summary last.
@@ -171,13 +171,17 @@ class RssSampler:
 
     def __init__(self, tree: Tree, interval_s: float) -> None:
         self.samples: list[int] = []
+        self.by_role: dict[str, list[int]] = {}
         self._tree, self._interval_s = tree, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            self.samples.append(self._tree.rss())
+            split = self._tree.rss_by_role()
+            self.samples.append(sum(split.values()))
+            for role, rss in split.items():
+                self.by_role.setdefault(role, []).append(rss)
 
     def __enter__(self) -> RssSampler:
         self._thread.start()
@@ -248,7 +252,8 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
         for k, v in tally.refused.items():
             refused[k] = refused.get(k, 0) + v
         samples = sorted(samples or [end])
-        slices.append({"rss_median_mb": samples[len(samples) // 2] / 2**20, "rss_max_mb": samples[-1] / 2**20,
+        roles = {f"{role}_rss_median_mb": sorted(v)[len(v) // 2] / 2**20 for role, v in sampler.by_role.items()}
+        slices.append({"rss_median_mb": samples[len(samples) // 2] / 2**20, "rss_max_mb": samples[-1] / 2**20, **roles,
                        "rss_end_mb": end / 2**20, "acked_spans_per_s": tally.acked_spans / dur,
                        "ack_p99_ms": pct(tally.latencies, 0.99) * 1000})
         remaining -= dur
@@ -263,7 +268,7 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-s", type=float, default=10.0)
-    parser.add_argument("--steps", default="0.02,0.03,0.04,0.05,0.06,0.08,0.1",
+    parser.add_argument("--steps", default="0.02,0.03,0.04,0.05,0.06,0.08,0.1,0.12,0.15",
                         help="offered rates as fractions of the walk baseline")
     parser.add_argument("--step-s", type=float, default=45.0)
     parser.add_argument("--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)")

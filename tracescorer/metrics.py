@@ -70,6 +70,13 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=r,
         )
+        self.checkpoint_seconds = Histogram(
+            "tracescorer_store_checkpoint_seconds",
+            "Duration of one checkpoint of a store database (its commits wait meanwhile)",
+            ["database"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16),
+            registry=r,
+        )
         self.commits = Counter(
             "tracescorer_store_commits", "Group commits", registry=r
         )
@@ -256,6 +263,9 @@ class Metrics:
     def on_commit(self, seconds: float, spans: int, logs: int) -> None:
         self.commit_seconds.observe(seconds)
         self.commits.inc()
+
+    def on_checkpoint(self, database: str, seconds: float) -> None:
+        self.child(self.checkpoint_seconds, database).observe(seconds)
 
     def on_error(self, error: BaseException) -> None:
         self.write_errors.inc()

@@ -68,11 +68,17 @@ class CommitObserver(Protocol):
 
     def on_commit(self, seconds: float, spans: int, logs: int) -> None: ...
 
+    def on_checkpoint(self, database: str, seconds: float) -> None:
+        """A checkpoint of ``database`` (``main`` or ``span_log``) finished."""
+
     def on_error(self, error: BaseException) -> None: ...
 
 
 class _NullObserver:
     def on_commit(self, seconds: float, spans: int, logs: int) -> None:
+        pass
+
+    def on_checkpoint(self, database: str, seconds: float) -> None:
         pass
 
     def on_error(self, error: BaseException) -> None:
@@ -265,6 +271,8 @@ class DuckDBStore:
             if failing is not None:
                 self._observer.on_error(StoreError(failing))
             self._failure = failing
+        for database, seconds in meta.get("checkpoints", ()):
+            self._observer.on_checkpoint(database, seconds)
         commit_id = meta.get("commit_id", 0)
         if "commit_s" in meta and commit_id > self._last_commit:
             self._last_commit = commit_id

@@ -45,9 +45,12 @@ from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
 from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracescorer.store.engine")  # run as __main__ in the store process
 
 Connection = duckdb.DuckDBPyConnection
+
+#: a checkpoint this long is logged: the commits of its database (acknowledgements, for a span log) waited for it
+SLOW_CHECKPOINT_S = 2.0
 
 # Exceptions that say "this data cannot be stored" (the client's fault), not "the database is
 # unwell" (retry later).
@@ -176,6 +179,9 @@ class Engine:
         self._logs = threading.Condition()
         self._log_target = layout.SPAN_LOGS[0]
         self._log_in_use: str | None = None
+        # (database, seconds) of checkpoints not reported yet: they go out with the next reply
+        self._checkpoints: list[tuple[str, float]] = []
+        self._checkpoints_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -233,6 +239,7 @@ class Engine:
             self._logs.notify_all()
 
     def _checkpoint(self, catalog: str) -> None:
+        started = time.perf_counter()
         try:
             cur = self._con.cursor()
             try:
@@ -241,6 +248,13 @@ class Engine:
                 cur.close()
         except duckdb.Error as exc:  # a conflicting transaction, a full disk: try again later
             log.debug("checkpoint of %s skipped: %s", catalog, exc)
+            return
+        seconds = time.perf_counter() - started
+        database = "span_log" if catalog in layout.SPAN_LOGS else "main"
+        if seconds >= SLOW_CHECKPOINT_S:  # its database's commits waited meanwhile
+            log.warning("checkpoint of the %s database (%s) took %.1f s", database, catalog, seconds)
+        with self._checkpoints_lock:
+            self._checkpoints.append((database, seconds))
 
     def shutdown(self, timeout_s: float) -> bool:
         """Commit what is queued (until the deadline), stop the readers, checkpoint, close."""
@@ -336,7 +350,11 @@ class Engine:
                     job.arrow = None
 
     def _meta(self) -> dict[str, Any]:
-        return {"failing": self._failing, "commit_id": self._commit_id}
+        meta: dict[str, Any] = {"failing": self._failing, "commit_id": self._commit_id}
+        if self._checkpoints:
+            with self._checkpoints_lock:
+                meta["checkpoints"], self._checkpoints = self._checkpoints, []
+        return meta
 
     def _commit(self, batch: list[_Job], con: Connection) -> None:
         if any(job.kind == TELEMETRY and job.arrow is None for job in batch):
@@ -391,6 +409,8 @@ class Engine:
             if job.kind == TELEMETRY:
                 result = (job.items, 0, "", received, received)
             self._reply(job.req_id, True, result, meta)
+            if "checkpoints" in meta:  # reported once, not once per job of the batch
+                meta = {k: v for k, v in meta.items() if k != "checkpoints"}
 
     @staticmethod
     def _run_writes(con: Connection, batch: list[_Job]) -> list[Any]:

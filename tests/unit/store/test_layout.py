@@ -48,7 +48,8 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
     path = tmp_path / "s.duckdb"
     # a WAL this small passes the threshold after a few appends: the checkpointer moves appends
     # to the other span log, checkpoints the first, and so on
-    store = DuckDBStore(path, checkpoint_threshold="64KB")
+    metrics = Metrics()
+    store = DuckDBStore(path, checkpoint_threshold="64KB", observer=metrics)
     await store.open()
     batches = 0
     try:
@@ -65,6 +66,11 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
         assert await scalar(store, "SELECT count(DISTINCT span_id) FROM spans") == batches * 50
     finally:
         await store.close()
+    # each checkpoint was reported with a later reply: operators see how long commits waited
+    exposed = generate_latest(metrics.registry).decode()
+    counted = [float(x.rpartition(" ")[2]) for x in exposed.splitlines()
+               if x.startswith('tracescorer_store_checkpoint_seconds_count{database="span_log"}')]
+    assert counted and counted[0] >= 1
     per_file = _rows_per_file(path)
     assert sum(per_file) == batches * 50 and min(per_file) > 0
     reopened = DuckDBStore(path)  # both files are read after a restart

@@ -38,6 +38,9 @@ class Observer:
     def on_commit(self, seconds: float, spans: int, logs: int) -> None:
         self.commits.append((spans, logs))
 
+    def on_checkpoint(self, database: str, seconds: float) -> None:
+        pass
+
     def on_error(self, error: BaseException) -> None:
         self.errors.append(error)
 
