@@ -350,6 +350,7 @@ class Engine:
                     job.arrow = None
 
     def _meta(self) -> dict[str, Any]:
+        """The state a reply carries; each checkpoint goes out with one reply only."""
         meta: dict[str, Any] = {"failing": self._failing, "commit_id": self._commit_id}
         if self._checkpoints:
             with self._checkpoints_lock:
@@ -403,14 +404,12 @@ class Engine:
             self._release_log()
         commit_id = self._commit_id = next(self._commits)
         self._failing = None
-        meta = {**self._meta(), "commit_id": commit_id, "commit_s": time.perf_counter() - started,
-                "spans": sum(t.num_rows for t in spans), "logs": sum(t.num_rows for t in logs)}
+        commit = {"commit_id": commit_id, "commit_s": time.perf_counter() - started,
+                  "spans": sum(t.num_rows for t in spans), "logs": sum(t.num_rows for t in logs)}
         for job, result in zip(batch, results):
             if job.kind == TELEMETRY:
                 result = (job.items, 0, "", received, received)
-            self._reply(job.req_id, True, result, meta)
-            if "checkpoints" in meta:  # reported once, not once per job of the batch
-                meta = {k: v for k, v in meta.items() if k != "checkpoints"}
+            self._reply(job.req_id, True, result, {**self._meta(), **commit})
 
     @staticmethod
     def _run_writes(con: Connection, batch: list[_Job]) -> list[Any]:

@@ -123,6 +123,20 @@ async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
     assert sum(os.path.getsize(p) for p in layout.span_log_paths(path)) > 0
 
 
+def test_a_checkpoint_goes_out_with_one_reply_of_a_group_commit():
+    metas: list[dict[str, object]] = []
+    engine = Engine(wire.EngineOptions(path=":memory:"), lambda req_id, ok, result, meta: metas.append(meta))
+    try:
+        engine._checkpoint(layout.main_catalog(engine._con))
+        for i in range(3):
+            engine.dispatch(i, wire.WRITE, (ops.write_scores, ([], [], [], [])))
+        engine._commit(engine._take(engine._stage) or [], engine._con)
+    finally:
+        engine._con.close()
+    assert [len(m.get("checkpoints", ())) for m in metas] == [1, 0, 0]  # type: ignore[arg-type]
+    assert len({m["commit_id"] for m in metas}) == 1 and all("commit_s" in m for m in metas)
+
+
 def test_a_span_log_write_gets_a_transaction_of_its_own():
     """A DuckDB transaction writes one file: the prune of a span log is never batched with the
     main database's writes (the batch would fail and be retried job by job)."""
