@@ -79,7 +79,8 @@ class App:
         self.shared = self.coordination is not None
         self._leader: AdvisoryLeader | None = None
         self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s,
-                                 max_inflight_bytes=s.receiver.max_inflight_bytes)
+                                 max_inflight_bytes=s.receiver.max_inflight_bytes,
+                                 max_requests=s.receiver.max_concurrent_requests)
         bound = build_bindings(s.scorers, s.judge)
         self.conversations = self._build_idler(any(b.binding.scope == "conversation" for b in bound))
         self.assembly = AssemblyStage(s.assembly, self.store, self.metrics, conversations=self.conversations)

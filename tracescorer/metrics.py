@@ -41,7 +41,7 @@ class Metrics:
         )
         self.backpressure = Counter(
             "tracescorer_receiver_backpressure",
-            "Requests refused as retryable backpressure, by the bound that was hit (inflight_bytes, "
+            "Requests refused as retryable backpressure, by the bound that was hit (requests, inflight_bytes, "
             "write_queue, assembly, scoring)",
             ["bound"],
             registry=r,

@@ -14,6 +14,7 @@ import grpc
 from support import gated
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async
 from support.db import scalar
+from support.gate import WriterGate
 from support.payloads import trace_request
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -81,6 +82,29 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
         await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
         assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
         await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready again")
+
+
+async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bodies_are_read(tmp_path):
+    settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 2, "retry_after_s": 1})
+    async with running_app(settings) as app, WriterGate(app.store, tmp_path) as gate:
+        # one request at each receiver waits for the held writer: that is every place there is
+        held = [asyncio.create_task(asyncio.to_thread(_post_http, app.http_port, _agent_trace(1))),
+                asyncio.create_task(asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(2)))]
+        await wait_for_async(lambda: app.ingestor.requests_in_flight == 2, 20, what="two requests in flight")
+        # more are refused as retryable at once (the helpers assert Retry-After / RetryInfo), whatever their size
+        big = _agent_trace(3, spans=40)
+        assert await asyncio.to_thread(_post_http, app.http_port, big) == 429
+        assert await asyncio.to_thread(_post_grpc, app.grpc_port, big) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert 'tracescorer_receiver_backpressure_total{bound="requests"} 2.0' in app.metrics.render().decode()
+        assert app.ingestor.requests_in_flight == 2 and app.ingestor.inflight_bytes > 0
+        gate.open()
+        assert await asyncio.gather(*held) == [200, grpc.StatusCode.OK]
+        # every place is given back (refused ones too), and nothing acknowledged is missing
+        await wait_for_async(lambda: app.ingestor.requests_in_flight == 0, 20, what="no request in flight")
+        assert app.ingestor.inflight_bytes == 0
+        assert await asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(4)) == grpc.StatusCode.OK
+        assert await asyncio.to_thread(_post_http, app.http_port, _agent_trace(5)) == 200
+        assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 4
 
 
 async def _scored(app, n: int) -> bool:

@@ -99,7 +99,12 @@ class OtlpGrpcReceiver:
                 self._metrics.requests.labels("grpc", signal.value, "unauthenticated").inc()
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
         try:
-            outcome = await self._ingestor.ingest(signal, Encoding.PROTOBUF, request)
+            # grpc hands a call over once its message is in: its place among the requests in flight starts here
+            ticket = self._ingestor.enter(signal)
+            try:
+                outcome = await self._ingestor.ingest(signal, Encoding.PROTOBUF, request, ticket)
+            finally:
+                self._ingestor.leave(ticket)
         except IngestRefused as exc:
             self._metrics.requests.labels("grpc", signal.value, exc.reason).inc()
             if not exc.retryable:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import status
-from tracescorer.receiver.ingest import Encoding, IngestRefused, Ingestor, Signal
+from tracescorer.receiver.ingest import Encoding, IngestRefused, Ingestor, Signal, Ticket
 
 _MEDIA_TYPES = {"application/x-protobuf": Encoding.PROTOBUF, "application/json": Encoding.JSON}
 
@@ -103,9 +103,16 @@ class OtlpHttpHandler:
             return self._too_large(signal, encoding)
         try:
             # refuse before reading the body: many large requests must not pile up in memory
-            self._ingestor.admit(signal, request.content_length or 0)
+            ticket = self._ingestor.enter(signal, request.content_length or 0)
         except IngestRefused as exc:
             return self._refused(signal, encoding, exc)
+        try:
+            return await self._receive(request, signal, encoding, content_encoding, ticket)
+        finally:
+            self._ingestor.leave(ticket)
+
+    async def _receive(self, request: web.Request, signal: Signal, encoding: Encoding, content_encoding: str,
+                       ticket: Ticket) -> web.Response:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -118,7 +125,7 @@ class OtlpHttpHandler:
             except ValueError as exc:
                 return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), "decode_error")
         try:
-            outcome = await self._ingestor.ingest(signal, encoding, body)
+            outcome = await self._ingestor.ingest(signal, encoding, body, ticket)
         except IngestRefused as exc:
             return self._refused(signal, encoding, exc)
         self._metrics.requests.labels("http", signal.value, "partial" if outcome.rejected else "ok").inc()

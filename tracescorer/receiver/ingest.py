@@ -3,8 +3,11 @@
 Both receivers (gRPC and HTTP) call :meth:`Ingestor.ingest` and map its outcome or exception to
 their protocol's status codes. Nothing is acknowledged before its rows are committed.
 
-Admission is bounded by the whole pipeline, not only the write queue: the bytes of requests in
-flight (being decoded or waiting for their commit), the store's queue of uncommitted items, and
+Admission is bounded by the whole pipeline, not only the write queue: the requests in flight
+(counted from the moment a receiver gets one: at HTTP before its body is read, whose announced
+length is held meanwhile; grpc hands a call over with its message), the bytes of requests in
+flight (being received, decoded or waiting for their commit), the store's queue of uncommitted
+items, and
 whatever the downstream stages report through their backlog checks (traces waiting for assembly,
 targets waiting for a scorer). When any is over its bound the request is refused as retryable
 backpressure before it is decoded, so a client that keeps sending is slowed down instead of
@@ -49,6 +52,17 @@ class IngestRefused(Exception):
         self.retry_after_s = retry_after_s
 
 
+class Ticket:
+    """A request's place among those in flight (:meth:`Ingestor.enter`); ``reserved``: the bytes
+    held for its body while it is received."""
+
+    __slots__ = ("reserved", "left")
+
+    def __init__(self, reserved: int) -> None:
+        self.reserved = reserved
+        self.left = False
+
+
 @dataclass(frozen=True, slots=True)
 class IngestOutcome:
     accepted: int
@@ -82,6 +96,7 @@ class Ingestor:
         *,
         retry_after_s: int = 1,
         max_inflight_bytes: int = 64 * 1024 * 1024,
+        max_requests: int = 64,
         listeners: Sequence[TelemetryListener] = (),
     ) -> None:
         self._store = store
@@ -89,6 +104,9 @@ class Ingestor:
         self._retry_after_s = retry_after_s
         self._max_inflight = max_inflight_bytes
         self._inflight = 0
+        self._max_requests = max_requests
+        self._requests = 0  # requests seen by a receiver and not answered yet
+        self._receiving = 0  # bytes reserved for bodies being received
         self._listeners = list(listeners)
         self._checks: list[tuple[str, BacklogCheck]] = []
         self._closing = False
@@ -105,7 +123,33 @@ class Ingestor:
 
     @property
     def inflight_bytes(self) -> int:
-        return self._inflight
+        """Bytes of requests in flight: bodies being ingested and those reserved while received."""
+        return self._inflight + self._receiving
+
+    @property
+    def requests_in_flight(self) -> int:
+        return self._requests
+
+    def enter(self, signal: Signal, size: int = 0) -> Ticket:
+        """Take a place among the requests in flight as soon as a receiver sees one, before its
+        body is read (``size``: its announced length, held until :meth:`ingest` takes the body);
+        raise :class:`IngestRefused` when none may be taken now. Every ticket is given back with
+        :meth:`leave` once the request is answered, whatever happened to it."""
+        if not self._closing and self._requests >= self._max_requests:
+            raise self._refuse(signal, "requests", f"too many requests in flight ({self._requests}; "
+                                                   "receiver.max_concurrent_requests)")
+        self.admit(signal, size)
+        self._requests += 1
+        self._receiving += size
+        return Ticket(size)
+
+    def leave(self, ticket: Ticket) -> None:
+        if ticket.left:
+            return
+        ticket.left = True
+        self._requests -= 1
+        self._receiving -= ticket.reserved
+        ticket.reserved = 0
 
     def over_bound(self) -> str | None:
         """Why new requests are refused right now (None when they are admitted)."""
@@ -125,14 +169,20 @@ class Ingestor:
             raise IngestRefused("shutting_down", "server is shutting down", retryable=True,
                                 retry_after_s=self._retry_after_s)
         # an oversized request is still admitted when nothing else is in flight, so it can progress
-        if self._inflight and self._inflight + size > self._max_inflight:
-            raise self._refuse(signal, "inflight_bytes", f"too much in flight ({self._inflight} bytes being ingested)")
+        held = self._inflight + self._receiving
+        if held and held + size > self._max_inflight:
+            raise self._refuse(signal, "inflight_bytes", f"too much in flight ({held} bytes being ingested)")
         reason = self.over_bound()
         if reason is not None:
             raise self._refuse(signal, reason.split(":", 1)[0], f"pipeline busy ({reason})")
 
-    async def ingest(self, signal: Signal, encoding: Encoding, body: bytes) -> IngestOutcome:
-        """Admit, decode ``body`` and return once its valid items are committed."""
+    async def ingest(self, signal: Signal, encoding: Encoding, body: bytes, ticket: Ticket | None = None
+                     ) -> IngestOutcome:
+        """Admit, decode ``body`` and return once its valid items are committed; the bytes the
+        request's ``ticket`` held for it are now counted as the body's."""
+        if ticket is not None:
+            self._receiving -= ticket.reserved
+            ticket.reserved = 0
         self.admit(signal, len(body))
         self._inflight += len(body)
         try:
