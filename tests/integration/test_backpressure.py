@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
@@ -105,6 +108,36 @@ async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bod
         assert await asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(4)) == grpc.StatusCode.OK
         assert await asyncio.to_thread(_post_http, app.http_port, _agent_trace(5)) == 200
         assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 4
+
+
+async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(tmp_path):
+    """grpc runs on a loop of its own: with the daemon's loop held, a call is still taken (and
+    waits for the loop), and one beyond receiver.max_concurrent_requests is refused at once as
+    retryable instead of waiting unseen inside grpc."""
+    settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 1})
+    async with running_app(settings) as app:
+        held, seen = threading.Event(), {}
+
+        def client() -> None:
+            with ThreadPoolExecutor(1) as pool:
+                first = pool.submit(_post_grpc, app.grpc_port, _agent_trace(1))
+                deadline = time.monotonic() + 20
+                while app.grpc.calls_waiting < 1 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen["taken"] = app.grpc.calls_waiting
+                seen["second"] = _post_grpc(app.grpc_port, _agent_trace(2))
+                seen["loop_still_held"] = not held.is_set()
+                held.set()
+                seen["first"] = first.result(timeout=30)
+
+        thread = threading.Thread(target=client)
+        thread.start()
+        held.wait(30)  # holds the daemon's loop (this test runs on it) until the client is done
+        held.set()
+        await asyncio.to_thread(thread.join, 30)
+        assert seen == {"taken": 1, "second": grpc.StatusCode.RESOURCE_EXHAUSTED, "loop_still_held": True,
+                        "first": grpc.StatusCode.OK}
+        assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 1
 
 
 async def _scored(app, n: int) -> bool:

@@ -5,7 +5,7 @@ their protocol's status codes. Nothing is acknowledged before its rows are commi
 
 Admission is bounded by the whole pipeline, not only the write queue: the requests in flight
 (counted from the moment a receiver gets one: at HTTP before its body is read, whose announced
-length is held meanwhile; grpc hands a call over with its message), the bytes of requests in
+length is held meanwhile; at gRPC as grpc's own loop hands it over), the bytes of requests in
 flight (being received, decoded or waiting for their commit), the store's queue of uncommitted
 items, and
 whatever the downstream stages report through their backlog checks (traces waiting for assembly,
@@ -125,6 +125,10 @@ class Ingestor:
     def inflight_bytes(self) -> int:
         """Bytes of requests in flight: bodies being ingested and those reserved while received."""
         return self._inflight + self._receiving
+
+    @property
+    def retry_after_s(self) -> int:
+        return self._retry_after_s
 
     @property
     def requests_in_flight(self) -> int:
