@@ -238,7 +238,6 @@ class App:
                 auth_token=s.receiver.auth_token,
                 cert_file=tls.cert_file,
                 key_file=tls.key_file,
-                max_requests=s.receiver.max_concurrent_requests,
             )
             grpc = self.grpc
             self.grpc_port = await grpc.start()

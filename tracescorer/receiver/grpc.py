@@ -42,7 +42,7 @@ class OtlpGrpcReceiver:
     with 256 requests in flight at 1.4x capacity, handlers took 0.1 s (p50) but clients waited
     8 s: the calls queued inside grpc, unseen by admission, so none was refused. Here grpc's loop
     only moves calls: each is counted among the requests in flight as it arrives and refused at
-    once beyond ``max_requests`` (same load: p50 0.28 s, p99 0.63 s, the rest refused as
+    once beyond ``receiver.max_concurrent_requests`` (same load: p50 0.28 s, p99 0.63 s, the rest refused as
     retryable).
     """
 
@@ -57,7 +57,6 @@ class OtlpGrpcReceiver:
         auth_token: str = "",
         cert_file: Path | None = None,
         key_file: Path | None = None,
-        max_requests: int = 64,
     ) -> None:
         self._ingestor = ingestor
         self._metrics = metrics
@@ -65,13 +64,12 @@ class OtlpGrpcReceiver:
         self._address = f"{host}:{port}"
         self._tls = (cert_file, key_file) if cert_file and key_file else None
         self._max_message_bytes = max_message_bytes
-        self._max_requests = max_requests
         self._waiting = 0  # calls handed to the daemon's loop and not answered (grpc's loop only)
         self._server: grpc.aio.Server | None = None
         self._main: asyncio.AbstractEventLoop | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._switch_s = 0.005
+        self._switch_s = sys.getswitchinterval()
         self.port = 0
 
     @property
@@ -167,11 +165,10 @@ class OtlpGrpcReceiver:
             if not bearer_ok(header if isinstance(header, str) else None, self._token):
                 self._metrics.requests.labels("grpc", signal.value, "unauthenticated").inc()
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-        if self._waiting >= self._max_requests:  # the daemon's loop holds enough: refuse here, at once
-            self._metrics.backpressure.labels("requests").inc()
-            await self._abort(signal, IngestRefused(
-                "backpressure", f"too many requests in flight ({self._waiting}; receiver.max_concurrent_requests)",
-                retryable=True, retry_after_s=self._ingestor.retry_after_s), context)
+        try:  # the calls the daemon's loop holds already: refused here, at once
+            self._ingestor.check_requests(signal, self._waiting)
+        except IngestRefused as exc:
+            await self._abort(signal, exc, context)
         assert self._main is not None
         self._waiting += 1
         try:

@@ -7,9 +7,8 @@ Admission is bounded by the whole pipeline, not only the write queue: the reques
 (counted from the moment a receiver gets one: at HTTP before its body is read, whose announced
 length is held meanwhile; at gRPC as grpc's own loop hands it over), the bytes of requests in
 flight (being received, decoded or waiting for their commit), the store's queue of uncommitted
-items, and
-whatever the downstream stages report through their backlog checks (traces waiting for assembly,
-targets waiting for a scorer). When any is over its bound the request is refused as retryable
+items, and whatever the downstream stages report through their backlog checks (traces waiting
+for assembly, targets waiting for a scorer). When any is over its bound the request is refused as retryable
 backpressure before it is decoded, so a client that keeps sending is slowed down instead of
 filling the daemon's memory.
 """
@@ -52,15 +51,13 @@ class IngestRefused(Exception):
         self.retry_after_s = retry_after_s
 
 
+@dataclass(slots=True)
 class Ticket:
     """A request's place among those in flight (:meth:`Ingestor.enter`); ``reserved``: the bytes
     held for its body while it is received."""
 
-    __slots__ = ("reserved", "left")
-
-    def __init__(self, reserved: int) -> None:
-        self.reserved = reserved
-        self.left = False
+    reserved: int
+    left: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +124,6 @@ class Ingestor:
         return self._inflight + self._receiving
 
     @property
-    def retry_after_s(self) -> int:
-        return self._retry_after_s
-
-    @property
     def requests_in_flight(self) -> int:
         return self._requests
 
@@ -139,13 +132,19 @@ class Ingestor:
         body is read (``size``: its announced length, held until :meth:`ingest` takes the body);
         raise :class:`IngestRefused` when none may be taken now. Every ticket is given back with
         :meth:`leave` once the request is answered, whatever happened to it."""
-        if not self._closing and self._requests >= self._max_requests:
-            raise self._refuse(signal, "requests", f"too many requests in flight ({self._requests}; "
-                                                   "receiver.max_concurrent_requests)")
+        if not self._closing:
+            self.check_requests(signal, self._requests)
         self.admit(signal, size)
         self._requests += 1
         self._receiving += size
         return Ticket(size)
+
+    def check_requests(self, signal: Signal, count: int) -> None:
+        """Raise :class:`IngestRefused` when ``count`` requests in flight are as many as may be.
+        Safe from another thread (the gRPC receiver's loop): it reads a setting and counts a metric."""
+        if count >= self._max_requests:
+            raise self._refuse(signal, "requests", f"too many requests in flight ({count}; "
+                                                   "receiver.max_concurrent_requests)")
 
     def leave(self, ticket: Ticket) -> None:
         if ticket.left:
