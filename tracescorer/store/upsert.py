@@ -57,16 +57,40 @@ def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequenc
     select += [f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
                for c, v in extra.items()]
     source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if kept else "")
-    con.register(_BATCH, pa.Table.from_arrays([pa.array(list(col)) for col in zip(*unique)], names=list(columns)))
+    con.register(_BATCH, pa.Table.from_arrays([column(list(col)) for col in zip(*unique)], names=list(columns)))
     try:
         if kept:
-            con.register(_KEPT, pa.Table.from_arrays([pa.array(list(col)) for col in zip(*kept)], names=[key, *keep]))
+            con.register(_KEPT, pa.Table.from_arrays([column(list(col)) for col in zip(*kept)], names=[key, *keep]))
         con.execute(f"INSERT INTO {table} ({', '.join([*columns, *extra])}) SELECT {', '.join(select)} FROM {source}")
     finally:
         unregister(con, _BATCH)
         if kept:
             unregister(con, _KEPT)
     return len(unique)
+
+
+def column(values: list[Any]) -> Any:
+    """An Arrow array of ``values``, typed from the first value that is not None.
+
+    Arrow's own type inference tries ``import dateutil.relativedelta`` on every call (not
+    installed here, so never cached): ~70 µs a column, measured as most of a small upsert's Python
+    cost. Values that do not fit the guessed type fall back to inference.
+    """
+    import pyarrow as pa
+
+    first = next((v for v in values if v is not None), None)
+    kind = _KINDS.get(type(first))
+    if kind == "int64" and not all(type(v) is int for v in values if v is not None):
+        kind = None  # a float among ints: int64 would truncate it silently
+    if kind is not None:
+        try:
+            return pa.array(values, type=kind)
+        except (pa.ArrowException, TypeError, OverflowError):
+            pass
+    return pa.array(values)
+
+
+_KINDS = {str: "string", bool: "bool", int: "int64", float: "float64", bytes: "binary", type(None): "null"}
 
 
 def unregister(con: Any, name: str) -> None:

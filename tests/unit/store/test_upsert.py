@@ -10,7 +10,7 @@ import time
 import duckdb
 import pytest
 
-from tracescorer.store.upsert import key_in, upsert
+from tracescorer.store.upsert import column, key_in, upsert
 
 COLUMNS = ["id", "value"]
 
@@ -79,3 +79,33 @@ def test_rows_said_to_be_new_are_inserted_without_looking_their_key_up(con):
                   keep=("created_at",), new=[True, False]) == 2
     con.execute("COMMIT")
     assert sorted(con.execute("SELECT id, value FROM t").fetchall()) == [("new", 2), ("old", 3)]
+
+
+def test_batch_columns_are_typed_from_their_values_and_nothing_is_truncated(con):
+    con.execute("CREATE TABLE v (id VARCHAR PRIMARY KEY, x DOUBLE, ok BOOLEAN, note VARCHAR, raw BLOB, n BIGINT)")
+    rows = [("a", 1, True, None, b"\x00\x01", None), ("b", 0.5, False, "two", None, 2**40), ("c", None, None, None, None, 3)]
+    con.execute("BEGIN")
+    assert upsert(con, "v", ["id", "x", "ok", "note", "raw", "n"], "id", rows) == 3
+    con.execute("COMMIT")
+    # an int first and a float after: typing the column int64 from the first value would store 0
+    assert con.execute("SELECT * FROM v ORDER BY id").fetchall() == [
+        ("a", 1.0, True, None, b"\x00\x01", None), ("b", 0.5, False, "two", None, 2**40), ("c", None, None, None, None, 3)]
+
+
+@pytest.mark.parametrize("values, kind", [
+    (["a", None], "string"), ([None, 2, 3], "int64"), ([1, 0.5], "double"), ([0.5, 1], "double"),
+    ([True, None], "bool"), ([b"x"], "binary"), ([None, None], "null"),
+])
+def test_column_types(values, kind):
+    array = column(values)
+    assert str(array.type) == kind and array.to_pylist() == values
+
+
+def test_a_column_of_values_arrow_cannot_hold_fails_as_arrow_inference_does():
+    import pyarrow as pa
+
+    for values in (["a", 1], [True, 1]):
+        with pytest.raises((pa.ArrowException, TypeError)):
+            column(values)
+    with pytest.raises(OverflowError):
+        column([2**70])
