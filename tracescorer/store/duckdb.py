@@ -98,6 +98,7 @@ class DuckDBStore:
         memory_limit: str = "1GB",
         checkpoint_threshold: str = "256MB",
         compression: str = "zstd",
+        threads: int | None = None,
         readers: int = 2,
         results_delay_s: float = 0.0,
     ) -> None:
@@ -106,7 +107,7 @@ class DuckDBStore:
         self._options = wire.EngineOptions(
             path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
             max_batch_items=max_batch_items, readers=readers, compression=compression,
-            results_delay_s=results_delay_s,
+            duckdb_threads=threads, results_delay_s=results_delay_s,
         )
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)

@@ -23,6 +23,7 @@ def build_store(settings: Settings, *, observer: CommitObserver | None = None,
         memory_limit=s.memory_limit,
         checkpoint_threshold=s.checkpoint_threshold,
         compression=s.compression,
+        threads=s.threads,
         results_delay_s=s.results_delay_s,
     )
     if s.backend == "duckdb":

@@ -301,6 +301,22 @@ async def test_query_is_read_only_with_parameters_limit_and_errors(any_store):
     assert await _count(store) == 5
 
 
+@pytest.mark.parametrize("threads", [None, 3])
+async def test_the_store_process_runs_duckdb_with_the_configured_threads(tmp_path, threads):
+    from tracescorer.config import Settings
+    from tracescorer.store.factory import build_store
+
+    store = {"path": str(tmp_path / "t.duckdb")} | ({"threads": threads} if threads else {})
+    s = build_store(Settings.model_validate({"store": store}))
+    await s.open()
+    try:
+        await s.append([_span(0)])  # the telemetry writer's connection is the one queried
+        result = await s.query("SELECT current_setting('threads')", max_rows=1, timeout_s=10)
+        assert result.rows == [(threads or 1,)]  # the default is one
+    finally:
+        await s.close()
+
+
 async def test_a_dead_store_process_fails_pending_requests_and_is_restarted(store, tmp_path):
     pid = store.process_pid
     assert pid is not None
