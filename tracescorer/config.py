@@ -132,9 +132,9 @@ class StoreSettings(_Section):
         "zstd", description="how checkpoints compress the tables: zstd (half the CPU and a third less disk than "
                             "DuckDB's per-column choice on span-log text), or auto")
     threads: int = Field(
-        1, ge=1, le=64, description="DuckDB worker threads in the store process: 1 runs each statement on "
-                                    "the thread that issues it (a write of a few hundred rows cost ~15% more "
-                                    "CPU with 2 on 2 cores, worker hand-offs); more speeds up large queries")
+        1, ge=1, le=64, description="DuckDB worker threads in the store process: with 1 the store's writes "
+                                    "cost ~15% less CPU than with one per core (measured on 2 cores); more "
+                                    "speed up large queries")
     results_delay_s: float = Field(
         0.15, ge=0, le=5, description="results writes (runs, scores, decisions) wait up to this long to be committed "
                                      "together: fewer, larger commits (a commit has a fixed cost of several ms); "

@@ -98,7 +98,7 @@ class DuckDBStore:
         memory_limit: str = "1GB",
         checkpoint_threshold: str = "256MB",
         compression: str = "zstd",
-        threads: int | None = None,
+        threads: int | None = 1,
         readers: int = 2,
         results_delay_s: float = 0.0,
     ) -> None:
