@@ -80,8 +80,8 @@ def column(values: list[Any]) -> Any:
 
     first = next((v for v in values if v is not None), None)
     kind = _KINDS.get(type(first))
-    if kind == "int64" and not all(type(v) is int for v in values if v is not None):
-        kind = None  # a float among ints: int64 would truncate it silently
+    if kind == "int64" and any(type(v) is float for v in values):
+        kind = "float64"  # a float among ints: int64 would truncate it silently
     if kind is not None:
         try:
             return pa.array(values, type=kind)

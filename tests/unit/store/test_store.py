@@ -310,7 +310,6 @@ async def test_the_store_process_runs_duckdb_with_the_configured_threads(tmp_pat
     s = build_store(Settings.model_validate({"store": store}))
     await s.open()
     try:
-        await s.append([_span(0)])  # the telemetry writer's connection is the one queried
         result = await s.query("SELECT current_setting('threads')", max_rows=1, timeout_s=10)
         assert result.rows == [(threads or 1,)]  # the default is one
     finally:
