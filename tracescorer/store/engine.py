@@ -139,7 +139,7 @@ def _open(options: EngineOptions) -> Connection:
     deadline = time.monotonic() + 10.0
     while True:
         try:
-            con = duckdb.connect(options.path, config=_config(options))
+            con = layout.connect(options.path, _config(options))
             try:
                 layout.attach(con, options.path)
             except BaseException:
@@ -164,6 +164,7 @@ class Engine:
         self.options = options
         self._reply = reply
         self._con = _open(options)
+        self._catalog = layout.main_catalog(self._con)
         self._telemetry = _WriteQueue()
         # a results commit has a fixed cost of several ms (statements per table, the commit): results
         # writes wait a little to be committed together; nothing acknowledged to a client waits for it
@@ -182,6 +183,10 @@ class Engine:
         # (database, seconds) of checkpoints not reported yet: they go out with the next reply
         self._checkpoints: list[tuple[str, float]] = []
         self._checkpoints_lock = threading.Lock()
+
+    def _cursor(self) -> Connection:
+        """A cursor of the connection in the main catalog (see :func:`tracescorer.store.layout.connect`)."""
+        return layout.use(self._con.cursor(), self._catalog)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -203,9 +208,9 @@ class Engine:
         holds the commits of its database for its length: a span log is checkpointed only after
         telemetry has moved to the other one (see :mod:`tracescorer.store.layout`)."""
         threshold = size_bytes(self.options.checkpoint_threshold)
-        cur = self._con.cursor()  # the telemetry writer uses the connection itself
+        cur = self._cursor()  # the telemetry writer uses the connection itself
         try:
-            catalogs = [*layout.SPAN_LOGS, layout.main_catalog(cur)]
+            catalogs = [*layout.SPAN_LOGS, self._catalog]
             wals = [(catalog, wal) for catalog in catalogs if (wal := layout.wal_of(cur, catalog))]
         finally:
             cur.close()
@@ -241,9 +246,9 @@ class Engine:
     def _checkpoint(self, catalog: str) -> None:
         started = time.perf_counter()
         try:
-            cur = self._con.cursor()
+            cur = self._cursor()
             try:
-                cur.execute(f"CHECKPOINT {catalog}")
+                cur.execute(f"CHECKPOINT {layout.quote(catalog)}")
             finally:
                 cur.close()
         except duckdb.Error as exc:  # a conflicting transaction, a full disk: try again later
@@ -270,8 +275,8 @@ class Engine:
         drained = not any(t.is_alive() for t in self._threads)
         if drained:
             try:
-                for catalog in (*layout.SPAN_LOGS, layout.main_catalog(self._con)):
-                    self._con.execute(f"CHECKPOINT {catalog}")
+                for catalog in (*layout.SPAN_LOGS, self._catalog):
+                    self._con.execute(f"CHECKPOINT {layout.quote(catalog)}")
             except duckdb.Error as exc:
                 log.warning("checkpoint at close failed: %s", exc)
             self._con.close()
@@ -325,7 +330,7 @@ class Engine:
             try:
                 # the stage writer's transactions run beside the telemetry writer's on a cursor
                 # of their own (a fresh one per batch: the connection may have been reopened)
-                con = self._con.cursor() if own_cursor else self._con
+                con = self._cursor() if own_cursor else self._con
                 try:
                     self._prepare(batch)
                     self._commit(batch, con)
@@ -542,7 +547,7 @@ class Engine:
         while (item := self._reads.get()) is not None:
             req_id, kind, payload = item
             try:
-                cur = self._con.cursor()
+                cur = self._cursor()
             except duckdb.Error as exc:
                 self._reply(req_id, False, Failure("StoreError", f"cannot read: {exc}"), {})
                 continue

@@ -82,7 +82,7 @@ def _span_logs(con: Any) -> None:
                 if copy and catalog == SPAN_LOGS[0]:
                     names = ", ".join(column_names(columns))
                     con.execute(f"DELETE FROM {catalog}.{name}")
-                    con.execute(f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {main}.main.{name}")
+                    con.execute(f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {layout.quote(main)}.main.{name}")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -15,7 +15,7 @@ from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from tracescorer.metrics import Metrics
-from tracescorer.model import Span
+from tracescorer.model import AgentRun, Message, Span
 from tracescorer.store import layout, ops, readonly, wire
 from tracescorer.store.base import ReadOnlyViolation
 from tracescorer.store.duckdb import DuckDBStore
@@ -152,3 +152,60 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
         batches.append([job.req_id for job in engine._take(engine._stage) or []])
     assert batches == [[0, 1], [2], [3], [4], [5]]
     engine._con.close()
+
+
+def _rows_per_row_group(con: duckdb.DuckDBPyConnection, table: str) -> list[int]:
+    rows = con.execute(f"SELECT row_group_id, sum(count) FROM pragma_storage_info('{table}') "
+                       "WHERE column_id = 0 AND column_path = '[0]' GROUP BY ALL ORDER BY 1").fetchall()
+    return [int(n) for _, n in rows]
+
+
+def _runs(first: int, n: int) -> list[AgentRun]:
+    return [AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i + 1:016x}", parent_span_id=None,
+                     conversation_id=None, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
+                     model="m", error=None, convention="genai", started_at=i, ended_at=i + 1, status="ok",
+                     input_messages=(Message(role="user", content=f"q{i}"),))
+            for i in range(first, first + n)]
+
+
+async def test_every_database_is_written_in_row_groups_of_the_layouts_size(tmp_path):
+    # a checkpoint rewrites each table's last, partly filled row group: the row group size bounds
+    # that rewrite (see the layout module); DuckDB does not keep it in the file, so every open passes it
+    path = tmp_path / "rg.duckdb"
+    total = 2 * layout.ROW_GROUP_SIZE + 500
+    for restart in range(2):  # and again after a restart, on the same files
+        store = DuckDBStore(path)
+        await store.open()
+        try:
+            for first in range(restart * total, (restart + 1) * total, 2000):
+                n = min(2000, (restart + 1) * total - first)
+                await store.append(_spans(first, n))
+                await store.upsert_runs(_runs(first, n))
+        finally:
+            await store.close()  # checkpoints every database
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            layout.attach(con, path, read_only=True)
+            for table in ("runs", f"{layout.SPAN_LOGS[0]}.spans"):
+                groups = _rows_per_row_group(con, table)
+                assert sum(groups) == (restart + 1) * total, table
+                assert max(groups) <= layout.ROW_GROUP_SIZE and len(groups) >= 2 * (restart + 1) + 1, (table, groups)
+        finally:
+            con.close()
+
+
+@pytest.mark.parametrize("stem", ["memory", "my-store", layout.SPAN_LOGS[0]])
+async def test_a_database_named_like_a_catalog_or_not_like_an_identifier_works_and_checkpoints(tmp_path, stem):
+    path = tmp_path / f"{stem}.duckdb"
+    for restart in range(2):
+        store = DuckDBStore(path)
+        await store.open()
+        try:
+            await store.append(_spans(restart))
+            await store.upsert_runs(_runs(restart, 1))
+            assert await scalar(store, "SELECT count(*) FROM spans") == 50 * (restart + 1)
+            assert await scalar(store, "SELECT count(*) FROM runs") == restart + 1
+        finally:
+            await store.close()
+        # the close checkpointed every database: no write-ahead log is left to replay
+        assert [p for p in layout.files(path) if p.endswith(".wal") and os.path.exists(p)] == []
