@@ -69,6 +69,11 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _literal(path: str | Path) -> str:
+    """``path`` as a SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 def catalog_of(path: str | Path) -> str:
     """The catalog name of the database at ``path``: its file's stem, as DuckDB names it when it
     opens the file itself (``/data/ts.duckdb`` -> ``ts``); a stem DuckDB keeps for itself gets ``_db``."""
@@ -80,13 +85,12 @@ def connect(path: str | Path, config: dict[str, Any]) -> Any:
     """Open the main database at ``path`` read-write with :data:`ROW_GROUP_SIZE`, as the default
     catalog of the returned connection. Cursors of it start in the in-memory catalog:
     :func:`use` each one."""
-    if str(path) == MEMORY:
-        return duckdb.connect(MEMORY, config=config)
     con = duckdb.connect(MEMORY, config=config)
+    if str(path) == MEMORY:
+        return con
     try:
-        quoted = str(path).replace("'", "''")
         catalog = quote(catalog_of(path))
-        con.execute(f"ATTACH '{quoted}' AS {catalog} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
+        con.execute(f"ATTACH {_literal(path)} AS {catalog} (ROW_GROUP_SIZE {ROW_GROUP_SIZE})")
         con.execute(f"USE {catalog}")
     except BaseException:
         con.close()
@@ -139,9 +143,8 @@ def attach(con: Any, path: str | Path, *, read_only: bool = False) -> bool:
         if read_only:
             return False
     for catalog, log_path in zip(SPAN_LOGS, paths):
-        quoted = log_path.replace("'", "''")
         options = "READ_ONLY" if read_only else f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}"
-        con.execute(f"ATTACH IF NOT EXISTS '{quoted}' AS {catalog} ({options})")
+        con.execute(f"ATTACH IF NOT EXISTS {_literal(log_path)} AS {catalog} ({options})")
     return True
 
 
