@@ -85,7 +85,8 @@ class App:
         self.conversations = self._build_idler(any(b.binding.scope == "conversation" for b in bound))
         self.assembly = AssemblyStage(s.assembly, self.store, self.metrics, conversations=self.conversations)
         self.ingestor.add_listener(self.assembly)
-        self.ingestor.add_backlog_check("assembly", self.assembly.backlog)
+        self.ingestor.add_backlog_check("assembly", self.assembly.backlog, self.assembly.pressure,
+                                        self.assembly.throughput)
         self.exporter = self._build_exporter()
         self.runner = ScoringRunner(
             bound,
@@ -101,7 +102,7 @@ class App:
         self.monitors = self._new_monitors()
         self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         self.runner.add_score_listener(self.monitors)
-        self.ingestor.add_backlog_check("scoring", self.runner.backlog)
+        self.ingestor.add_backlog_check("scoring", self.runner.backlog, self.runner.pressure)
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(self.store, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)

@@ -155,7 +155,9 @@ class AssemblySettings(_Section):
     conversation_idle_s: float = Field(900, gt=0)
     max_traces: int = Field(100_000, gt=0, description="traces tracked until complete; beyond: ingest pushes back")
     max_spans: int = Field(50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log")
-    max_lag_s: float = Field(10, gt=0, description="ingest pushes back while assembly takes complete traces later than this")
+    max_lag_s: float = Field(10, gt=0, description="ingest pushes back while assembly takes complete traces later "
+                                                    "than this; from 30% of it on, admits new requests at the rate "
+                                                    "assembly keeps up with")
     conversation_keys: list[str] = []
 
 

@@ -14,6 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from tracescorer.assembly.stage import RATE_WINDOW_S
+from tracescorer.receiver.ingest import SHED_FROM
+
 from support import gated
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async
 from support.db import scalar
@@ -58,6 +61,13 @@ def _post_grpc(port: int, spans: list[dict]) -> grpc.StatusCode:
             return exc.code()
 
 
+async def _taken(app, transport: str, spans: list[dict]) -> bool:
+    """Whether the request was taken (a refusal must be retryable: the helpers check)."""
+    if transport == "http":
+        return await asyncio.to_thread(_post_http, app.http_port, spans) == 200
+    return await asyncio.to_thread(_post_grpc, app.grpc_port, spans) == grpc.StatusCode.OK
+
+
 async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_nothing(tmp_path):
     gated.GATE.clear()
     settings = settings_for(tmp_path, assembly={"idle_s": 0.2}, scoring={"max_queue": 20, "workers": 1},
@@ -66,12 +76,7 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
         acked, refused = [], {"http": 0, "grpc": 0}
         for i in range(1, 400):
             transport = "http" if i % 2 else "grpc"
-            spans = _agent_trace(i)
-            if transport == "http":
-                ok = await asyncio.to_thread(_post_http, app.http_port, spans) == 200
-            else:
-                ok = await asyncio.to_thread(_post_grpc, app.grpc_port, spans) == grpc.StatusCode.OK
-            if ok:
+            if await _taken(app, transport, _agent_trace(i)):
                 acked.append(i)
             else:
                 refused[transport] += 1
@@ -85,6 +90,49 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
         await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
         assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
         await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready again")
+
+
+async def test_a_stage_short_of_its_bound_sheds_a_share_of_requests_at_both_receivers(tmp_path):
+    """Before a stage reaches its bound, a share of new requests growing with its load is refused
+    (retryable, at both receivers) and the others are taken; nothing taken is lost."""
+    gated.GATE.clear()
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.2}, scoring={"max_queue": 80, "workers": 1},
+                            scorers=[{"id": "gated", "python": "support.gated:scorer"}])
+    async with running_app(settings) as app:
+        acked, shed, taken_after_shed = [], {"http": 0, "grpc": 0}, 0
+        for i in range(1, 600):
+            transport = "http" if (i // 3) % 2 else "grpc"
+            if await _taken(app, transport, _agent_trace(i)):
+                acked.append(i)
+                taken_after_shed += any(shed.values())
+            else:
+                # the gate holds the scorer, so its queue only grows: short of the bound now, so then
+                assert app.runner.backlog() is None, "refused only once the stage was at its bound"
+                shed[transport] += 1
+            if shed["http"] and shed["grpc"] and taken_after_shed:
+                break
+            await asyncio.sleep(0.02)
+        assert shed["http"] and shed["grpc"] and taken_after_shed, (len(acked), shed, taken_after_shed)
+        assert 'bound="scoring"' in app.metrics.render().decode()
+        gated.GATE.set()
+        await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
+        assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+
+
+async def test_assembly_reports_what_it_takes_in_for_admission(tmp_path):
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.2})
+    async with running_app(settings) as app:
+        assert app.assembly.throughput() == 0
+        spans = [s for i in range(1, 51) for s in _agent_trace(i)]
+        sent = time.monotonic()
+        assert await asyncio.to_thread(_post_http, app.http_port, spans) == 200
+        await wait_for_async(lambda: _count(app, "runs", 50), 30, interval_s=0.1, what="50 runs")
+        # 200 spans taken, over at least half a second; still within the window it is measured over
+        rate = app.assembly.throughput()
+        assert rate <= 200 / 0.5
+        if time.monotonic() - sent < RATE_WINDOW_S:
+            assert rate > 0
+        assert app.assembly.pressure() < SHED_FROM  # keeping up: admission takes everything
 
 
 async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bodies_are_read(tmp_path):

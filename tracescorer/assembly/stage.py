@@ -18,6 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 CHUNK = 200  # traces per extraction pass, their runs written together (a write has a fixed cost)
 SLICE = 25  # traces extracted in one turn of the event loop (~4 ms): receivers answer in between
 IN_FLIGHT = 4  # chunks whose runs are being written while the next ones are extracted
+RATE_WINDOW_S = 3.0  # throughput() is measured over about this long
 WATERMARK_EVERY_S = 10.0
 
 
@@ -96,6 +98,8 @@ class AssemblyStage:
         self._watermark_at = 0.0
         self._moved = False  # traces were handed out since the watermark was stored
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
+        self._taken = 0  # spans and log records taken for extraction so far
+        self._taken_at: deque[tuple[float, int]] = deque([(time.monotonic(), 0)])  # (when, _taken)
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -120,6 +124,24 @@ class AssemblyStage:
         if self.lag_s > self._settings.max_lag_s:
             return f"assembly is {self.lag_s:.1f}s behind (assembly.max_lag_s)"
         return None
+
+    def pressure(self) -> float:
+        """Load for admission: the lag as a share of ``assembly.max_lag_s`` (admission then follows
+        :meth:`throughput`; traces tracked but not complete are bounded by :meth:`backlog` only:
+        long traces waiting for their end take no assembly work)."""
+        return self.lag_s / self._settings.max_lag_s
+
+    def throughput(self) -> float:
+        """Spans and log records taken for extraction per second over the last few seconds."""
+        now = time.monotonic()
+        self._forget_before(now - RATE_WINDOW_S)
+        since, taken = self._taken_at[0]
+        return (self._taken - taken) / max(now - since, 0.5)
+
+    def _forget_before(self, when: float) -> None:
+        samples = self._taken_at
+        while len(samples) > 1 and samples[1][0] <= when:
+            samples.popleft()
 
     async def start(self) -> None:
         if self.conversations is not None and self._conversation_sink is not None:
@@ -208,6 +230,10 @@ class AssemblyStage:
                     continue  # nothing stored (e.g. retention removed it): nothing to assemble
                 results.append(self._extract(trace, _dedupe(spans), logs))
             self._metrics.child(self._metrics.stage_cpu, "assembly").inc(time.thread_time() - started)
+        self._taken += sum(len(r.spans) + len(r.logs) for r in results)
+        now = time.monotonic()
+        self._taken_at.append((now, self._taken))
+        self._forget_before(now - RATE_WINDOW_S)
         if not results:
             return
         task = asyncio.create_task(self._persist(results), name="assembly-write")

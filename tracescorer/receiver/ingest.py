@@ -11,6 +11,15 @@ items, and whatever the downstream stages report through their backlog checks (t
 for assembly, targets waiting for a scorer). When any is over its bound the request is refused as retryable
 backpressure before it is decoded, so a client that keeps sending is slowed down instead of
 filling the daemon's memory.
+
+Short of a bound, a stage that reports its load (:data:`Pressure`) sheds load from
+:data:`SHED_FROM` of its bound on: when it also reports its throughput (items it takes in per
+second), new requests are admitted at that rate, a little less the further behind it is, so the
+backlog stops growing; otherwise a share of new requests that grows with the load is refused.
+Refusing nothing until a bound is reached and then everything until the backlog was gone made
+admission swing between both for tens of seconds at a time under a 2x overload (~20 s open at the
+full offered rate, ~20 s closed while assembly caught up); a share that grows with assembly's lag
+still swung (the lag shows what was admitted seconds before); matching its throughput does not.
 """
 
 from __future__ import annotations
@@ -76,6 +85,13 @@ class TelemetryListener(Protocol):
 
 #: A downstream stage's backlog check: None while under its bound, else why not.
 BacklogCheck = Callable[[], str | None]
+#: A downstream stage's load as a share of its bound (0: idle, 1.0: at the bound).
+Pressure = Callable[[], float]
+#: A downstream stage's throughput: items (spans and log records) it takes in per second.
+Throughput = Callable[[], float]
+#: the load from which load is shed; the share shed grows as (load - SHED_FROM) / (1 - SHED_FROM)
+SHED_FROM = 0.3
+BURST_S = 0.5  # admission at a stage's throughput allows a burst of this many seconds of it
 
 _DECODERS: dict[tuple[Signal, Encoding], Callable[[bytes], decode.DecodedTraces | decode.DecodedLogs]] = {
     (Signal.TRACES, Encoding.PROTOBUF): decode.decode_traces_protobuf,
@@ -95,8 +111,10 @@ class Ingestor:
         max_inflight_bytes: int = 64 * 1024 * 1024,
         max_requests: int = 64,
         listeners: Sequence[TelemetryListener] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
+        self._clock = clock
         self._metrics = metrics
         self._retry_after_s = retry_after_s
         self._max_inflight = max_inflight_bytes
@@ -106,14 +124,24 @@ class Ingestor:
         self._receiving = 0  # bytes reserved for bodies being received
         self._listeners = list(listeners)
         self._checks: list[tuple[str, BacklogCheck]] = []
+        self._pressures: list[tuple[str, Pressure, Throughput | None]] = []
+        self._shed_debt = 0.0  # refusals owed by the shares so far: spreads them evenly over requests
+        self._credit = 0.0  # items that may be admitted now while admission follows a throughput
+        self._credit_at: float | None = None  # when _credit was last topped up (None: not following)
+        self._items_per_request = 100.0  # moving average: what an admitted request is charged
         self._closing = False
 
     def add_listener(self, listener: TelemetryListener) -> None:
         self._listeners.append(listener)
 
-    def add_backlog_check(self, stage: str, check: BacklogCheck) -> None:
-        """Refuse new requests while ``check()`` says ``stage`` is over its bound."""
+    def add_backlog_check(self, stage: str, check: BacklogCheck, pressure: Pressure | None = None,
+                          throughput: Throughput | None = None) -> None:
+        """Refuse new requests while ``check()`` says ``stage`` is over its bound; from
+        ``pressure()`` :data:`SHED_FROM` on, admit them at ``throughput()`` (a little less as the
+        pressure grows) or, without one, refuse a share of them that grows with the pressure."""
         self._checks.append((stage, check))
+        if pressure is not None:
+            self._pressures.append((stage, pressure, throughput))
 
     def stop_accepting(self) -> None:
         self._closing = True
@@ -135,6 +163,7 @@ class Ingestor:
         if not self._closing:
             self.check_requests(signal, self._requests)
         self.admit(signal, size)
+        self.shed(signal)
         self._requests += 1
         self._receiving += size
         return Ticket(size)
@@ -162,6 +191,33 @@ class Ingestor:
                 return f"{stage}: {reason}"
         return None
 
+    def shed(self, signal: Signal) -> None:
+        """Raise :class:`IngestRefused` when this request is part of the load the most loaded
+        stage sheds (once per request: :meth:`enter` calls it)."""
+        if self._closing or not self._pressures:
+            return
+        stage, load, throughput = max(((stage, pressure(), rate) for stage, pressure, rate in self._pressures),
+                                      key=lambda p: p[1])
+        share = min(1.0, (load - SHED_FROM) / (1.0 - SHED_FROM))
+        if share <= 0.0:
+            self._shed_debt, self._credit_at = 0.0, None
+            return
+        if throughput is None:
+            self._shed_debt += share
+            if self._shed_debt >= 1.0:
+                self._shed_debt -= 1.0
+                raise self._refuse(signal, stage, f"pipeline busy ({stage} at {load:.0%} of its bound: "
+                                                  f"refusing {share:.0%} of new requests)")
+            return
+        rate = throughput() * (1.0 - share / 2)  # below what it takes in: its backlog shrinks
+        now = self._clock()
+        top_up = rate * BURST_S if self._credit_at is None else self._credit + (now - self._credit_at) * rate
+        self._credit, self._credit_at = min(top_up, rate * BURST_S), now
+        if self._credit <= 0.0:
+            raise self._refuse(signal, stage, f"pipeline busy ({stage} at {load:.0%} of its bound: admitting "
+                                              f"{rate:.0f} items/s, about what it takes in)")
+        self._credit -= self._items_per_request
+
     def _refuse(self, signal: Signal, reason: str, message: str) -> IngestRefused:
         self._metrics.backpressure.labels(reason).inc()
         return IngestRefused("backpressure", message, retryable=True, retry_after_s=self._retry_after_s)
@@ -187,6 +243,8 @@ class Ingestor:
             self._receiving -= ticket.reserved
             ticket.reserved = 0
         self.admit(signal, len(body))
+        if ticket is None:  # not entered: its share of shedding is taken here
+            self.shed(signal)
         self._inflight += len(body)
         try:
             return await self._ingest(signal, encoding, body)
@@ -205,6 +263,7 @@ class Ingestor:
             spans, logs = decoded.spans, []
         else:
             spans, logs = [], decoded.records
+        self._items_per_request += 0.1 * (len(spans) + len(logs) - self._items_per_request)
         rejected, errors = decoded.rejected, list(decoded.errors)
         accepted = 0
         if spans or logs:

@@ -118,6 +118,12 @@ class ScoringRunner:
             return f"{self.writer.waiting} score rows waiting for the store"
         return None
 
+    def pressure(self) -> float:
+        """Load for admission (1.0 where :meth:`backlog` refuses): the fullest queue's share of
+        half of it, or the score rows waiting for the store as a share of their bound."""
+        queued = max(pool.qsize() * 2 / pool.maxsize for pool in (self._judge, self._code))
+        return max(queued, self.writer.waiting / (20 * self._settings.scoring.max_queue))
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:

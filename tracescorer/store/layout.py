@@ -81,7 +81,7 @@ def catalog_of(path: str | Path) -> str:
     return f"{stem}_db" if stem.lower() in _RESERVED else stem
 
 
-def connect(path: str | Path, config: dict[str, Any]) -> Any:
+def connect(path: str | Path, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
     """Open the main database at ``path`` read-write with :data:`ROW_GROUP_SIZE`, as the default
     catalog of the returned connection. Cursors of it start in the in-memory catalog:
     :func:`use` each one."""
@@ -98,7 +98,7 @@ def connect(path: str | Path, config: dict[str, Any]) -> Any:
     return con
 
 
-def use(cursor: Any, catalog: str) -> Any:
+def use(cursor: duckdb.DuckDBPyConnection, catalog: str) -> duckdb.DuckDBPyConnection:
     """Make ``catalog`` the default of ``cursor`` (a fresh cursor starts in the in-memory one); returns it."""
     cursor.execute(f"USE {quote(catalog)}")
     return cursor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from tracescorer.store.jsonvalue import dumps
@@ -11,6 +12,9 @@ from tracescorer.store.records import DecisionRecord, ScoreRecord, field_names, 
 SCORE_FIELDS = field_names(ScoreRecord)
 DECISION_FIELDS = field_names(DecisionRecord)
 _SCORE_JSON = json_fields(ScoreRecord)
+_SCORE_GET = attrgetter(*SCORE_FIELDS)
+_SCORE_JSON_AT = tuple(i for i, name in enumerate(SCORE_FIELDS) if name in _SCORE_JSON)
+_DECISION_GET = attrgetter(*DECISION_FIELDS)
 
 
 def _json(value: Any) -> str | None:
@@ -20,12 +24,14 @@ def _json(value: Any) -> str | None:
 
 def score_values(record: ScoreRecord) -> tuple[Any, ...]:
     """One score row in :data:`SCORE_FIELDS` order, JSON fields encoded."""
-    return tuple(_json(getattr(record, name)) if name in _SCORE_JSON else getattr(record, name)
-                 for name in SCORE_FIELDS)
+    values = list(_SCORE_GET(record))
+    for i in _SCORE_JSON_AT:
+        values[i] = _json(values[i])
+    return tuple(values)
 
 
 def decision_values(record: DecisionRecord) -> tuple[Any, ...]:
-    return tuple(getattr(record, name) for name in DECISION_FIELDS)
+    return _DECISION_GET(record)
 
 
 def score_values_many(records: Sequence[ScoreRecord]) -> list[tuple[Any, ...]]:
