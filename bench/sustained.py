@@ -6,11 +6,11 @@ scored in time, against the walk baseline measured in the same run.
    traces, 2,380 B/span, 200 spans/request, 8 clients): spans/s and server CPU per span.
 2. **Steps**: ``tracescorer serve`` with two code scorers bound, offered an open-loop paced rate
    that steps up (a fraction of the baseline each step). Per step: spans/s acknowledged, ack
-   latency p50/p99, refusals by code, RSS first/max/last (daemon + store process), server CPU µs
-   per span per stage (decode, assembly, scoring and receiving in the daemon process; the store
-   process), and the lag from a trace's last commit to its scores being stored (p50/p99). A step
-   is *sustained* when every trace it sent was assembled and scored by both scorers with lag p99
-   ≤ idle_s + 2 s and nothing was refused.
+   latency p50/p99, refusals by code and by the bound refused for, RSS first/max/last (daemon +
+   store process), server CPU µs per span per stage (decode, assembly, scoring and receiving in
+   the daemon process; the store process), and the lag from a trace's last commit to its scores
+   being stored (p50/p99). A step is *sustained* when every trace it sent was assembled and scored
+   by both scorers with lag p99 ≤ idle_s + 2 s and nothing was refused.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
 
@@ -192,6 +192,17 @@ class RssSampler:
         self._thread.join()
 
 
+def refused_by_bound(m0: dict[str, float], m1: dict[str, float]) -> dict[str, int]:
+    """Requests the daemon refused between two scrapes, by the bound hit or shed for."""
+    out = {}
+    for key, value in m1.items():
+        if key.startswith("tracescorer_receiver_backpressure_total{"):
+            n = int(value - m0.get(key, 0))
+            if n:
+                out[key.split('bound="')[1].split('"')[0]] = n
+    return out
+
+
 def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
          seq: int) -> tuple[dict[str, Any], int]:
     m0, c0 = scrape(info.url), tree.cpu()
@@ -217,7 +228,8 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
     result = {
         "offered_spans_per_s": rate, "acked_spans_per_s": tally.acked_spans / seconds,
         "ack_p50_ms": pct(tally.latencies, 0.5) * 1000, "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
-        "refused": tally.refused, "traces_scored": scored, "traces_acked": want, "lag_p50_s": p50, "lag_p99_s": p99,
+        "refused": tally.refused, "refused_by_bound": refused_by_bound(m0, m1), "traces_scored": scored,
+        "traces_acked": want, "lag_p50_s": p50, "lag_p99_s": p99,
         "rss_first_mb": (rss[0] if rss else 0) / 2**20, "rss_max_mb": max(rss or [0]) / 2**20,
         "rss_last_mb": (rss[-1] if rss else 0) / 2**20, "loop_lag_p99_le_s": loop_p99, **cpu_us,
         "acked_spans": tally.acked_spans,
@@ -238,6 +250,7 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
     """
     slices = []
     acked = 0
+    m0 = scrape(info.url)
     refused: dict[str, int] = {}
     remaining = seconds
     while remaining > 0:
@@ -259,6 +272,7 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
         remaining -= dur
     warm = slices[1] if len(slices) > 1 else slices[0]
     return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused,
+            "refused_by_bound": refused_by_bound(m0, scrape(info.url)),
             "acked_spans": acked, "rss_after_warmup_mb": warm["rss_median_mb"],
             "rss_max_mb": max(s["rss_max_mb"] for s in slices),
             "rss_last_vs_warmup": slices[-1]["rss_median_mb"] / warm["rss_median_mb"],
