@@ -196,7 +196,7 @@ class Ingestor:
         stage sheds (once per request: :meth:`enter` calls it)."""
         if self._closing or not self._pressures:
             return
-        stage, load, throughput = max(((stage, pressure(), rate) for stage, pressure, rate in self._pressures),
+        stage, load, throughput = max(((name, pressure(), taken) for name, pressure, taken in self._pressures),
                                       key=lambda p: p[1])
         share = min(1.0, (load - SHED_FROM) / (1.0 - SHED_FROM))
         if share <= 0.0:
