@@ -37,7 +37,7 @@ from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.store import layout
-from tracescorer.store.base import SharedCoordination
+from tracescorer.store.base import ResultsPruned, SharedCoordination
 from tracescorer.store.composite import CompositeStore
 from tracescorer.store.factory import build_store
 from tracescorer.store.postgres.leader import AdvisoryLeader
@@ -215,7 +215,8 @@ class App:
             self.api_port = await self._api.start()
             stack.push_async_callback(self._api.stop)
         retention = asyncio.create_task(self._retention_loop(), name="retention")
-        stack.push_async_callback(cancel, [retention])
+        budget = asyncio.create_task(self._index_budget_loop(), name="index-budget")
+        stack.push_async_callback(cancel, [retention, budget])
         lag = asyncio.create_task(self._watch_loop_lag(), name="loop-lag")
         stack.push_async_callback(cancel, [lag])
         self.ops.ready = True
@@ -337,21 +338,54 @@ class App:
 
     async def _retention_loop(self) -> None:
         """Delete span-log rows received more than ``store.retention_days`` ago (and their assembly
-        records); runs, scores and decisions are the history people query and are kept. Age counts
-        from ``received_at``: replayed captures and clients with skewed clocks would otherwise be
-        deleted on arrival."""
+        records), and results last written more than ``store.results_retention_days`` ago. Span-log
+        age counts from ``received_at``: replayed captures and clients with skewed clocks would
+        otherwise be deleted on arrival."""
         s = self.settings.store
         while True:
             try:
-                cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=s.retention_days)
-                deleted = await self.store.prune_span_log(cutoff)
-                for table, count in deleted.items():
-                    self.metrics.retention_deleted.labels(table).inc(count)
-                    if count:
-                        log.info("retention deleted %d rows from %s", count, table)
+                now = dt.datetime.now(dt.timezone.utc)
+                self._count_deleted(await self.store.prune_span_log(now - dt.timedelta(days=s.retention_days)))
+                if s.results_retention_days is not None:
+                    self._count_pruned(await self.store.prune_results(now - dt.timedelta(days=s.results_retention_days)))
             except Exception as exc:  # noqa: BLE001 - retention must never stop the daemon
                 log.warning("retention pass failed: %s", exc)
             await asyncio.sleep(s.retention_interval_s)
+
+    async def _index_budget_loop(self) -> None:
+        """Keep the results' key indexes within ``store.index_memory_share`` of ``store.memory_limit``
+        (DuckDB holds them in memory; past ``memory_limit`` every write fails): the oldest results
+        are deleted, loudly."""
+        s = self.settings.store
+        while True:
+            await asyncio.sleep(s.index_check_interval_s)
+            try:
+                self._count_pruned(await self.store.prune_results(None))
+            except Exception as exc:  # noqa: BLE001 - must never stop the daemon
+                log.warning("index budget pass failed: %s", exc)
+
+    def _count_deleted(self, deleted: dict[str, int]) -> None:
+        for table, count in deleted.items():
+            self.metrics.retention_deleted.labels(table).inc(count)
+            if count:
+                log.info("retention deleted %d rows from %s", count, table)
+
+    def _count_pruned(self, pruned: ResultsPruned) -> None:
+        if pruned.keys is not None:
+            self.metrics.index_keys.set(pruned.keys)
+        if pruned.index_bytes is not None:
+            self.metrics.index_bytes.set(pruned.index_bytes)
+        if pruned.budget_cutoff is None:
+            self._count_deleted(pruned.deleted)
+            return
+        for table, count in pruned.deleted.items():
+            self.metrics.retention_deleted.labels(table).inc(count)
+        s = self.settings.store
+        log.warning("the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
+                    "store.memory_limit %s): deleted the results written before %s (%s); raise store.memory_limit "
+                    "to keep more, or keep results in PostgreSQL", pruned.keys, pruned.max_keys, s.index_memory_share,
+                    s.memory_limit, pruned.budget_cutoff.isoformat(timespec="seconds"),
+                    ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing")
 
     async def stop(self) -> None:
         """Stop intake, finish in-flight requests, score and export what time allows, commit what

@@ -120,8 +120,16 @@ class StoreSettings(_Section):
                               "in PostgreSQL (several daemons)")
     postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
-    retention_days: float = Field(30, gt=0)
+    retention_days: float = Field(30, gt=0, description="span-log rows received longer ago than this are deleted")
     retention_interval_s: float = Field(3600, gt=0)
+    results_retention_days: float | None = Field(
+        None, gt=0, description="runs, scores, decisions (and their export deliveries) last written longer ago than "
+                                "this are deleted at each retention pass; unset: kept, within the index budget")
+    index_memory_share: float = Field(
+        0.4, gt=0, le=0.8, description="DuckDB holds the key indexes of the results tables in memory, inside "
+                                       "memory_limit (~80 bytes a key, ~7 keys a trace with two scorers): past this "
+                                       "share of memory_limit the oldest results are deleted (and logged)")
+    index_check_interval_s: float = Field(15, gt=0, description="how often the index budget is checked")
     max_batch_items: int = Field(20_000, gt=0, description="rows per group commit")
     memory_limit: str = Field("1GB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     checkpoint_threshold: str = Field(

@@ -92,6 +92,15 @@ class Metrics:
         self.queue_items = Gauge(
             "tracescorer_store_queue_items", "Items waiting for the writer", registry=r
         )
+        self.index_keys = Gauge(
+            "tracescorer_store_index_keys",
+            "Keys in the DuckDB store's key indexes at the last budget check (kept within "
+            "store.index_memory_share of store.memory_limit, ~80 bytes a key)", registry=r
+        )
+        self.index_bytes = Gauge(
+            "tracescorer_store_index_memory_bytes", "Memory DuckDB held for key indexes at the last budget check",
+            registry=r
+        )
         self.ready = Gauge(
             "tracescorer_ready",
             "1 while the daemon takes traffic; 0 while writes fail or a pipeline stage is over its "

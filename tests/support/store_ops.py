@@ -41,3 +41,7 @@ def span_log_counts(con: Any) -> list[int]:
 
 def noop(con: Any) -> None:
     """A read that returns once every request sent before it reached the store process's queues."""
+
+
+def rows(con: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in con.execute(sql, params).fetchall()]

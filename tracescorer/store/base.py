@@ -93,6 +93,20 @@ class PendingRecovery:
     decided: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ResultsPruned:
+    """What a results retention pass did: rows deleted per table; for a store whose key indexes
+    live in memory (DuckDB), the keys it held before (``keys``), how many it may hold
+    (``max_keys``), the index memory in use and, when the budget deleted results younger than the
+    retention age, the time they were deleted up to (``budget_cutoff``)."""
+
+    deleted: dict[str, int] = field(default_factory=dict)
+    keys: int | None = None
+    max_keys: int | None = None
+    index_bytes: int | None = None
+    budget_cutoff: dt.datetime | None = None
+
+
 class SpanLog(Protocol):
     """Raw telemetry, acknowledged only once committed, and the assembly bookkeeping."""
 
@@ -157,6 +171,11 @@ class ResultStore(Protocol):
 
     async def spent_today_usd(self) -> float:
         """Judge spend recorded on scores updated since the start of the UTC day."""
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        """Delete runs, scores, decisions and their delivery rows last written before
+        ``older_than`` (None: none for their age). A store whose key indexes are held in memory
+        also deletes the oldest results, and assembly records, past its index budget."""
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
@@ -262,6 +281,7 @@ __all__ = [
     "QueueFull",
     "ReadOnlyViolation",
     "ResultStore",
+    "ResultsPruned",
     "SharedCoordination",
     "SpanLog",
     "Store",

@@ -17,6 +17,7 @@ rest to PostgreSQL after the guard.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import secrets
@@ -33,6 +34,7 @@ from tracescorer.store.base import (
     PendingRecovery,
     QueryResult,
     ReadOnlyViolation,
+    ResultsPruned,
     StoreError,
     TraceData,
 )
@@ -156,6 +158,11 @@ class CompositeStore:
 
     async def spent_today_usd(self) -> float:
         return await self.results.spent_today_usd()
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        shared = await self.results.prune_results(older_than)
+        own = await self.span_log.prune_results(None)  # the span log's assembly records, within its index budget
+        return dataclasses.replace(own, deleted={**own.deleted, **shared.deleted})
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:

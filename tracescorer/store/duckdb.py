@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.store import deliveries, layout, monitors, ops, rows, wire
+from tracescorer.store import deliveries, keys, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
     DataError,
@@ -35,6 +35,7 @@ from tracescorer.store.base import (
     QueryResult,
     QueueFull,
     ReadOnlyViolation,
+    ResultsPruned,
     StoreClosed,
     StoreError,
     TraceData,
@@ -101,6 +102,7 @@ class DuckDBStore:
         threads: int | None = 1,
         readers: int = 2,
         results_delay_s: float = 0.0,
+        index_memory_share: float = 0.4,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
@@ -109,6 +111,8 @@ class DuckDBStore:
             max_batch_items=max_batch_items, readers=readers, compression=compression,
             duckdb_threads=threads, results_delay_s=results_delay_s,
         )
+        #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
+        self.max_index_keys = keys.max_keys(wire.size_bytes(memory_limit), index_memory_share)
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)
         self._futures: dict[int, tuple[asyncio.Future[Any], int]] = {}
@@ -377,6 +381,17 @@ class DuckDBStore:
 
     async def spent_today_usd(self) -> float:
         return await self.read(ops.spent_today)
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        marker = await self.read(ops.read_marker, _WATERMARK)
+        # traces recovery may still look at keep their assembly records (else they would be assembled again)
+        keep_after = (dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker
+                      else dt.datetime.fromtimestamp(0, dt.timezone.utc))
+        done = await self.write(keys.prune_results, older_than, self.max_index_keys, keep_after)
+        cutoff = done["budget_cutoff"]
+        return ResultsPruned(deleted=done["deleted"], keys=done["keys"], max_keys=self.max_index_keys,
+                             index_bytes=done["index_bytes"],
+                             budget_cutoff=None if cutoff is None else dt.datetime.fromtimestamp(cutoff, dt.timezone.utc))
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:

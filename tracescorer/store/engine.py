@@ -43,7 +43,7 @@ import pyarrow as pa
 from tracescorer.store import appends, layout, readonly
 from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
-from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
+from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure, size_bytes
 
 log = logging.getLogger("tracescorer.store.engine")  # run as __main__ in the store process
 
@@ -68,17 +68,6 @@ _DATA_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
-          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
-
-
-def size_bytes(text: str) -> int:
-    """``64MB`` / ``1GiB`` / ``512 KB`` in bytes (the forms DuckDB's settings take)."""
-    number = text.strip().rstrip("BbIiKkMmGgTt ")
-    unit = text.strip()[len(number):].strip().upper() or "B"
-    return int(float(number) * _UNITS[unit])
-
-
 def _config(options: EngineOptions) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "memory_limit": options.memory_limit,
@@ -86,11 +75,24 @@ def _config(options: EngineOptions) -> dict[str, Any]:
         # stalls every write for the checkpoint's length; it stays only as a safety net
         "checkpoint_threshold": f"{4 * size_bytes(options.checkpoint_threshold)}B",
     }
+    if options.path != ":memory:":
+        # where DuckDB spills what does not fit memory_limit: beside the file, as DuckDB does for a
+        # database it opens itself (the main database is attached to an in-memory one, whose default
+        # is ".tmp" in the working directory)
+        cfg["temp_directory"] = f"{options.path}.tmp"
     if options.duckdb_threads:
         cfg["threads"] = options.duckdb_threads
     if options.compression != "auto":
         cfg["force_compression"] = options.compression
     return cfg
+
+
+class _Invalidated(Exception):
+    """A transaction met a fatal error: DuckDB invalidated the database (its jobs are answered)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @dataclass(slots=True, eq=False)
@@ -336,7 +338,12 @@ class Engine:
                     self._commit(batch, con)
                 finally:
                     if own_cursor:
-                        con.close()
+                        try:
+                            con.close()
+                        except duckdb.Error:
+                            pass  # an invalidated database: the reopen follows
+            except _Invalidated as exc:
+                self._reconnect(exc.cause)
             except BaseException as exc:  # noqa: BLE001 - the writer must outlive anything a job does
                 log.exception("writer failed")
                 for job in batch:
@@ -390,14 +397,21 @@ class Engine:
             if catalog:
                 self._release_log()
             if isinstance(exc, duckdb.FatalException):
-                # the connection is gone: reopen it; these jobs fail as retryable (none committed)
-                self._reconnect(exc)
+                # the database is gone: these jobs fail as retryable (none committed); the writer
+                # reopens it once its cursor is closed (an open cursor keeps the old database
+                # attached, and the reopen would wait for it forever)
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
-                return
+                raise _Invalidated(exc) from exc
             if len(batch) > 1:
-                for job in batch:
-                    self._commit([job], con)
+                for i, job in enumerate(batch):
+                    try:
+                        self._commit([job], con)
+                    except _Invalidated as invalid:
+                        for rest in batch[i + 1:]:
+                            self._reply(rest.req_id, False, Failure("StoreError", f"write failed: {invalid}"),
+                                        self._meta())
+                        raise
                 return
             if isinstance(exc, duckdb.ConstraintException) and _drop_hints(batch[0]):
                 log.debug("a key believed new was stored already; writing again without beliefs: %s", exc)

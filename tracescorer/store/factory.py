@@ -25,6 +25,7 @@ def build_store(settings: Settings, *, observer: CommitObserver | None = None,
         compression=s.compression,
         threads=s.threads,
         results_delay_s=s.results_delay_s,
+        index_memory_share=s.index_memory_share,
     )
     if s.backend == "duckdb":
         return span_log

@@ -415,3 +415,78 @@ async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces
         ("score-3", "again", created), ("score-4", "ok", await scalar(store, "SELECT epoch_us(created_at) FROM scores "
                                                                              "WHERE id = 'score-4'"))]
     assert await fetch(store, "SELECT id, detail FROM scoring_decisions ORDER BY id") == [("d-3", "x"), ("d-4", None)]
+
+
+async def _results(store) -> tuple[int, int, int, int]:
+    return tuple([await _count(store, t) for t in ("runs", "scores", "scoring_decisions", "score_deliveries")])
+
+
+async def _write_results(store, ids: range) -> None:
+    await store.upsert_runs([_run(i) for i in ids])
+    await store.write_scores([_score(i) for i in ids], [_decision(i) for i in ids])
+
+
+async def test_results_retention_deletes_results_last_written_before_the_cutoff(any_store):
+    store = any_store
+    await _write_results(store, range(1, 4))
+    due = await store.due_deliveries("otlp", "me", 10)
+    await store.claim_deliveries("otlp", "me", 30, [Claim(score_id=d.id, version=d.version) for d in due])
+    assert await store.record_deliveries("otlp", "me", [DeliveryOutcome(score_id=d.id, version=d.version,
+                                                                        status="delivered", attempts=1) for d in due],
+                                         ["otlp"]) == 3
+    await asyncio.sleep(0.05)
+    cutoff = dt.datetime.now(dt.timezone.utc)
+    await asyncio.sleep(0.05)
+    await _write_results(store, range(4, 6))
+    await store.write_scores([_score(1, score=0.1)], [])  # a re-score is written now: kept, its run is not
+    assert await _results(store) == (5, 5, 5, 3)
+    assert (await store.prune_results(None)).deleted == {}  # no age given, far within any index budget
+    pruned = await store.prune_results(cutoff)
+    assert {t: n for t, n in pruned.deleted.items() if n} == {"runs": 3, "scores": 2, "scoring_decisions": 3,
+                                                              "score_deliveries": 3}
+    assert await fetch(store, "SELECT run_id FROM runs ORDER BY run_id") == [("run-4",), ("run-5",)]
+    assert await fetch(store, "SELECT id FROM scores ORDER BY id") == [("score-1",), ("score-4",), ("score-5",)]
+    assert sorted(r.run_id for r in await store.load_runs(["run-1", "run-4"])) == ["run-4"]
+    # a score delivered before the cutoff and written again since is due again, its old delivery gone
+    assert sorted(d.id for d in await store.due_deliveries("otlp", "me", 10)) == ["score-1", "score-4", "score-5"]
+
+
+async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first(tmp_path):
+    # ~80 bytes a key: a budget of 1,250 keys; 12 batches of 60 traces x 7 keys (2 run keys, 2 scores,
+    # 2 decisions, the assembly record) are ~5,000
+    store = DuckDBStore(tmp_path / "b.duckdb", memory_limit="1GB", index_memory_share=1e-4)
+    await store.open()
+    try:
+        assert store.max_index_keys == 1250
+        for batch in range(12):
+            ids = range(batch * 60, (batch + 1) * 60)
+            await store.record_assembly([_record(i) for i in ids])
+            await store.upsert_runs([_run(i) for i in ids])
+            await store.write_scores([_score(i) for i in ids] + [_score(i, id=f"other-{i}", scorer_id="o") for i in ids],
+                                     [_decision(i) for i in ids] + [_decision(-1 - i) for i in ids])
+        pruned = await store.prune_results(None)
+        assert pruned.keys == 12 * 60 * 7 and pruned.max_keys == 1250 and pruned.budget_cutoff is not None
+        assert pruned.index_bytes is not None and pruned.index_bytes > 0  # DuckDB's own figure
+        # no marker of assembly progress yet: recovery would look at every trace, their records stay
+        assert "assembled_traces" not in pruned.deleted or pruned.deleted["assembled_traces"] == 0
+        runs, scores, decisions, _ = await _results(store)
+        # what is left of the budget, to the batch (rows committed together carry one time)
+        assert 0 < 2 * runs + scores + decisions <= 1250 * 0.8 - 12 * 60 + 6 * 60
+        kept = [int(r[0].removeprefix("run-")) for r in await fetch(store, "SELECT run_id FROM runs")]
+        assert kept and min(kept) > 0 and sorted(kept) == list(range(min(kept), 12 * 60))  # the newest, all of them
+        assert (await store.prune_results(None)).budget_cutoff is None  # within the budget now
+        # once assembly went past them, the assembly records go too
+        await store.set_assembled_through(dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1))
+        await _write_results(store, range(5000, 5200))
+        again = await store.prune_results(None)
+        assert again.deleted.get("assembled_traces", 0) > 0 and again.keys is not None and again.keys > 1250
+        assert (await store.prune_results(None)).keys <= 1250
+        assert await fetch(store, "SELECT count(*) FROM runs WHERE run_id = 'run-5199'") == [(1,)]
+    finally:
+        await store.close()
+
+
+async def test_duckdb_spills_beside_the_database_file_not_into_the_working_directory(store, tmp_path):
+    # the main database is attached to an in-memory one, whose own default would be ./.tmp
+    rows = await store.read(store_ops.rows, "SELECT current_setting('temp_directory')", [])
+    assert rows == [(str(tmp_path / "w.duckdb") + ".tmp",)]

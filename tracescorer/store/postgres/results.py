@@ -110,6 +110,19 @@ async def spent_today(conn: Conn) -> float:
     return float(rows[0][0]) if rows else 0.0
 
 
+_PRUNE = (("runs", "updated_at < %s"), ("scores", "updated_at < %s"), ("scoring_decisions", "decided_at < %s"),
+          ("score_deliveries", "score_version < (extract(epoch FROM %s::timestamptz) * 1000000)::bigint"))
+
+
+async def prune_results(conn: Conn, older_than: dt.datetime) -> dict[str, int]:
+    """Delete runs, scores, decisions and delivery rows last written before ``older_than``."""
+    deleted = {}
+    for table, before in _PRUNE:
+        cur = await conn.execute(f"DELETE FROM {table} WHERE {before}", [older_than])
+        deleted[table] = int(cur.rowcount)
+    return deleted
+
+
 async def unscored_recent(conn: Conn, run_scorers: Sequence[str], window_s: float,
                           assembled_by: str) -> tuple[list[tuple[Row, list[str]]], list[str]]:
     """Runs this daemon stored in the window that lack a decision of some run scorer, each with

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from tracescorer.model import AgentRun, Conversation
 from tracescorer.monitors.evaluator import MonitorState
-from tracescorer.store.base import ConversationClaim, DataError, PendingRecovery, QueryResult, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.base import (ConversationClaim, DataError, PendingRecovery, QueryResult, ReadOnlyViolation,
+                                    ResultsPruned, StoreClosed, StoreError)
 from tracescorer.store.migrations import SchemaError
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
@@ -189,6 +190,10 @@ class PostgresResultStore:
 
     async def spent_today_usd(self) -> float:
         return await self._tx(results.spent_today, write=False)
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        # indexes in PostgreSQL are on disk: only the age deletes
+        return ResultsPruned(deleted=await self._tx(results.prune_results, older_than)) if older_than else ResultsPruned()
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:

@@ -1,0 +1,87 @@
+"""Results retention in the DuckDB store, within the memory its key indexes may take.
+
+DuckDB holds a table's key indexes (ART: the primary keys and ``runs_trace``) whole in memory,
+inside ``memory_limit``, as soon as a write touches the table, and they grow with every row kept:
+~66-74 bytes a key for the 32-character ids here (DuckDB 2.0), also in steady state when old rows
+are deleted as new ones come. Measured with ``memory_limit`` at 128 MB, the store took ~470 bytes
+a trace with two scorers and failed every write after ~260k traces ("could not allocate block"),
+then its database was invalidated; with the default 1 GB that is ~2M traces, half an hour at 5k
+spans/s. So the store counts its keys and, past a budget (a share of ``memory_limit``), deletes
+the oldest results first, as it deletes results older than ``store.results_retention_days``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+#: bytes of index memory budgeted per key (the measured 66-74, and a margin)
+KEY_BYTES = 80
+
+#: a pass over the budget deletes down to this share of it (so that it does not run every pass)
+REFILL = 0.8
+
+# table -> (key indexes on it, "the row was last written before ?")
+_TABLES: dict[str, tuple[int, str]] = {
+    "runs": (2, "updated_at < ?"),  # run_id, runs_trace
+    "scores": (1, "updated_at < ?"),
+    "scoring_decisions": (1, "decided_at < ?"),
+    "score_deliveries": (1, "score_version < epoch_us(?::TIMESTAMPTZ)"),  # the version is the score's updated_at
+    "assembled_traces": (1, "assembled_at < ?"),
+}
+
+
+def max_keys(memory_limit_bytes: int, share: float) -> int:
+    """The keys the store's indexes may hold: ``share`` of ``memory_limit``."""
+    return max(1, int(memory_limit_bytes * share / KEY_BYTES))
+
+
+def _count(con: Any, table: str) -> int:
+    return int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+
+
+def index_bytes(con: Any) -> int:
+    """Memory DuckDB holds for key indexes now (what is loaded: after a checkpoint an index is
+    read back by the next write that touches its table)."""
+    rows = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
+                       ).fetchall()
+    return int(rows[0][0])
+
+
+def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
+                  keep_assembly_after: dt.datetime) -> dict[str, Any]:
+    """Delete results last written before ``older_than`` and, when the tables hold more than
+    ``budget`` keys, the oldest until they hold :data:`REFILL` of it. Assembly records written
+    after ``keep_assembly_after`` are kept whatever the budget (recovery looks at their traces).
+
+    Returns ``keys`` (before), ``deleted`` (rows per table), ``budget_cutoff`` (epoch s, when the
+    budget deleted more than the age would have) and ``index_bytes``.
+    """
+    counts = {table: _count(con, table) for table in _TABLES}
+    keys = sum(counts[table] * per_row for table, (per_row, _) in _TABLES.items())
+    cutoff = older_than
+    budget_cutoff: dt.datetime | None = None
+    if budget is not None and keys > budget:
+        kept = int(con.execute("SELECT count(*) FROM assembled_traces WHERE assembled_at >= ?",
+                               [keep_assembly_after]).fetchall()[0][0])
+        # the times rows were written, one per key (a run has two), of the rows that may go
+        times = " UNION ALL ".join([
+            *(f"SELECT {before.split()[0]} AS t FROM {table}" for table, (per_row, before) in _TABLES.items()
+              for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
+            "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
+        share = min(1.0, 1.0 - max(0.0, budget * REFILL - kept) / max(1, keys - kept))
+        found = con.execute(f"SELECT quantile_disc(t, ?) FROM ({times})", [share, keep_assembly_after]).fetchall()
+        budget_cutoff = found[0][0] if found else None
+        if budget_cutoff is not None and older_than is not None and budget_cutoff <= older_than:
+            budget_cutoff = None  # the age deletes as much
+        if budget_cutoff is not None:
+            cutoff = budget_cutoff
+    deleted: dict[str, int] = {}
+    if cutoff is not None:
+        for table, (_, before) in _TABLES.items():
+            limit = min(cutoff, keep_assembly_after) if table == "assembled_traces" else cutoff
+            if counts[table]:
+                rows = con.execute(f"DELETE FROM {table} WHERE {before}", [limit]).fetchall()
+                deleted[table] = int(rows[0][0]) if rows else 0
+    return {"keys": keys, "deleted": deleted, "index_bytes": index_bytes(con),
+            "budget_cutoff": budget_cutoff.timestamp() if budget_cutoff is not None else None}
