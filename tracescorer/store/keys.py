@@ -21,13 +21,14 @@ KEY_BYTES = 80
 #: a pass over the budget deletes down to this share of it (so that it does not run every pass)
 REFILL = 0.8
 
-# table -> (key indexes on it, "the row was last written before ?")
-_TABLES: dict[str, tuple[int, str]] = {
-    "runs": (2, "updated_at < ?"),  # run_id, runs_trace
-    "scores": (1, "updated_at < ?"),
-    "scoring_decisions": (1, "decided_at < ?"),
-    "score_deliveries": (1, "score_version < epoch_us(?::TIMESTAMPTZ)"),  # the version is the score's updated_at
-    "assembled_traces": (1, "assembled_at < ?"),
+# table -> (key indexes on it, when a row was last written, "... before ?")
+_TABLES: dict[str, tuple[int, str, str]] = {
+    "runs": (2, "updated_at", "updated_at < ?"),  # run_id, runs_trace
+    "scores": (1, "updated_at", "updated_at < ?"),
+    "scoring_decisions": (1, "decided_at", "decided_at < ?"),
+    # the version is the score's updated_at (epoch us): compared as stored, so row groups are skipped
+    "score_deliveries": (1, "score_version", "score_version < epoch_us(?::TIMESTAMPTZ)"),
+    "assembled_traces": (1, "assembled_at", "assembled_at < ?"),
 }
 
 
@@ -58,7 +59,7 @@ def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
     budget deleted more than the age would have) and ``index_bytes``.
     """
     counts = {table: _count(con, table) for table in _TABLES}
-    keys = sum(counts[table] * per_row for table, (per_row, _) in _TABLES.items())
+    keys = sum(counts[table] * per_row for table, (per_row, _, _) in _TABLES.items())
     cutoff = older_than
     budget_cutoff: dt.datetime | None = None
     if budget is not None and keys > budget:
@@ -66,7 +67,7 @@ def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
                                [keep_assembly_after]).fetchall()[0][0])
         # the times rows were written, one per key (a run has two), of the rows that may go
         times = " UNION ALL ".join([
-            *(f"SELECT {before.split()[0]} AS t FROM {table}" for table, (per_row, before) in _TABLES.items()
+            *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column, _) in _TABLES.items()
               for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
             "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
         share = min(1.0, 1.0 - max(0.0, budget * REFILL - kept) / max(1, keys - kept))
@@ -78,7 +79,7 @@ def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
             cutoff = budget_cutoff
     deleted: dict[str, int] = {}
     if cutoff is not None:
-        for table, (_, before) in _TABLES.items():
+        for table, (_, _, before) in _TABLES.items():
             limit = min(cutoff, keep_assembly_after) if table == "assembled_traces" else cutoff
             if counts[table]:
                 rows = con.execute(f"DELETE FROM {table} WHERE {before}", [limit]).fetchall()
