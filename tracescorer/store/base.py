@@ -98,13 +98,15 @@ class ResultsPruned:
     """What a results retention pass did: rows deleted per table; for a store whose key indexes
     live in memory (DuckDB), the keys it held before (``keys``), how many it may hold
     (``max_keys``), the index memory in use and, when the budget deleted results younger than the
-    retention age, the time they were deleted up to (``budget_cutoff``)."""
+    retention age, the time they were deleted up to (``budget_cutoff``) and the write
+    transactions the deletes took (``transactions``)."""
 
     deleted: dict[str, int] = field(default_factory=dict)
     keys: int | None = None
     max_keys: int | None = None
     index_bytes: int | None = None
     budget_cutoff: dt.datetime | None = None
+    transactions: int = 0
 
 
 class SpanLog(Protocol):

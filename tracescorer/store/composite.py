@@ -162,7 +162,8 @@ class CompositeStore:
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         shared = await self.results.prune_results(older_than)
         own = await self.span_log.prune_results(None)  # the span log's assembly records, within its index budget
-        return dataclasses.replace(own, deleted={**own.deleted, **shared.deleted})
+        return dataclasses.replace(own, deleted={**own.deleted, **shared.deleted},
+                                   transactions=own.transactions + shared.transactions)
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:

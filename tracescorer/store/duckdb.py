@@ -103,6 +103,7 @@ class DuckDBStore:
         readers: int = 2,
         results_delay_s: float = 0.0,
         index_memory_share: float = 0.4,
+        prune_slice_keys: int = 20_000,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
@@ -113,6 +114,8 @@ class DuckDBStore:
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
         self.max_index_keys = keys.max_keys(wire.size_bytes(memory_limit), index_memory_share)
+        #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.keys.plan_prune`)
+        self.prune_slice_keys = prune_slice_keys
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)
         self._futures: dict[int, tuple[asyncio.Future[Any], int]] = {}
@@ -387,10 +390,14 @@ class DuckDBStore:
         # traces recovery may still look at keep their assembly records (else they would be assembled again)
         keep_after = (dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker
                       else dt.datetime.fromtimestamp(0, dt.timezone.utc))
-        done = await self.write(keys.prune_results, older_than, self.max_index_keys, keep_after)
-        cutoff = done["budget_cutoff"]
-        return ResultsPruned(deleted=done["deleted"], keys=done["keys"], max_keys=self.max_index_keys,
-                             index_bytes=done["index_bytes"],
+        plan = await self.read(keys.plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
+        deleted: dict[str, int] = {}
+        for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them
+            for table, count in (await self.write(keys.delete_before, before, keep_after)).items():
+                deleted[table] = deleted.get(table, 0) + count
+        cutoff = plan["budget_cutoff"]
+        return ResultsPruned(deleted=deleted, keys=plan["keys"], max_keys=self.max_index_keys,
+                             index_bytes=await self.read(keys.index_bytes), transactions=len(plan["steps"]),
                              budget_cutoff=None if cutoff is None else dt.datetime.fromtimestamp(cutoff, dt.timezone.utc))
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,

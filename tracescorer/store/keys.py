@@ -49,27 +49,31 @@ def index_bytes(con: Any) -> int:
     return int(rows[0][0])
 
 
-def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
-                  keep_assembly_after: dt.datetime) -> dict[str, Any]:
-    """Delete results last written before ``older_than`` and, when the tables hold more than
-    ``budget`` keys, the oldest until they hold :data:`REFILL` of it. Assembly records written
-    after ``keep_assembly_after`` are kept whatever the budget (recovery looks at their traces).
+def plan_prune(con: Any, older_than: dt.datetime | None, budget: int | None,
+               keep_assembly_after: dt.datetime, slice_keys: int = 20_000) -> dict[str, Any]:
+    """Plan a retention pass (on a read cursor): results last written before ``older_than`` go and,
+    when the tables hold more than ``budget`` keys, the oldest until they hold :data:`REFILL` of
+    it; assembly records written after ``keep_assembly_after`` stay whatever the budget (recovery
+    looks at their traces).
 
-    Returns ``keys`` (before), ``deleted`` (rows per table), ``budget_cutoff`` (epoch s, when the
-    budget deleted more than the age would have) and ``index_bytes``.
+    Returns ``keys`` (now), ``budget_cutoff`` (when the budget deletes more than the age would)
+    and ``steps``: increasing times up to the cutoff, ~``slice_keys`` keys apart, each the bound of
+    one :func:`delete_before` transaction. One DELETE of a whole pass (~20% of the budget, ~1M
+    keys by default) held the stage writer for seconds: runs and scores waited, the assembly
+    backlog filled and intake was refused until it ended.
     """
     counts = {table: _count(con, table) for table in _TABLES}
     keys = sum(counts[table] * per_row for table, (per_row, _, _) in _TABLES.items())
+    # the times rows were written, one per key (a run has two), of the rows that may go
+    times = " UNION ALL ".join([
+        *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column, _) in _TABLES.items()
+          for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
+        "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
     cutoff = older_than
     budget_cutoff: dt.datetime | None = None
     if budget is not None and keys > budget:
         kept = int(con.execute("SELECT count(*) FROM assembled_traces WHERE assembled_at >= ?",
                                [keep_assembly_after]).fetchall()[0][0])
-        # the times rows were written, one per key (a run has two), of the rows that may go
-        times = " UNION ALL ".join([
-            *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column, _) in _TABLES.items()
-              for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
-            "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
         share = min(1.0, 1.0 - max(0.0, budget * REFILL - kept) / max(1, keys - kept))
         found = con.execute(f"SELECT quantile_disc(t, ?) FROM ({times})", [share, keep_assembly_after]).fetchall()
         budget_cutoff = found[0][0] if found else None
@@ -77,12 +81,27 @@ def prune_results(con: Any, older_than: dt.datetime | None, budget: int | None,
             budget_cutoff = None  # the age deletes as much
         if budget_cutoff is not None:
             cutoff = budget_cutoff
-    deleted: dict[str, int] = {}
+    steps: list[dt.datetime] = []
     if cutoff is not None:
-        for table, (_, _, before) in _TABLES.items():
-            limit = min(cutoff, keep_assembly_after) if table == "assembled_traces" else cutoff
-            if counts[table]:
-                rows = con.execute(f"DELETE FROM {table} WHERE {before}", [limit]).fetchall()
-                deleted[table] = int(rows[0][0]) if rows else 0
-    return {"keys": keys, "deleted": deleted, "index_bytes": index_bytes(con),
+        going = int(con.execute(f"SELECT count(*) FROM ({times}) WHERE t < ?",
+                                [keep_assembly_after, cutoff]).fetchall()[0][0])
+        slices = -(-going // max(1, slice_keys))
+        if slices > 1:
+            found = con.execute(f"SELECT quantile_disc(t, ?) FROM ({times}) WHERE t < ?",
+                                [[i / slices for i in range(1, slices)], keep_assembly_after, cutoff]).fetchall()
+            steps = sorted(set(found[0][0] or ()))
+        steps.append(cutoff)
+    return {"keys": keys, "steps": steps,
             "budget_cutoff": budget_cutoff.timestamp() if budget_cutoff is not None else None}
+
+
+def delete_before(con: Any, before: dt.datetime, keep_assembly_after: dt.datetime) -> dict[str, int]:
+    """Delete the results last written before ``before`` (assembly records only up to
+    ``keep_assembly_after``): one step of :func:`plan_prune`. Returns rows deleted per table."""
+    deleted: dict[str, int] = {}
+    for table, (_, _, condition) in _TABLES.items():
+        limit = min(before, keep_assembly_after) if table == "assembled_traces" else before
+        rows = con.execute(f"DELETE FROM {table} WHERE {condition}", [limit]).fetchall()
+        if count := int(rows[0][0]) if rows else 0:
+            deleted[table] = count
+    return deleted

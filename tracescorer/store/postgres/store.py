@@ -193,7 +193,9 @@ class PostgresResultStore:
 
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         # indexes in PostgreSQL are on disk: only the age deletes
-        return ResultsPruned(deleted=await self._tx(results.prune_results, older_than)) if older_than else ResultsPruned()
+        if older_than is None:
+            return ResultsPruned()
+        return ResultsPruned(deleted=await self._tx(results.prune_results, older_than), transactions=1)
 
     async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
                               conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
