@@ -364,10 +364,10 @@ class App:
             except Exception as exc:  # noqa: BLE001 - must never stop the daemon
                 log.warning("index budget pass failed: %s", exc)
 
-    def _count_deleted(self, deleted: dict[str, int]) -> None:
+    def _count_deleted(self, deleted: dict[str, int], *, quiet: bool = False) -> None:
         for table, count in deleted.items():
             self.metrics.retention_deleted.labels(table).inc(count)
-            if count:
+            if count and not quiet:
                 log.info("retention deleted %d rows from %s", count, table)
 
     def _count_pruned(self, pruned: ResultsPruned) -> None:
@@ -375,11 +375,9 @@ class App:
             self.metrics.index_keys.set(pruned.keys)
         if pruned.index_bytes is not None:
             self.metrics.index_bytes.set(pruned.index_bytes)
+        self._count_deleted(pruned.deleted, quiet=pruned.budget_cutoff is not None)  # the budget warns below, once
         if pruned.budget_cutoff is None:
-            self._count_deleted(pruned.deleted)
             return
-        for table, count in pruned.deleted.items():
-            self.metrics.retention_deleted.labels(table).inc(count)
         s = self.settings.store
         log.warning("the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
                     "store.memory_limit %s): deleted the results written before %s (%s); raise store.memory_limit "

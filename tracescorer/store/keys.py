@@ -21,15 +21,17 @@ KEY_BYTES = 80
 #: a pass over the budget deletes down to this share of it (so that it does not run every pass)
 REFILL = 0.8
 
-# table -> (key indexes on it, when a row was last written, "... before ?")
-_TABLES: dict[str, tuple[int, str, str]] = {
-    "runs": (2, "updated_at", "updated_at < ?"),  # run_id, runs_trace
-    "scores": (1, "updated_at", "updated_at < ?"),
-    "scoring_decisions": (1, "decided_at", "decided_at < ?"),
-    # the version is the score's updated_at (epoch us): compared as stored, so row groups are skipped
-    "score_deliveries": (1, "score_version", "score_version < epoch_us(?::TIMESTAMPTZ)"),
-    "assembled_traces": (1, "assembled_at", "assembled_at < ?"),
+# table -> (key indexes on it, when a row was last written)
+_TABLES: dict[str, tuple[int, str]] = {
+    "runs": (2, "updated_at"),  # run_id, runs_trace
+    "scores": (1, "updated_at"),
+    "scoring_decisions": (1, "decided_at"),
+    "score_deliveries": (1, "score_version"),
+    "assembled_traces": (1, "assembled_at"),
 }
+
+# a delivery's version is its score's updated_at in epoch us: compared as stored, so row groups are skipped
+_BEFORE = {"score_deliveries": "score_version < epoch_us(?::TIMESTAMPTZ)"}
 
 
 def max_keys(memory_limit_bytes: int, share: float) -> int:
@@ -63,10 +65,10 @@ def plan_prune(con: Any, older_than: dt.datetime | None, budget: int | None,
     backlog filled and intake was refused until it ended.
     """
     counts = {table: _count(con, table) for table in _TABLES}
-    keys = sum(counts[table] * per_row for table, (per_row, _, _) in _TABLES.items())
+    keys = sum(counts[table] * per_row for table, (per_row, _) in _TABLES.items())
     # the times rows were written, one per key (a run has two), of the rows that may go
     times = " UNION ALL ".join([
-        *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column, _) in _TABLES.items()
+        *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column) in _TABLES.items()
           for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
         "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
     cutoff = older_than
@@ -99,9 +101,10 @@ def delete_before(con: Any, before: dt.datetime, keep_assembly_after: dt.datetim
     """Delete the results last written before ``before`` (assembly records only up to
     ``keep_assembly_after``): one step of :func:`plan_prune`. Returns rows deleted per table."""
     deleted: dict[str, int] = {}
-    for table, (_, _, condition) in _TABLES.items():
+    for table, (_, column) in _TABLES.items():
         limit = min(before, keep_assembly_after) if table == "assembled_traces" else before
-        rows = con.execute(f"DELETE FROM {table} WHERE {condition}", [limit]).fetchall()
-        if count := int(rows[0][0]) if rows else 0:
+        rows = con.execute(f"DELETE FROM {table} WHERE {_BEFORE.get(table, f'{column} < ?')}", [limit]).fetchall()
+        count = int(rows[0][0]) if rows else 0
+        if count:
             deleted[table] = count
     return deleted
