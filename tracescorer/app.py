@@ -380,10 +380,12 @@ class App:
             return
         s = self.settings.store
         log.warning("the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
-                    "store.memory_limit %s): deleted the results written before %s (%s); raise store.memory_limit "
-                    "to keep more, or keep results in PostgreSQL", pruned.keys, pruned.max_keys, s.index_memory_share,
-                    s.memory_limit, pruned.budget_cutoff.isoformat(timespec="seconds"),
-                    ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing")
+                    "store.memory_limit %s): deleted the results written before %s (%s; in %d "
+                    "transactions); raise store.memory_limit to keep more, or keep results in PostgreSQL",
+                    pruned.keys, pruned.max_keys, s.index_memory_share, s.memory_limit,
+                    pruned.budget_cutoff.isoformat(timespec="seconds"),
+                    ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing",
+                    pruned.transactions)
 
     async def stop(self) -> None:
         """Stop intake, finish in-flight requests, score and export what time allows, commit what

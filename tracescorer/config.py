@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tracescorer.filterspec import RunFilter
 from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
+from tracescorer.store.wire import size_bytes
+
+#: the smallest ``store.memory_limit`` the store writes within
+MIN_MEMORY_BYTES = 128 * 1000**2
 
 ENV_PREFIX = "TRACESCORER_"
 # TRACESCORER_* variables the CLI reads itself (never configuration overrides)
@@ -149,6 +153,16 @@ class StoreSettings(_Section):
                                      "acknowledgements of telemetry never wait for it")
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _room_for_the_indexes(cls, value: str) -> str:
+        # measured at 2k spans/s: with 64MB every few seconds a commit failed "out of memory" (the key
+        # indexes take index_memory_share of it, the commits and the checkpoints need the rest)
+        if size_bytes(value) < MIN_MEMORY_BYTES:
+            raise ValueError(f"store.memory_limit {value} is below 128MB: DuckDB holds the results' key indexes and "
+                             "each commit inside it, and writes fail with less")
+        return value
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StoreSettings:

@@ -45,3 +45,18 @@ def noop(con: Any) -> None:
 
 def rows(con: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in con.execute(sql, params).fetchall()]
+
+
+def checkpoint(con: Any, catalogs: list[str]) -> list[str]:
+    """CHECKPOINT each of ``catalogs``; returns the errors."""
+    errors = []
+    for catalog in catalogs:
+        try:
+            con.execute(f'CHECKPOINT "{catalog}"')
+        except Exception as exc:  # noqa: BLE001 - what the test looks at
+            errors.append(str(exc))
+    return errors
+
+
+def main_catalog(con: Any) -> str:
+    return str(con.execute("SELECT current_database()").fetchall()[0][0])

@@ -89,6 +89,7 @@ def test_store_path_checks(tmp_path):
         ("scorers:\n  - id: a\n", {}, "scorers.0"),
         ("- a list\n", {}, "top level must be a mapping"),
         ("store: [\n", {}, "not valid YAML"),
+        ("store:\n  memory_limit: 64MB\n", {}, "store.memory_limit 64MB is below 128MB"),
     ],
 )
 def test_errors_name_the_key(tmp_path, text, env, message):

@@ -22,7 +22,7 @@ import json
 import logging
 import socket
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -104,13 +104,14 @@ class DuckDBStore:
         results_delay_s: float = 0.0,
         index_memory_share: float = 0.4,
         prune_slice_keys: int = 20_000,
+        duckdb_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
         self._options = wire.EngineOptions(
             path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
             max_batch_items=max_batch_items, readers=readers, compression=compression,
-            duckdb_threads=threads, results_delay_s=results_delay_s,
+            duckdb_threads=threads, results_delay_s=results_delay_s, settings=dict(duckdb_settings or {}),
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
         self.max_index_keys = keys.max_keys(wire.size_bytes(memory_limit), index_memory_share)
@@ -255,10 +256,17 @@ class DuckDBStore:
         self._failure = "the store process exited"
         self._fail_pending(StoreError("the store process exited; retry"))
         if not self._closing:
-            log.error("store process exited unexpectedly; restarting it")
             self._restarter = asyncio.create_task(self._restart(), name="store-restart")
 
     async def _restart(self) -> None:
+        status = None
+        if self._process is not None:
+            try:
+                status = await asyncio.wait_for(self._process.wait(), 10)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+        why = " (DuckDB invalidated its database: see the store's error above)" if status == wire.EXIT_INVALIDATED else ""
+        log.error("store process exited unexpectedly with status %s%s; restarting it", status, why)
         delay = 0.5
         while not self._closing:
             try:

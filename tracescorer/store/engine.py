@@ -43,7 +43,9 @@ import pyarrow as pa
 from tracescorer.store import appends, layout, readonly
 from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
-from tracescorer.store.wire import CLOSE, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure, size_bytes
+from tracescorer.store.wire import (
+    CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure, size_bytes,
+)
 
 log = logging.getLogger("tracescorer.store.engine")  # run as __main__ in the store process
 
@@ -84,7 +86,14 @@ def _config(options: EngineOptions) -> dict[str, Any]:
         cfg["threads"] = options.duckdb_threads
     if options.compression != "auto":
         cfg["force_compression"] = options.compression
+    cfg.update(options.settings)
     return cfg
+
+
+def _invalidates(exc: BaseException) -> bool:
+    """DuckDB refuses every statement on the database from now on: after a fatal error, or after
+    a checkpoint failed (on a full disk, say), when it asks for the file to be attached again."""
+    return isinstance(exc, duckdb.FatalException) or "has been invalidated" in str(exc)
 
 
 class _Invalidated(Exception):
@@ -176,7 +185,6 @@ class Engine:
         self._commits = itertools.count(1)  # next() is atomic: both writers count
         self._commit_id = 0
         self._failing: str | None = None
-        self._reopen = threading.Lock()
         # the span log telemetry is appended to, and the one a telemetry transaction is open on:
         # the checkpointer moves appends to the other span log and checkpoints this one once free
         self._logs = threading.Condition()
@@ -253,7 +261,9 @@ class Engine:
                 cur.execute(f"CHECKPOINT {layout.quote(catalog)}")
             finally:
                 cur.close()
-        except duckdb.Error as exc:  # a conflicting transaction, a full disk: try again later
+        except duckdb.Error as exc:  # a conflicting transaction: try again later
+            if _invalidates(exc):  # a full disk, say: the database is unusable until opened again
+                self._exit_invalidated(exc)
             log.debug("checkpoint of %s skipped: %s", catalog, exc)
             return
         seconds = time.perf_counter() - started
@@ -331,7 +341,7 @@ class Engine:
         while (batch := self._take(q)) is not None:
             try:
                 # the stage writer's transactions run beside the telemetry writer's on a cursor
-                # of their own (a fresh one per batch: the connection may have been reopened)
+                # of their own, a fresh one per batch
                 con = self._cursor() if own_cursor else self._con
                 try:
                     self._prepare(batch)
@@ -341,9 +351,9 @@ class Engine:
                         try:
                             con.close()
                         except duckdb.Error:
-                            pass  # an invalidated database: the reopen follows
+                            pass  # an invalidated database: the process exits next
             except _Invalidated as exc:
-                self._reconnect(exc.cause)
+                self._exit_invalidated(exc.cause)
             except BaseException as exc:  # noqa: BLE001 - the writer must outlive anything a job does
                 log.exception("writer failed")
                 for job in batch:
@@ -396,10 +406,9 @@ class Engine:
             self._rollback(con)
             if catalog:
                 self._release_log()
-            if isinstance(exc, duckdb.FatalException):
-                # the database is gone: these jobs fail as retryable (none committed); the writer
-                # reopens it once its cursor is closed (an open cursor keeps the old database
-                # attached, and the reopen would wait for it forever)
+            if _invalidates(exc):
+                # the database is gone: these jobs fail as retryable (none committed), then the
+                # process exits (see _exit_invalidated)
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
                 raise _Invalidated(exc) from exc
@@ -529,31 +538,16 @@ class Engine:
         except duckdb.Error:
             pass
 
-    def _reconnect(self, cause: BaseException) -> None:
-        """After a fatal error DuckDB refuses every statement: reopen the file (committed data is
-        in the WAL, so nothing acknowledged is lost)."""
-        with self._reopen:
-            self._reopen_locked(cause)
-
-    def _reopen_locked(self, cause: BaseException) -> None:
-        try:
-            self._con.execute("SELECT 1").fetchall()
-            return  # the other writer reopened it already
-        except duckdb.Error:
-            pass
-        self._failing = f"{type(cause).__name__}: {cause}"
-        log.error("database invalidated (%s); reopening", cause)
-        try:
-            self._con.close()
-        except duckdb.Error:
-            pass
-        while True:
-            try:
-                self._con = _open(self.options)
-                return
-            except Exception as exc:  # noqa: BLE001 - keep trying: the daemon reports not ready meanwhile
-                log.error("cannot reopen database: %s", exc)
-                time.sleep(1.0)
+    def _exit_invalidated(self, cause: BaseException) -> None:
+        """After a fatal error DuckDB refuses every statement, and the file cannot be opened again
+        in this process while anything still holds the old database (a reopen failed for good:
+        "already attached"): the process exits and the daemon starts a new one, which replays
+        the WAL (committed data is there, so nothing acknowledged is lost; unanswered requests
+        fail as retryable on the daemon's side)."""
+        log.error("database invalidated (%s): the store process exits, the daemon starts it again", cause)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(EXIT_INVALIDATED)
 
     # --- readers --------------------------------------------------------------------------------
 
@@ -578,6 +572,8 @@ class Engine:
                 self._reply(req_id, False, Failure("StoreError", str(exc)), {})
             except Exception as exc:  # noqa: BLE001 - reported to the caller
                 self._reply(req_id, False, Failure("StoreError", f"read failed: {exc}"), {})
+                if _invalidates(exc):
+                    self._exit_invalidated(exc)
             else:
                 self._reply(req_id, True, result, {})
             finally:

@@ -6,10 +6,13 @@ Arrow (:mod:`tracescorer.store.engine`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 # request kinds
 TELEMETRY, WRITE, READ, QUERY, CLOSE = "t", "w", "r", "q", "c"
+
+#: the store process's exit status once DuckDB invalidated its database (the daemon starts a new one)
+EXIT_INVALIDATED = 75
 
 
 _UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
@@ -33,6 +36,8 @@ class EngineOptions:
     duckdb_threads: int | None = None
     compression: str = "zstd"
     results_delay_s: float = 0.0
+    #: further DuckDB settings at open, before the configuration is locked (fault drills)
+    settings: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -337,6 +337,41 @@ async def test_a_dead_store_process_fails_pending_requests_and_is_restarted(stor
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
 
 
+@pytest.mark.parametrize("which", ["main", "span logs"])
+async def test_a_database_duckdb_invalidated_is_opened_again_by_a_new_store_process(tmp_path, which):
+    # after a fatal error, or a checkpoint that failed (a full disk), DuckDB refuses every statement
+    # on the database until it is attached again, which the process holding it cannot do. DuckDB's
+    # debug switch makes a checkpoint fail as a crash in the middle of one would
+    store = DuckDBStore(tmp_path / "i.duckdb", duckdb_settings={"debug_checkpoint_abort": "before_header"})
+    await store.open()
+    try:
+        await _invalidated_and_opened_again(store, which)
+    finally:
+        await store.close()
+
+
+async def _invalidated_and_opened_again(store: DuckDBStore, which: str) -> None:
+    await store.append([_span(1)])
+    await store.upsert_runs([_run(1)])
+    pid = store.process_pid
+    catalogs = [await store.read(store_ops.main_catalog)] if which == "main" else list(SPAN_LOGS)
+    errors = await store.read(store_ops.checkpoint, catalogs)
+    assert len(errors) == len(catalogs) and all("invalidated" in e for e in errors)
+    failures = []
+    for _ in range(600):  # the writes meet the invalidated database; the store process exits and is started again
+        try:
+            await store.append([_span(2)])
+            await store.upsert_runs([_run(2)])
+            break
+        except StoreError as exc:  # retryable, never stored
+            failures.append(str(exc))
+            await asyncio.sleep(0.05)
+    assert failures and store.process_pid not in (None, pid) and store.write_failure is None
+    # what was committed before is there, once
+    assert await fetch(store, "SELECT name FROM spans ORDER BY name") == [("s1",), ("s2",)]
+    assert await fetch(store, "SELECT run_id FROM runs ORDER BY run_id") == [("run-1",), ("run-2",)]
+
+
 async def test_open_names_the_file_when_it_cannot(tmp_path):
     (tmp_path / "afile").write_text("x")
     s = DuckDBStore(tmp_path / "afile" / "x.duckdb")
