@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tracescorer.filterspec import RunFilter
 from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
-from tracescorer.store.wire import size_bytes
+from tracescorer.sizes import size_bytes
 
 #: the smallest ``store.memory_limit`` the store writes within
 MIN_MEMORY_BYTES = 128 * 1000**2

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
+from tracescorer.sizes import size_bytes
 from tracescorer.store import deliveries, keys, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
@@ -114,7 +115,7 @@ class DuckDBStore:
             duckdb_threads=threads, results_delay_s=results_delay_s, settings=dict(duckdb_settings or {}),
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
-        self.max_index_keys = keys.max_keys(wire.size_bytes(memory_limit), index_memory_share)
+        self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
         #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
         self._observer: CommitObserver = observer or _NullObserver()

@@ -40,12 +40,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tracescorer.sizes import size_bytes
 from tracescorer.store import appends, layout, readonly
 from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.migrations import migrate
-from tracescorer.store.wire import (
-    CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure, size_bytes,
-)
+from tracescorer.store.wire import CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.engine")  # run as __main__ in the store process
 

@@ -15,17 +15,6 @@ TELEMETRY, WRITE, READ, QUERY, CLOSE = "t", "w", "r", "q", "c"
 EXIT_INVALIDATED = 75
 
 
-_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
-          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
-
-
-def size_bytes(text: str) -> int:
-    """``64MB`` / ``1GiB`` / ``512 KB`` in bytes (the forms DuckDB's settings take)."""
-    number = text.strip().rstrip("BbIiKkMmGgTt ")
-    unit = text.strip()[len(number):].strip().upper() or "B"
-    return int(float(number) * _UNITS[unit])
-
-
 @dataclass(frozen=True, slots=True)
 class EngineOptions:
     path: str
