@@ -554,29 +554,27 @@ class Engine:
         while (item := self._reads.get()) is not None:
             req_id, kind, payload = item
             try:
-                cur = self._cursor()
-            except duckdb.Error as exc:
-                self._reply(req_id, False, Failure("StoreError", f"cannot read: {exc}"), {})
-                continue
-            try:
-                if kind == QUERY:
-                    sql, max_rows, timeout_s, params = payload
-                    result: Any = readonly.run_guarded(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
-                else:
-                    fn, args = payload
-                    result = fn(cur, *args)
+                result = self._read(kind, payload)
             except readonly.QueryRefused as exc:
                 self._reply(req_id, False, Failure("ReadOnlyViolation", str(exc)), {})
-            except readonly.QueryError as exc:
-                self._reply(req_id, False, Failure("StoreError", str(exc)), {})
             except Exception as exc:  # noqa: BLE001 - reported to the caller
-                self._reply(req_id, False, Failure("StoreError", f"read failed: {exc}"), {})
-                if _invalidates(exc):
+                message = str(exc) if isinstance(exc, readonly.QueryError) else f"read failed: {exc}"
+                self._reply(req_id, False, Failure("StoreError", message), {})
+                if _invalidates(exc):  # a query error carries DuckDB's message
                     self._exit_invalidated(exc)
             else:
                 self._reply(req_id, True, result, {})
-            finally:
-                cur.close()
+
+    def _read(self, kind: str, payload: Any) -> Any:
+        cur = self._cursor()
+        try:
+            if kind == QUERY:
+                sql, max_rows, timeout_s, params = payload
+                return readonly.run_guarded(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
+            fn, args = payload
+            return fn(cur, *args)
+        finally:
+            cur.close()
 
 
 def serve(sock: socket.socket, options: EngineOptions) -> None:

@@ -337,20 +337,21 @@ async def test_a_dead_store_process_fails_pending_requests_and_is_restarted(stor
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
 
 
+@pytest.mark.parametrize("met_by", ["write", "query"])
 @pytest.mark.parametrize("which", ["main", "span logs"])
-async def test_a_database_duckdb_invalidated_is_opened_again_by_a_new_store_process(tmp_path, which):
+async def test_a_database_duckdb_invalidated_is_opened_again_by_a_new_store_process(tmp_path, which, met_by):
     # after a fatal error, or a checkpoint that failed (a full disk), DuckDB refuses every statement
     # on the database until it is attached again, which the process holding it cannot do. DuckDB's
     # debug switch makes a checkpoint fail as a crash in the middle of one would
     store = DuckDBStore(tmp_path / "i.duckdb", duckdb_settings={"debug_checkpoint_abort": "before_header"})
     await store.open()
     try:
-        await _invalidated_and_opened_again(store, which)
+        await _invalidated_and_opened_again(store, which, met_by)
     finally:
         await store.close()
 
 
-async def _invalidated_and_opened_again(store: DuckDBStore, which: str) -> None:
+async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: str) -> None:
     await store.append([_span(1)])
     await store.upsert_runs([_run(1)])
     pid = store.process_pid
@@ -358,6 +359,15 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str) -> None:
     errors = await store.read(store_ops.checkpoint, catalogs)
     assert len(errors) == len(catalogs) and all("invalidated" in e for e in errors)
     failures = []
+    if met_by == "query":  # a read-only query meets it first: no write needed for the process to go
+        with pytest.raises(StoreError, match="invalidated"):
+            await store.query("SELECT count(*) FROM spans", max_rows=10, timeout_s=10)
+        for _ in range(400):
+            if store.process_pid not in (None, pid):
+                break
+            await asyncio.sleep(0.05)
+        assert store.process_pid not in (None, pid)
+        failures.append("the query")
     for _ in range(600):  # the writes meet the invalidated database; the store process exits and is started again
         try:
             await store.append([_span(2)])
