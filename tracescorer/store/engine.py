@@ -89,9 +89,7 @@ def _config(options: EngineOptions) -> dict[str, Any]:
     return cfg
 
 
-def _invalidates(exc: BaseException) -> bool:
-    """DuckDB refuses every statement on the database from now on: after a fatal error, or after
-    a checkpoint failed (on a full disk, say), when it asks for the file to be attached again."""
+def _says_invalidated(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.FatalException) or "has been invalidated" in str(exc)
 
 
@@ -261,7 +259,7 @@ class Engine:
             finally:
                 cur.close()
         except duckdb.Error as exc:  # a conflicting transaction: try again later
-            if _invalidates(exc):  # a full disk, say: the database is unusable until opened again
+            if self._invalidated(exc):  # a full disk, say: the database is unusable until opened again
                 self._exit_invalidated(exc)
             log.debug("checkpoint of %s skipped: %s", catalog, exc)
             return
@@ -405,7 +403,7 @@ class Engine:
             self._rollback(con)
             if catalog:
                 self._release_log()
-            if _invalidates(exc):
+            if self._invalidated(exc):
                 # the database is gone: these jobs fail as retryable (none committed), then the
                 # process exits (see _exit_invalidated)
                 for job in batch:
@@ -537,6 +535,28 @@ class Engine:
         except duckdb.Error:
             pass
 
+    def _invalidated(self, exc: BaseException) -> bool:
+        """Whether DuckDB refuses every statement on a database of the store from now on: after a
+        fatal error, or after a checkpoint failed (on a full disk, say), when it asks for the file
+        to be attached again. An error's text may quote data (a span's, a query's), so one that
+        says so is confirmed by reading each database."""
+        if isinstance(exc, duckdb.FatalException):
+            return True
+        if "has been invalidated" not in str(exc):
+            return False
+        try:
+            cur = self._cursor()
+        except duckdb.Error as probe:
+            return _says_invalidated(probe)
+        try:
+            for catalog, table in ((self._catalog, "schema_info"), *((c, "spans") for c in layout.SPAN_LOGS)):
+                cur.execute(f"SELECT 1 FROM {layout.quote(catalog)}.{table} LIMIT 1").fetchall()
+        except duckdb.Error as probe:
+            return _says_invalidated(probe)
+        finally:
+            cur.close()
+        return False
+
     def _exit_invalidated(self, cause: BaseException) -> None:
         """After a fatal error DuckDB refuses every statement, and the file cannot be opened again
         in this process while anything still holds the old database (a reopen failed for good:
@@ -560,7 +580,7 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - reported to the caller
                 message = str(exc) if isinstance(exc, readonly.QueryError) else f"read failed: {exc}"
                 self._reply(req_id, False, Failure("StoreError", message), {})
-                if _invalidates(exc):  # a query error carries DuckDB's message
+                if self._invalidated(exc):  # a query error carries DuckDB's message
                     self._exit_invalidated(exc)
             else:
                 self._reply(req_id, True, result, {})

@@ -375,6 +375,16 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: 
     assert await fetch(store, "SELECT run_id FROM runs ORDER BY run_id") == [("run-1",), ("run-2",)]
 
 
+async def test_an_error_that_only_quotes_invalidated_does_not_end_the_store_process(store):
+    # DuckDB's message is believed once reading each database confirms it: a query's (or a span's)
+    # own text in an error must not restart the store
+    pid = store.process_pid
+    with pytest.raises(StoreError, match="has been invalidated"):
+        await store.query("""SELECT CAST('Database "x" has been invalidated' AS INTEGER)""", max_rows=1, timeout_s=10)
+    assert (await store.append([_span(1)])).stored == 1
+    assert store.process_pid == pid
+
+
 async def _retried(write, attempts: int = 600) -> None:
     for _ in range(attempts - 1):
         try:
