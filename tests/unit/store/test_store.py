@@ -358,7 +358,7 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: 
     catalogs = [await store.read(store_ops.main_catalog)] if which == "main" else list(SPAN_LOGS)
     errors = await store.read(store_ops.checkpoint, catalogs)
     assert len(errors) == len(catalogs) and all("invalidated" in e for e in errors)
-    # the first request to meet it fails, naming the cause (a query needs no write for the process to go)
+    # the first request to meet it fails, naming the cause
     with pytest.raises(StoreError, match="invalidated"):
         if met_by == "query":
             await store.query("SELECT count(*) FROM spans", max_rows=10, timeout_s=10)
@@ -366,6 +366,12 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: 
             await store.upsert_runs([_run(3)])
         else:
             await store.append([_span(3)])
+    if met_by == "query":  # no write needed for the process to go
+        for _ in range(400):
+            if store.process_pid not in (None, pid):
+                break
+            await asyncio.sleep(0.05)
+        assert store.process_pid not in (None, pid)
     # the store process exits and is started again; until then writes fail as retryable, never stored
     await _retried(lambda: store.append([_span(2)]))
     await _retried(lambda: store.upsert_runs([_run(2)]))
