@@ -35,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 import pyarrow as pa
@@ -91,14 +91,6 @@ def _config(options: EngineOptions) -> dict[str, Any]:
 
 def _says_invalidated(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.FatalException) or "has been invalidated" in str(exc)
-
-
-class _Invalidated(Exception):
-    """A transaction met a fatal error: DuckDB invalidated the database (its jobs are answered)."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 @dataclass(slots=True, eq=False)
@@ -348,9 +340,7 @@ class Engine:
                         try:
                             con.close()
                         except duckdb.Error:
-                            pass  # an invalidated database: the process exits next
-            except _Invalidated as exc:
-                self._exit_invalidated(exc.cause)
+                            pass  # closing a cursor must not stop the writer
             except BaseException as exc:  # noqa: BLE001 - the writer must outlive anything a job does
                 log.exception("writer failed")
                 for job in batch:
@@ -404,20 +394,14 @@ class Engine:
             if catalog:
                 self._release_log()
             if self._invalidated(exc):
-                # the database is gone: these jobs fail as retryable (none committed), then the
-                # process exits (see _exit_invalidated)
+                # the database is gone: these jobs fail as retryable (none committed), the process
+                # exits, and the daemon fails what else was waiting the same way
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
-                raise _Invalidated(exc) from exc
+                self._exit_invalidated(exc)
             if len(batch) > 1:
-                for i, job in enumerate(batch):
-                    try:
-                        self._commit([job], con)
-                    except _Invalidated as invalid:
-                        for rest in batch[i + 1:]:
-                            self._reply(rest.req_id, False, Failure("StoreError", f"write failed: {invalid}"),
-                                        self._meta())
-                        raise
+                for job in batch:
+                    self._commit([job], con)
                 return
             if isinstance(exc, duckdb.ConstraintException) and _drop_hints(batch[0]):
                 log.debug("a key believed new was stored already; writing again without beliefs: %s", exc)
@@ -542,7 +526,7 @@ class Engine:
         says so is confirmed by reading each database."""
         if isinstance(exc, duckdb.FatalException):
             return True
-        if "has been invalidated" not in str(exc):
+        if not _says_invalidated(exc):
             return False
         try:
             cur = self._cursor()
@@ -557,7 +541,7 @@ class Engine:
             cur.close()
         return False
 
-    def _exit_invalidated(self, cause: BaseException) -> None:
+    def _exit_invalidated(self, cause: BaseException) -> NoReturn:
         """After a fatal error DuckDB refuses every statement, and the file cannot be opened again
         in this process while anything still holds the old database (a reopen failed for good:
         "already attached"): the process exits and the daemon starts a new one, which replays

@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from support import store_ops
+from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from support.gate import WriterGate
 from tracescorer.model import AgentRun, LogRecord, Message, Span
@@ -367,14 +368,10 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: 
         else:
             await store.append([_span(3)])
     if met_by == "query":  # no write needed for the process to go
-        for _ in range(400):
-            if store.process_pid not in (None, pid):
-                break
-            await asyncio.sleep(0.05)
-        assert store.process_pid not in (None, pid)
+        await wait_for_async(lambda: store.process_pid not in (None, pid), 20, what="a new store process")
     # the store process exits and is started again; until then writes fail as retryable, never stored
-    await _retried(lambda: store.append([_span(2)]))
-    await _retried(lambda: store.upsert_runs([_run(2)]))
+    await wait_for_async(lambda: _succeeds(lambda: store.append([_span(2)])), 30, interval_s=0.05, what="the span written")
+    await wait_for_async(lambda: _succeeds(lambda: store.upsert_runs([_run(2)])), 30, interval_s=0.05, what="the run written")
     assert store.process_pid not in (None, pid) and store.write_failure is None
     # what was committed before is there, once
     assert await fetch(store, "SELECT name FROM spans ORDER BY name") == [("s1",), ("s2",)]
@@ -391,14 +388,12 @@ async def test_an_error_that_only_quotes_invalidated_does_not_end_the_store_proc
     assert store.process_pid == pid
 
 
-async def _retried(write, attempts: int = 600) -> None:
-    for _ in range(attempts - 1):
-        try:
-            await write()
-            return
-        except StoreError:
-            await asyncio.sleep(0.05)
-    await write()
+async def _succeeds(write) -> bool:
+    try:
+        await write()
+    except StoreError:
+        return False
+    return True
 
 
 async def test_open_names_the_file_when_it_cannot(tmp_path):
