@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# the suite mostly waits on daemons and their store processes: two workers (one test file each at a time)
+PYTEST_WORKERS ?= 2
 export PYTHON
 
 .PHONY: venv demo test bench lock typecheck clean captures captures-envs backends-check
@@ -23,7 +25,7 @@ demo: $(VENV)/.runtime
 
 test: $(VENV)/.dev
 	scripts/postgres.sh
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py

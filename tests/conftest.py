@@ -7,6 +7,10 @@ TESTS = Path(__file__).resolve().parent
 # tests/support is imported as a package by the integration tests, here and in the store
 # processes the daemons under test start (tests/support/store_ops.py runs there)
 sys.path.insert(0, str(TESTS))
+# pytest-xdist workers export COLUMNS=80 LINES=24; the CLIs under test would take them for a
+# terminal's size (their output here goes to a pipe: the tests expect the no-terminal width)
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH")]))
 
 
