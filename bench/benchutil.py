@@ -66,6 +66,13 @@ class Tree:
                 pass
         return out
 
+    def main_thread_cpu(self) -> float:
+        """CPU seconds of the daemon's main thread (its event loop: one core at most, the GIL)."""
+        try:
+            return next((t.user_time + t.system_time for t in self.root.threads() if t.id == self.root.pid), 0.0)
+        except psutil.Error:
+            return 0.0
+
     def rss_by_role(self) -> dict[str, int]:
         """RSS bytes of the daemon and the store process apart."""
         out: dict[str, int] = {}

@@ -9,7 +9,9 @@ scored in time, against the walk baseline measured in the same run.
    latency p50/p99, refusals by code and by the bound refused for, RSS first/max/last (daemon +
    store process), server CPU µs per span per stage (decode, assembly, scoring and receiving in
    the daemon process; the store process), and the lag from a trace's last commit to its scores
-   being stored (p50/p99). A step is *sustained* when every trace it sent was assembled and scored
+   being stored (p50/p99); and what bounds the rate: the share of one core the daemon's main
+   thread (its event loop, which holds the GIL) was busy, the share of the machine's cores busy,
+   and the load generator's own CPU per span (it runs in this process, on the same cores). A step is *sustained* when every trace it sent was assembled and scored
    by both scorers with lag p99 ≤ idle_s + 2 s and nothing was refused.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import psutil
 import yaml
 
 from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server  # noqa: E402
@@ -203,9 +206,17 @@ def refused_by_bound(m0: dict[str, float], m1: dict[str, float]) -> dict[str, in
     return out
 
 
+def _busy_share(t0: Any, t1: Any) -> float:
+    """Share of all cores' time spent busy between two ``psutil.cpu_times()``."""
+    total = sum(t1) - sum(t0)
+    idle = (t1.idle + getattr(t1, "iowait", 0.0)) - (t0.idle + getattr(t0, "iowait", 0.0))
+    return (total - idle) / total if total > 0 else float("nan")
+
+
 def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
          seq: int) -> tuple[dict[str, Any], int]:
     m0, c0 = scrape(info.url), tree.cpu()
+    loop0, machine0, me0 = tree.main_thread_cpu(), psutil.cpu_times(), psutil.Process().cpu_times()
     target = f"127.0.0.1:{info.grpc_port}"
     with RssSampler(tree, 0.5) as sampler:
         start = time.time()
@@ -214,7 +225,9 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
         scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
     rss = sampler.samples
     m1, c1 = scrape(info.url), tree.cpu()
+    loop1, machine1, me1 = tree.main_thread_cpu(), psutil.cpu_times(), psutil.Process().cpu_times()
     spans = max(1, tally.acked_spans)
+    wall = max(1e-9, end - start)
     cpu_us = {f"{k}_us": (c1.get(k, 0) - c0.get(k, 0)) / spans * 1e6 for k in ("daemon", "store")}
     for stage in STAGES:
         key = f'tracescorer_stage_cpu_seconds_total{{stage="{stage}"}}'
@@ -233,6 +246,11 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
         "rss_first_mb": (rss[0] if rss else 0) / 2**20, "rss_max_mb": max(rss or [0]) / 2**20,
         "rss_last_mb": (rss[-1] if rss else 0) / 2**20, "loop_lag_p99_le_s": loop_p99, **cpu_us,
         "acked_spans": tally.acked_spans,
+        # what bounds the rate: the daemon's event loop (one core, the GIL), or the machine's cores
+        # (the load generator, this process, runs beside them)
+        "daemon_loop_busy_pct": 100 * (loop1 - loop0) / wall,
+        "machine_busy_pct": 100 * _busy_share(machine0, machine1),
+        "loadgen_us": (me1.user + me1.system - me0.user - me0.system) / spans * 1e6,
     }
     result["sustained"] = bool(want and scored == want and want * 4 == tally.acked_spans and not tally.refused
                                and p99 <= IDLE_S + 2)
