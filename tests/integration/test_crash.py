@@ -88,3 +88,56 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
     stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
     con.close()
     assert not want_spans - stored, f"{len(want_spans - stored)} acknowledged spans lost"
+
+
+def _store_child(daemon: DaemonProcess) -> psutil.Process | None:
+    assert daemon.proc is not None
+    children = [p for p in psutil.Process(daemon.proc.pid).children() if p.status() != psutil.STATUS_ZOMBIE]
+    return children[0] if len(children) == 1 else None
+
+
+def test_a_store_process_killed_under_load_is_restarted_and_nothing_acknowledged_is_lost(tmp_path):
+    """The daemon's own restart of its store process (the path DuckDB invalidating a database takes
+    too: the store process exits, the daemon starts a new one) through real OTLP clients."""
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
+                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}], shutdown={"grace_s": 10})
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
+                 for i in range(PRODUCERS)]
+    try:
+        for p in producers:
+            p.start()
+        wait_for(lambda: len(acked.spans[0]) >= ACKED_BEFORE_KILL, 120, interval_s=0.05, what="spans acknowledged")
+        old = _store_child(daemon)
+        assert old is not None
+        old.kill()
+        # a new store process serves the same file, and intake goes on through it
+        new = wait_for(lambda: (s := _store_child(daemon)) is not None and s.pid != old.pid and s, 60,
+                       interval_s=0.1, what="a new store process")
+        after = len(acked.spans[0])
+        wait_for(lambda: len(acked.spans[0]) >= after + ACKED_BEFORE_KILL, 120, interval_s=0.05,
+                 what="spans acknowledged after the restart")
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+    try:
+        want_traces = set(acked.traces[0])
+        wait_for(lambda: not want_traces - {r["trace_id"] for r in daemon.query_json(
+            "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
+        wait_for(lambda: daemon.query_json(
+            "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
+            "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
+            90, interval_s=0.25, what="every run scored")
+        assert new.is_running() and _store_child(daemon) is not None and _store_child(daemon).pid == new.pid
+    finally:
+        code = daemon.stop()
+    log = daemon.log()
+    assert code == 0, log[-3000:]
+    assert "store process exited unexpectedly" in log and "store process restarted" in log, log[-3000:]
+    con = open_read_only(daemon.db_path)
+    stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
+    con.close()
+    lost = set(acked.spans[0]) - stored
+    assert not lost, f"{len(lost)} acknowledged spans lost"
