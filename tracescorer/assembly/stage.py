@@ -29,7 +29,7 @@ from tracescorer.config import AssemblySettings
 from tracescorer.conventions import extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
-from tracescorer.store.base import Store
+from tracescorer.store.base import Store, StoreError
 from tracescorer.store.records import AssemblyRecord
 from tracescorer.aio import cancel
 
@@ -97,6 +97,7 @@ class AssemblyStage:
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._watermark_at = 0.0
         self._moved = False  # traces were handed out since the watermark was stored
+        self._store_away = False  # the last pass could not read from the store (warned once until it answers)
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
         self._taken = 0  # spans and log records taken for extraction so far
         self._taken_at: deque[tuple[float, int]] = deque([(time.monotonic(), 0)])  # (when, _taken)
@@ -182,7 +183,8 @@ class AssemblyStage:
                     break
                 if traces is None:
                     self.lag_s = max(0.0, time.monotonic() - min(t.due for t in chunk))
-                await self._assemble(chunk)
+                if not await self._assemble(chunk):
+                    break  # the store is away: this pass ends, the next tick tries again
                 self._moved = True
                 done += len(chunk)
                 self._metrics.buffered_traces.set(len(self.buffer))
@@ -214,11 +216,23 @@ class AssemblyStage:
         known = await self._store.assembled_before(doubtful)
         return [replace(t, late=True) if t.trace_id in known else t for t in traces]
 
-    async def _assemble(self, traces: list[AssembledTrace]) -> None:
+    async def _assemble(self, traces: list[AssembledTrace]) -> bool:
         """Extract a chunk and start writing its runs; the next chunk is extracted while they are
-        written (at most ``IN_FLIGHT`` chunks in flight), listeners hear of runs once stored."""
-        traces = await self._recall(traces)
-        stored = await self._load([t for t in traces if t.from_store])
+        written (at most ``IN_FLIGHT`` chunks in flight), listeners hear of runs once stored.
+        False when the store could not be read (the chunk is tracked again, to be retried)."""
+        try:
+            traces = await self._recall(traces)
+            stored = await self._load([t for t in traces if t.from_store])
+        except StoreError as exc:
+            # e.g. the store process is being restarted: dropped here, these traces would wait for
+            # the next start's recovery (and the assembled-through mark would pass them)
+            (log.debug if self._store_away else log.warning)(
+                "reading %d trace(s) back from the store failed (%s); retrying each pass until it answers",
+                len(traces), exc)
+            self._store_away = True
+            self._track_again(traces)
+            return False
+        self._store_away = False
         results = []
         for at in range(0, len(traces), SLICE):
             if at:
@@ -235,12 +249,13 @@ class AssemblyStage:
         self._taken_at.append((now, self._taken))
         self._forget_before(now - RATE_WINDOW_S)
         if not results:
-            return
+            return True
         task = asyncio.create_task(self._persist(results), name="assembly-write")
         self._writes[task] = traces
         task.add_done_callback(self._written)
         if len(self._writes) >= IN_FLIGHT:
             await asyncio.wait(list(self._writes), return_when=asyncio.FIRST_COMPLETED)
+        return True
 
     async def _persist(self, results: list[_Result]) -> None:
         latest: dict[str, AgentRun] = {}
@@ -268,8 +283,11 @@ class AssemblyStage:
         traces = self._writes.pop(task, [])
         if task.cancelled() or task.exception() is None:
             return
-        # not stored: track them again, to be read back from the span log and retried
         log.warning("storing the runs of %d trace(s) failed (%s); retrying", len(traces), task.exception())
+        self._track_again(traces)
+
+    def _track_again(self, traces: Sequence[AssembledTrace]) -> None:
+        """Not stored: track them again, to be read back from the span log and retried."""
         self.buffer.add_pending([(t.trace_id, t.received[0], t.received[1], True) for t in traces])
 
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:

@@ -93,7 +93,7 @@ class AsyncChannel:
         self._reader = reader
         self._writer = writer
         self._send_sock = send_sock
-        self._outbox: asyncio.Queue[tuple[bytes, asyncio.Future[None]] | None] = asyncio.Queue()
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._sender = asyncio.create_task(self._send_loop(), name="store-sender")
 
     @classmethod
@@ -112,24 +112,18 @@ class AsyncChannel:
             return None
         return pickle.loads(body)
 
-    def send(self, frame: bytes) -> asyncio.Future[None]:
-        """Queue an encoded frame; the future completes once it was handed to the kernel."""
-        sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._outbox.put_nowait((frame, sent))
-        return sent
+    def send(self, frame: bytes) -> None:
+        """Queue an encoded frame. A frame the socket no longer takes is dropped: the peer is gone,
+        and the reply stream's end tells the caller so (its requests fail there)."""
+        self._outbox.put_nowait(frame)
 
     async def _send_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while (item := await self._outbox.get()) is not None:
-            frame, sent = item
+        while (frame := await self._outbox.get()) is not None:
             try:
                 await loop.sock_sendall(self._send_sock, frame)
-            except OSError as exc:
-                if not sent.done():
-                    sent.set_exception(exc)
+            except OSError:
                 continue
-            if not sent.done():
-                sent.set_result(None)
 
     def close(self) -> None:
         self._outbox.put_nowait(None)

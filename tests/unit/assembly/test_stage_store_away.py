@@ -1,0 +1,73 @@
+"""While the store is away (its process restarting after a crash, or after DuckDB invalidated a
+database), assembly loses no trace: what it could not read back or write is tracked again and
+assembled once the store is back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from support.db import scalar
+from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.config import AssemblySettings
+from tracescorer.metrics import Metrics
+from tracescorer.model import Span
+from tracescorer.store.base import StoreClosed
+from tracescorer.store.duckdb import DuckDBStore
+
+# what assembly asks of the store during a pass
+_PASS_CALLS = ("load_traces", "assembled_before", "upsert_runs", "record_assembly")
+
+
+class _Away:
+    """The real store, refusing assembly's calls as a restarting one does while ``away`` is set."""
+
+    def __init__(self, store: DuckDBStore) -> None:
+        self._store = store
+        self.away = False
+        self.refused: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name not in _PASS_CALLS:
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if self.away:
+                self.refused.append(name)
+                raise StoreClosed("store is not open")
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+def _root(i: int) -> Span:
+    return Span(trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}", parent_span_id=None, name="invoke_agent support",
+                kind="internal", start_time_unix_nano=1_000 + i, end_time_unix_nano=2_000 + i,
+                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"})
+
+
+async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(tmp_path):
+    real = DuckDBStore(tmp_path / "ts.duckdb")
+    await real.open()
+    try:
+        store = _Away(real)
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, Metrics())  # type: ignore[arg-type]
+        spans = [_root(i) for i in range(3)]
+        outcome = await real.append(spans)
+        stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
+        await asyncio.sleep(0.05)  # past idle_s: every trace is complete
+
+        store.away = True
+        await stage.flush()  # their runs cannot be written: tracked again, to be read back
+        assert "upsert_runs" in store.refused and len(stage.buffer) == 3
+        assert await stage.flush() == 0  # reading them back fails too: still tracked, the pass ends
+        assert "load_traces" in store.refused and len(stage.buffer) == 3
+        assert await scalar(real, "SELECT count(*) FROM runs") == 0
+
+        store.away = False
+        assert await stage.flush() == 3
+        assert await scalar(real, "SELECT count(*) FROM runs") == 3
+        assert len(stage.buffer) == 0
+    finally:
+        await real.close()
