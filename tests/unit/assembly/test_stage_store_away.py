@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 from support.db import scalar
+from support.spans import agent_root
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
-from tracescorer.model import Span
 from tracescorer.store.base import StoreClosed
 from tracescorer.store.duckdb import DuckDBStore
 
@@ -41,19 +41,13 @@ class _Away:
         return call
 
 
-def _root(i: int) -> Span:
-    return Span(trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}", parent_span_id=None, name="invoke_agent support",
-                kind="internal", start_time_unix_nano=1_000 + i, end_time_unix_nano=2_000 + i,
-                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"})
-
-
 async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(tmp_path):
     real = DuckDBStore(tmp_path / "ts.duckdb")
     await real.open()
     try:
         store = _Away(real)
         stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, Metrics())  # type: ignore[arg-type]
-        spans = [_root(i) for i in range(3)]
+        spans = [agent_root(i) for i in range(3)]
         outcome = await real.append(spans)
         stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
