@@ -38,14 +38,20 @@ def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> 
     provider.shutdown()
 
 
-@pytest.mark.parametrize("victims", ["daemon", "daemon-and-store"])
-def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
+def _daemon_and_producers(tmp_path) -> tuple[DaemonProcess, Acked, threading.Event, list[threading.Thread]]:
+    """A started daemon scoring with one code scorer, and producer threads (not started) for it."""
     cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
                       scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}], shutdown={"grace_s": 10})
     daemon = DaemonProcess(tmp_path, cfg).start()
     acked, stop = Acked(1), threading.Event()
     producers = [threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
                  for i in range(PRODUCERS)]
+    return daemon, acked, stop, producers
+
+
+@pytest.mark.parametrize("victims", ["daemon", "daemon-and-store"])
+def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
+    daemon, acked, stop, producers = _daemon_and_producers(tmp_path)
     try:
         for p in producers:
             p.start()
@@ -125,12 +131,7 @@ def _kill_store_under_load(daemon: DaemonProcess, acked: Acked, stop: threading.
 def test_a_store_process_killed_under_load_is_restarted_and_nothing_acknowledged_is_lost(tmp_path):
     """The daemon's own restart of its store process (the path DuckDB invalidating a database takes
     too: the store process exits, the daemon starts a new one) through real OTLP clients."""
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
-                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}], shutdown={"grace_s": 10})
-    daemon = DaemonProcess(tmp_path, cfg).start()
-    acked, stop = Acked(1), threading.Event()
-    producers = [threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
-                 for i in range(PRODUCERS)]
+    daemon, acked, stop, producers = _daemon_and_producers(tmp_path)
     try:  # the daemon is stopped whatever fails
         _kill_store_under_load(daemon, acked, stop, producers)
         want_traces = set(acked.traces[0])
