@@ -11,8 +11,9 @@ scored in time, against the walk baseline measured in the same run.
    the daemon process; the store process), and the lag from a trace's last commit to its scores
    being stored (p50/p99); and what bounds the rate: the share of one core the daemon's main
    thread (its event loop, which holds the GIL) was busy, the share of the machine's cores busy,
-   and the load generator's own CPU per span (it runs in this process, on the same cores). A step is *sustained* when every trace it sent was assembled and scored
-   by both scorers with lag p99 ≤ idle_s + 2 s and nothing was refused.
+   and the load generator's own CPU per span (it runs in this process, on the same cores). A step
+   is *sustained* when every trace it sent was assembled and scored by both scorers with lag p99
+   ≤ idle_s + 2 s and nothing was refused.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
 

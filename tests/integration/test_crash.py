@@ -49,6 +49,24 @@ def _daemon_and_producers(tmp_path) -> tuple[DaemonProcess, Acked, threading.Eve
     return daemon, acked, stop, producers
 
 
+def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
+    wait_for(lambda: not traces - {r["trace_id"] for r in daemon.query_json(
+        "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
+    wait_for(lambda: daemon.query_json(
+        "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
+        "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
+        90, interval_s=0.25, what="every run scored")
+
+
+def _stored_span_ids(daemon: DaemonProcess) -> set[str]:
+    """Every span id in the daemon's file, past the query endpoint's row cap (the daemon stopped)."""
+    con = open_read_only(daemon.db_path)
+    try:
+        return {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("victims", ["daemon", "daemon-and-store"])
 def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
     daemon, acked, stop, producers = _daemon_and_producers(tmp_path)
@@ -83,20 +101,13 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
     daemon.start()
     try:
         # what the dead daemon had not assembled or scored, the new one does
-        wait_for(lambda: not want_traces - {r["trace_id"] for r in daemon.query_json(
-            "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
-        wait_for(lambda: daemon.query_json(
-            "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
-            "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
-            90, interval_s=0.25, what="every run scored")
+        _wait_assembled_and_scored(daemon, want_traces)
         runs = daemon.query_json("SELECT count(DISTINCT trace_id) AS n FROM runs")[0]["n"]
         assert runs >= len(want_traces) * 0.9  # the few traces cut at the kill may lack their agent span
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()[-3000:]
-    con = open_read_only(daemon.db_path)  # every span id, past the query endpoint's row cap
-    stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
-    con.close()
+    stored = _stored_span_ids(daemon)
     assert not want_spans - stored, f"{len(want_spans - stored)} acknowledged spans lost"
 
 
@@ -135,20 +146,13 @@ def test_a_store_process_killed_under_load_is_restarted_and_nothing_acknowledged
     try:  # the daemon is stopped whatever fails
         _kill_store_under_load(daemon, acked, stop, producers)
         want_traces = set(acked.traces[0])
-        wait_for(lambda: not want_traces - {r["trace_id"] for r in daemon.query_json(
-            "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
-        wait_for(lambda: daemon.query_json(
-            "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
-            "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
-            90, interval_s=0.25, what="every run scored")
+        _wait_assembled_and_scored(daemon, want_traces)
         assert daemon.log().count("store process exited unexpectedly") == 1, daemon.log()[-3000:]  # the new one stays
     finally:
         code = daemon.stop()
     log = daemon.log()
     assert code == 0, log[-3000:]
     assert "store process exited unexpectedly" in log and "store process restarted" in log, log[-3000:]
-    con = open_read_only(daemon.db_path)
-    stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
-    con.close()
+    stored = _stored_span_ids(daemon)
     lost = set(acked.spans[0]) - stored
     assert not lost, f"{len(lost)} acknowledged spans lost"
