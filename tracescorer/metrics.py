@@ -125,6 +125,12 @@ class Metrics:
             "Traces no convention adapter could rebuild a run from",
             registry=r,
         )
+        self.traces_refused = Counter(
+            "tracescorer_assembly_traces_refused",
+            "Traces whose runs the store refused as data: recorded as assembled without runs, the reason "
+            "in assembled_traces.unmatched_reason",
+            registry=r,
+        )
         self.traces_recovered = Counter(
             "tracescorer_assembly_traces_recovered",
             "Traces assembled at start from the span log",

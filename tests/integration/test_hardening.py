@@ -23,6 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
+from support.otlp import span_exporter, tracer
 from support.payloads import trace_request
 from tracescorer.receiver.decode import MAX_VALUE_DEPTH
 
@@ -87,6 +88,23 @@ def test_out_of_range_integers_are_rejected_per_item_and_good_spans_stored(daemo
     assert status == 200 and json.loads(body)["partialSuccess"]["rejectedLogRecords"] == "1"
     assert "severityNumber" in json.loads(body)["partialSuccess"]["errorMessage"]
     assert daemon.query_json("SELECT body FROM log_records") == [{"body": '"kept"'}]
+
+
+def test_a_run_ending_at_the_last_representable_nanosecond_is_stored_beside_the_others(daemon):
+    """OTLP times are fixed64: a client may send up to 2^64 - 1. Such a span was stored, but its
+    run was refused (Arrow's int64), and assembly retried the whole chunk for good: no run of any
+    trace in it was ever stored or scored."""
+    with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint), service="far-future") as t:
+        for name, end in (("ordinary", None), ("far-future", 2**64 - 1), ("ordinary-too", None)):
+            span = t.start_span(f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                                    "gen_ai.agent.name": name})
+            span.end(end_time=end)
+    sql = "SELECT agent_name, ended_at_unix_nano FROM runs WHERE service_name = 'far-future' ORDER BY agent_name"
+    wait_for(lambda: len(daemon.query_json(sql)) == 3, timeout_s=60, what="the three runs stored")
+    runs = daemon.query_json(sql)
+    assert [r["agent_name"] for r in runs] == ["far-future", "ordinary", "ordinary-too"]
+    assert runs[0]["ended_at_unix_nano"] == 2**64 - 1
+    assert "refused the runs" not in daemon.log() and "storing the runs" not in daemon.log()
 
 
 def _nested_json(depth: int) -> str:

@@ -74,7 +74,8 @@ def column(values: list[Any]) -> Any:
 
     Arrow's own type inference tries ``import dateutil.relativedelta`` on every call (not
     installed here, so never cached): ~70 µs a column, measured as most of a small upsert's Python
-    cost. Values that do not fit the guessed type fall back to inference.
+    cost. Values that do not fit the guessed type fall back to inference; integers past int64
+    are unsigned (Arrow's inference refuses them).
     """
     import pyarrow as pa
 
@@ -86,7 +87,8 @@ def column(values: list[Any]) -> Any:
         try:
             return pa.array(values, type=kind)
         except (pa.ArrowException, TypeError, OverflowError):
-            pass
+            if kind == "int64":  # past 2^63: nanosecond times go up to 2^64 - 1 (UBIGINT columns)
+                return pa.array(values, type="uint64")
     return pa.array(values)
 
 
