@@ -146,6 +146,11 @@ class Metrics:
             registry=r,
         )
 
+        self.score_rows_refused = Counter(
+            "tracescorer_scoring_rows_refused",
+            "Score rows the store refused as data, stored as error rows instead (error_type StoreRefused)",
+            registry=r,
+        )
         self.decisions = Counter(
             "tracescorer_scoring_decisions",
             "Scoring decisions by scorer and kind (scored, sampled_out, filtered_out, not_scorable, "

@@ -23,7 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
-from support.otlp import span_exporter, tracer
+from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
 from tracescorer.receiver.decode import MAX_VALUE_DEPTH
 
@@ -219,6 +219,48 @@ def _post_get(url: str) -> tuple[int, dict[str, str], bytes]:
 
 def _get(url: str) -> str:
     return _post_get(url)[2].decode()
+
+
+def test_score_rows_no_store_can_hold_do_not_stop_scoring(tmp_path):
+    """A judge reply with a lone surrogate (a model splitting an emoji's escape) and a code step
+    returning an integer past 64 bits: before, the store refused the batch holding them and the
+    writer retried it for good (no score of the daemon was stored again). Now the judge's reason
+    keeps U+FFFD, the step's row is stored as an error row saying why, and scoring goes on."""
+    with FakeOpenAI() as fake:
+        fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "fine"}))
+        fake.script("HUGE", Reply.json({"satisfied": True, "reasoning": "broken emoji \ud83d here"}))
+        cfg = config_dict(
+            tmp_path, assembly={"idle_s": 0.3},
+            judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 30},
+            scorers=[{"id": "run-judge", "prebuilt": "multi_turn_judge", "scope": "run",
+                      "options": {"criterion": "answered"}},
+                     {"id": "oversized", "python": "support.oversized:scorer"},
+                     {"id": "non-empty", "prebuilt": "non_empty_response"}])
+        d = DaemonProcess(tmp_path, cfg).start()
+        try:
+            with tracer(span_exporter("grpc", grpc_endpoint=d.grpc_endpoint)) as t:
+                for answer in ("fine 1", "HUGE answer", "fine 2"):
+                    agent_trace(t, answer=answer)
+            wait_for(lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 9}], 60, interval_s=0.25,
+                     what="9 score rows")
+            with tracer(span_exporter("grpc", grpc_endpoint=d.grpc_endpoint)) as t:
+                agent_trace(t, answer="later")  # scoring still stores rows afterwards
+            wait_for(lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 12}], 60, interval_s=0.25,
+                     what="12 score rows")
+            rows = d.query_json("SELECT s.scorer_id, s.status, s.reason, s.error, s.error_type, d.decision "
+                                "FROM scores s JOIN runs r USING (run_id) JOIN scoring_decisions d ON d.score_id = s.id "
+                                "WHERE r.output LIKE '%HUGE%' ORDER BY s.scorer_id")
+            metrics = urllib.request.urlopen(d.http_url + "/metrics", timeout=10).read().decode()
+        finally:
+            assert d.stop() == 0, d.log()
+    by = {r["scorer_id"]: r for r in rows}
+    assert by["run-judge"]["status"] == "ok" and "broken emoji \ufffd here" in by["run-judge"]["reason"]
+    assert by["non-empty"]["status"] == "ok"
+    refused = by["oversized"]
+    assert (refused["status"], refused["error_type"], refused["decision"]) == ("error", "StoreRefused", "failed")
+    assert "the store refused this score row" in refused["error"] and "64-bit" in refused["error"]
+    assert "tracescorer_scoring_rows_refused_total 1.0" in metrics
+    assert "storing scores failed" not in d.log()
 
 
 def _burst(daemon: DaemonProcess, requests: int, spans_per_request: int, prefix: int) -> list[str]:

@@ -29,6 +29,7 @@ from tracescorer.model import (
     SpanEvent,
     SpanLink,
 )
+from tracescorer.text import fix_surrogates
 
 SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES = ("unset", "ok", "error")
@@ -529,17 +530,6 @@ def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _fix_surrogates(value: Any) -> Any:
-    """Replace lone UTF-16 surrogates (valid JSON escapes, invalid text) with U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_fix_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_fix_surrogates(k): _fix_surrogates(v) for k, v in value.items()}
-    return value
-
-
 def _load_json(body: bytes) -> _Obj:
     try:
         data = orjson.loads(body)
@@ -548,7 +538,7 @@ def _load_json(body: bytes) -> _Obj:
             raise DecodeError(f"invalid JSON: {exc}") from None
         # lone surrogates: valid JSON escapes that are not text; keep the item, replace them
         try:
-            data = _fix_surrogates(json.loads(body))
+            data = fix_surrogates(json.loads(body))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc2:
             raise DecodeError(f"invalid JSON: {exc2}") from None
     return _Obj(data, "request")

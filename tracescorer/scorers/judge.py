@@ -26,6 +26,7 @@ from tracescorer.scorers.judge_config import Judge, JsonPromptInjection
 from tracescorer.scorers.processors import ChatMessage, Redactor
 from tracescorer.scorers.structured import CompiledSchema, parse_json_text
 from tracescorer.scorers.types import JudgeCall
+from tracescorer.text import fix_surrogates
 
 __all__ = ["Judge", "JsonPromptInjection", "JudgeReply", "call_judge", "preload"]
 
@@ -264,7 +265,8 @@ async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
                 await asyncio.sleep(decision.delay_s)  # the provider-requested backoff
 
     choice = response.choices[0]
-    text = getattr(choice.message, "content", None) or ""
+    # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
+    text = fix_surrogates(getattr(choice.message, "content", None) or "")
     usage = getattr(response, "usage", None)
     tokens = {"input_tokens": getattr(usage, "prompt_tokens", None),
               "output_tokens": getattr(usage, "completion_tokens", None),

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tracescorer.scorers.errors import JudgeOutputError, ScorerConfigError
+from tracescorer.text import fix_surrogates
 
 OutputSchema = type[BaseModel] | Mapping[str, Any]
 """A pydantic model class or a JSON schema dict (``{"type": "object", ...}``)."""
@@ -113,7 +114,7 @@ def parse_json_text(text: str | None) -> Any:
         candidates.append(text[start:end + 1])
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return fix_surrogates(json.loads(candidate))  # a "\ud83d" escape: a lone surrogate
         except ValueError:
             continue
     raise JudgeOutputError(f"judge reply is not valid JSON: {text[:200]!r}", raw_output=text)

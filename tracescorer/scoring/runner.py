@@ -78,7 +78,7 @@ class ScoringRunner:
         self.rate: Limiter = rate or RateLimiter(judge.requests_per_minute)
         self.budget = DailyBudget(judge.daily_budget_usd)
         self._shared_budget = shared_budget
-        self.writer = ScoreWriter(store, listeners)
+        self.writer = ScoreWriter(store, listeners, refused=metrics.score_rows_refused)
         self._judge = WorkerPool("judge", workers=judge.max_concurrency, max_queue=scoring.max_queue,
                                  handle=self._run_task)
         self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)

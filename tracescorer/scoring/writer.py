@@ -4,6 +4,11 @@ Rows are collected into the open batch; one writer task stores batches in order 
 is retried, ahead of newer rows). :meth:`ScoreWriter.committed` gives a future that resolves once
 every row added so far is stored, which is when a conversation claim may be released as done.
 Listeners hear of score rows after their commit.
+
+A row the store refuses as data (a judge's reason with a lone surrogate, a user step's integer past
+64 bits) could never be stored, and retrying it would hold back every row after it: the refused
+rows are found by halves and stored as error rows that say why, counted and logged; the others
+are stored as they are.
 """
 
 from __future__ import annotations
@@ -12,14 +17,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import replace
+from typing import Any, Protocol
 
-from tracescorer.store.base import ResultStore
+from tracescorer.store.base import DataError, ResultStore
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+#: what the store raises for rows it cannot hold (the wire encoders raise the built-in ones)
+REFUSED = (DataError, TypeError, ValueError, OverflowError)
+#: metadata of a refused score row kept in its error row (from the trace: storable)
+_KEPT_METADATA = ("run_ids", "convention", "model", "service_name")
 
 
 class ScoreListener(Protocol):
@@ -31,8 +41,10 @@ class ScoreListener(Protocol):
 class ScoreWriter:
     """Batches rows for :meth:`ResultStore.write_scores` (see the module docstring)."""
 
-    def __init__(self, store: ResultStore, listeners: Sequence[ScoreListener] = ()) -> None:
+    def __init__(self, store: ResultStore, listeners: Sequence[ScoreListener] = (), *,
+                 refused: Any = None) -> None:
         self._store = store
+        self._refused = refused  # a counter of refused score rows (``inc(n)``), or None
         self.listeners = list(listeners)
         self._scores: list[ScoreRecord] = []
         self._decisions: list[DecisionRecord] = []
@@ -97,19 +109,53 @@ class ScoreWriter:
             self._writing = len(scores) + len(decisions)
             self._writing_cost = sum(s.judge_cost_usd or 0.0 for s in scores)
             try:
-                await self._store.write_scores(scores, decisions)
+                stored = await self._write(scores, decisions)
             except BaseException:
                 self._scores[:0], self._decisions[:0], self._waiters[:0] = scores, decisions, waiters
                 raise
             finally:
                 self._writing, self._writing_cost = 0, 0.0
         _resolve(waiters)
-        if scores:
+        if stored:
             for listener in self.listeners:
                 try:
-                    listener.on_scores(scores)
+                    listener.on_scores(stored)
                 except Exception:  # noqa: BLE001 - a listener must never fail score storage
                     log.exception("score listener %r failed", listener)
+
+    async def _write(self, scores: list[ScoreRecord], decisions: list[DecisionRecord]) -> list[ScoreRecord]:
+        """Store the rows (one write when the store takes them all); the score rows stored."""
+        try:
+            await self._store.write_scores(scores, decisions)
+            return scores
+        except REFUSED as exc:
+            units = _units(scores, decisions)
+            if len(units) == 1:
+                return await self._write_refused(units[0], exc)
+            half = len(units) // 2
+            stored = []
+            for part in (units[:half], units[half:]):
+                stored += await self._write(*_rows(part))
+            return stored
+
+    async def _write_refused(self, unit: tuple[ScoreRecord | None, list[DecisionRecord]],
+                             exc: BaseException) -> list[ScoreRecord]:
+        score, decisions = unit
+        what = f"{score.scorer_id} on {score.run_id or score.conversation_id}" if score else \
+            ", ".join(f"{d.scorer_id} on {d.target_id}" for d in decisions)
+        error = f"the store refused this score row: {type(exc).__name__}: {exc}"
+        if self._refused is not None:
+            self._refused.inc()
+        rows = ([_error_row(score, error)] if score else [],
+                [replace(d, decision="failed" if d.decision == "scored" else d.decision, detail=error) for d in decisions])
+        try:
+            await self._store.write_scores(*rows)
+        except REFUSED as again:
+            log.error("the store refused the scoring rows of %s (%s), and their error rows too (%s): not stored",
+                      what, exc, again)
+            return []
+        log.warning("the store refused the score row of %s (%s): stored as an error row instead", what, exc)
+        return rows[0]
 
     async def close(self, timeout_s: float) -> bool:
         """Stop the writer task, store what is pending until the deadline; False when rows were left."""
@@ -142,3 +188,28 @@ def _resolve(waiters: list[asyncio.Future[None]]) -> None:
     for waiter in waiters:
         if not waiter.done():
             waiter.set_result(None)
+
+
+def _units(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]
+           ) -> list[tuple[ScoreRecord | None, list[DecisionRecord]]]:
+    """Each score row with its decision rows, then the decisions without a score row."""
+    by_score: dict[str, list[DecisionRecord]] = {s.id: [] for s in scores}
+    alone: list[DecisionRecord] = []
+    for d in decisions:
+        (by_score[d.score_id] if d.score_id in by_score else alone).append(d)
+    return [(s, by_score[s.id]) for s in scores] + [(None, [d]) for d in alone]
+
+
+def _rows(units: Sequence[tuple[ScoreRecord | None, list[DecisionRecord]]]
+          ) -> tuple[list[ScoreRecord], list[DecisionRecord]]:
+    return [s for s, _ in units if s is not None], [d for _, ds in units for d in ds]
+
+
+def _error_row(score: ScoreRecord, error: str) -> ScoreRecord:
+    """``score`` as an error row that says why it was refused, without what the scorer returned
+    (any of which may be what the store refused); the judge's cost is kept for the budget."""
+    meta = {k: v for k, v in (score.metadata or {}).items() if k in _KEPT_METADATA}
+    return replace(score, score=None, reason=None, status="error", error=error, error_type="StoreRefused",
+                   label=None, preprocess_step_result=None, analyze_step_result=None, preprocess_prompt=None,
+                   analyze_prompt=None, generate_score_prompt=None, generate_reason_prompt=None,
+                   judge_input_tokens=None, judge_output_tokens=None, judge_attempts=None, metadata=meta)

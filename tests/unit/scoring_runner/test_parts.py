@@ -160,6 +160,49 @@ async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying
     assert await writer.close(1)
 
 
+async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_as_they_are(tmp_path):
+    from dataclasses import replace
+
+    from support.db import fetch
+    from tracescorer.store.duckdb import DuckDBStore
+
+    store = DuckDBStore(tmp_path / "ts.duckdb")
+    await store.open()
+    heard: list[ScoreRecord] = []
+
+    class Listener:
+        def on_scores(self, scores) -> None:
+            heard.extend(scores)
+
+    try:
+        writer = ScoreWriter(store, [Listener()])  # type: ignore[arg-type]
+        bad = {7, 23}
+        for i in range(40):
+            score = _score(i)
+            if i in bad:  # what a user's step may return: no store holds it
+                score = replace(score, analyze_step_result={"n": 2**70}, reason="r\ud800")
+            writer.add(replace(_decision(i), score_id=score.id), score)
+        writer.add(_decision(99))  # a decision without a score row
+        await writer.flush()
+        rows = {r[0]: r[1:] for r in await fetch(store, "SELECT id, status, error_type, error, reason, judge_cost_usd "
+                                                        "FROM scores")}
+        assert len(rows) == 40 and writer.waiting == 0
+        for i in range(40):
+            status, error_type, error, reason, cost = rows[f"s{i}"]
+            assert cost == 0.5  # the judge's spend still counts toward the budget
+            if i in bad:
+                assert (status, error_type, reason) == ("error", "StoreRefused", None)
+                assert "the store refused this score row" in error
+            else:
+                assert (status, error_type, error) == ("ok", None, None)
+        decisions = dict(await fetch(store, "SELECT id, decision FROM scoring_decisions"))
+        assert len(decisions) == 41 and decisions["d7"] == decisions["d23"] == "failed" and decisions["d8"] == "scored"
+        assert sorted(s.id for s in heard) == sorted(rows)  # listeners hear of what was stored
+        assert {s.status for s in heard if s.id in ("s7", "s23")} == {"error"}
+    finally:
+        await store.close(5)
+
+
 async def test_shared_rate_limit_spans_daemons(pg_dsn):
     from tracescorer.store.postgres.store import PostgresResultStore
 
