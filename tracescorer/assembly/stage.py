@@ -29,7 +29,7 @@ from tracescorer.config import AssemblySettings
 from tracescorer.conventions import extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
-from tracescorer.store.base import DataError, Store, StoreError
+from tracescorer.store.base import REFUSED, Store, StoreError
 from tracescorer.store.records import AssemblyRecord
 from tracescorer.aio import cancel
 
@@ -272,7 +272,7 @@ class AssemblyStage:
                                         replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
                                         new_traces=new),
                 self._store.record_assembly([r.record() for r in results], new_traces=new))
-        except DataError as exc:
+        except REFUSED as exc:
             # the store refuses the data itself, so retrying the chunk cannot help (and would hold
             # every trace in it back for good): find the traces at fault by halves, store the rest
             if len(results) == 1:
@@ -291,7 +291,7 @@ class AssemblyStage:
             except Exception:  # noqa: BLE001 - scoring problems must not stop assembly
                 log.exception("run listener %r failed", listener)
 
-    async def _refused(self, result: _Result, exc: DataError) -> None:
+    async def _refused(self, result: _Result, exc: Exception) -> None:
         """Record a trace whose runs the store refused as assembled without them, saying why (its
         spans stay in the span log): loud, counted, and not retried."""
         reason = f"runs not stored: {exc}"

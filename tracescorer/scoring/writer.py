@@ -20,14 +20,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from tracescorer.store.base import DataError, ResultStore
+from tracescorer.store.base import REFUSED, ResultStore
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
-#: what the store raises for rows it cannot hold (the wire encoders raise the built-in ones)
-REFUSED = (DataError, TypeError, ValueError, OverflowError)
 #: metadata of a refused score row kept in its error row (from the trace: storable)
 _KEPT_METADATA = ("run_ids", "convention", "model", "service_name")
 

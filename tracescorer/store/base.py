@@ -48,6 +48,12 @@ class DataError(StoreError):
     retryable."""
 
 
+#: What a store raises for data it cannot hold: its DataError, or what the row encoders raise
+#: (orjson's TypeError for lone surrogates and integers past 64 bits, Arrow's OverflowError).
+#: Retrying such a write can never succeed.
+REFUSED: tuple[type[Exception], ...] = (DataError, TypeError, ValueError, OverflowError)
+
+
 @dataclass(frozen=True, slots=True)
 class QueryResult:
     """Rows of a read-only query, at most ``max_rows`` (``truncated`` when there were more)."""
