@@ -26,7 +26,7 @@ from typing import Protocol
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
 from tracescorer.assembly.idle import ConversationSink, IdleConversations
 from tracescorer.config import AssemblySettings
-from tracescorer.conventions import extract_runs
+from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.store.base import REFUSED, Store, StoreError
@@ -314,9 +314,12 @@ class AssemblyStage:
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:
         started = time.perf_counter()
         incomplete = trace.incomplete and not any(is_root(s) for s in spans)
-        extraction = extract_runs(
-            spans, logs, conversation_keys=self._settings.conversation_keys, incomplete=incomplete or trace.reason == "overflow"
-        )
+        try:
+            extraction = extract_runs(spans, logs, conversation_keys=self._settings.conversation_keys,
+                                      incomplete=incomplete or trace.reason == "overflow")
+        except Exception as exc:  # noqa: BLE001 - a bug met on one trace must not drop its chunk
+            log.exception("extracting the runs of trace %s failed: recorded as unmatched", trace.trace_id)
+            extraction = Extraction(unmatched_reason=f"extraction failed: {type(exc).__name__}: {exc}")
         m = self._metrics
         m.assembly_seconds.observe(time.perf_counter() - started)
         m.child(m.traces_assembled, trace.reason, "late" if trace.late else "first").inc()

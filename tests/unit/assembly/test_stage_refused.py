@@ -1,10 +1,12 @@
-"""Runs the store refuses as data (not a store that is away) do not hold their chunk back: the
-traces at fault are found by halves and recorded as assembled without runs, with the reason; the
-others are stored and scored, and nothing is retried for good."""
+"""One bad trace does not hold its chunk back: runs the store refuses as data (not a store that
+is away) are found by halves, and a trace whose extraction raises is taken alone; either is
+recorded as assembled without runs, with the reason; the others are stored and scored, and
+nothing is retried for good."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,5 +77,27 @@ async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_c
         refusals = store.refusals
         assert len(stage.buffer) == 0
         assert await stage.flush() == 0 and store.refusals == refusals
+    finally:
+        await real.close()
+
+
+async def test_a_trace_whose_extraction_raises_is_recorded_and_the_rest_of_its_chunk_is_stored(tmp_path):
+    real = DuckDBStore(tmp_path / "ts.duckdb")
+    await real.open()
+    try:
+        spans = [agent_root(i) for i in range(5)]
+        # what only a bug lets through decoding: extraction meets a value it cannot read
+        broken = dataclasses.replace(agent_root(9), attributes=None)  # type: ignore[arg-type]
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), real, Metrics())
+        outcome = await real.append(spans)
+        stage.on_committed([*spans, broken], [], (outcome.received_from, outcome.received_to))
+        await asyncio.sleep(0.05)  # past idle_s: every trace is complete
+
+        assert await stage.flush() == 6
+        stored = {row[0] for row in await fetch(real, "SELECT trace_id FROM runs")}
+        assert stored == {s.trace_id for s in spans}
+        reason = await scalar(real, "SELECT unmatched_reason FROM assembled_traces WHERE trace_id = ?", broken.trace_id)
+        assert reason.startswith("extraction failed: TypeError")
+        assert len(stage.buffer) == 0
     finally:
         await real.close()
