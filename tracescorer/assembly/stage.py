@@ -29,7 +29,7 @@ from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
-from tracescorer.store.base import REFUSED, Store, StoreError
+from tracescorer.store.base import Store, StoreError, write_narrowing
 from tracescorer.store.records import AssemblyRecord
 from tracescorer.aio import cancel
 
@@ -257,31 +257,9 @@ class AssemblyStage:
             await asyncio.wait(list(self._writes), return_when=asyncio.FIRST_COMPLETED)
         return True
 
-    async def _persist(self, results: list[_Result], *, hinted: bool = True) -> None:
-        latest: dict[str, AgentRun] = {}
-        for res in results:
-            for run in res.runs:
-                latest[run.run_id] = run
-        # never assembled before (as far as this process knows): the store need not look for their
-        # rows; not after a refused attempt, whose assembly records may have been stored
-        new = [r.trace.trace_id for r in results if not r.trace.late] if hinted else []
-        try:
-            # sent together: the store commits both in one group, in order
-            await asyncio.gather(
-                self._store.upsert_runs(list(latest.values()),
-                                        replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
-                                        new_traces=new),
-                self._store.record_assembly([r.record() for r in results], new_traces=new))
-        except REFUSED as exc:
-            # the store refuses the data itself, so retrying the chunk cannot help (and would hold
-            # every trace in it back for good): find the traces at fault by halves, store the rest
-            if len(results) == 1:
-                await self._refused(results[0], exc)
-                return
-            half = len(results) // 2
-            await self._persist(results[:half], hinted=False)
-            await self._persist(results[half:], hinted=False)
-            return
+    async def _persist(self, results: list[_Result]) -> None:
+        # a trace the store refuses as data is recorded without runs; the rest are stored
+        results = await write_narrowing(results, self._write_runs, self._refused)
         runs = [r for res in results for r in res.runs]
         if self.conversations is not None:
             self.conversations.on_runs(runs)
@@ -290,6 +268,21 @@ class AssemblyStage:
                 listener.on_runs(runs)
             except Exception:  # noqa: BLE001 - scoring problems must not stop assembly
                 log.exception("run listener %r failed", listener)
+
+    async def _write_runs(self, results: list[_Result], retry: bool) -> None:
+        latest: dict[str, AgentRun] = {}
+        for res in results:
+            for run in res.runs:
+                latest[run.run_id] = run
+        # never assembled before (as far as this process knows): the store need not look for their
+        # rows; not on a retry, whose refused attempt may have stored their assembly records
+        new = [] if retry else [r.trace.trace_id for r in results if not r.trace.late]
+        # sent together: the store commits both in one group, in order
+        await asyncio.gather(
+            self._store.upsert_runs(list(latest.values()),
+                                    replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
+                                    new_traces=new),
+            self._store.record_assembly([r.record() for r in results], new_traces=new))
 
     async def _refused(self, result: _Result, exc: Exception) -> None:
         """Record a trace whose runs the store refused as assembled without them, saying why (its

@@ -18,14 +18,17 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from tracescorer.store.base import REFUSED, ResultStore
+from prometheus_client import Counter
+
+from tracescorer.store.base import REFUSED, ResultStore, write_narrowing
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+_Unit = tuple[ScoreRecord | None, list[DecisionRecord]]  # a score row (or none) with its decisions
 #: metadata of a refused score row kept in its error row (from the trace: storable)
 _KEPT_METADATA = ("run_ids", "convention", "model", "service_name")
 
@@ -40,9 +43,9 @@ class ScoreWriter:
     """Batches rows for :meth:`ResultStore.write_scores` (see the module docstring)."""
 
     def __init__(self, store: ResultStore, listeners: Sequence[ScoreListener] = (), *,
-                 refused: Any = None) -> None:
+                 refused: Counter | None = None) -> None:
         self._store = store
-        self._refused = refused  # a counter of refused score rows (``inc(n)``), or None
+        self._refused = refused  # counts the score rows the store refused
         self.listeners = list(listeners)
         self._scores: list[ScoreRecord] = []
         self._decisions: list[DecisionRecord] = []
@@ -123,21 +126,18 @@ class ScoreWriter:
 
     async def _write(self, scores: list[ScoreRecord], decisions: list[DecisionRecord]) -> list[ScoreRecord]:
         """Store the rows (one write when the store takes them all); the score rows stored."""
-        try:
-            await self._store.write_scores(scores, decisions)
-            return scores
-        except REFUSED as exc:
-            units = _units(scores, decisions)
-            if len(units) == 1:
-                return await self._write_refused(units[0], exc)
-            half = len(units) // 2
-            stored = []
-            for part in (units[:half], units[half:]):
-                stored += await self._write(*_rows(part))
-            return stored
+        instead: list[ScoreRecord] = []  # the error rows stored for refused ones
 
-    async def _write_refused(self, unit: tuple[ScoreRecord | None, list[DecisionRecord]],
-                             exc: BaseException) -> list[ScoreRecord]:
+        async def write(units: list[_Unit], retry: bool) -> None:
+            await self._store.write_scores(*_rows(units))
+
+        async def refused(unit: _Unit, exc: Exception) -> None:
+            instead.extend(await self._write_refused(unit, exc))
+
+        written = await write_narrowing(_units(scores, decisions), write, refused)
+        return [s for s, _ in written if s is not None] + instead
+
+    async def _write_refused(self, unit: _Unit, exc: Exception) -> list[ScoreRecord]:
         score, decisions = unit
         what = f"{score.scorer_id} on {score.run_id or score.conversation_id}" if score else \
             ", ".join(f"{d.scorer_id} on {d.target_id}" for d in decisions)
@@ -188,8 +188,7 @@ def _resolve(waiters: list[asyncio.Future[None]]) -> None:
             waiter.set_result(None)
 
 
-def _units(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]
-           ) -> list[tuple[ScoreRecord | None, list[DecisionRecord]]]:
+def _units(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> list[_Unit]:
     """Each score row with its decision rows, then the decisions without a score row."""
     by_score: dict[str, list[DecisionRecord]] = {s.id: [] for s in scores}
     alone: list[DecisionRecord] = []
@@ -198,8 +197,7 @@ def _units(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]
     return [(s, by_score[s.id]) for s in scores] + [(None, [d]) for d in alone]
 
 
-def _rows(units: Sequence[tuple[ScoreRecord | None, list[DecisionRecord]]]
-          ) -> tuple[list[ScoreRecord], list[DecisionRecord]]:
+def _rows(units: Sequence[_Unit]) -> tuple[list[ScoreRecord], list[DecisionRecord]]:
     return [s for s, _ in units if s is not None], [d for _, ds in units for d in ds]
 
 

@@ -14,9 +14,9 @@ durable; errors are :class:`StoreError` subclasses.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
@@ -25,6 +25,8 @@ from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecor
 if TYPE_CHECKING:
     from tracescorer.monitors.evaluator import MonitorState
     from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
+
+T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
@@ -52,6 +54,27 @@ class DataError(StoreError):
 #: (orjson's TypeError for lone surrogates and integers past 64 bits, Arrow's OverflowError).
 #: Retrying such a write can never succeed.
 REFUSED: tuple[type[Exception], ...] = (DataError, TypeError, ValueError, OverflowError)
+
+
+async def write_narrowing(items: list[T], write: Callable[[list[T], bool], Awaitable[None]],
+                          refused: Callable[[T, Exception], Awaitable[None]]) -> list[T]:
+    """``write(items, False)``; when the store refuses them as data (:data:`REFUSED`), write them
+    by halves (``write(part, True)``: a retry) down to single items and hand each one still refused
+    to ``refused``, so one bad item cannot hold back the others for good. Returns the items written
+    as they were; other errors propagate."""
+
+    async def attempt(part: list[T], retry: bool) -> list[T]:
+        try:
+            await write(part, retry)
+            return part
+        except REFUSED as exc:
+            if len(part) == 1:
+                await refused(part[0], exc)
+                return []
+            half = len(part) // 2
+            return [*await attempt(part[:half], True), *await attempt(part[half:], True)]
+
+    return await attempt(items, False)
 
 
 @dataclass(frozen=True, slots=True)
