@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 export PYTHON
 
-.PHONY: venv demo test bench lock typecheck clean captures captures-envs backends-check
+.PHONY: venv demo test check lint format typecheck bench lock clean captures captures-envs backends-check
 
 # scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
 $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
@@ -45,6 +45,17 @@ backends-check: $(VENV)/.dev
 
 typecheck: $(VENV)/.dev
 	$(PY) -m mypy
+
+# what CI runs (.ci/run): lint, format check, mypy strict, then the tests
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+check: lint typecheck test
 
 lock: $(VENV)/.dev
 	{ echo "# Exact versions tested together (pip install -c constraints.txt ...). Regenerate with 'make lock'."; \

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchutil import rss_bytes  # noqa: E402 - bench/ is the script's own folder
+
 from tracescorer.assembly import TraceBuffer  # noqa: E402
 from tracescorer.conventions import extract_runs  # noqa: E402
 from tracescorer.model import LogRecord, Span  # noqa: E402
@@ -38,20 +39,22 @@ def load_traces() -> list[tuple[str, list[Span], list[LogRecord]]]:
     """(case, spans, logs) per trace of every capture."""
     out = []
     for case in sorted(CAPTURES.iterdir()):
-        spans = [s for f in sorted((case / "requests").glob("*.pb"))
-                 for s in decode_traces_protobuf(f.read_bytes()).spans]
-        logs = [r for f in sorted((case / "logs").glob("*.pb"))
-                for r in decode_logs_protobuf(f.read_bytes()).records] if (case / "logs").is_dir() else []
+        spans = [
+            s for f in sorted((case / "requests").glob("*.pb")) for s in decode_traces_protobuf(f.read_bytes()).spans
+        ]
+        logs = (
+            [r for f in sorted((case / "logs").glob("*.pb")) for r in decode_logs_protobuf(f.read_bytes()).records]
+            if (case / "logs").is_dir()
+            else []
+        )
         for tid in dict.fromkeys(s.trace_id for s in spans):
-            out.append((case.name, [s for s in spans if s.trace_id == tid],
-                        [r for r in logs if r.trace_id == tid]))
+            out.append((case.name, [s for s in spans if s.trace_id == tid], [r for r in logs if r.trace_id == tid]))
     return out
 
 
 def reissue(spans: list[Span], logs: list[LogRecord], n: int) -> tuple[list[Span], list[LogRecord]]:
     tid = f"{n:032x}"
-    return ([dataclasses.replace(s, trace_id=tid) for s in spans],
-            [dataclasses.replace(r, trace_id=tid) for r in logs])
+    return ([dataclasses.replace(s, trace_id=tid) for s in spans], [dataclasses.replace(r, trace_id=tid) for r in logs])
 
 
 def own_rss() -> int:
@@ -87,7 +90,7 @@ def bench_pipeline(traces: list[tuple[str, list[Span], list[LogRecord]]], second
     n = spans_in = runs = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        case, spans, logs = traces[n % len(traces)]
+        _case, spans, logs = traces[n % len(traces)]
         s2, l2 = reissue(spans, logs, n)
         buf.add_spans(s2)
         buf.add_logs(l2)
@@ -102,8 +105,10 @@ def bench_pipeline(traces: list[tuple[str, list[Span], list[LogRecord]]], second
         runs += len(extract_runs(t.spans, t.logs, incomplete=t.incomplete).runs)
     elapsed = time.perf_counter() - start
     print("pipeline (TraceBuffer add/complete/pop + extract_runs):")
-    print(f"  {n / elapsed:9.0f} traces/s {spans_in / elapsed:9.0f} spans/s {runs / elapsed:9.0f} runs/s"
-          f"  ({n} traces, {runs} runs, {elapsed:.1f} s)")
+    print(
+        f"  {n / elapsed:9.0f} traces/s {spans_in / elapsed:9.0f} spans/s {runs / elapsed:9.0f} runs/s"
+        f"  ({n} traces, {runs} runs, {elapsed:.1f} s)"
+    )
 
 
 def bench_memory(traces: list[tuple[str, list[Span], list[LogRecord]]], buffered: int) -> None:
@@ -128,8 +133,10 @@ def bench_memory(traces: list[tuple[str, list[Span], list[LogRecord]]], buffered
     gc.collect()
     grown = own_rss() - before
     print("memory (RSS growth while buffering decoded capture traces):")
-    print(f"  {len(buf)} traces / {buf.stats.items_buffered} spans buffered: +{grown / 2**20:.1f} MiB, "
-          f"{grown / len(buf) / 1024:.1f} KiB per trace, {grown / buf.stats.items_buffered / 1024:.2f} KiB per span")
+    print(
+        f"  {len(buf)} traces / {buf.stats.items_buffered} spans buffered: +{grown / 2**20:.1f} MiB, "
+        f"{grown / len(buf) / 1024:.1f} KiB per trace, {grown / buf.stats.items_buffered / 1024:.2f} KiB per span"
+    )
 
 
 def main() -> None:

@@ -90,9 +90,25 @@ class Tree:
 
 def load(mode: str, target: str, seconds: float, clients: int, server_pid: int) -> dict[str, Any]:
     """One run of the reference load generator (bench/reference/otlp_load.py); its JSON line."""
-    out = subprocess.run([sys.executable, str(HERE / "reference/otlp_load.py"), "--mode", mode, "--target", target,
-                          "-c", str(clients), "--duration", str(seconds), "--server-pid", str(server_pid)],
-                         capture_output=True, text=True, timeout=seconds + 180)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "reference/otlp_load.py"),
+            "--mode",
+            mode,
+            "--target",
+            target,
+            "-c",
+            str(clients),
+            "--duration",
+            str(seconds),
+            "--server-pid",
+            str(server_pid),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 180,
+    )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -101,8 +117,11 @@ def walk_server(mode: str, port: int) -> subprocess.Popen[bytes]:
     """The walk baseline receiver (parse + every span into dicts) of bench/reference/servers."""
     script = "null_grpc_server.py" if mode == "grpc" else "null_http_server.py"
     extra = [] if mode == "grpc" else ["--impl", "aiohttp"]
-    proc = subprocess.Popen([sys.executable, str(HERE / "reference/servers" / script), "--port", str(port), "--walk", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "reference/servers" / script), "--port", str(port), "--walk", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(1.5)
     return proc
 
@@ -112,14 +131,21 @@ def stop(proc: subprocess.Popen[Any], timeout_s: float = 120) -> int:
     return proc.wait(timeout_s)
 
 
-def start_daemon(tmp: Path, config: dict[str, Any]) -> tuple[subprocess.Popen[bytes], control.ServeInfo, dict[str, int]]:
+def start_daemon(
+    tmp: Path, config: dict[str, Any]
+) -> tuple[subprocess.Popen[bytes], control.ServeInfo, dict[str, int]]:
     """``tracescorer serve`` on free loopback ports with ``config`` merged in; its process, state
     file and ports."""
     ports = {"grpc": free_port(), "http": free_port()}
-    cfg: dict[str, Any] = {"receiver": {"grpc": {"host": "127.0.0.1", "port": ports["grpc"]},
-                                        "http": {"host": "127.0.0.1", "port": ports["http"]}},
-                           "api": {"host": "127.0.0.1", "port": 0},
-                           "store": {"path": str(tmp / "ts.duckdb")}, "log_level": "WARNING"}
+    cfg: dict[str, Any] = {
+        "receiver": {
+            "grpc": {"host": "127.0.0.1", "port": ports["grpc"]},
+            "http": {"host": "127.0.0.1", "port": ports["http"]},
+        },
+        "api": {"host": "127.0.0.1", "port": 0},
+        "store": {"path": str(tmp / "ts.duckdb")},
+        "log_level": "WARNING",
+    }
     for key, value in config.items():
         if isinstance(value, dict):
             cfg.setdefault(key, {}).update(value)
@@ -128,8 +154,12 @@ def start_daemon(tmp: Path, config: dict[str, Any]) -> tuple[subprocess.Popen[by
     path = tmp / "tracescorer.yaml"
     path.write_text(yaml.safe_dump(cfg))
     log = open(tmp / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(path)], stdout=log,
-                            stderr=subprocess.STDOUT, cwd=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracescorer", "serve", "--config", str(path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(REPO),
+    )
     info = control.wait_for_daemon(str(tmp / "ts.duckdb"), proc, timeout_s=60)
     if info is None:
         raise SystemExit(f"daemon did not start: {(tmp / 'daemon.log').read_text()[-2000:]}")

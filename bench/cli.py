@@ -33,7 +33,9 @@ def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.read().decode() if proc.stderr else ''}")
+        raise SystemExit(
+            f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.read().decode() if proc.stderr else ''}"
+        )
     return usage.ru_utime + usage.ru_stime
 
 
@@ -50,15 +52,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         db = Path(tmp) / "ts.duckdb"
         config = Path(tmp) / "tracescorer.yaml"
-        config.write_text(yaml.safe_dump({
-            "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
-            "api": {"port": 0}, "store": {"path": str(db)},
-            "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"}], "log_level": "WARNING",
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "receiver": {"grpc": {"host": "127.0.0.1", "port": 0}, "http": {"host": "127.0.0.1", "port": 0}},
+                    "api": {"port": 0},
+                    "store": {"path": str(db)},
+                    "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"}],
+                    "log_level": "WARNING",
+                }
+            )
+        )
         cfg = ["--config", str(config)]
         # create the database with the daemon itself, then stop it: the offline commands read the file
-        daemon = subprocess.Popen([*TRACESCORER, "serve", *cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  env=env, cwd=ROOT)
+        daemon = subprocess.Popen(
+            [*TRACESCORER, "serve", *cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+        )
         from tracescorer.control import wait_for_daemon
 
         if wait_for_daemon(str(db), daemon) is None:
@@ -77,8 +86,10 @@ def main() -> None:
         started = time.perf_counter()
         results = {name: median_cpu(argv, env, args.repeat) for name, argv in offline_cases.items()}
         results.update(online)
-    print(f"CLI start-up, median CPU seconds (user+sys) of {args.repeat} runs "
-          f"({time.perf_counter() - started:.1f}s wall for the offline cases)")
+    print(
+        f"CLI start-up, median CPU seconds (user+sys) of {args.repeat} runs "
+        f"({time.perf_counter() - started:.1f}s wall for the offline cases)"
+    )
     print(f"  {'python -c pass':<36} {baseline:6.3f}")
     for name, cpu in results.items():
         print(f"  tracescorer {name:<24} {cpu:6.3f}   (+{cpu - baseline:.3f} over the bare interpreter)")

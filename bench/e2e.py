@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import yaml  # noqa: E402
-
 from benchutil import rss_bytes  # noqa: E402 - bench/ is the script's own folder
+
 from tracescorer import control  # noqa: E402
 
 SCORERS = ("non-empty-response", "no-tool-errors", "answer-relevancy")
@@ -75,18 +75,39 @@ server.stop()
 """
 
 QUESTIONS: list[tuple[str, str | None, dict[str, str] | None, str | None, str]] = [
-    ("What's the weather in London tomorrow?", "get_weather", {"city": "London"}, "Rain, 14C",
-     "Tomorrow in London: rain and 14C. Take an umbrella."),
-    ("And in Paris?", "get_weather", {"city": "Paris"}, "Sunny, 22C",
-     "Paris will be sunny and 22C, light clothes are fine."),
-    ("I want a refund for order 1234.", None, None, None,
-     "I'm sorry to hear that. Could you tell me why you want a refund?"),
-    ("Book me a hotel in Rome for Friday.", "book_hotel", {"city": "Rome", "day": "Friday"},
-     "ERROR: upstream timeout", "Sorry, the booking service failed. Please try again later."),
+    (
+        "What's the weather in London tomorrow?",
+        "get_weather",
+        {"city": "London"},
+        "Rain, 14C",
+        "Tomorrow in London: rain and 14C. Take an umbrella.",
+    ),
+    (
+        "And in Paris?",
+        "get_weather",
+        {"city": "Paris"},
+        "Sunny, 22C",
+        "Paris will be sunny and 22C, light clothes are fine.",
+    ),
+    (
+        "I want a refund for order 1234.",
+        None,
+        None,
+        None,
+        "I'm sorry to hear that. Could you tell me why you want a refund?",
+    ),
+    (
+        "Book me a hotel in Rome for Friday.",
+        "book_hotel",
+        {"city": "Rome", "day": "Friday"},
+        "ERROR: upstream timeout",
+        "Sorry, the booking service failed. Please try again later.",
+    ),
 ]
 
 
 # --- the daemon -----------------------------------------------------------------------------------
+
 
 def daemon_config(db: Path, judge_url: str) -> dict[str, Any]:
     return {
@@ -94,8 +115,14 @@ def daemon_config(db: Path, judge_url: str) -> dict[str, Any]:
         "api": {"port": 0},
         "store": {"path": str(db)},
         "assembly": {"idle_s": 0.2, "conversation_idle_s": 2.0},
-        "judge": {"model": "openai/gpt-4o-mini", "api_base": judge_url, "api_key": "x",
-                  "max_concurrency": JUDGE_CONCURRENCY, "requests_per_minute": 60000, "timeout_s": 30},
+        "judge": {
+            "model": "openai/gpt-4o-mini",
+            "api_base": judge_url,
+            "api_key": "x",
+            "max_concurrency": JUDGE_CONCURRENCY,
+            "requests_per_minute": 60000,
+            "timeout_s": 30,
+        },
         "scorers": [
             {"id": "non-empty-response", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
             {"id": "no-tool-errors", "prebuilt": "no_tool_errors", "scope": "run", "threshold": 1},
@@ -193,6 +220,7 @@ class Sampler:
 
 # --- the agents ---------------------------------------------------------------------------------
 
+
 class Agents:
     """OTel GenAI agent runs sent through the SDK's BatchSpanProcessor + OTLP/gRPC exporter."""
 
@@ -204,9 +232,14 @@ class Agents:
 
         self.provider = TracerProvider(resource=Resource.create({"service.name": "bench-agents"}))
         # a short schedule delay: the SDK's default 5 s would dominate the latency measured
-        self.provider.add_span_processor(BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=grpc_endpoint, insecure=True),
-            max_queue_size=65536, schedule_delay_millis=100, max_export_batch_size=512))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=grpc_endpoint, insecure=True),
+                max_queue_size=65536,
+                schedule_delay_millis=100,
+                max_export_batch_size=512,
+            )
+        )
         self.tracer = self.provider.get_tracer("tracescorer.bench")
         self.sent = 0
 
@@ -215,26 +248,41 @@ class Agents:
 
         i = self.sent
         user, tool, args, result, answer = QUESTIONS[i % len(QUESTIONS)]
-        model_attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
-                       "gen_ai.provider.name": "openai", "gen_ai.usage.input_tokens": 42,
-                       "gen_ai.usage.output_tokens": 17}
-        with self.tracer.start_as_current_span(f"invoke_agent {agent}", attributes={
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": f"{agent}-conv-{i // 3}",
-            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Answer briefly."}]),
-            "gen_ai.input.messages": json.dumps(
-                [{"role": "user", "parts": [{"type": "text", "content": f"{user} (request {i})"}]}]),
-            "gen_ai.output.messages": json.dumps(
-                [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]),
-        }):
+        model_attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.usage.input_tokens": 42,
+            "gen_ai.usage.output_tokens": 17,
+        }
+        with self.tracer.start_as_current_span(
+            f"invoke_agent {agent}",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+                "gen_ai.conversation.id": f"{agent}-conv-{i // 3}",
+                "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Answer briefly."}]),
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": f"{user} (request {i})"}]}]
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+                ),
+            },
+        ):
             with self.tracer.start_as_current_span("chat gpt-4o-mini", attributes=model_attrs):
                 pass
             if tool and result is not None:
-                with self.tracer.start_as_current_span(f"execute_tool {tool}", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
-                    "gen_ai.tool.call.id": f"call_{i}", "gen_ai.tool.call.arguments": json.dumps(args),
-                    "gen_ai.tool.call.result": result,
-                }) as tool_span:
+                with self.tracer.start_as_current_span(
+                    f"execute_tool {tool}",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.id": f"call_{i}",
+                        "gen_ai.tool.call.arguments": json.dumps(args),
+                        "gen_ai.tool.call.result": result,
+                    },
+                ) as tool_span:
                     if result.startswith("ERROR"):
                         tool_span.set_status(Status(StatusCode.ERROR, result))
             with self.tracer.start_as_current_span("chat gpt-4o-mini", attributes=model_attrs):
@@ -270,6 +318,7 @@ class Agents:
 
 # --- phases -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Phase:
     name: str
@@ -296,8 +345,9 @@ def wait_decided(url: str, before: float, expected: int, timeout_s: float) -> bo
     return False
 
 
-def run_phase(agents: Agents, info: control.ServeInfo, pid: int, phase: Phase, seconds: float, burst: int,
-              drain_s: float) -> None:
+def run_phase(
+    agents: Agents, info: control.ServeInfo, pid: int, phase: Phase, seconds: float, burst: int, drain_s: float
+) -> None:
     before = scrape(info.url)
     sampler = Sampler(pid, info.url).start()
     t0 = time.perf_counter()
@@ -306,18 +356,24 @@ def run_phase(agents: Agents, info: control.ServeInfo, pid: int, phase: Phase, s
     else:
         phase.runs = agents.burst(phase.agent, burst)
     phase.send_s = time.perf_counter() - t0
-    phase.drained = wait_decided(info.url, total(before, "tracescorer_scoring_decisions_total"),
-                                 phase.runs * len(SCORERS), timeout_s=drain_s)
+    phase.drained = wait_decided(
+        info.url, total(before, "tracescorer_scoring_decisions_total"), phase.runs * len(SCORERS), timeout_s=drain_s
+    )
     sampler.stop()
     after = scrape(info.url)
     phase.rss_max = max(sampler.rss or [0]) / 1e6
     phase.gauges = sampler.gauges
-    phase.commit_ms = (hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.5) * 1000,
-                       hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.99) * 1000)
-    phase.judge_ms = (hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.5) * 1000,
-                      hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.99) * 1000)
-    phase.rate_limited_metric = (total(after, "tracescorer_scoring_decisions_total", decision="rate_limited")
-                                 - total(before, "tracescorer_scoring_decisions_total", decision="rate_limited"))
+    phase.commit_ms = (
+        hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.5) * 1000,
+        hist_quantile(before, after, "tracescorer_store_commit_seconds", 0.99) * 1000,
+    )
+    phase.judge_ms = (
+        hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.5) * 1000,
+        hist_quantile(before, after, "tracescorer_judge_call_seconds", 0.99) * 1000,
+    )
+    phase.rate_limited_metric = total(after, "tracescorer_scoring_decisions_total", decision="rate_limited") - total(
+        before, "tracescorer_scoring_decisions_total", decision="rate_limited"
+    )
 
 
 # --- figures from the database --------------------------------------------------------------------
@@ -358,31 +414,46 @@ def report_phase(con: Any, phase: Phase) -> float:
     offered = f"{phase.offered:g} runs/s offered" if phase.offered else "burst, as fast as the SDK sends"
     undecided = con.execute(
         "SELECT count(*) FROM runs r WHERE agent_name = ? AND (SELECT count(*) FROM scoring_decisions d "
-        "WHERE d.target_type = 'run' AND d.target_id = r.run_id) < ?", [phase.agent, len(SCORERS)]).fetchone()[0]
-    print(f"\n== {phase.name}: {offered}; sent {phase.runs} runs in {phase.send_s:.1f} s "
-          f"({phase.runs / max(phase.send_s, 1e-9):.0f}/s, worst send lag {phase.lag_s * 1000:.0f} ms); "
-          f"runs stored {runs_stored}; " + ("all decided" if phase.drained else
-          f"NOT all decided within --drain (decided during the 5 s shutdown grace: {phase.runs - undecided} "
-          f"of {phase.runs} runs; {undecided} without every decision)"))
-    print(f"   {'scorer':<20}{'scores':>7}{'ok':>6}{'scored/s':>10}{'drain ms':>10}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'max ms':>9}   median parts: end->received->assembled->scored (p99 of last)")
+        "WHERE d.target_type = 'run' AND d.target_id = r.run_id) < ?",
+        [phase.agent, len(SCORERS)],
+    ).fetchone()[0]
+    print(
+        f"\n== {phase.name}: {offered}; sent {phase.runs} runs in {phase.send_s:.1f} s "
+        f"({phase.runs / max(phase.send_s, 1e-9):.0f}/s, worst send lag {phase.lag_s * 1000:.0f} ms); "
+        f"runs stored {runs_stored}; "
+        + (
+            "all decided"
+            if phase.drained
+            else f"NOT all decided within --drain (decided during the 5 s shutdown grace: {phase.runs - undecided} "
+            f"of {phase.runs} runs; {undecided} without every decision)"
+        )
+    )
+    print(
+        f"   {'scorer':<20}{'scores':>7}{'ok':>6}{'scored/s':>10}{'drain ms':>10}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'max ms':>9}   median parts: end->received->assembled->scored (p99 of last)"
+    )
     slowest = float("inf")
     rows = con.execute(LATENCY_SQL, [phase.agent]).fetchall()
-    for (scorer, n, ok, span_s, drain, p50, p99, worst, rec, asm, sc, sc99) in rows:
+    for scorer, n, ok, span_s, drain, p50, p99, worst, rec, asm, sc, sc99 in rows:
         rate = n / span_s if span_s else 0.0  # first run ended -> last score committed
         slowest = min(slowest, rate)
-        print(f"   {scorer:<20}{n:>7}{ok:>6}{rate:>10.1f}{drain:>10.0f}{p50:>9.0f}{p99:>9.0f}{worst:>9.0f}"
-              f"   {rec:.0f} + {asm:.0f} + {sc:.0f} ms ({sc99:.0f})")
+        print(
+            f"   {scorer:<20}{n:>7}{ok:>6}{rate:>10.1f}{drain:>10.0f}{p50:>9.0f}{p99:>9.0f}{worst:>9.0f}"
+            f"   {rec:.0f} + {asm:.0f} + {sc:.0f} ms ({sc99:.0f})"
+        )
     decisions = ", ".join(f"{d} {c}" for d, c in con.execute(DECISIONS_SQL, [phase.agent]).fetchall())
     gauges = ", ".join(f"{k} {v:.0f}" for k, v in phase.gauges.items())
-    print(f"   decisions: {decisions}; rate_limited on /metrics: {phase.rate_limited_metric:.0f}; "
-          f"store commit p50/p99 {phase.commit_ms[0]:.0f}/{phase.commit_ms[1]:.0f} ms, "
-          f"judge call p50/p99 {phase.judge_ms[0]:.0f}/{phase.judge_ms[1]:.0f} ms (histogram buckets)")
+    print(
+        f"   decisions: {decisions}; rate_limited on /metrics: {phase.rate_limited_metric:.0f}; "
+        f"store commit p50/p99 {phase.commit_ms[0]:.0f}/{phase.commit_ms[1]:.0f} ms, "
+        f"judge call p50/p99 {phase.judge_ms[0]:.0f}/{phase.judge_ms[1]:.0f} ms (histogram buckets)"
+    )
     print(f"   daemon RSS max {phase.rss_max:.0f} MB; max seen on /metrics: {gauges}")
     return slowest if slowest != float("inf") else 0.0
 
 
 # --- baseline: the same scorers in-process --------------------------------------------------------
+
 
 async def _baseline(config: Path, db: Path, agent: str, limit: int) -> dict[str, float]:
     import duckdb
@@ -394,8 +465,12 @@ async def _baseline(config: Path, db: Path, agent: str, limit: int) -> dict[str,
     settings = load_settings(config)
     bound = build_bindings(settings.scorers, settings.judge)
     with duckdb.connect(str(db), read_only=True) as con:
-        runs = [run_from_row(r) for r in con.execute(
-            RUN_SELECT + " WHERE agent_name = ? ORDER BY started_at_unix_nano LIMIT ?", [agent, limit]).fetchall()]
+        runs = [
+            run_from_row(r)
+            for r in con.execute(
+                RUN_SELECT + " WHERE agent_name = ? ORDER BY started_at_unix_nano LIMIT ?", [agent, limit]
+            ).fetchall()
+        ]
     rates: dict[str, float] = {}
     for b in bound:
         for run in runs[:8]:  # warm-up (imports, connections)
@@ -405,7 +480,7 @@ async def _baseline(config: Path, db: Path, agent: str, limit: int) -> dict[str,
         async def one(run: Any, scorer: Any = b.scorer) -> None:
             async with gate:
                 result = await scorer.run(run)
-                assert result.status == "ok", result  # noqa: S101 - bench sanity
+                assert result.status == "ok", result  # bench sanity
 
         started = time.perf_counter()
         await asyncio.gather(*(one(r) for r in runs))
@@ -427,23 +502,36 @@ async def _baseline(config: Path, db: Path, agent: str, limit: int) -> dict[str,
 
 # --- main ---------------------------------------------------------------------------------------
 
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="20,50", help="fixed rates in runs/s, comma separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per fixed-rate phase")
     parser.add_argument("--burst", type=int, default=200, help="runs in the burst phase (0 = none)")
-    parser.add_argument("--drain", type=float, default=20.0,
-                        help="most seconds to wait after a phase for every decision (keeps the bench bounded)")
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=20.0,
+        help="most seconds to wait after a phase for every decision (keeps the bench bounded)",
+    )
     parser.add_argument("--judge-delay-ms", type=float, default=50.0)
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",") if r]
-    print(f"bench e2e: rates {rates} runs/s x {args.seconds:g} s, burst {args.burst}; judge fake fixed "
-          f"latency {args.judge_delay_ms:g} ms, judge.max_concurrency {JUDGE_CONCURRENCY}; "
-          f"scorers {', '.join(SCORERS)} (all scope run); cores {os.cpu_count()}", flush=True)
+    print(
+        f"bench e2e: rates {rates} runs/s x {args.seconds:g} s, burst {args.burst}; judge fake fixed "
+        f"latency {args.judge_delay_ms:g} ms, judge.max_concurrency {JUDGE_CONCURRENCY}; "
+        f"scorers {', '.join(SCORERS)} (all scope run); cores {os.cpu_count()}",
+        flush=True,
+    )
     started = time.monotonic()
-    judge = subprocess.Popen([sys.executable, "-c", SERVER_CODE.format(delay=args.judge_delay_ms / 1000)],
-                             cwd=ROOT, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert judge.stdout is not None and judge.stdin is not None  # noqa: S101
+    judge = subprocess.Popen(
+        [sys.executable, "-c", SERVER_CODE.format(delay=args.judge_delay_ms / 1000)],
+        cwd=ROOT,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert judge.stdout is not None and judge.stdin is not None
     judge_url = judge.stdout.readline().strip()
     if not judge_url.startswith("http"):
         print("fake judge did not start", file=sys.stderr)
@@ -451,9 +539,13 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tracescorer-bench-e2e-"))
     db, config = workdir / "bench.duckdb", workdir / "tracescorer.yaml"
     config.write_text(yaml.safe_dump(daemon_config(db, judge_url)))
-    log = open(workdir / "daemon.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(config)],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    log = open(workdir / "daemon.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracescorer", "serve", "--config", str(config)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     # the lowest rate, then the burst (capacity, on a drained daemon), then the higher rates
     phases = [Phase(f"fixed {r:g}/s", f"bench-{r:g}rps", r) for r in sorted(rates)]
     if args.burst:
@@ -496,21 +588,26 @@ def main() -> int:
 
     con = duckdb.connect(str(db), read_only=True)
     scored_rates = {p.name: report_phase(con, p) for p in phases}
-    cost = con.execute("SELECT sum(judge_cost_usd), sum(judge_input_tokens), sum(judge_output_tokens) "
-                       "FROM scores").fetchone() or (0, 0, 0)
+    cost = con.execute(
+        "SELECT sum(judge_cost_usd), sum(judge_input_tokens), sum(judge_output_tokens) FROM scores"
+    ).fetchone() or (0, 0, 0)
     con.close()
-    print(f"\n/metrics at the end: judge calls {total(final, 'tracescorer_judge_calls_total'):.0f} "
-          f"(ok {total(final, 'tracescorer_judge_calls_total', status='ok'):.0f}), "
-          f"judge cost ${total(final, 'tracescorer_judge_cost_usd_total'):.4f} (scores table ${cost[0] or 0:.4f}, "
-          f"{cost[1] or 0} in / {cost[2] or 0} out tokens), "
-          f"items rejected {total(final, 'tracescorer_receiver_items_rejected_total'):.0f}, "
-          f"runs {total(final, 'tracescorer_assembly_runs_total'):.0f}, "
-          f"unmatched traces {total(final, 'tracescorer_assembly_traces_unmatched_total'):.0f}")
-    print(f"gauges after the last phase: scoring queue judge "
-          f"{total(final, 'tracescorer_scoring_queue_depth', pool='judge'):.0f} / code "
-          f"{total(final, 'tracescorer_scoring_queue_depth', pool='code'):.0f}, write queue "
-          f"{total(final, 'tracescorer_store_queue_items'):.0f}, buffered traces "
-          f"{total(final, 'tracescorer_assembly_buffered_traces'):.0f}")
+    print(
+        f"\n/metrics at the end: judge calls {total(final, 'tracescorer_judge_calls_total'):.0f} "
+        f"(ok {total(final, 'tracescorer_judge_calls_total', status='ok'):.0f}), "
+        f"judge cost ${total(final, 'tracescorer_judge_cost_usd_total'):.4f} (scores table ${cost[0] or 0:.4f}, "
+        f"{cost[1] or 0} in / {cost[2] or 0} out tokens), "
+        f"items rejected {total(final, 'tracescorer_receiver_items_rejected_total'):.0f}, "
+        f"runs {total(final, 'tracescorer_assembly_runs_total'):.0f}, "
+        f"unmatched traces {total(final, 'tracescorer_assembly_traces_unmatched_total'):.0f}"
+    )
+    print(
+        f"gauges after the last phase: scoring queue judge "
+        f"{total(final, 'tracescorer_scoring_queue_depth', pool='judge'):.0f} / code "
+        f"{total(final, 'tracescorer_scoring_queue_depth', pool='code'):.0f}, write queue "
+        f"{total(final, 'tracescorer_store_queue_items'):.0f}, buffered traces "
+        f"{total(final, 'tracescorer_assembly_buffered_traces'):.0f}"
+    )
 
     baseline_agent = phases[-1].agent
     try:
@@ -522,23 +619,33 @@ def main() -> int:
             judge.wait(10)
         except (subprocess.TimeoutExpired, ValueError):
             judge.kill()
-    print(f"\n== baseline: the same bound scorers in-process (scorer.run on {base['runs']:.0f} stored runs, "
-          f"no daemon; judge concurrency {JUDGE_CONCURRENCY}, same fake)")
+    print(
+        f"\n== baseline: the same bound scorers in-process (scorer.run on {base['runs']:.0f} stored runs, "
+        f"no daemon; judge concurrency {JUDGE_CONCURRENCY}, same fake)"
+    )
     print("   " + ", ".join(f"{k} {v:.0f} runs/s" for k, v in base.items() if k not in ("runs", "all")))
-    print(f"   all three per run: {base['all']:.0f} runs/s  (judge-latency bound: "
-          f"{JUDGE_CONCURRENCY / (args.judge_delay_ms / 1000):.0f}/s); the fake judge served {judge_calls} "
-          "requests in all (daemon + baseline)")
+    print(
+        f"   all three per run: {base['all']:.0f} runs/s  (judge-latency bound: "
+        f"{JUDGE_CONCURRENCY / (args.judge_delay_ms / 1000):.0f}/s); the fake judge served {judge_calls} "
+        "requests in all (daemon + baseline)"
+    )
     print()
     for phase in phases:
         got = scored_rates[phase.name]
         if phase.offered:
-            print(f"{phase.name}: slowest scorer {got:.1f} runs/s scored = {got / phase.offered:.0%} of offered; "
-                  f"offered = {phase.offered / base['all']:.0%} of the in-process capacity")
+            print(
+                f"{phase.name}: slowest scorer {got:.1f} runs/s scored = {got / phase.offered:.0%} of offered; "
+                f"offered = {phase.offered / base['all']:.0%} of the in-process capacity"
+            )
         else:
-            print(f"{phase.name}: slowest scorer {got:.1f} runs/s scored = {got / base['all']:.0%} of the in-process "
-                  f"baseline ({base['all']:.0f} runs/s)")
-    print(f"daemon RSS idle {rss_idle:.0f} MB, max {max(p.rss_max for p in phases):.0f} MB; "
-          f"total bench time {time.monotonic() - started:.0f} s")
+            print(
+                f"{phase.name}: slowest scorer {got:.1f} runs/s scored = {got / base['all']:.0%} of the in-process "
+                f"baseline ({base['all']:.0f} runs/s)"
+            )
+    print(
+        f"daemon RSS idle {rss_idle:.0f} MB, max {max(p.rss_max for p in phases):.0f} MB; "
+        f"total bench time {time.monotonic() - started:.0f} s"
+    )
     import shutil
 
     shutil.rmtree(workdir, ignore_errors=True)

@@ -61,12 +61,20 @@ def load_traces(n_traces: int) -> list[Trace]:
 def capture_traces() -> dict[str, list[Trace]]:
     out = {}
     for case in sorted(p for p in CAPTURES.iterdir() if (p / "expected.json").is_file()):
-        spans = [s for f in sorted((case / "requests").glob("*"))
-                 for s in (decode_traces_json if f.suffix == ".json" else decode_traces_protobuf)(
-                     f.read_bytes()).spans]
-        logs = [r for f in sorted((case / "logs").glob("*"))
-                for r in (decode_logs_json if f.suffix == ".json" else decode_logs_protobuf)(
-                    f.read_bytes()).records] if (case / "logs").is_dir() else []
+        spans = [
+            s
+            for f in sorted((case / "requests").glob("*"))
+            for s in (decode_traces_json if f.suffix == ".json" else decode_traces_protobuf)(f.read_bytes()).spans
+        ]
+        logs = (
+            [
+                r
+                for f in sorted((case / "logs").glob("*"))
+                for r in (decode_logs_json if f.suffix == ".json" else decode_logs_protobuf)(f.read_bytes()).records
+            ]
+            if (case / "logs").is_dir()
+            else []
+        )
         out[case.name] = by_trace(spans, logs)
     return out
 

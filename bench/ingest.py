@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchutil import cpu_us_per_span, free_port, load, start_daemon, stop, walk_server  # noqa: E402
+from benchutil import cpu_us_per_span, free_port, load, start_daemon, stop, walk_server
 
 INGEST_ONLY = {"assembly": {"idle_s": 3600, "max_wait_s": 3600, "max_traces": 1_000_000, "max_spans": 0}}
 
@@ -48,21 +48,32 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'':28s} {'spans/s':>9s} {'p50 ms':>7s} {'p99 ms':>7s} {'CPU µs/span':>12s} {'RSS MB':>7s} {'other CPU %':>11s}")
+    print(
+        f"{'':28s} {'spans/s':>9s} {'p50 ms':>7s} {'p99 ms':>7s} {'CPU µs/span':>12s} {'RSS MB':>7s} {'other CPU %':>11s}"
+    )
     for mode in ("grpc", "http"):
         runs: dict[str, list[dict[str, Any]]] = {"walk": [], "tracescorer": []}
         for _ in range(args.reps):
             for kind in ("walk", "tracescorer"):
                 runs[kind].append(one(kind, mode, args.seconds, args.clients))
-        med = {k: {m: statistics.median(r[m] for r in v) for m in ("spans_per_s", "lat_p50_ms", "lat_p99_ms",
-                                                                     "server_rss_max_mb", "other_cpu_pct")}
-               | {"cpu": statistics.median(cpu_us_per_span(r) for r in v)} for k, v in runs.items()}
+        med = {
+            k: {
+                m: statistics.median(r[m] for r in v)
+                for m in ("spans_per_s", "lat_p50_ms", "lat_p99_ms", "server_rss_max_mb", "other_cpu_pct")
+            }
+            | {"cpu": statistics.median(cpu_us_per_span(r) for r in v)}
+            for k, v in runs.items()
+        }
         for kind, m in med.items():
-            print(f"{mode + ' ' + kind:28s} {m['spans_per_s']:9,.0f} {m['lat_p50_ms']:7.1f} {m['lat_p99_ms']:7.1f} "
-                  f"{m['cpu']:12.1f} {m['server_rss_max_mb']:7.0f} {m['other_cpu_pct']:11.0f}")
+            print(
+                f"{mode + ' ' + kind:28s} {m['spans_per_s']:9,.0f} {m['lat_p50_ms']:7.1f} {m['lat_p99_ms']:7.1f} "
+                f"{m['cpu']:12.1f} {m['server_rss_max_mb']:7.0f} {m['other_cpu_pct']:11.0f}"
+            )
         ratio = med["tracescorer"]["spans_per_s"] / med["walk"]["spans_per_s"]
         cpu = med["tracescorer"]["cpu"] / med["walk"]["cpu"]
-        print(f"{mode + ' ratio':28s} {ratio:9.2f}x walk throughput, {cpu:.1f}x walk CPU per span (medians of {args.reps})")
+        print(
+            f"{mode + ' ratio':28s} {ratio:9.2f}x walk throughput, {cpu:.1f}x walk CPU per span (medians of {args.reps})"
+        )
     return 0
 
 

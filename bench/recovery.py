@@ -17,14 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import load, start_daemon, stop  # noqa: E402
+from benchutil import load, start_daemon, stop
 
-from tracescorer import control  # noqa: E402
+from tracescorer import control
 
 
 def _assembled(info: control.ServeInfo) -> tuple[int, float]:
-    row = control.remote_query(info, "SELECT count(*), epoch(max(assembled_at)) FROM assembled_traces",
-                               max_rows=1)["rows"][0]
+    row = control.remote_query(info, "SELECT count(*), epoch(max(assembled_at)) FROM assembled_traces", max_rows=1)[
+        "rows"
+    ][0]
     return int(row[0]), float(row[1] or 0)
 
 
@@ -56,8 +57,9 @@ def main() -> int:
             live = traces / (last - started)
         finally:
             stop(proc)
-        proc, info, ports = start_daemon(rec_dir, {"assembly": {"idle_s": 3600, "max_wait_s": 3600,
-                                                                "max_traces": 1_000_000}})
+        proc, info, ports = start_daemon(
+            rec_dir, {"assembly": {"idle_s": 3600, "max_wait_s": 3600, "max_traces": 1_000_000}}
+        )
         try:
             sent = load("grpc", f"127.0.0.1:{ports['grpc']}", args.seconds, 8, proc.pid)
         finally:

@@ -70,9 +70,15 @@ def _config(home: Path, dsn: str, judge_url: str) -> dict[str, Any]:
         store={"backend": "postgres", "postgres": {"dsn": dsn, "claim_interval_s": 0.5, "claim_lease_s": 30}},
         assembly={"idle_s": IDLE_S, "conversation_idle_s": CONVERSATION_IDLE_S},
         judge={"model": "openai/gpt-4o-mini", "api_base": judge_url, "api_key": "k", "requests_per_minute": 100_000},
-        scorers=[{"id": "run-code", "prebuilt": "non_empty_response", "scope": "run"},
-                 {"id": "conversation-judge", "prebuilt": "multi_turn_judge", "scope": "conversation",
-                  "options": {"criterion": "The agent answered"}}],
+        scorers=[
+            {"id": "run-code", "prebuilt": "non_empty_response", "scope": "run"},
+            {
+                "id": "conversation-judge",
+                "prebuilt": "multi_turn_judge",
+                "scope": "conversation",
+                "options": {"criterion": "The agent answered"},
+            },
+        ],
         log_level="WARNING",
     )
 
@@ -84,8 +90,7 @@ def _send(endpoints: list[str], rate: float, seconds: float, turns: int, tag: st
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     acked = Acked(len(endpoints))
-    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}),
-                              id_generator=SequentialTraceIds(1))
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}), id_generator=SequentialTraceIds(1))
     provider.add_span_processor(BatchSpanProcessor(RoutingExporter(endpoints, acked), schedule_delay_millis=100))
     tracer = provider.get_tracer("bench")
     total = int(rate * seconds)
@@ -100,15 +105,30 @@ def _send(endpoints: list[str], rate: float, seconds: float, turns: int, tag: st
             for cid in ids:
                 if sent >= total:
                     break
-                with tracer.start_as_current_span("invoke_agent support", attributes={
-                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
-                        "gen_ai.conversation.id": cid,
-                        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
-                            {"type": "text", "content": f"question {turn} of {cid}"}]}]),
-                        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                            {"type": "text", "content": f"answer {turn}"}], "finish_reason": "stop"}])}):
-                    with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
-                        pass
+                with (
+                    tracer.start_as_current_span(
+                        "invoke_agent support",
+                        attributes={
+                            "gen_ai.operation.name": "invoke_agent",
+                            "gen_ai.agent.name": "support",
+                            "gen_ai.conversation.id": cid,
+                            "gen_ai.input.messages": json.dumps(
+                                [{"role": "user", "parts": [{"type": "text", "content": f"question {turn} of {cid}"}]}]
+                            ),
+                            "gen_ai.output.messages": json.dumps(
+                                [
+                                    {
+                                        "role": "assistant",
+                                        "parts": [{"type": "text", "content": f"answer {turn}"}],
+                                        "finish_reason": "stop",
+                                    }
+                                ]
+                            ),
+                        },
+                    ),
+                    tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}),
+                ):
+                    pass
                 sent += 1
                 lag = started + sent / rate - time.monotonic()
                 if lag > 0:
@@ -124,8 +144,9 @@ def _metric(daemon: DaemonProcess, prefix: str) -> float:
 
 
 def _pg_rows(server: Any, dsn_db: str) -> int:
-    out = server.psql("SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database "
-                      f"WHERE datname = '{dsn_db}'")
+    out = server.psql(
+        f"SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = '{dsn_db}'"
+    )
     return int(out.strip() or 0)
 
 
@@ -142,38 +163,58 @@ def run_config(n: int, server: Any, judge_url: str, args: argparse.Namespace, ro
         send_s = time.time() - t0
         conversations = -(-sent // args.turns)
         q = daemons[0].query_json
-        wait_for(lambda: q("SELECT count(*) AS n FROM scores WHERE scorer_id = 'run-code'")[0]["n"] >= sent
-                 and q("SELECT count(*) AS n FROM conversation_activity WHERE scored_seq = activity_seq "
-                       "AND claimed_by IS NULL")[0]["n"] >= conversations, 300, interval_s=0.5,
-                 what="every run and conversation scored")
+        wait_for(
+            lambda: (
+                q("SELECT count(*) AS n FROM scores WHERE scorer_id = 'run-code'")[0]["n"] >= sent
+                and q(
+                    "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq = activity_seq "
+                    "AND claimed_by IS NULL"
+                )[0]["n"]
+                >= conversations
+            ),
+            300,
+            interval_s=0.5,
+            what="every run and conversation scored",
+        )
         rows_after = _pg_rows(server, dbname)
         (stats,) = q(
             "SELECT count(*) AS scores, EXTRACT(EPOCH FROM max(created_at) - min(created_at))::float8 AS span_s "
-            "FROM scores")
+            "FROM scores"
+        )
         (run_lat,) = q(
             "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l) AS p50, percentile_cont(0.99) WITHIN GROUP "
             "(ORDER BY l) AS p99 FROM (SELECT EXTRACT(EPOCH FROM s.created_at)::float8 - r.ended_at_unix_nano / 1e9 AS l "
-            "FROM scores s JOIN runs r ON r.run_id = s.run_id WHERE s.scorer_id = 'run-code') x")
+            "FROM scores s JOIN runs r ON r.run_id = s.run_id WHERE s.scorer_id = 'run-code') x"
+        )
         (conv_lat,) = q(
             "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l) AS p50, percentile_cont(0.99) WITHIN GROUP "
             "(ORDER BY l) AS p99 FROM (SELECT EXTRACT(EPOCH FROM s.created_at)::float8 - max(r.ended_at_unix_nano) / 1e9 "
             "AS l FROM scores s JOIN runs r ON r.conversation_id = s.conversation_id "
-            "WHERE s.scorer_id = 'conversation-judge' GROUP BY s.id, s.created_at) x")
+            "WHERE s.scorer_id = 'conversation-judge' GROUP BY s.id, s.created_at) x"
+        )
         (claims,) = q("SELECT coalesce(sum(takeovers), 0) AS takeovers FROM conversation_activity")
         lost = sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="lost"}') for d in daemons)
         claimed = sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="claimed"}') for d in daemons)
         load_s = max(stats["span_s"] or 0.0, send_s)
         return {
-            "daemons": n, "traces_sent": sent, "send_s": round(send_s, 1), "conversations": conversations,
-            "scores": stats["scores"], "scores_per_s": round(stats["scores"] / max(stats["span_s"] or 1e-9, 1e-9), 1),
-            "run_latency_p50_s": round(run_lat["p50"], 3), "run_latency_p99_s": round(run_lat["p99"], 3),
+            "daemons": n,
+            "traces_sent": sent,
+            "send_s": round(send_s, 1),
+            "conversations": conversations,
+            "scores": stats["scores"],
+            "scores_per_s": round(stats["scores"] / max(stats["span_s"] or 1e-9, 1e-9), 1),
+            "run_latency_p50_s": round(run_lat["p50"], 3),
+            "run_latency_p99_s": round(run_lat["p99"], 3),
             "conversation_latency_p50_s": round(conv_lat["p50"], 3),
             "conversation_latency_p99_s": round(conv_lat["p99"], 3),
             "pg_rows_written": rows_after - rows_before,
             "pg_rows_per_s": round((rows_after - rows_before) / load_s, 1),
-            "claims": int(claimed), "lease_takeovers": int(claims["takeovers"]), "claims_lost": int(lost),
+            "claims": int(claimed),
+            "lease_takeovers": int(claims["takeovers"]),
+            "claims_lost": int(lost),
             "claims_per_conversation": round(claimed / max(1, conversations), 3),
-            "acked_spans_per_daemon": [len(s) for s in acked.spans], "export_failures": acked.failed,
+            "acked_spans_per_daemon": [len(s) for s in acked.spans],
+            "export_failures": acked.failed,
         }
     finally:
         for d in daemons:
@@ -197,12 +238,14 @@ def main() -> None:
         judge.wait(10)
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print(f"offered: {args.rate:g} traces/s for {args.seconds:g}s, {args.turns} turns per conversation, "
-          f"judge delay {args.judge_delay_ms} ms, PostgreSQL fsync on, {os.cpu_count()} cores")
+    print(
+        f"offered: {args.rate:g} traces/s for {args.seconds:g}s, {args.turns} turns per conversation, "
+        f"judge delay {args.judge_delay_ms} ms, PostgreSQL fsync on, {os.cpu_count()} cores"
+    )
     keys = list(results[0])
     width = max(len(k) for k in keys)
     for key in keys:
-        print(f"{key:<{width}}  " + "  ".join(f"{str(r[key]):>16}" for r in results))
+        print(f"{key:<{width}}  " + "  ".join(f"{r[key]!s:>16}" for r in results))
 
 
 if __name__ == "__main__":

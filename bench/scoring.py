@@ -47,8 +47,15 @@ print(elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'litel
 
 def measure_import(module: str) -> tuple[float, float, bool]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    out = subprocess.run([sys.executable, "-c", IMPORT_CODE.format(module=module)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_CODE.format(module=module)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env,
+    )
     seconds, rss_mb, loaded = out.stdout.split()
     return float(seconds), float(rss_mb), loaded == "True"
 
@@ -62,9 +69,13 @@ async def pipeline_overhead(n: int) -> tuple[float, float]:
     async def analyze(*, run: Any, results: Any) -> int:
         return int(results.preprocess_step_result) * 2
 
-    scorer = (create_scorer(id="bench", description="b").preprocess(pre).analyze(analyze)
-              .generate_score(lambda *, run, results: results.analyze_step_result / 100)
-              .generate_reason(lambda *, run, results, score: f"score {score}"))
+    scorer = (
+        create_scorer(id="bench", description="b")
+        .preprocess(pre)
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: results.analyze_step_result / 100)
+        .generate_reason(lambda *, run, results, score: f"score {score}")
+    )
     run = ScorerRun(input="question", output="answer text", run_id="r")
     for _ in range(200):
         await scorer.run(run)
@@ -85,8 +96,7 @@ async def pipeline_overhead(n: int) -> tuple[float, float]:
     return per_score, direct
 
 
-async def judge_throughput(base_url: str, calls: int, concurrency: int,
-                           rounds: int) -> tuple[float, float]:
+async def judge_throughput(base_url: str, calls: int, concurrency: int, rounds: int) -> tuple[float, float]:
     import litellm
 
     from tracescorer import Judge, PromptStep, ScorerRun, create_scorer
@@ -94,11 +104,9 @@ async def judge_throughput(base_url: str, calls: int, concurrency: int,
 
     litellm.suppress_debug_info = True
     opts: dict[str, Any] = {"api_base": base_url, "api_key": "sk-bench", "timeout": 30}
-    scorer = create_scorer(id="bench-judge", judge=Judge(model="openai/bench-judge",
-                                                         instructions="Grade.", **opts)
-                           ).generate_score(PromptStep(
-                               description="s",
-                               create_prompt=lambda *, run, results: f"Grade: {run.output}"))
+    scorer = create_scorer(
+        id="bench-judge", judge=Judge(model="openai/bench-judge", instructions="Grade.", **opts)
+    ).generate_score(PromptStep(description="s", create_prompt=lambda *, run, results: f"Grade: {run.output}"))
     response_format = compile_schema(SCORE_SCHEMA).response_format
 
     async def ours(i: int) -> None:
@@ -107,10 +115,13 @@ async def judge_throughput(base_url: str, calls: int, concurrency: int,
 
     async def bare(i: int) -> None:
         resp = await litellm.acompletion(
-            model="openai/bench-judge", messages=[
-                {"role": "system", "content": "Grade."},
-                {"role": "user", "content": f"Grade: answer {i}"}],
-            response_format=response_format, num_retries=0, max_retries=0, **opts)
+            model="openai/bench-judge",
+            messages=[{"role": "system", "content": "Grade."}, {"role": "user", "content": f"Grade: answer {i}"}],
+            response_format=response_format,
+            num_retries=0,
+            max_retries=0,
+            **opts,
+        )
         assert json.loads(resp.choices[0].message.content)["score"] == 1
 
     async def rate(fn: Any) -> float:
@@ -126,6 +137,7 @@ async def judge_throughput(base_url: str, calls: int, concurrency: int,
 
     await asyncio.gather(*(bare(i) for i in range(20)))  # warm-up (connections, caches)
     await asyncio.gather(*(ours(i) for i in range(20)))
+
     async def settle() -> None:
         # litellm finishes each call's logging in background tasks; let them drain so one
         # measurement does not pay for the previous one's leftovers.
@@ -138,7 +150,7 @@ async def judge_throughput(base_url: str, calls: int, concurrency: int,
 
     bare_rates, our_rates = [], []
     for i in range(rounds):  # interleaved, order alternating, best of N
-        for name in (("bare", "ours") if i % 2 == 0 else ("ours", "bare")):
+        for name in ("bare", "ours") if i % 2 == 0 else ("ours", "bare"):
             await settle()
             if name == "bare":
                 bare_rates.append(await rate(bare))
@@ -158,17 +170,19 @@ def main() -> None:
     print("== imports (fresh interpreter) ==")
     for module in ("tracescorer, tracescorer.prebuilt", "litellm"):
         seconds, rss, loaded = measure_import(module)
-        print(f"import {module:<34} {seconds * 1000:8.0f} ms   max RSS {rss:6.0f} MB   "
-              f"litellm loaded: {loaded}")
+        print(f"import {module:<34} {seconds * 1000:8.0f} ms   max RSS {rss:6.0f} MB   litellm loaded: {loaded}")
 
     print("\n== pipeline overhead, function steps only (4 steps) ==")
     per_score, direct = asyncio.run(pipeline_overhead(5000 if args.quick else 20000))
-    print(f"per score: {per_score * 1e6:7.1f} us   (steps called directly: {direct * 1e6:5.1f} us; "
-          f"framework overhead {(per_score - direct) * 1e6:6.1f} us; target <= 2000 us)")
+    print(
+        f"per score: {per_score * 1e6:7.1f} us   (steps called directly: {direct * 1e6:5.1f} us; "
+        f"framework overhead {(per_score - direct) * 1e6:6.1f} us; target <= 2000 us)"
+    )
 
     print(f"\n== judge calls/s vs bare litellm.acompletion ({calls} calls, best of {rounds}) ==")
-    server = subprocess.Popen([sys.executable, "-c", SERVER_CODE], cwd=ROOT, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER_CODE], cwd=ROOT, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
@@ -176,8 +190,10 @@ def main() -> None:
             raise RuntimeError("fake server did not start")
         for concurrency in (1, 16, 64):
             bare, ours = asyncio.run(judge_throughput(base_url, calls, concurrency, rounds))
-            print(f"concurrency {concurrency:>2}: bare litellm {bare:7.1f}/s   tracescorer "
-                  f"{ours:7.1f}/s   ratio {ours / bare:6.1%}   (target >= 90 %)")
+            print(
+                f"concurrency {concurrency:>2}: bare litellm {bare:7.1f}/s   tracescorer "
+                f"{ours:7.1f}/s   ratio {ours / bare:6.1%}   (target >= 90 %)"
+            )
     finally:
         if server.stdin is not None:
             server.stdin.close()

@@ -39,13 +39,12 @@ from typing import Any
 import grpc
 import psutil
 import yaml
-
-from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server  # noqa: E402
+from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server
 
 sys.path.insert(0, str(HERE / "reference"))
-from otlp_load import EXPORT_METHOD, Patcher, build_templates  # noqa: E402
+from otlp_load import EXPORT_METHOD, Patcher, build_templates
 
-from tracescorer import control  # noqa: E402
+from tracescorer import control
 
 SPANS_PER_REQUEST = 200
 IDLE_S = 2.0
@@ -61,8 +60,12 @@ def run_baseline(seconds: float, clients: int) -> dict[str, Any]:
         result = load("grpc", f"127.0.0.1:{port}", seconds, clients, server.pid)
     finally:
         stop(server, 10)
-    return {"spans_per_s": result["spans_per_s"], "cpu_us_per_span": cpu_us_per_span(result),
-            "p99_ms": result["lat_p99_ms"], "other_cpu_pct": result["other_cpu_pct"]}
+    return {
+        "spans_per_s": result["spans_per_s"],
+        "cpu_us_per_span": cpu_us_per_span(result),
+        "p99_ms": result["lat_p99_ms"],
+        "other_cpu_pct": result["other_cpu_pct"],
+    }
 
 
 def query(info: control.ServeInfo, sql: str) -> list[list[Any]]:
@@ -80,13 +83,25 @@ class Tally:
     refused: dict[str, int] = field(default_factory=dict)
 
 
-async def paced(target: str, rate_spans: float, seconds: float, templates: list[Any], patcher: Patcher,
-                seq0: int, channels: int = 8, inflight: int = 32) -> tuple[Tally, int]:
+async def paced(
+    target: str,
+    rate_spans: float,
+    seconds: float,
+    templates: list[Any],
+    patcher: Patcher,
+    seq0: int,
+    channels: int = 8,
+    inflight: int = 32,
+) -> tuple[Tally, int]:
     """Send requests at a fixed rate (open loop: a slow server does not slow the schedule down,
     up to ``inflight`` requests in flight; refused requests are not retried)."""
     tally = Tally()
-    chans = [grpc.aio.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20),
-                                                        ("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    chans = [
+        grpc.aio.insecure_channel(
+            target, options=[("grpc.max_send_message_length", 64 << 20), ("grpc.use_local_subchannel_pool", 1)]
+        )
+        for _ in range(channels)
+    ]
     calls = [c.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None) for c in chans]
     interval = SPANS_PER_REQUEST / rate_spans
     sem = asyncio.Semaphore(inflight)
@@ -138,8 +153,10 @@ def pct(values: list[float], q: float) -> float:
 
 def _window(start: float, end: float) -> str:
     # the traces of a step: spans committed while it ran (received_at is the commit time)
-    return (f"SELECT trace_id, max(received_at) AS t FROM spans WHERE received_at >= to_timestamp({start}) "
-            f"AND received_at <= to_timestamp({end}) GROUP BY trace_id")
+    return (
+        f"SELECT trace_id, max(received_at) AS t FROM spans WHERE received_at >= to_timestamp({start}) "
+        f"AND received_at <= to_timestamp({end}) GROUP BY trace_id"
+    )
 
 
 def wait_scored(info: control.ServeInfo, start: float, end: float, deadline_s: float) -> tuple[int, int]:
@@ -147,23 +164,32 @@ def wait_scored(info: control.ServeInfo, start: float, end: float, deadline_s: f
     stop = time.monotonic() + deadline_s
     got = want = 0
     while True:
-        want, got = (int(v) for v in query(info, f"""
+        want, got = (
+            int(v)
+            for v in query(
+                info,
+                f"""
             WITH t AS ({_window(start, end)}),
             s AS (SELECT trace_id FROM scores WHERE trace_id IN (SELECT trace_id FROM t)
                   GROUP BY trace_id HAVING count(DISTINCT scorer_id) = 2)
-            SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s)""")[0])
+            SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s)""",
+            )[0]
+        )
         if got >= want or time.monotonic() > stop:
             return got, want
         time.sleep(1.0)
 
 
 def lag(info: control.ServeInfo, start: float, end: float) -> tuple[float, float]:
-    row = query(info, f"""
+    row = query(
+        info,
+        f"""
         WITH last AS ({_window(start, end)}),
         scored AS (SELECT trace_id, max(created_at) AS t FROM scores WHERE trace_id IN (SELECT trace_id FROM last)
                    GROUP BY trace_id)
         SELECT quantile_cont(epoch(scored.t) - epoch(last.t), 0.5), quantile_cont(epoch(scored.t) - epoch(last.t), 0.99)
-        FROM last JOIN scored USING (trace_id)""")[0]
+        FROM last JOIN scored USING (trace_id)""",
+    )[0]
     return float(row[0] if row[0] is not None else "nan"), float(row[1] if row[1] is not None else "nan")
 
 
@@ -214,8 +240,9 @@ def _busy_share(t0: Any, t1: Any) -> float:
     return (total - idle) / total if total > 0 else float("nan")
 
 
-def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher,
-         seq: int) -> tuple[dict[str, Any], int]:
+def step(
+    info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher, seq: int
+) -> tuple[dict[str, Any], int]:
     m0, c0 = scrape(info.url), tree.cpu()
     loop0, machine0, me0 = tree.main_thread_cpu(), psutil.cpu_times(), psutil.Process().cpu_times()
     target = f"127.0.0.1:{info.grpc_port}"
@@ -234,18 +261,30 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
         key = f'tracescorer_stage_cpu_seconds_total{{stage="{stage}"}}'
         cpu_us[f"{stage}_us"] = (m1.get(key, 0) - m0.get(key, 0)) / spans * 1e6
     cpu_us["receive_other_us"] = cpu_us["daemon_us"] - sum(cpu_us[f"{s}_us"] for s in STAGES)
-    lag_counts = {float(k.split('le="')[1].split('"')[0]): m1.get(k, 0) - m0.get(k, 0)
-                  for k in m1 if k.startswith("tracescorer_event_loop_lag_seconds_bucket")}
+    lag_counts = {
+        float(k.split('le="')[1].split('"')[0]): m1.get(k, 0) - m0.get(k, 0)
+        for k in m1
+        if k.startswith("tracescorer_event_loop_lag_seconds_bucket")
+    }
     total = lag_counts.get(float("inf"), 0)
     loop_p99 = min((le for le, n in sorted(lag_counts.items()) if total and n >= 0.99 * total), default=float("nan"))
     p50, p99 = lag(info, start - 1, end + 1)
     result = {
-        "offered_spans_per_s": rate, "acked_spans_per_s": tally.acked_spans / seconds,
-        "ack_p50_ms": pct(tally.latencies, 0.5) * 1000, "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
-        "refused": tally.refused, "refused_by_bound": refused_by_bound(m0, m1), "traces_scored": scored,
-        "traces_acked": want, "lag_p50_s": p50, "lag_p99_s": p99,
-        "rss_first_mb": (rss[0] if rss else 0) / 2**20, "rss_max_mb": max(rss or [0]) / 2**20,
-        "rss_last_mb": (rss[-1] if rss else 0) / 2**20, "loop_lag_p99_le_s": loop_p99, **cpu_us,
+        "offered_spans_per_s": rate,
+        "acked_spans_per_s": tally.acked_spans / seconds,
+        "ack_p50_ms": pct(tally.latencies, 0.5) * 1000,
+        "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
+        "refused": tally.refused,
+        "refused_by_bound": refused_by_bound(m0, m1),
+        "traces_scored": scored,
+        "traces_acked": want,
+        "lag_p50_s": p50,
+        "lag_p99_s": p99,
+        "rss_first_mb": (rss[0] if rss else 0) / 2**20,
+        "rss_max_mb": max(rss or [0]) / 2**20,
+        "rss_last_mb": (rss[-1] if rss else 0) / 2**20,
+        "loop_lag_p99_le_s": loop_p99,
+        **cpu_us,
         "acked_spans": tally.acked_spans,
         # what bounds the rate: the daemon's event loop (one core, the GIL), or the machine's cores
         # (the load generator, this process, runs beside them)
@@ -253,13 +292,15 @@ def step(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templ
         "machine_busy_pct": 100 * _busy_share(machine0, machine1),
         "loadgen_us": (me1.user + me1.system - me0.user - me0.system) / spans * 1e6,
     }
-    result["sustained"] = bool(want and scored == want and want * 4 == tally.acked_spans and not tally.refused
-                               and p99 <= IDLE_S + 2)
+    result["sustained"] = bool(
+        want and scored == want and want * 4 == tally.acked_spans and not tally.refused and p99 <= IDLE_S + 2
+    )
     return result, seq
 
 
-def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any],
-             patcher: Patcher, seq: int) -> tuple[dict[str, Any], int]:
+def overload(
+    info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher, seq: int
+) -> tuple[dict[str, Any], int]:
     """Offer ``rate`` for ``seconds`` in 30 s slices, RSS sampled every second; then check rows = acked.
 
     Flatness compares slice medians (the last slice against the first after warm-up, the second):
@@ -276,8 +317,9 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
         dur = min(30.0, remaining)
         with RssSampler(tree, 1.0) as sampler:
             # many more requests in flight than any bound admits: the daemon must refuse, not queue
-            tally, seq = asyncio.run(paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq,
-                                           inflight=256))
+            tally, seq = asyncio.run(
+                paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq, inflight=256)
+            )
         samples = sampler.samples
         end = tree.rss()
         acked += tally.acked_spans
@@ -285,29 +327,52 @@ def overload(info: control.ServeInfo, tree: Tree, rate: float, seconds: float, t
             refused[k] = refused.get(k, 0) + v
         samples = sorted(samples or [end])
         roles = {f"{role}_rss_median_mb": sorted(v)[len(v) // 2] / 2**20 for role, v in sampler.by_role.items()}
-        slices.append({"rss_median_mb": samples[len(samples) // 2] / 2**20, "rss_max_mb": samples[-1] / 2**20, **roles,
-                       "rss_end_mb": end / 2**20, "acked_spans_per_s": tally.acked_spans / dur,
-                       "ack_p99_ms": pct(tally.latencies, 0.99) * 1000})
+        slices.append(
+            {
+                "rss_median_mb": samples[len(samples) // 2] / 2**20,
+                "rss_max_mb": samples[-1] / 2**20,
+                **roles,
+                "rss_end_mb": end / 2**20,
+                "acked_spans_per_s": tally.acked_spans / dur,
+                "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
+            }
+        )
         remaining -= dur
     warm = slices[1] if len(slices) > 1 else slices[0]
-    return {"offered_spans_per_s": rate, "seconds": seconds, "slices": slices, "refused": refused,
-            "refused_by_bound": refused_by_bound(m0, scrape(info.url)),
-            "acked_spans": acked, "rss_after_warmup_mb": warm["rss_median_mb"],
-            "rss_max_mb": max(s["rss_max_mb"] for s in slices),
-            "rss_last_vs_warmup": slices[-1]["rss_median_mb"] / warm["rss_median_mb"],
-            "rss_end_last_vs_warmup": slices[-1]["rss_end_mb"] / warm["rss_end_mb"]}, seq
+    return {
+        "offered_spans_per_s": rate,
+        "seconds": seconds,
+        "slices": slices,
+        "refused": refused,
+        "refused_by_bound": refused_by_bound(m0, scrape(info.url)),
+        "acked_spans": acked,
+        "rss_after_warmup_mb": warm["rss_median_mb"],
+        "rss_max_mb": max(s["rss_max_mb"] for s in slices),
+        "rss_last_vs_warmup": slices[-1]["rss_median_mb"] / warm["rss_median_mb"],
+        "rss_end_last_vs_warmup": slices[-1]["rss_end_mb"] / warm["rss_end_mb"],
+    }, seq
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-s", type=float, default=10.0)
-    parser.add_argument("--steps", default="0.02,0.03,0.04,0.05,0.06,0.08,0.1,0.12,0.15",
-                        help="offered rates as fractions of the walk baseline")
+    parser.add_argument(
+        "--steps",
+        default="0.02,0.03,0.04,0.05,0.06,0.08,0.1,0.12,0.15",
+        help="offered rates as fractions of the walk baseline",
+    )
     parser.add_argument("--step-s", type=float, default=45.0)
-    parser.add_argument("--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)")
+    parser.add_argument(
+        "--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)"
+    )
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=YAML",
-                        help="override a daemon setting, e.g. --set store.compression=auto (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=YAML",
+        help="override a daemon setting, e.g. --set store.compression=auto (repeatable)",
+    )
     args = parser.parse_args()
     overrides: dict[str, dict[str, Any]] = {}
     for item in args.set:
@@ -318,8 +383,11 @@ def main() -> int:
         overrides.setdefault(section, {})[key] = yaml.safe_load(value)
 
     baseline = run_baseline(args.baseline_s, args.clients)
-    print(f"walk baseline: {baseline['spans_per_s']:,.0f} spans/s, {baseline['cpu_us_per_span']:.1f} µs CPU/span "
-          f"(p99 {baseline['p99_ms']:.0f} ms, other CPU {baseline['other_cpu_pct']:.0f}%)", flush=True)
+    print(
+        f"walk baseline: {baseline['spans_per_s']:,.0f} spans/s, {baseline['cpu_us_per_span']:.1f} µs CPU/span "
+        f"(p99 {baseline['p99_ms']:.0f} ms, other CPU {baseline['other_cpu_pct']:.0f}%)",
+        flush=True,
+    )
     templates = build_templates(16, SPANS_PER_REQUEST)
     patcher = Patcher()
     seq = 0
@@ -327,8 +395,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
         config: dict[str, Any] = {
             "assembly": {"idle_s": IDLE_S},
-            "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"},
-                        {"id": "no-tool-errors", "prebuilt": "no_tool_errors"}]}
+            "scorers": [
+                {"id": "non-empty", "prebuilt": "non_empty_response"},
+                {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
+            ],
+        }
         for section, values in overrides.items():
             config.setdefault(section, {}).update(values)
         proc, info, _ = start_daemon(Path(tmp), config)
@@ -339,7 +410,9 @@ def main() -> int:
                 result, seq = step(info, tree, rate, args.step_s, templates, patcher, seq)
                 result["fraction_of_walk"] = frac
                 steps.append(result)
-                print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
+                print(
+                    json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}), flush=True
+                )
             good = [s for s in steps if s["sustained"]]
             best = max(good, key=lambda s: s["acked_spans_per_s"]) if good else None
             over = None
@@ -361,8 +434,11 @@ def main() -> int:
         "acked_spans_total": acked_total,
         "span_rows_total": rows_total,
         "rows_equal_acked": rows_total == acked_total,
-        "refusals_retryable": all(code in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
-                                  for s in [*steps, *([over] if over else [])] for code in s["refused"]),
+        "refusals_retryable": all(
+            code in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
+            for s in [*steps, *([over] if over else [])]
+            for code in s["refused"]
+        ),
         "daemon_exit": code,
     }
     print(json.dumps(summary, indent=1, default=str))

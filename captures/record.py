@@ -38,11 +38,20 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: E402
 
 _ENV_LINE = re.compile(r"^(?:#|//)\s*(?:venv|env):\s*(\S+)")
 #: Resource attributes that describe the recording machine, not the framework.
-_MACHINE = {"host.name": "capture-host", "host.id": None, "process.owner": "user",
-            "process.executable.path": "python", "process.command": "client.py",
-            "process.command_line": "client.py", "process.command_args": None,
-            "service.instance.id": None, "os.description": None, "process.pid": None,
-            "process.parent_pid": None, "host.arch": None}
+_MACHINE = {
+    "host.name": "capture-host",
+    "host.id": None,
+    "process.owner": "user",
+    "process.executable.path": "python",
+    "process.command": "client.py",
+    "process.command_line": "client.py",
+    "process.command_args": None,
+    "service.instance.id": None,
+    "os.description": None,
+    "process.pid": None,
+    "process.parent_pid": None,
+    "host.arch": None,
+}
 
 
 def _sanitise(resource_attrs: Any) -> bool:
@@ -89,8 +98,9 @@ def sanitised_traces(raw: bytes) -> bytes:
 def sanitised_logs(raw: bytes) -> bytes:
     req = ExportLogsServiceRequest.FromString(raw)
     changed = [_sanitise(rl.resource.attributes) for rl in req.resource_logs]
-    changed += [_relative_paths(r.attributes) for rl in req.resource_logs for sl in rl.scope_logs
-                for r in sl.log_records]
+    changed += [
+        _relative_paths(r.attributes) for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records
+    ]
     return req.SerializeToString() if any(changed) else raw
 
 
@@ -100,8 +110,10 @@ def _fmt(value: Any) -> str:
 
 def decoded_text(case: str, traces: list[bytes], logs: list[bytes]) -> str:
     """Every span and log record of the capture, one attribute a line."""
-    out = [f"# decoded with opentelemetry-proto from {case}",
-           f"# trace requests: {len(traces)}; log requests: {len(logs)}"]
+    out = [
+        f"# decoded with opentelemetry-proto from {case}",
+        f"# trace requests: {len(traces)}; log requests: {len(logs)}",
+    ]
     for i, raw in enumerate(traces, 1):
         out.append(f"=== request requests/{i:04d}.pb ===")
         for rs in ExportTraceServiceRequest.FromString(raw).resource_spans:
@@ -111,10 +123,14 @@ def decoded_text(case: str, traces: list[bytes], logs: list[bytes]) -> str:
                 out.append(f"  scope: name={ss.scope.name!r} version={ss.scope.version!r}")
                 for s in ss.spans:
                     out.append(f"  - span name={s.name!r}")
-                    out.append(f"    trace_id={s.trace_id.hex()} span_id={s.span_id.hex()} "
-                               f"parent_span_id={s.parent_span_id.hex()}")
-                    out.append(f"    kind={s.kind} status={s.status.code} {s.status.message!r} "
-                               f"start={s.start_time_unix_nano} end={s.end_time_unix_nano}")
+                    out.append(
+                        f"    trace_id={s.trace_id.hex()} span_id={s.span_id.hex()} "
+                        f"parent_span_id={s.parent_span_id.hex()}"
+                    )
+                    out.append(
+                        f"    kind={s.kind} status={s.status.code} {s.status.message!r} "
+                        f"start={s.start_time_unix_nano} end={s.end_time_unix_nano}"
+                    )
                     out += [f"      {kv.key} = {_fmt(any_value(kv.value))}" for kv in s.attributes]
                     for ev in s.events:
                         out.append(f"    event {ev.name!r} t={ev.time_unix_nano}")
@@ -125,8 +141,9 @@ def decoded_text(case: str, traces: list[bytes], logs: list[bytes]) -> str:
             for sl in rl.scope_logs:
                 out.append(f"  scope: name={sl.scope.name!r}")
                 for r in sl.log_records:
-                    out.append(f"  - log event_name={r.event_name!r} trace_id={r.trace_id.hex()} "
-                               f"span_id={r.span_id.hex()}")
+                    out.append(
+                        f"  - log event_name={r.event_name!r} trace_id={r.trace_id.hex()} span_id={r.span_id.hex()}"
+                    )
                     out.append(f"      body = {_fmt(any_value(r.body))}")
                     out += [f"      {kv.key} = {_fmt(any_value(kv.value))}" for kv in r.attributes]
     return "\n".join(out) + "\n"
@@ -165,22 +182,33 @@ def main() -> None:
     with AutoAgentOpenAI(model="gpt-4o-mini") as model, OtlpCapture() as otlp:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
         env.update(
-            OPENAI_BASE_URL=model.base_url, OPENAI_API_BASE=model.base_url, LLM_BASE_URL=model.base_url,
-            OPENAI_API_KEY="sk-fake-local", OTLP_HTTP_ENDPOINT=otlp.http_base_url,
-            OTLP_GRPC_ENDPOINT=otlp.grpc_endpoint, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-            PYTHONUNBUFFERED="1", CAPTURE_CASE=case.name, LITELLM_LOCAL_MODEL_COST_MAP="True",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_BASE=model.base_url,
+            LLM_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-fake-local",
+            OTLP_HTTP_ENDPOINT=otlp.http_base_url,
+            OTLP_GRPC_ENDPOINT=otlp.grpc_endpoint,
+            NO_PROXY="127.0.0.1,localhost",
+            no_proxy="127.0.0.1,localhost",
+            PYTHONUNBUFFERED="1",
+            CAPTURE_CASE=case.name,
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
         )
-        proc = subprocess.run(command, cwd=workdir, env=env, timeout=args.timeout,
-                              capture_output=True, text=True)
+        proc = subprocess.run(command, cwd=workdir, env=env, timeout=args.timeout, capture_output=True, text=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr[-4000:])
         if proc.returncode != 0:
             raise SystemExit(f"client failed with exit code {proc.returncode}")
         traces = [sanitised_traces(e.raw) for e in otlp.trace_exports]
         logs = [sanitised_logs(e.raw) for e in otlp.log_exports]
-        asked = [{"request": r.body.get("messages"), "tools": [t.get("function", {}).get("name")
-                                                              for t in r.body.get("tools") or ()],
-                  "stream": bool(r.body.get("stream"))} for r in model.requests]
+        asked = [
+            {
+                "request": r.body.get("messages"),
+                "tools": [t.get("function", {}).get("name") for t in r.body.get("tools") or ()],
+                "stream": bool(r.body.get("stream")),
+            }
+            for r in model.requests
+        ]
     if not traces:
         raise SystemExit("the client exported no traces")
     for sub, bodies in (("requests", traces), ("logs", logs)):

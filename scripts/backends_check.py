@@ -36,7 +36,7 @@ CACHE = REPO / ".cache" / "backends"
 PHOENIX = "arize-phoenix==20.26.1"
 MLFLOW = "mlflow==3.17.2"
 CAPTURE = REPO / "tests" / "data" / "captures" / "py-openinference-openai-session-tools"
-FAILING_SCORER = '''
+FAILING_SCORER = """
 from tracescorer import create_scorer
 
 
@@ -45,7 +45,7 @@ def _fail(*, run, results):
 
 
 always_fails = create_scorer(id="always-fails", description="raises").generate_score(_fail)
-'''
+"""
 failures: list[str] = []
 
 
@@ -79,8 +79,9 @@ def free_port() -> int:
 
 def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, _parse(resp.read())
@@ -133,9 +134,12 @@ def phoenix_trace(base: str, trace_id: str) -> dict[str, Any] | None:
 
 def phoenix_view(trace: dict[str, Any]) -> dict[str, Any]:
     agent_spans = [s for s in trace["spans"] if s.get("span_kind") != "EVALUATOR"]
-    return {"start_time": trace["start_time"], "end_time": trace["end_time"],
-            "error_spans": sorted(s["span_id"] for s in agent_spans if s["status_code"] == "ERROR"),
-            "spans": len(agent_spans)}
+    return {
+        "start_time": trace["start_time"],
+        "end_time": trace["end_time"],
+        "error_spans": sorted(s["span_id"] for s in agent_spans if s["status_code"] == "ERROR"),
+        "spans": len(agent_spans),
+    }
 
 
 def mlflow_trace(base: str, trace_id: str) -> dict[str, Any] | None:
@@ -146,8 +150,11 @@ def mlflow_trace(base: str, trace_id: str) -> dict[str, Any] | None:
 
 
 def mlflow_view(info: dict[str, Any]) -> dict[str, Any]:
-    return {"execution_duration": info.get("execution_duration"), "state": info.get("state"),
-            "service.name": (info.get("tags") or {}).get("service.name")}
+    return {
+        "execution_duration": info.get("execution_duration"),
+        "state": info.get("state"),
+        "service.name": (info.get("tags") or {}).get("service.name"),
+    }
 
 
 def main() -> int:
@@ -159,13 +166,39 @@ def main() -> int:
     daemon: DaemonProcess | None = None
     try:
         say(f"== starting Phoenix ({PHOENIX}) on {px} and MLflow ({MLFLOW}) on {ml}; work dir {work}")
-        procs.append(start([str(phoenix_bin / "phoenix"), "serve"], {
-            "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(px_port), "PHOENIX_GRPC_PORT": str(px_grpc),
-            "PHOENIX_WORKING_DIR": str(work / "phoenix"), "PHOENIX_TELEMETRY_ENABLED": "false"}, work / "phoenix.log"))
-        procs.append(start([str(mlflow_bin / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(ml_port),
-                            "--workers", "1", "--backend-store-uri", f"sqlite:///{work}/mlflow.db",
-                            "--default-artifact-root", str(work / "mlartifacts")],
-                           {"MLFLOW_DISABLE_TELEMETRY": "true"}, work / "mlflow.log"))
+        procs.append(
+            start(
+                [str(phoenix_bin / "phoenix"), "serve"],
+                {
+                    "PHOENIX_HOST": "127.0.0.1",
+                    "PHOENIX_PORT": str(px_port),
+                    "PHOENIX_GRPC_PORT": str(px_grpc),
+                    "PHOENIX_WORKING_DIR": str(work / "phoenix"),
+                    "PHOENIX_TELEMETRY_ENABLED": "false",
+                },
+                work / "phoenix.log",
+            )
+        )
+        procs.append(
+            start(
+                [
+                    str(mlflow_bin / "mlflow"),
+                    "server",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(ml_port),
+                    "--workers",
+                    "1",
+                    "--backend-store-uri",
+                    f"sqlite:///{work}/mlflow.db",
+                    "--default-artifact-root",
+                    str(work / "mlartifacts"),
+                ],
+                {"MLFLOW_DISABLE_TELEMETRY": "true"},
+                work / "mlflow.log",
+            )
+        )
         wait(lambda: http("GET", f"{px}/healthz")[0] == 200, 300, "Phoenix /healthz")
         wait(lambda: http("GET", f"{ml}/health")[0] == 200, 300, "MLflow /health")
         status, body = http("POST", f"{ml}/api/2.0/mlflow/experiments/create", {"name": "tracescorer-check"})
@@ -182,39 +215,69 @@ def main() -> int:
         judge.start()
         (work / "checkscorers.py").write_text(FAILING_SCORER)
         cfg = config_dict(
-            work, assembly={"idle_s": 1.0, "conversation_idle_s": 3.0},
+            work,
+            assembly={"idle_s": 1.0, "conversation_idle_s": 3.0},
             judge={"model": "openai/gpt-4o-mini", "api_base": judge.base_url, "api_key": "k", "timeout_s": 20},
             scorers=[
                 {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
                 {"id": "always-fails", "python": "checkscorers:always_fails", "scope": "run"},
-                {"id": "multi-turn-judge-scorer", "prebuilt": "multi_turn_judge", "scope": "conversation",
-                 "options": {"criterion": "Every question is answered"}, "threshold": 1},
+                {
+                    "id": "multi-turn-judge-scorer",
+                    "prebuilt": "multi_turn_judge",
+                    "scope": "conversation",
+                    "options": {"criterion": "Every question is answered"},
+                    "threshold": 1,
+                },
             ],
-            export={"enabled": True, "interval_s": 0.5, "sinks": [
-                {"otlp": {"endpoint": px, "protocol": "http/protobuf"}},
-                {"otlp": {"endpoint": ml, "protocol": "http/protobuf",
-                          "headers": {"x-mlflow-experiment-id": experiment}}},
-                {"phoenix": {"endpoint": px}},
-                {"mlflow": {"tracking_uri": ml, "experiment_id": experiment}},
-            ]},
+            export={
+                "enabled": True,
+                "interval_s": 0.5,
+                "sinks": [
+                    {"otlp": {"endpoint": px, "protocol": "http/protobuf"}},
+                    {
+                        "otlp": {
+                            "endpoint": ml,
+                            "protocol": "http/protobuf",
+                            "headers": {"x-mlflow-experiment-id": experiment},
+                        }
+                    },
+                    {"phoenix": {"endpoint": px}},
+                    {"mlflow": {"tracking_uri": ml, "experiment_id": experiment}},
+                ],
+            },
         )
         daemon = DaemonProcess(work, cfg, env={"PYTHONPATH": f"{work}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
         daemon.start()
         say(f"== tracescorer serving (sinks otlp -> Phoenix, otlp#2 -> MLflow, phoenix, mlflow); log {daemon.log_path}")
         replay(daemon.http_url)
-        runs = wait(lambda: (lambda r: r if len(r) >= 2 else None)(daemon.query_json(
-            "SELECT run_id, trace_id, span_id, conversation_id, service_name FROM runs ORDER BY started_at_unix_nano")),
-            60, "2 runs assembled")
+        runs = wait(
+            lambda: (lambda r: r if len(r) >= 2 else None)(
+                daemon.query_json(
+                    "SELECT run_id, trace_id, span_id, conversation_id, service_name FROM runs ORDER BY started_at_unix_nano"
+                )
+            ),
+            60,
+            "2 runs assembled",
+        )
         trace_ids = sorted({r["trace_id"] for r in runs})
         say(f"== {len(runs)} runs in {len(trace_ids)} traces, conversation {runs[0]['conversation_id']}")
 
-        before_px = {t: phoenix_view(wait(lambda t=t: phoenix_trace(px, t), 60, f"Phoenix trace {t}")) for t in trace_ids}
+        before_px = {
+            t: phoenix_view(wait(lambda t=t: phoenix_trace(px, t), 60, f"Phoenix trace {t}")) for t in trace_ids
+        }
         before_ml = {t: mlflow_view(wait(lambda t=t: mlflow_trace(ml, t), 60, f"MLflow trace {t}")) for t in trace_ids}
 
         expected = len(runs) * 2 + 1
-        scores = wait(lambda: (lambda r: r if len(r) >= expected else None)(daemon.query_json(
-            "SELECT id, scorer_id, status, score, label, error, error_type, run_id, trace_id, span_id, "
-            "conversation_id, entity_type FROM scores")), 120, f"{expected} scores")
+        scores = wait(
+            lambda: (lambda r: r if len(r) >= expected else None)(
+                daemon.query_json(
+                    "SELECT id, scorer_id, status, score, label, error, error_type, run_id, trace_id, span_id, "
+                    "conversation_id, entity_type FROM scores"
+                )
+            ),
+            120,
+            f"{expected} scores",
+        )
 
         def settled() -> list[dict[str, Any]] | None:
             rows = daemon.query_json("SELECT score_id, sink, status, attempts, last_error FROM score_deliveries")
@@ -227,14 +290,18 @@ def main() -> int:
             by_status[f"{d['sink']}:{d['status']}"] = by_status.get(f"{d['sink']}:{d['status']}", 0) + 1
         say(f"== deliveries: {json.dumps(by_status, sort_keys=True)}")
         for d in deliveries:
-            check(d["status"] == "delivered", f"score {d['score_id']} delivered to {d['sink']} "
-                                              f"(attempts {d['attempts']}, error {d['last_error']})")
+            check(
+                d["status"] == "delivered",
+                f"score {d['score_id']} delivered to {d['sink']} (attempts {d['attempts']}, error {d['last_error']})",
+            )
         time.sleep(2.0)  # let both backends finish their asynchronous span inserts
 
         # --- Phoenix ---------------------------------------------------------------------------
         for s in scores:
             if s["entity_type"] == "conversation":
-                status, body = http("GET", f"{px}/v1/projects/default/session_annotations?session_ids={s['conversation_id']}")
+                status, body = http(
+                    "GET", f"{px}/v1/projects/default/session_annotations?session_ids={s['conversation_id']}"
+                )
                 found = [a for a in body.get("data", []) if a["name"] == s["scorer_id"]] if status == 200 else []
                 where = f"session {s['conversation_id']}"
             else:
@@ -242,18 +309,25 @@ def main() -> int:
                 found = [a for a in body.get("data", []) if a["name"] == s["scorer_id"]] if status == 200 else []
                 where = f"agent span {s['span_id']}"
             label = "error" if s["status"] == "error" else s["label"]
-            check(len(found) == 1 and found[0]["identifier"] == s["id"] and found[0]["result"]["label"] == label
-                  and (s["status"] == "error" or found[0]["result"]["score"] == s["score"]),
-                  f"Phoenix: annotation {s['scorer_id']} on {where}: "
-                  f"{json.dumps(found[0]['result']) if found else 'missing'}")
+            check(
+                len(found) == 1
+                and found[0]["identifier"] == s["id"]
+                and found[0]["result"]["label"] == label
+                and (s["status"] == "error" or found[0]["result"]["score"] == s["score"]),
+                f"Phoenix: annotation {s['scorer_id']} on {where}: "
+                f"{json.dumps(found[0]['result']) if found else 'missing'}",
+            )
         for t in trace_ids:
             trace = phoenix_trace(px, t)
             assert trace is not None
             evaluators = [sp for sp in trace["spans"] if sp.get("span_kind") == "EVALUATOR"]
             after = phoenix_view(trace)
             check(after == before_px[t], f"Phoenix: trace {t} unchanged: {json.dumps(after)}")
-            check(len(evaluators) >= 2, f"Phoenix: trace {t} has {len(evaluators)} EVALUATOR spans, "
-                                        f"statuses {sorted({sp['status_code'] for sp in evaluators})}")
+            check(
+                len(evaluators) >= 2,
+                f"Phoenix: trace {t} has {len(evaluators)} EVALUATOR spans, "
+                f"statuses {sorted({sp['status_code'] for sp in evaluators})}",
+            )
 
         # --- MLflow ----------------------------------------------------------------------------
         first_trace = runs[0]["trace_id"]
@@ -263,21 +337,27 @@ def main() -> int:
             after = mlflow_view(info)
             check(after == before_ml[t], f"MLflow: trace tr-{t} unchanged: {json.dumps(after)}")
             for s in scores:
-                on_this = (s["entity_type"] == "conversation" and t == first_trace) or \
-                          (s["entity_type"] != "conversation" and s["trace_id"] == t)
+                on_this = (s["entity_type"] == "conversation" and t == first_trace) or (
+                    s["entity_type"] != "conversation" and s["trace_id"] == t
+                )
                 if not on_this:
                     continue
                 found = [a for a in info.get("assessments", []) if a.get("assessment_name") == s["scorer_id"]]
                 a = found[0] if len(found) == 1 else {}
                 if s["entity_type"] == "conversation":
-                    ok = a.get("metadata", {}).get("mlflow.trace.session") == s["conversation_id"] and not a.get("span_id")
+                    ok = a.get("metadata", {}).get("mlflow.trace.session") == s["conversation_id"] and not a.get(
+                        "span_id"
+                    )
                 else:
                     ok = a.get("span_id") == s["span_id"]
                 feedback = a.get("feedback", {})
                 ok = ok and (("error" in feedback) if s["status"] == "error" else feedback.get("value") == s["score"])
-                check(ok, f"MLflow: assessment {s['scorer_id']} on tr-{t}"
-                          f"{'' if s['entity_type'] == 'conversation' else ' span ' + str(s['span_id'])}: "
-                          f"{json.dumps(feedback) if a else 'missing'}")
+                check(
+                    ok,
+                    f"MLflow: assessment {s['scorer_id']} on tr-{t}"
+                    f"{'' if s['entity_type'] == 'conversation' else ' span ' + str(s['span_id'])}: "
+                    f"{json.dumps(feedback) if a else 'missing'}",
+                )
         say(f"== {'all checks passed' if not failures else str(len(failures)) + ' check(s) FAILED'}")
         return 1 if failures else 0
     finally:

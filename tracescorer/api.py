@@ -55,8 +55,9 @@ class OpsApi:
     default provider is :meth:`default_readiness`.
     """
 
-    def __init__(self, store: Store, metrics: Metrics, *, metrics_token: str = "",
-                 readiness: Readiness | None = None) -> None:
+    def __init__(
+        self, store: Store, metrics: Metrics, *, metrics_token: str = "", readiness: Readiness | None = None
+    ) -> None:
         self._store = store
         self._metrics = metrics
         self._metrics_token = metrics_token
@@ -103,8 +104,9 @@ class OpsApi:
 class ControlApi:
     """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
 
-    def __init__(self, store: Store, *, token: str, max_rows: int, timeout_s: float,
-                 runner: ScoringRunner | None = None) -> None:
+    def __init__(
+        self, store: Store, *, token: str, max_rows: int, timeout_s: float, runner: ScoringRunner | None = None
+    ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
@@ -117,11 +119,13 @@ class ControlApi:
     def app(self) -> web.Application:
         """The aiohttp application serving these routes (every one needs the token)."""
         webapp = web.Application(middlewares=[self._auth], client_max_size=1024 * 1024)
-        webapp.add_routes([
-            web.post(QUERY_PATH, self.query),
-            web.post(BACKFILL_PATH, self.start_backfill),
-            web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
-        ])
+        webapp.add_routes(
+            [
+                web.post(QUERY_PATH, self.query),
+                web.post(BACKFILL_PATH, self.start_backfill),
+                web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+            ]
+        )
         return webapp
 
     @web.middleware
@@ -137,7 +141,7 @@ class ControlApi:
             sql = payload["sql"]
             max_rows = min(int(payload.get("max_rows", self._max_rows)), self._max_rows)
         except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": "expected JSON {\"sql\": ..., \"max_rows\": n}"}, status=400)
+            return web.json_response({"error": 'expected JSON {"sql": ..., "max_rows": n}'}, status=400)
         if not isinstance(sql, str):
             return web.json_response({"error": "sql must be a string"}, status=400)
         try:

@@ -21,27 +21,27 @@ import time
 from aiohttp import web
 
 from tracescorer import control
+from tracescorer.aio import cancel
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import IdleConversations, LocalIdleConversations, SharedIdleConversations
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.limits import SharedRateLimiter
-from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.config import Settings
 from tracescorer.listeners import HttpListener, bind_socket, server_ssl_context
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
+from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.limits import SharedRateLimiter
+from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store import layout
 from tracescorer.store.base import ResultsPruned, SharedCoordination
 from tracescorer.store.composite import CompositeStore
 from tracescorer.store.factory import build_store
 from tracescorer.store.postgres.leader import AdvisoryLeader
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +57,20 @@ def _local(host: str) -> str:
 def _log_bindings(runner: ScoringRunner) -> None:
     bound = runner.bindings
     if not bound:
-        log.warning("no scorers are bound: traces are stored and runs rebuilt, but nothing is scored "
-                    "(add bindings under `scorers:`, see config/scorers.example.yaml)")
+        log.warning(
+            "no scorers are bound: traces are stored and runs rebuilt, but nothing is scored "
+            "(add bindings under `scorers:`, see config/scorers.example.yaml)"
+        )
         return
-    log.info("%d scorer(s) bound: %s", len(bound), ", ".join(
-        f"{b.binding.id} ({b.binding.prebuilt or b.binding.python}, {b.binding.scope}"
-        f"{', judge' if b.uses_judge else ''}, sampling {b.binding.sampling.ratio:g})" for b in bound))
+    log.info(
+        "%d scorer(s) bound: %s",
+        len(bound),
+        ", ".join(
+            f"{b.binding.id} ({b.binding.prebuilt or b.binding.python}, {b.binding.scope}"
+            f"{', judge' if b.uses_judge else ''}, sampling {b.binding.sampling.ratio:g})"
+            for b in bound
+        ),
+    )
 
 
 class App:
@@ -78,15 +86,20 @@ class App:
         self.coordination: SharedCoordination | None = self.store if isinstance(self.store, CompositeStore) else None
         self.shared = self.coordination is not None
         self._leader: AdvisoryLeader | None = None
-        self.ingestor = Ingestor(self.store, self.metrics, retry_after_s=s.receiver.retry_after_s,
-                                 max_inflight_bytes=s.receiver.max_inflight_bytes,
-                                 max_requests=s.receiver.max_concurrent_requests)
+        self.ingestor = Ingestor(
+            self.store,
+            self.metrics,
+            retry_after_s=s.receiver.retry_after_s,
+            max_inflight_bytes=s.receiver.max_inflight_bytes,
+            max_requests=s.receiver.max_concurrent_requests,
+        )
         bound = build_bindings(s.scorers, s.judge)
         self.conversations = self._build_idler(any(b.binding.scope == "conversation" for b in bound))
         self.assembly = AssemblyStage(s.assembly, self.store, self.metrics, conversations=self.conversations)
         self.ingestor.add_listener(self.assembly)
-        self.ingestor.add_backlog_check("assembly", self.assembly.backlog, self.assembly.pressure,
-                                        self.assembly.throughput)
+        self.ingestor.add_backlog_check(
+            "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput
+        )
         self.exporter = self._build_exporter()
         self.runner = ScoringRunner(
             bound,
@@ -106,8 +119,13 @@ class App:
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(self.store, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
-        self.control = ControlApi(self.store, token=self.api_token, max_rows=s.store.query_max_rows,
-                                  timeout_s=s.store.query_timeout_s, runner=self.runner)
+        self.control = ControlApi(
+            self.store,
+            token=self.api_token,
+            max_rows=s.store.query_max_rows,
+            timeout_s=s.store.query_timeout_s,
+            runner=self.runner,
+        )
         self._api: HttpListener | None = None
         self.api_port = 0
         self.grpc: OtlpGrpcReceiver | None = None
@@ -126,8 +144,13 @@ class App:
 
     def _new_monitors(self) -> MonitorService:
         s = self.settings
-        return MonitorService(s.monitors, [b.id for b in s.scorers], self.store, self.metrics,
-                              rebuild_interval_s=MONITOR_REBUILD_S if self.shared else None)
+        return MonitorService(
+            s.monitors,
+            [b.id for b in s.scorers],
+            self.store,
+            self.metrics,
+            rebuild_interval_s=MONITOR_REBUILD_S if self.shared else None,
+        )
 
     def _build_idler(self, needed: bool) -> IdleConversations | None:
         if not needed:
@@ -138,9 +161,15 @@ class App:
         pg = s.store.postgres
         # claims in flight per daemon: enough to keep its judges busy, few enough to spread the work
         in_flight = max(1, min(s.scoring.max_queue // 2, 4 * s.judge.max_concurrency))
-        return SharedIdleConversations(self.coordination, self.metrics, idle_s=s.assembly.conversation_idle_s,
-                                       lease_s=pg.claim_lease_s, interval_s=pg.claim_interval_s,
-                                       max_in_flight=in_flight, max_age_s=s.scoring.recover_window_s)
+        return SharedIdleConversations(
+            self.coordination,
+            self.metrics,
+            idle_s=s.assembly.conversation_idle_s,
+            lease_s=pg.claim_lease_s,
+            interval_s=pg.claim_interval_s,
+            max_in_flight=in_flight,
+            max_age_s=s.scoring.recover_window_s,
+        )
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
@@ -196,8 +225,9 @@ class App:
             stack.push_async_callback(self._stop_leading, leading)
         else:
             await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
-            stack.push_async_callback(lambda: self.monitors.stop(min(s.scoring.shutdown_timeout_s,
-                                                                     self._left(reserve))))
+            stack.push_async_callback(
+                lambda: self.monitors.stop(min(s.scoring.shutdown_timeout_s, self._left(reserve)))
+            )
         if any(b.uses_judge for b in self.runner.bindings):
             # litellm's import and first-use set-up take seconds: in a worker thread, before the
             # daemon says it is ready, never on the event loop
@@ -210,8 +240,13 @@ class App:
         stack.push_async_callback(self.assembly.stop)
         await self._start_receivers(stack)
         if s.api.enabled:
-            self._api = HttpListener(self.control.app(), host=s.api.host, port=s.api.port, what="ops API (api)",
-                                     ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file))
+            self._api = HttpListener(
+                self.control.app(),
+                host=s.api.host,
+                port=s.api.port,
+                what="ops API (api)",
+                ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file),
+            )
             self.api_port = await self._api.start()
             stack.push_async_callback(self._api.stop)
         retention = asyncio.create_task(self._retention_loop(), name="retention")
@@ -222,9 +257,15 @@ class App:
         self.ops.ready = True
         stack.callback(setattr, self.ops, "ready", False)
         self._write_serve_info()
-        log.info("tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s%s", self.grpc_port,
-                 self.http_port, s.api.host, self.api_port, s.store.path,
-                 " + PostgreSQL results" if self.shared else "")
+        log.info(
+            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s%s",
+            self.grpc_port,
+            self.http_port,
+            s.api.host,
+            self.api_port,
+            s.store.path,
+            " + PostgreSQL results" if self.shared else "",
+        )
         _log_bindings(self.runner)
 
     async def _start_receivers(self, stack: contextlib.AsyncExitStack) -> None:
@@ -254,13 +295,18 @@ class App:
     async def _start_http(self, stack: contextlib.AsyncExitStack) -> None:
         s = self.settings
         handler = OtlpHttpHandler(
-            self.ingestor, self.metrics, max_message_bytes=s.receiver.max_message_bytes, auth_token=s.receiver.auth_token
+            self.ingestor,
+            self.metrics,
+            max_message_bytes=s.receiver.max_message_bytes,
+            auth_token=s.receiver.auth_token,
         )
         webapp = web.Application(client_max_size=s.receiver.max_message_bytes)
         webapp.add_routes(handler.routes() + self.ops.routes())
         # We decompress ourselves, with the size limit applied to the inflated body.
         self._web_runner = web.AppRunner(
-            webapp, access_log=None, auto_decompress=False,
+            webapp,
+            access_log=None,
+            auto_decompress=False,
             shutdown_timeout=min(s.receiver.request_timeout_s, s.shutdown.grace_s / 4),
         )
         sock = bind_socket(s.receiver.http.host, s.receiver.http.port, "OTLP HTTP receiver (receiver.http)")
@@ -303,7 +349,7 @@ class App:
                 elif not await self._leader.held():
                     log.error("lost the monitors' advisory lock (PostgreSQL connection); another daemon takes over")
                     await self.monitors.stop(5.0)
-            except Exception:  # noqa: BLE001 - try again next round
+            except Exception:  # try again next round
                 log.exception("monitor leadership check failed")
             await asyncio.sleep(MONITOR_LEADER_CHECK_S)
 
@@ -344,10 +390,12 @@ class App:
         s = self.settings.store
         while True:
             try:
-                now = dt.datetime.now(dt.timezone.utc)
+                now = dt.datetime.now(dt.UTC)
                 self._count_deleted(await self.store.prune_span_log(now - dt.timedelta(days=s.retention_days)))
                 if s.results_retention_days is not None:
-                    self._count_pruned(await self.store.prune_results(now - dt.timedelta(days=s.results_retention_days)))
+                    self._count_pruned(
+                        await self.store.prune_results(now - dt.timedelta(days=s.results_retention_days))
+                    )
             except Exception as exc:  # noqa: BLE001 - retention must never stop the daemon
                 log.warning("retention pass failed: %s", exc)
             await asyncio.sleep(s.retention_interval_s)
@@ -379,13 +427,18 @@ class App:
         if pruned.budget_cutoff is None:
             return
         s = self.settings.store
-        log.warning("the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
-                    "store.memory_limit %s): deleted the results written before %s (%s; in %d "
-                    "transactions); raise store.memory_limit to keep more, or keep results in PostgreSQL",
-                    pruned.keys, pruned.max_keys, s.index_memory_share, s.memory_limit,
-                    pruned.budget_cutoff.isoformat(timespec="seconds"),
-                    ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing",
-                    pruned.transactions)
+        log.warning(
+            "the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
+            "store.memory_limit %s): deleted the results written before %s (%s; in %d "
+            "transactions); raise store.memory_limit to keep more, or keep results in PostgreSQL",
+            pruned.keys,
+            pruned.max_keys,
+            s.index_memory_share,
+            s.memory_limit,
+            pruned.budget_cutoff.isoformat(timespec="seconds"),
+            ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing",
+            pruned.transactions,
+        )
 
     async def stop(self) -> None:
         """Stop intake, finish in-flight requests, score and export what time allows, commit what
@@ -397,8 +450,9 @@ class App:
         self._deadline = started + self.settings.shutdown.grace_s
         stack, self._stack = self._stack, None
         await stack.aclose()
-        log.info("shutdown took %.1fs (shutdown.grace_s %gs)", time.monotonic() - started,
-                 self.settings.shutdown.grace_s)
+        log.info(
+            "shutdown took %.1fs (shutdown.grace_s %gs)", time.monotonic() - started, self.settings.shutdown.grace_s
+        )
 
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT, stop gracefully."""

@@ -12,6 +12,7 @@ import sys
 import click
 
 from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_limit, run_query
+
 log = logging.getLogger("tracescorer.cli")
 
 
@@ -43,8 +44,9 @@ def serve(config_path: str | None) -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"store.path: cannot create the directory of {settings.store.path!r}: "
-                                   f"{exc.strerror or exc}") from None
+        raise click.ClickException(
+            f"store.path: cannot create the directory of {settings.store.path!r}: {exc.strerror or exc}"
+        ) from None
     from tracescorer.app import App
     from tracescorer.scoring.bindings import BindingError
     from tracescorer.store.duckdb import StoreError
@@ -97,8 +99,14 @@ def check_config(config_path: str | None) -> None:
 @main.command()
 @config_option
 @click.argument("sql")
-@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True,
-              help="json: one array of objects; jsonl: one object per line.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_NAMES),
+    default="table",
+    show_default=True,
+    help="json: one array of objects; jsonl: one object per line.",
+)
 @click.option("--wide", is_flag=True, help="Tables: every column and every cell in full.")
 @click.option("--max-rows", type=click.IntRange(min=1), default=None, help="Row limit (default: store.query_max_rows).")
 def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int | None) -> None:

@@ -90,11 +90,15 @@ class ReceiverSettings(_Section):
     auth_token: str = ""
     tls: TLSSettings = TLSSettings()
     max_queue_items: int = Field(20_000, gt=0, description="spans + log records waiting for commit")
-    max_inflight_bytes: int = Field(32 * 1024 * 1024, gt=0,
-                                    description="request bytes being received, decoded or waiting for commit; beyond: 429")
+    max_inflight_bytes: int = Field(
+        32 * 1024 * 1024, gt=0, description="request bytes being received, decoded or waiting for commit; beyond: 429"
+    )
     max_concurrent_requests: int = Field(
-        64, gt=0, description="requests in flight at both receivers (an HTTP request counts before its body is "
-                              "read); beyond: 429 / RESOURCE_EXHAUSTED")
+        64,
+        gt=0,
+        description="requests in flight at both receivers (an HTTP request counts before its body is "
+        "read); beyond: 429 / RESOURCE_EXHAUSTED",
+    )
     retry_after_s: int = Field(1, ge=0)
     request_timeout_s: float = Field(30.0, gt=0)
 
@@ -120,37 +124,58 @@ class PostgresSettings(_Section):
 
 class StoreSettings(_Section):
     backend: Literal["duckdb", "postgres"] = Field(
-        "duckdb", description="duckdb: everything in the file at path; postgres: the span log there, results shared "
-                              "in PostgreSQL (several daemons)")
+        "duckdb",
+        description="duckdb: everything in the file at path; postgres: the span log there, results shared "
+        "in PostgreSQL (several daemons)",
+    )
     postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
     retention_days: float = Field(30, gt=0, description="span-log rows received longer ago than this are deleted")
     retention_interval_s: float = Field(3600, gt=0)
     results_retention_days: float | None = Field(
-        None, gt=0, description="runs, scores, decisions (and their export deliveries) last written longer ago than "
-                                "this are deleted at each retention pass; unset: kept, within the index budget")
+        None,
+        gt=0,
+        description="runs, scores, decisions (and their export deliveries) last written longer ago than "
+        "this are deleted at each retention pass; unset: kept, within the index budget",
+    )
     index_memory_share: float = Field(
-        0.4, gt=0, le=0.8, description="DuckDB holds the key indexes of the results tables in memory, inside "
-                                       "memory_limit (~80 bytes a key, ~7 keys a trace with two scorers): past this "
-                                       "share of memory_limit the oldest results are deleted (and logged)")
+        0.4,
+        gt=0,
+        le=0.8,
+        description="DuckDB holds the key indexes of the results tables in memory, inside "
+        "memory_limit (~80 bytes a key, ~7 keys a trace with two scorers): past this "
+        "share of memory_limit the oldest results are deleted (and logged)",
+    )
     index_check_interval_s: float = Field(15, gt=0, description="how often the index budget is checked")
     max_batch_items: int = Field(20_000, gt=0, description="rows per group commit")
     memory_limit: str = Field("1GB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     checkpoint_threshold: str = Field(
-        "256MB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        "256MB",
+        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
         description="WAL size at which a database of the store is checkpointed (checkpoints run beside the "
-                    "writers; fewer, larger ones cost a quarter of the CPU of 64MB ones on span-log data)")
+        "writers; fewer, larger ones cost a quarter of the CPU of 64MB ones on span-log data)",
+    )
     compression: Literal["zstd", "auto"] = Field(
-        "zstd", description="how checkpoints compress the tables: zstd (half the CPU and a third less disk than "
-                            "DuckDB's per-column choice on span-log text), or auto")
+        "zstd",
+        description="how checkpoints compress the tables: zstd (half the CPU and a third less disk than "
+        "DuckDB's per-column choice on span-log text), or auto",
+    )
     threads: int = Field(
-        1, ge=1, le=64, description="DuckDB worker threads in the store process: with 1 the store's writes "
-                                    "cost ~15% less CPU than with one per core (measured on 2 cores); more "
-                                    "speed up large queries")
+        1,
+        ge=1,
+        le=64,
+        description="DuckDB worker threads in the store process: with 1 the store's writes "
+        "cost ~15% less CPU than with one per core (measured on 2 cores); more "
+        "speed up large queries",
+    )
     results_delay_s: float = Field(
-        0.15, ge=0, le=5, description="results writes (runs, scores, decisions) wait up to this long to be committed "
-                                     "together: fewer, larger commits (a commit has a fixed cost of several ms); "
-                                     "acknowledgements of telemetry never wait for it")
+        0.15,
+        ge=0,
+        le=5,
+        description="results writes (runs, scores, decisions) wait up to this long to be committed "
+        "together: fewer, larger commits (a commit has a fixed cost of several ms); "
+        "acknowledgements of telemetry never wait for it",
+    )
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
 
@@ -160,8 +185,10 @@ class StoreSettings(_Section):
         # measured at 2k spans/s: with 64MB every few seconds a commit failed "out of memory" (the key
         # indexes take index_memory_share of it, the commits and the checkpoints need the rest)
         if size_bytes(value) < MIN_MEMORY_BYTES:
-            raise ValueError(f"store.memory_limit {value} is below 128MB: DuckDB holds the results' key indexes and "
-                             "each commit inside it, and writes fail with less")
+            raise ValueError(
+                f"store.memory_limit {value} is below 128MB: DuckDB holds the results' key indexes and "
+                "each commit inside it, and writes fail with less"
+            )
         return value
 
     @model_validator(mode="after")
@@ -176,10 +203,16 @@ class AssemblySettings(_Section):
     max_wait_s: float = Field(300, gt=0)
     conversation_idle_s: float = Field(900, gt=0)
     max_traces: int = Field(100_000, gt=0, description="traces tracked until complete; beyond: ingest pushes back")
-    max_spans: int = Field(50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log")
-    max_lag_s: float = Field(10, gt=0, description="ingest pushes back while assembly takes complete traces later "
-                                                    "than this; from 30% of it on, admits new requests at the rate "
-                                                    "assembly keeps up with")
+    max_spans: int = Field(
+        50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log"
+    )
+    max_lag_s: float = Field(
+        10,
+        gt=0,
+        description="ingest pushes back while assembly takes complete traces later "
+        "than this; from 30% of it on, admits new requests at the rate "
+        "assembly keeps up with",
+    )
     conversation_keys: list[str] = []
 
 
@@ -194,15 +227,23 @@ class JudgeSettings(_Section):
 
 
 class ScoringSettings(_Section):
-    max_queue: int = Field(10_000, gt=0, description="targets waiting for a scorer; past half of it ingest pushes back, when full: rate_limited")
+    max_queue: int = Field(
+        10_000,
+        gt=0,
+        description="targets waiting for a scorer; past half of it ingest pushes back, when full: rate_limited",
+    )
     workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
     recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")
     shutdown_timeout_s: float = Field(30, ge=0)
 
 
 class ShutdownSettings(_Section):
-    grace_s: float = Field(20, gt=0, description="the whole shutdown (SIGTERM/SIGINT) ends within this; judge calls "
-                                                 "still running then are cancelled and scored after the next start")
+    grace_s: float = Field(
+        20,
+        gt=0,
+        description="the whole shutdown (SIGTERM/SIGINT) ends within this; judge calls "
+        "still running then are cancelled and scored after the next start",
+    )
 
 
 class SamplingSettings(_Section):
@@ -273,7 +314,7 @@ class SinkEntry(_Section):
     def _null_means_defaults(cls, data: Any) -> Any:
         # `- otlp:` (no settings) means an otlp sink configured from the environment
         if isinstance(data, dict) and len(data) == 1:
-            (kind, value), = data.items()
+            ((kind, value),) = data.items()
             if value is None and kind in ("otlp", "otlp_logs"):
                 return {kind: {}}
         return data
@@ -311,13 +352,18 @@ class ExportSettings(_Section):
     retry_initial_s: float = Field(1.0, gt=0, description="first wait after a failed export; doubles per failure")
     retry_max_s: float = Field(60.0, gt=0, description="longest wait between retries of a failing export")
     max_rejected_attempts: int = Field(
-        5, gt=0, description="a score a backend rejects (4xx other than 408/425/429) is marked failed after this many tries")
+        5,
+        gt=0,
+        description="a score a backend rejects (4xx other than 408/425/429) is marked failed after this many tries",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> ExportSettings:
         if self.sinks and (self.endpoint is not None or self.protocol is not None or self.headers):
-            raise ValueError("export.endpoint/protocol/headers configure the single otlp sink used without "
-                             "export.sinks; with sinks, set them on the sink: sinks: [{otlp: {endpoint: ...}}]")
+            raise ValueError(
+                "export.endpoint/protocol/headers configure the single otlp sink used without "
+                "export.sinks; with sinks, set them on the sink: sinks: [{otlp: {endpoint: ...}}]"
+            )
         return self
 
 
@@ -373,7 +419,7 @@ def _mask(value: Any, key: str = "") -> Any:
     if key == "dsn" and isinstance(value, str):
         return mask_dsn(value)
     if key in SECRET_KEYS and value:
-        return {k: "***" for k in value} if isinstance(value, dict) else "***"
+        return dict.fromkeys(value, "***") if isinstance(value, dict) else "***"
     if isinstance(value, dict):
         return {k: _mask(v, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -389,12 +435,15 @@ def expand(value: Any, env: Mapping[str, str], where: str = "") -> Any:
     ``${VAR:-}`` asks for an empty default explicitly.
     """
     if isinstance(value, str):
+
         def one(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if default is None:
                 if name not in env:
-                    raise ConfigError(f"invalid configuration: {where or '(root)'}: ${{{name}}} is not set in the environment "
-                                      f"(set it, or write ${{{name}:-default}})")
+                    raise ConfigError(
+                        f"invalid configuration: {where or '(root)'}: ${{{name}}} is not set in the environment "
+                        f"(set it, or write ${{{name}:-default}})"
+                    )
                 return env[name]
             return env.get(name) or default
 
@@ -422,10 +471,14 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
             if path[0] not in sections:
                 continue  # an expansion variable such as TRACESCORER_AUTH_TOKEN, not an override
             if path[0] != "log_level":
-                raise ConfigError(f"invalid configuration: {name}: {path[0]!r} is a section; set one key with "
-                                  f"{ENV_PREFIX}{path[0].upper()}__<KEY>")
+                raise ConfigError(
+                    f"invalid configuration: {name}: {path[0]!r} is a section; set one key with "
+                    f"{ENV_PREFIX}{path[0].upper()}__<KEY>"
+                )
         if path[0] not in sections:
-            raise ConfigError(f"invalid configuration: {name}: unknown section {path[0]!r} (sections: {', '.join(sorted(sections))})")
+            raise ConfigError(
+                f"invalid configuration: {name}: unknown section {path[0]!r} (sections: {', '.join(sorted(sections))})"
+            )
         if any(not part for part in path):
             raise ConfigError(f"invalid configuration: {name}: empty key part (use one '__' between keys)")
         node = data
@@ -436,7 +489,9 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
                 node[part] = child
             elif not isinstance(child, dict):
                 where = ".".join(path[: depth + 1])
-                raise ConfigError(f"invalid configuration: {name}: {where} is not a section, it cannot have key {path[depth + 1]!r}")
+                raise ConfigError(
+                    f"invalid configuration: {name}: {where} is not a section, it cannot have key {path[depth + 1]!r}"
+                )
             node = child
         try:
             parsed = yaml.safe_load(raw) if raw.strip() else ""
@@ -457,8 +512,9 @@ def _format_error(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) 
             msg = "unknown key"
         elif isinstance(err.get("input"), (str, int, float, bool)):
             msg = f"{msg} (got {err['input']!r})"
-        origin = next((var for path, var in sources.items()
-                       if loc[: len(path)] == path or path[: len(loc)] == loc), None)
+        origin = next(
+            (var for path, var in sources.items() if loc[: len(path)] == path or path[: len(loc)] == loc), None
+        )
         if origin is not None:
             msg += f" (from {origin})"
         lines.append(f"{'.'.join(loc) or '(root)'}: {msg}")
@@ -495,8 +551,9 @@ def check_store_path(path: str) -> Path | None:
         return None
     target = Path(path).absolute()
     if target.is_dir():
-        raise ConfigError(f"store.path: {path!r} is a directory; give a file name, e.g. "
-                          f"{str(Path(path) / 'tracescorer.duckdb')!r}")
+        raise ConfigError(
+            f"store.path: {path!r} is a directory; give a file name, e.g. {str(Path(path) / 'tracescorer.duckdb')!r}"
+        )
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
         raise ConfigError(f"store.path: {path!r} is below {str(existing)!r}, which is a file, not a directory")

@@ -50,8 +50,17 @@ def write_serve_info(db_path: str, info: ServeInfo) -> Path:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({"pid": info.pid, "url": info.url, "api_url": info.api_url, "api_token": info.api_token,
-                   "cafile": info.cafile, "grpc_port": info.grpc_port}, fh)
+        json.dump(
+            {
+                "pid": info.pid,
+                "url": info.url,
+                "api_url": info.api_url,
+                "api_token": info.api_token,
+                "cafile": info.cafile,
+                "grpc_port": info.grpc_port,
+            },
+            fh,
+        )
     os.replace(tmp, path)
     return path
 
@@ -117,8 +126,15 @@ def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float =
     return call_daemon(info, "POST", QUERY_PATH, {"sql": sql, "max_rows": max_rows}, timeout_s=timeout_s)
 
 
-def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any] | None = None,
-                *, timeout_s: float = 60.0, retry_s: float = RETRY_S) -> dict[str, Any]:
+def call_daemon(
+    info: ServeInfo,
+    method: str,
+    path: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = 60.0,
+    retry_s: float = RETRY_S,
+) -> dict[str, Any]:
     """One authenticated JSON call to the daemon's ops API.
 
     Refused connections are retried for ``retry_s`` (a daemon starting or stopping); then, or on
@@ -127,7 +143,8 @@ def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any]
     if not info.api_url:
         raise DaemonUnreachable(
             f"a daemon runs on this database (pid {info.pid}) with its ops API disabled (api.enabled: false): "
-            "read commands need it while the daemon runs; enable it, or stop the daemon to read the file")
+            "read commands need it while the daemon runs; enable it, or stop the daemon to read the file"
+        )
     req = urllib.request.Request(
         info.api_url.rstrip("/") + path,
         data=None if payload is None else json.dumps(payload).encode(),
@@ -160,4 +177,5 @@ def call_daemon(info: ServeInfo, method: str, path: str, payload: dict[str, Any]
             raise DaemonUnreachable(
                 f"the daemon (pid {info.pid}, state file {info.path or 'beside the database'}) does not answer "
                 f"at {info.api_url}: {reason}. If it is starting or busy, try again; if that process is not "
-                "tracescorer, delete the state file") from None
+                "tracescorer, delete the state file"
+            ) from None

@@ -29,18 +29,33 @@ CONVERSATIONS: list[dict[str, Any]] = [
         "id": "demo-conv-weather",
         "agent": "travel-assistant",
         "turns": [
-            ("What's the weather in London tomorrow?", "get_weather", {"city": "London"}, "Rain, 14C",
-             "Tomorrow in London: rain and 14C. Take an umbrella."),
-            ("And in Paris?", "get_weather", {"city": "Paris"}, "Sunny, 22C",
-             "Paris will be sunny and 22C, light clothes are fine."),
+            (
+                "What's the weather in London tomorrow?",
+                "get_weather",
+                {"city": "London"},
+                "Rain, 14C",
+                "Tomorrow in London: rain and 14C. Take an umbrella.",
+            ),
+            (
+                "And in Paris?",
+                "get_weather",
+                {"city": "Paris"},
+                "Sunny, 22C",
+                "Paris will be sunny and 22C, light clothes are fine.",
+            ),
         ],
     },
     {
         "id": "demo-conv-refund",
         "agent": "support-bot",
         "turns": [
-            ("I want a refund for order 1234.", None, None, None,
-             "I'm sorry to hear that. Could you tell me why you want a refund?"),
+            (
+                "I want a refund for order 1234.",
+                None,
+                None,
+                None,
+                "I'm sorry to hear that. Could you tell me why you want a refund?",
+            ),
             ("It arrived broken.", None, None, None, "Thanks, I've noted it. Anything else?"),
         ],
     },
@@ -48,8 +63,13 @@ CONVERSATIONS: list[dict[str, Any]] = [
         "id": "demo-conv-flaky-tool",
         "agent": "travel-assistant",
         "turns": [
-            ("Book me a hotel in Rome for Friday.", "book_hotel", {"city": "Rome", "day": "Friday"}, "ERROR: upstream timeout",
-             "Sorry, the booking service failed. Please try again later."),
+            (
+                "Book me a hotel in Rome for Friday.",
+                "book_hotel",
+                {"city": "Rome", "day": "Friday"},
+                "ERROR: upstream timeout",
+                "Sorry, the booking service failed. Please try again later.",
+            ),
         ],
     },
 ]
@@ -61,9 +81,15 @@ def _messages(role: str, text: str) -> list[dict[str, Any]]:
     return [{"role": role, "parts": [{"type": "text", "content": text}]}]
 
 
-def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] | None = None,
-                       service_name: str = "demo-agents", *, exporter: Any = None, id_generator: Any = None,
-                       turns: slice | None = None) -> int:
+def emit_conversations(
+    grpc_endpoint: str,
+    conversations: list[dict[str, Any]] | None = None,
+    service_name: str = "demo-agents",
+    *,
+    exporter: Any = None,
+    id_generator: Any = None,
+    turns: slice | None = None,
+) -> int:
     """Send conversations (default: the demo's) as OTel GenAI spans through the SDK's gRPC exporter
     (or ``exporter``, any SDK ``SpanExporter``).
 
@@ -102,17 +128,25 @@ def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] |
                     ),
                 },
             ):
-                model_attrs: dict[str, str | int] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
-                               "gen_ai.provider.name": "openai", "gen_ai.usage.input_tokens": 42,
-                               "gen_ai.usage.output_tokens": 17}
+                model_attrs: dict[str, str | int] = {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.provider.name": "openai",
+                    "gen_ai.usage.input_tokens": 42,
+                    "gen_ai.usage.output_tokens": 17,
+                }
                 if tool:
                     with tracer.start_as_current_span("chat gpt-4o-mini", attributes=model_attrs):
                         pass
                     with tracer.start_as_current_span(
                         f"execute_tool {tool}",
-                        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": str(tool),
-                                    "gen_ai.tool.call.id": f"call_{runs}", "gen_ai.tool.call.arguments": json.dumps(args),
-                                    "gen_ai.tool.call.result": result},
+                        attributes={
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.name": str(tool),
+                            "gen_ai.tool.call.id": f"call_{runs}",
+                            "gen_ai.tool.call.arguments": json.dumps(args),
+                            "gen_ai.tool.call.result": result,
+                        },
                     ) as tool_span:
                         if result.startswith("ERROR"):
                             tool_span.set_status(Status(StatusCode.ERROR, result))
@@ -128,7 +162,9 @@ def emit_conversations(grpc_endpoint: str, conversations: list[dict[str, Any]] |
 def _cli(config: Path, *args: str) -> str:
     out = subprocess.run(
         [sys.executable, "-m", "tracescorer", *args, "--config", str(config)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip())
@@ -148,8 +184,13 @@ def _demo_config(db: Path, judge: dict[str, Any]) -> dict[str, Any]:
         "scorers": [
             {"id": "non-empty-response", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
             {"id": "no-tool-errors", "prebuilt": "no_tool_errors", "scope": "run", "threshold": 1},
-            {"id": "multi-turn-judge-scorer", "prebuilt": "multi_turn_judge", "scope": "conversation",
-             "options": {"criterion": CRITERION}, "threshold": 1},
+            {
+                "id": "multi-turn-judge-scorer",
+                "prebuilt": "multi_turn_judge",
+                "scope": "conversation",
+                "options": {"criterion": CRITERION},
+                "threshold": 1,
+            },
         ],
         "log_level": "WARNING",
     }
@@ -181,13 +222,19 @@ def run_demo(*, keep: bool = False) -> int:
 
         stand_in = cleanup.enter_context(StandInJudge())
         judge = {"model": "openai/demo-stand-in", "api_base": stand_in.base_url, "api_key": "not-needed"}
-        print("== judge: no TRACESCORER_JUDGE_MODEL set, using a local RULE-BASED STAND-IN judge "
-              f"(not an LLM) at {stand_in.base_url}", flush=True)
+        print(
+            "== judge: no TRACESCORER_JUDGE_MODEL set, using a local RULE-BASED STAND-IN judge "
+            f"(not an LLM) at {stand_in.base_url}",
+            flush=True,
+        )
     config.write_text(yaml.safe_dump(_demo_config(db, judge)))
-    log_file = open(workdir / "daemon.log", "wb")
+    log_file = open(workdir / "daemon.log", "wb")  # noqa: SIM115 - closed with the process
     print(f"== starting tracescorer serve (workdir {workdir})", flush=True)
-    proc = subprocess.Popen([sys.executable, "-m", "tracescorer", "serve", "--config", str(config)],
-                            stdout=log_file, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracescorer", "serve", "--config", str(config)],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
     ok = False
     try:
         info = control.wait_for_daemon(str(db), proc)
@@ -199,8 +246,10 @@ def run_demo(*, keep: bool = False) -> int:
         runs = emit_conversations(f"127.0.0.1:{info.grpc_port}")
         print(f"== sent {runs} agent runs in {len(CONVERSATIONS)} conversations via the OTel SDK exporter", flush=True)
         expected = runs * 2 + len(CONVERSATIONS)
-        print(f"== waiting for {expected} scores (runs: 2 code scorers; conversations: the multi-turn judge "
-              "once idle)", flush=True)
+        print(
+            f"== waiting for {expected} scores (runs: 2 code scorers; conversations: the multi-turn judge once idle)",
+            flush=True,
+        )
         got = _wait_for_scores(info, expected)
         print("\n== tracescorer runs", flush=True)
         print(_cli(config, "runs"))

@@ -48,10 +48,10 @@ def _fill(schema: dict[str, Any], ok: bool, text: str) -> Any:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args: Any) -> None:  # http.server's name
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:  # http.server's name
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         ok, explanation = verdict(prompt)
@@ -59,11 +59,16 @@ class _Handler(BaseHTTPRequestHandler):
         schema = (fmt.get("json_schema") or {}).get("schema") if isinstance(fmt, dict) else None
         content = json.dumps(_fill(schema, ok, explanation)) if schema else explanation
         reply = {
-            "id": f"chatcmpl-standin-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-standin-{time.time_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model", "stand-in"),
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4,
-                      "total_tokens": (len(prompt) + len(content)) // 4},
+            "usage": {
+                "prompt_tokens": len(prompt) // 4,
+                "completion_tokens": len(content) // 4,
+                "total_tokens": (len(prompt) + len(content)) // 4,
+            },
         }
         data = json.dumps(reply).encode()
         self.send_response(200)

@@ -54,8 +54,10 @@ class AttributeCondition(BaseModel):
         values = {"equals": self.equals, "in": self.in_, "regex": self.regex, "exists": self.exists}
         given = [k for k, v in values.items() if v is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of 'equals', 'in', 'regex', 'exists'"
-                             + (f" (got {', '.join(given)})" if given else ""))
+            raise ValueError(
+                "give exactly one of 'equals', 'in', 'regex', 'exists'"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
         return self
 
     def model_post_init(self, context: Any) -> None:
@@ -84,23 +86,25 @@ class RunFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agent_name: Annotated[str | list[str] | None, Field(
-        description="glob(s) on the agent name; a run without a name never matches")] = None
-    service_name: Annotated[str | list[str] | None,
-                            Field(description="glob(s) on service.name")] = None
-    has_conversation: Annotated[bool | None, Field(
-        description="whether the run belongs to a conversation (always true for one)")] = None
+    agent_name: Annotated[
+        str | list[str] | None, Field(description="glob(s) on the agent name; a run without a name never matches")
+    ] = None
+    service_name: Annotated[str | list[str] | None, Field(description="glob(s) on service.name")] = None
+    has_conversation: Annotated[
+        bool | None, Field(description="whether the run belongs to a conversation (always true for one)")
+    ] = None
     status: Literal["ok", "error"] | None = None
     min_duration_s: Annotated[float | None, Field(ge=0)] = None
     max_duration_s: Annotated[float | None, Field(ge=0)] = None
-    attributes: Annotated[dict[str, AttributeCondition], Field(
-        description="run attribute key -> value, or {equals|in|regex|exists}")] = {}
-    input_regex: Annotated[str | None,
-                           Field(description="searched in each input (user) message")] = None
-    output_regex: Annotated[str | None,
-                            Field(description="searched in each output message")] = None
-    convention: Annotated[Convention | list[Convention] | None, Field(
-        description="convention label(s) runs carry (tracescorer.conventions.names())")] = None
+    attributes: Annotated[
+        dict[str, AttributeCondition], Field(description="run attribute key -> value, or {equals|in|regex|exists}")
+    ] = {}
+    input_regex: Annotated[str | None, Field(description="searched in each input (user) message")] = None
+    output_regex: Annotated[str | None, Field(description="searched in each output message")] = None
+    convention: Annotated[
+        Convention | list[Convention] | None,
+        Field(description="convention label(s) runs carry (tracescorer.conventions.names())"),
+    ] = None
 
     _input: re.Pattern[str] | None = PrivateAttr(None)
     _output: re.Pattern[str] | None = PrivateAttr(None)
@@ -149,8 +153,11 @@ class RunFilter(BaseModel):
 
     @model_validator(mode="after")
     def _duration_range(self) -> RunFilter:
-        if (self.min_duration_s is not None and self.max_duration_s is not None
-                and self.min_duration_s > self.max_duration_s):
+        if (
+            self.min_duration_s is not None
+            and self.max_duration_s is not None
+            and self.min_duration_s > self.max_duration_s
+        ):
             raise ValueError("min_duration_s is greater than max_duration_s")
         return self
 

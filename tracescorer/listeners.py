@@ -41,8 +41,16 @@ def server_ssl_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSL
 class HttpListener:
     """One aiohttp application on its own socket: ``await start()``, ``await stop()``."""
 
-    def __init__(self, app: web.Application, *, host: str, port: int, what: str,
-                 ssl_context: ssl.SSLContext | None = None, shutdown_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        host: str,
+        port: int,
+        what: str,
+        ssl_context: ssl.SSLContext | None = None,
+        shutdown_timeout_s: float = 5.0,
+    ) -> None:
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
         self._host, self._port, self._what = host, port, what
         self._ssl = ssl_context

@@ -77,29 +77,25 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16),
             registry=r,
         )
-        self.commits = Counter(
-            "tracescorer_store_commits", "Group commits", registry=r
-        )
-        self.write_errors = Counter(
-            "tracescorer_store_write_errors", "Failed write transactions", registry=r
-        )
+        self.commits = Counter("tracescorer_store_commits", "Group commits", registry=r)
+        self.write_errors = Counter("tracescorer_store_write_errors", "Failed write transactions", registry=r)
         self.retention_deleted = Counter(
             "tracescorer_store_retention_deleted_rows",
             "Rows deleted by retention",
             ["table"],
             registry=r,
         )
-        self.queue_items = Gauge(
-            "tracescorer_store_queue_items", "Items waiting for the writer", registry=r
-        )
+        self.queue_items = Gauge("tracescorer_store_queue_items", "Items waiting for the writer", registry=r)
         self.index_keys = Gauge(
             "tracescorer_store_index_keys",
             "Keys in the DuckDB store's key indexes at the last budget check (kept within "
-            "store.index_memory_share of store.memory_limit, ~80 bytes a key)", registry=r
+            "store.index_memory_share of store.memory_limit, ~80 bytes a key)",
+            registry=r,
         )
         self.index_bytes = Gauge(
-            "tracescorer_store_index_memory_bytes", "Memory DuckDB held for key indexes at the last budget check",
-            registry=r
+            "tracescorer_store_index_memory_bytes",
+            "Memory DuckDB held for key indexes at the last budget check",
+            registry=r,
         )
         self.ready = Gauge(
             "tracescorer_ready",
@@ -111,9 +107,7 @@ class Metrics:
             "tracescorer_store_db_size_bytes", "Size of the store's files (both databases and their WALs)", registry=r
         )
 
-        self.buffered_traces = Gauge(
-            "tracescorer_assembly_buffered_traces", "Traces waiting to complete", registry=r
-        )
+        self.buffered_traces = Gauge("tracescorer_assembly_buffered_traces", "Traces waiting to complete", registry=r)
         self.traces_assembled = Counter(
             "tracescorer_assembly_traces",
             "Traces assembled, by reason (complete, max_wait, overflow, recovered) and pass (first, late)",
@@ -189,9 +183,7 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
-        self.judge_tokens = Counter(
-            "tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r
-        )
+        self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)
         self.judge_cost = Counter("tracescorer_judge_cost_usd", "Judge spend in USD", registry=r)
         self.exports = Counter(
             "tracescorer_export_spans",
@@ -209,8 +201,11 @@ class Metrics:
         # Score quality (tracescorer.monitors.score_metrics): live scores only, after commit;
         # `agent` is capped at score_metrics.max_agents names (then "_other").
         self.score_value = Histogram(
-            "tracescorer_score_value", "Values of live ok scores, by scorer and agent", ["scorer", "agent"],
-            buckets=tuple(score_buckets), registry=r,
+            "tracescorer_score_value",
+            "Values of live ok scores, by scorer and agent",
+            ["scorer", "agent"],
+            buckets=tuple(score_buckets),
+            registry=r,
         )
         self.score_results = Counter(
             "tracescorer_score_results",
@@ -219,34 +214,47 @@ class Metrics:
             registry=r,
         )
         self.score_judge_cost = Counter(
-            "tracescorer_score_judge_cost_usd", "Judge spend in USD by scorer (live and backfill)", ["scorer"],
+            "tracescorer_score_judge_cost_usd",
+            "Judge spend in USD by scorer (live and backfill)",
+            ["scorer"],
             registry=r,
         )
         # Built-in monitors (tracescorer.monitors): one series per configured monitor.
         self.monitor_state = Gauge(
-            "tracescorer_monitor_state", "1 for the monitor's current state (ok, firing, resolved), else 0",
-            ["monitor", "state"], registry=r,
+            "tracescorer_monitor_state",
+            "1 for the monitor's current state (ok, firing, resolved), else 0",
+            ["monitor", "state"],
+            registry=r,
         )
         self.monitor_value = Gauge(
-            "tracescorer_monitor_value", "The monitor's last aggregate over its window (NaN: no data)", ["monitor"],
+            "tracescorer_monitor_value",
+            "The monitor's last aggregate over its window (NaN: no data)",
+            ["monitor"],
             registry=r,
         )
         self.monitor_samples = Gauge(
-            "tracescorer_monitor_samples", "Scores in the monitor's window that its aggregate counts", ["monitor"],
+            "tracescorer_monitor_samples",
+            "Scores in the monitor's window that its aggregate counts",
+            ["monitor"],
             registry=r,
         )
         self.monitor_evaluated = Gauge(
-            "tracescorer_monitor_last_evaluation_timestamp_seconds", "When the monitor was last evaluated",
-            ["monitor"], registry=r,
+            "tracescorer_monitor_last_evaluation_timestamp_seconds",
+            "When the monitor was last evaluated",
+            ["monitor"],
+            registry=r,
         )
         self.monitor_transitions = Counter(
-            "tracescorer_monitor_transitions", "Monitor state changes, by the state entered (firing, resolved)",
-            ["monitor", "state"], registry=r,
+            "tracescorer_monitor_transitions",
+            "Monitor state changes, by the state entered (firing, resolved)",
+            ["monitor", "state"],
+            registry=r,
         )
         self.monitor_notifications = Counter(
             "tracescorer_monitor_notifications",
             "Notifications per target, by channel (webhook, slack) and result (sent, failed, suppressed, dropped)",
-            ["monitor", "channel", "result"], registry=r,
+            ["monitor", "channel", "result"],
+            registry=r,
         )
 
     def child(self, metric: Any, *values: str) -> Any:
@@ -268,6 +276,7 @@ class Metrics:
 
     def track_db_size(self, files: Sequence[str]) -> None:
         """The store's size: the sum of ``files`` (those missing count 0)."""
+
         def size() -> float:
             total = 0
             for name in files:

@@ -9,6 +9,7 @@ conversation id form a :class:`Conversation`. Attribute values are plain Python 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 AttrValue = Any  # str | bool | int | float | bytes | list[AttrValue] | dict[str, AttrValue] | None
@@ -186,8 +187,13 @@ class ToolCall:
 
     def to_dict(self) -> dict[str, Any]:
         # asdict() deep-copies the arguments and result; they are plain JSON data already
-        return {"id": self.id, "name": self.name, "arguments": self.arguments, "result": self.result,
-                "error": self.error}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,8 +275,8 @@ class Conversation:
 
 def nanos_to_rfc3339(nanos: int) -> str:
     """Unix nanoseconds to an RFC 3339 UTC timestamp with microseconds."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    dt = datetime.fromtimestamp(nanos // 1_000_000_000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(nanos // 1_000_000_000, tz=UTC)
     micros = (nanos % 1_000_000_000) // 1000
     return dt.replace(microsecond=micros).isoformat().replace("+00:00", "Z")

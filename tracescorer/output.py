@@ -80,8 +80,14 @@ def _fit(natural: list[int], floor: list[int], budget: int) -> list[int]:
     return widths
 
 
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None,
-                 wide: bool = False, wrap: Collection[str] = ()) -> str:
+def format_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    width: int | None = None,
+    wide: bool = False,
+    wrap: Collection[str] = (),
+) -> str:
     """An aligned text table with a row count, fitted to ``width`` (default: the terminal).
 
     When even the narrowest cells do not fit, the last columns are left out and a note names
@@ -90,8 +96,11 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
     texts = [[_text(v) for v in row] for row in rows]
     numeric = [
         any(row[i] is not None for row in rows)
-        and all(isinstance(row[i], (int, float, decimal.Decimal)) and not isinstance(row[i], bool)
-                for row in rows if row[i] is not None)
+        and all(
+            isinstance(row[i], (int, float, decimal.Decimal)) and not isinstance(row[i], bool)
+            for row in rows
+            if row[i] is not None
+        )
         for i in range(len(columns))
     ]
     shown = len(columns)
@@ -100,9 +109,16 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
     if not wide:
         natural = [n if wrapped[i] else min(n, _MAX_CELL) for i, n in enumerate(widths)]
         # short cells (times, statuses, names) stay whole; long free text gives way first
-        floor = [min(n, 20) if wrapped[i] else min(n, _ID_WIDTH) if _is_id(c) else
-                 n if n <= _KEEP_WHOLE else max(_MIN_WIDTH, min(len(c), 12))
-                 for i, (n, c) in enumerate(zip(natural, columns))]
+        floor = [
+            min(n, 20)
+            if wrapped[i]
+            else min(n, _ID_WIDTH)
+            if _is_id(c)
+            else n
+            if n <= _KEEP_WHOLE
+            else max(_MIN_WIDTH, min(len(c), 12))
+            for i, (n, c) in enumerate(zip(natural, columns, strict=False))
+        ]
         total = width or terminal_width()
         while shown > 1 and sum(floor[:shown]) + _GAP * (shown - 1) > total:
             shown -= 1
@@ -116,10 +132,13 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, width
         widths = _fit(natural[:shown], floor[:shown], budget)
 
     def line(values: Sequence[str]) -> str:
-        cells = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        cells = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=False)]
         return (" " * _GAP).join(cells).rstrip()
 
-    out = [line([_cut(c, w) for c, w in zip(columns, widths)]), (" " * _GAP).join("-" * w for w in widths)]
+    out = [
+        line([_cut(c, w) for c, w in zip(columns, widths, strict=False)]),
+        (" " * _GAP).join("-" * w for w in widths),
+    ]
     for row in texts:
         cells: list[list[str]] = []
         for i, text in enumerate(row[:shown]):
@@ -142,13 +161,14 @@ def format_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if v is None else json.dumps(jsonable(v)) if isinstance(v, (dict, list)) else jsonable(v)
-                         for v in row])
+        writer.writerow(
+            ["" if v is None else json.dumps(jsonable(v)) if isinstance(v, (dict, list)) else jsonable(v) for v in row]
+        )
     return buf.getvalue().rstrip("\n")
 
 
 def _objects(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [dict(zip(columns, (jsonable(v) for v in row))) for row in rows]
+    return [dict(zip(columns, (jsonable(v) for v in row), strict=False)) for row in rows]
 
 
 def format_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

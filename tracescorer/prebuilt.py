@@ -4,4 +4,4 @@ A re-export of :mod:`tracescorer.scorers.prebuilt`; see ``docs/scorers.md`` for 
 """
 
 from tracescorer.scorers.prebuilt import *  # noqa: F403
-from tracescorer.scorers.prebuilt import __all__ as __all__  # noqa: F401
+from tracescorer.scorers.prebuilt import __all__ as __all__

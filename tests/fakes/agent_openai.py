@@ -26,17 +26,19 @@ TOOL_CALLS = "tool_calls"
 AUTO = Reply(kind="auto")
 
 
-def tool_call(name: str, arguments: Mapping[str, Any], call_id: str, *,
-              usage: Mapping[str, int] | None = None) -> Reply:
+def tool_call(
+    name: str, arguments: Mapping[str, Any], call_id: str, *, usage: Mapping[str, int] | None = None
+) -> Reply:
     """An assistant turn with no text and one function tool call (``finish_reason: tool_calls``)."""
     return tool_calls([(name, arguments, call_id)], usage=usage)
 
 
-def tool_calls(calls: list[tuple[str, Mapping[str, Any], str]], *,
-               usage: Mapping[str, int] | None = None) -> Reply:
+def tool_calls(calls: list[tuple[str, Mapping[str, Any], str]], *, usage: Mapping[str, int] | None = None) -> Reply:
     """An assistant turn carrying several function tool calls ``(name, arguments, id)``."""
-    value = [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(dict(args))}}
-             for name, args, cid in calls]
+    value = [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(dict(args))}}
+        for name, args, cid in calls
+    ]
     return Reply(kind=TOOL_CALLS, value=value, usage=usage)
 
 
@@ -47,17 +49,21 @@ def _last(request: RecordedRequest) -> dict[str, Any]:
 
 def last_user(text: str) -> Callable[[RecordedRequest], bool]:
     """Matches a request whose last message is a user message containing ``text``."""
+
     def match(request: RecordedRequest) -> bool:
         last = _last(request)
         return last.get("role") == "user" and text in _content_text(last.get("content"))
+
     return match
 
 
 def last_tool(call_id: str) -> Callable[[RecordedRequest], bool]:
     """Matches a request whose last message is the result of tool call ``call_id``."""
+
     def match(request: RecordedRequest) -> bool:
         last = _last(request)
         return last.get("role") == "tool" and last.get("tool_call_id") == call_id
+
     return match
 
 
@@ -151,11 +157,9 @@ class AutoAgentOpenAI(AgentOpenAI):
         text = _content_text(last.get("content"))
         if last.get("role") == "user":
             tools = _tools(request.body)
-            named = [t for t in tools if t[0].lower() in text.lower()
-                     or t[0].lower().replace("_", " ") in text.lower()]
+            named = [t for t in tools if t[0].lower() in text.lower() or t[0].lower().replace("_", " ") in text.lower()]
             for name, params in named + tools:
-                args = _arguments(params, text) if (name, params) not in named else (
-                    _arguments(params, text) or {})
+                args = _arguments(params, text) if (name, params) not in named else (_arguments(params, text) or {})
                 if args is not None:
                     with self._ids_lock:
                         n = next(self._ids)

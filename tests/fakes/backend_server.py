@@ -77,7 +77,9 @@ class BackendServer:
     def start(self) -> None:
         started = threading.Event()
         errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._serve, args=(started, errors), name=type(self).__name__, daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, args=(started, errors), name=type(self).__name__, daemon=True
+        )
         self._thread.start()
         started.wait(10)
         if errors or not self.port:
@@ -105,7 +107,7 @@ class BackendServer:
             loop.run_until_complete(site.start())
             self._runner = runner
             self.port = runner.addresses[0][1]
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
+        except BaseException as exc:  # reported to start()
             errors.append(exc)
             started.set()
             return
@@ -126,14 +128,25 @@ class BackendServer:
             if failure is not None:
                 if failure.disconnect:
                     with self.lock:
-                        self.requests.append(Recorded(method=request.method, path=request.path, query=dict(request.query),
-                                                      headers=dict(request.headers), json=body, status=0))
+                        self.requests.append(
+                            Recorded(
+                                method=request.method,
+                                path=request.path,
+                                query=dict(request.query),
+                                headers=dict(request.headers),
+                                json=body,
+                                status=0,
+                            )
+                        )
                         self.lock.notify_all()
                     assert request.transport is not None
                     request.transport.close()
                     raise ConnectionResetError
-                response = (web.json_response(failure.body, status=failure.status, headers=dict(failure.headers))
-                            if failure.body is not None else web.Response(status=failure.status, headers=dict(failure.headers)))
+                response = (
+                    web.json_response(failure.body, status=failure.status, headers=dict(failure.headers))
+                    if failure.body is not None
+                    else web.Response(status=failure.status, headers=dict(failure.headers))
+                )
                 return self._log(request, body, response)
             return self._log(request, body, await handler(request, body))
 
@@ -141,20 +154,45 @@ class BackendServer:
 
     def _log(self, request: web.Request, body: Any, response: web.Response) -> web.Response:
         with self.lock:
-            self.requests.append(Recorded(method=request.method, path=request.path, query=dict(request.query),
-                                          headers={k.lower(): v for k, v in request.headers.items()}, json=body,
-                                          status=response.status))
+            self.requests.append(
+                Recorded(
+                    method=request.method,
+                    path=request.path,
+                    query=dict(request.query),
+                    headers={k.lower(): v for k, v in request.headers.items()},
+                    json=body,
+                    status=response.status,
+                )
+            )
             self.lock.notify_all()
         return response
 
     # --- scripting and inspection ------------------------------------------------------------
 
-    def fail_next(self, n: int, status: int, *, method: str = ".*", path: str = ".*", body: Any = None,
-                  headers: Mapping[str, str] | None = None, disconnect: bool = False) -> None:
+    def fail_next(
+        self,
+        n: int,
+        status: int,
+        *,
+        method: str = ".*",
+        path: str = ".*",
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        disconnect: bool = False,
+    ) -> None:
         """Answer the next ``n`` requests matching ``method``/``path`` (regexes) with ``status``."""
         with self.lock:
-            self._failures.append(Failure(method=method, path=path, remaining=n, status=status, body=body,
-                                          headers=dict(headers or {}), disconnect=disconnect))
+            self._failures.append(
+                Failure(
+                    method=method,
+                    path=path,
+                    remaining=n,
+                    status=status,
+                    body=body,
+                    headers=dict(headers or {}),
+                    disconnect=disconnect,
+                )
+            )
 
     def clear_failures(self) -> None:
         with self.lock:
@@ -170,8 +208,11 @@ class BackendServer:
 
     def recorded(self, method: str | None = None, path: str | None = None) -> list[Recorded]:
         with self.lock:
-            return [r for r in self.requests if (method is None or r.method == method)
-                    and (path is None or re.fullmatch(path, r.path))]
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method) and (path is None or re.fullmatch(path, r.path))
+            ]
 
     def wait_for(self, predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition") -> Any:
         deadline = time.monotonic() + timeout_s

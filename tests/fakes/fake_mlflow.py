@@ -62,8 +62,11 @@ class FakeMlflow(BackendServer):
                 return _error(404, "RESOURCE_DOES_NOT_EXIST", f"Trace with request_id '{trace_id}' not found.")
             aid = a.get("assessment_id") or f"a-{next(self._ids):032x}"
             if (trace_id, aid) in self.assessments:
-                return _error(500, "INTERNAL_ERROR",
-                              f"Failed to create assessment for trace '{trace_id}' due to a constraint violation.")
+                return _error(
+                    500,
+                    "INTERNAL_ERROR",
+                    f"Failed to create assessment for trace '{trace_id}' due to a constraint violation.",
+                )
             stored = {**a, "assessment_id": aid, "trace_id": trace_id, "valid": True}
             self.assessments[(trace_id, aid)] = stored
         return web.json_response({"assessment": stored})
@@ -77,7 +80,9 @@ class FakeMlflow(BackendServer):
         with self.lock:
             current = self.assessments.get((trace_id, aid))
             if current is None:
-                return _error(404, "RESOURCE_DOES_NOT_EXIST", f"Assessment with ID '{aid}' not found for trace '{trace_id}'")
+                return _error(
+                    404, "RESOURCE_DOES_NOT_EXIST", f"Assessment with ID '{aid}' not found for trace '{trace_id}'"
+                )
             updated = dict(current)
             for f in fields:
                 key = {"assessmentName": "assessment_name"}.get(f, f)

@@ -52,8 +52,9 @@ class Reply:
     usage: Mapping[str, int] | None = None
 
     @staticmethod
-    def json(value: Any, *, delay_s: float = 0.0, fenced: bool | None = None,
-             usage: Mapping[str, int] | None = None) -> Reply:
+    def json(
+        value: Any, *, delay_s: float = 0.0, fenced: bool | None = None, usage: Mapping[str, int] | None = None
+    ) -> Reply:
         """Reply with ``value`` as JSON content.
 
         Like a real model: bare JSON when the request asks for ``response_format``, else (by
@@ -68,35 +69,47 @@ class Reply:
         return Reply(kind="text", value=value, delay_s=delay_s, usage=usage)
 
     @staticmethod
-    def error(status: int, message: str, *, type: str = "api_error", code: str | None = None,
-              headers: Mapping[str, str] | None = None, delay_s: float = 0.0) -> Reply:
+    def error(
+        status: int,
+        message: str,
+        *,
+        type: str = "api_error",
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        delay_s: float = 0.0,
+    ) -> Reply:
         """An HTTP error with the OpenAI body ``{"error": {"message", "type", "code"}}``."""
-        return Reply(kind="error", status=status, headers=dict(headers or {}), delay_s=delay_s,
-                     value={"message": message, "type": type, "code": code})
+        return Reply(
+            kind="error",
+            status=status,
+            headers=dict(headers or {}),
+            delay_s=delay_s,
+            value={"message": message, "type": type, "code": code},
+        )
 
     @staticmethod
-    def rate_limited(*, retry_after_s: float | str | None = None,
-                     retry_after_ms: float | None = None) -> Reply:
+    def rate_limited(*, retry_after_s: float | str | None = None, retry_after_ms: float | None = None) -> Reply:
         """HTTP 429, optionally with ``Retry-After`` (seconds or HTTP date) and ``retry-after-ms``."""
         headers: dict[str, str] = {}
         if retry_after_s is not None:
             headers["Retry-After"] = str(retry_after_s)
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
-        return Reply.error(429, "Rate limit reached for requests", type="requests",
-                           code="rate_limit_exceeded", headers=headers)
+        return Reply.error(
+            429, "Rate limit reached for requests", type="requests", code="rate_limit_exceeded", headers=headers
+        )
 
     @staticmethod
     def server_error(status: int = 500) -> Reply:
         """HTTP 500 (or 502/503/...) with a server error body."""
-        return Reply.error(status, "The server had an error while processing your request.",
-                           type="server_error")
+        return Reply.error(status, "The server had an error while processing your request.", type="server_error")
 
     @staticmethod
     def unauthorized() -> Reply:
         """HTTP 401 invalid API key."""
-        return Reply.error(401, "Incorrect API key provided: sk-bad.", type="invalid_request_error",
-                           code="invalid_api_key")
+        return Reply.error(
+            401, "Incorrect API key provided: sk-bad.", type="invalid_request_error", code="invalid_api_key"
+        )
 
     @staticmethod
     def context_length() -> Reply:
@@ -105,7 +118,9 @@ class Reply:
             400,
             "This model's maximum context length is 8192 tokens. However, your messages resulted "
             "in 9000 tokens. Please reduce the length of the messages.",
-            type="invalid_request_error", code="context_length_exceeded")
+            type="invalid_request_error",
+            code="context_length_exceeded",
+        )
 
     @staticmethod
     def malformed() -> Reply:
@@ -324,7 +339,7 @@ class FakeOpenAI:
     def _release_and_stop(self) -> None:
         if self._stopping is not None:
             self._stopping.set()
-        assert self._loop is not None  # noqa: S101 - test helper
+        assert self._loop is not None  # test helper
         # one more turn of the loop lets released handlers answer before it stops
         self._loop.call_soon(self._loop.stop)
 
@@ -342,43 +357,46 @@ class FakeOpenAI:
             body = json.loads(raw)
         except ValueError:
             body = {}
-        recorded = RecordedRequest(path=http_request.path, headers=dict(http_request.headers),
-                                   body=body if isinstance(body, dict) else {},
-                                   received_at=time.monotonic())
+        recorded = RecordedRequest(
+            path=http_request.path,
+            headers=dict(http_request.headers),
+            body=body if isinstance(body, dict) else {},
+            received_at=time.monotonic(),
+        )
         reply = self._pick(recorded)
         if reply.kind == "hang":
-            assert self._stopping is not None  # noqa: S101 - test helper
+            assert self._stopping is not None  # test helper
             await self._stopping.wait()
             return web.Response(status=503)
         if reply.delay_s > 0:  # simulated provider latency, cut short when the server stops
-            assert self._stopping is not None  # noqa: S101 - test helper
+            assert self._stopping is not None  # test helper
             try:
                 await asyncio.wait_for(self._stopping.wait(), timeout=reply.delay_s)
                 return web.Response(status=503)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if reply.kind == "disconnect":
             if http_request.transport is not None:
                 http_request.transport.abort()
             raise ConnectionResetError("fake server dropped the connection")
         if reply.kind == "error":
-            return web.json_response({"error": reply.value}, status=reply.status,
-                                     headers=dict(reply.headers))
+            return web.json_response({"error": reply.value}, status=reply.status, headers=dict(reply.headers))
         if reply.kind == "malformed":
-            return web.Response(status=200, body=b'{"id": "chatcmpl-x", "choices": [',
-                                content_type="application/json")
+            return web.Response(status=200, body=b'{"id": "chatcmpl-x", "choices": [', content_type="application/json")
         completion = self._completion(recorded, reply)
         if recorded.body.get("stream"):
             return await self._stream(http_request, recorded, completion)
         return web.json_response(completion)
 
-    async def _stream(self, http_request: web.Request, request: RecordedRequest,
-                      completion: dict[str, Any]) -> web.StreamResponse:
+    async def _stream(
+        self, http_request: web.Request, request: RecordedRequest, completion: dict[str, Any]
+    ) -> web.StreamResponse:
         """The completion as server-sent ``chat.completion.chunk`` events (``stream: true``)."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(http_request)
-        for chunk in stream_chunks(completion, include_usage=bool(
-                (request.body.get("stream_options") or {}).get("include_usage"))):
+        for chunk in stream_chunks(
+            completion, include_usage=bool((request.body.get("stream_options") or {}).get("include_usage"))
+        ):
             await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -396,17 +414,18 @@ class FakeOpenAI:
             content = str(reply.value)
         prompt_tokens = max(1, len(request.prompt_text) // 4)
         completion_tokens = max(1, len(content) // 4)
-        usage = dict(reply.usage) if reply.usage else {
-            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-        usage.setdefault("total_tokens", usage.get("prompt_tokens", 0)
-                         + usage.get("completion_tokens", 0))
+        usage = (
+            dict(reply.usage)
+            if reply.usage
+            else {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        )
+        usage.setdefault("total_tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         return {
             "id": f"chatcmpl-{len(self._requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(request.body.get("model") or self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
             "usage": usage,
         }
 
@@ -414,8 +433,12 @@ class FakeOpenAI:
 def stream_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
     """A ``chat.completion`` body as the chunks an OpenAI stream sends: the role, the text,
     one chunk per tool call, the finish reason, then (when asked for) the usage."""
-    base = {"id": completion["id"], "object": "chat.completion.chunk",
-            "created": completion["created"], "model": completion["model"]}
+    base = {
+        "id": completion["id"],
+        "object": "chat.completion.chunk",
+        "created": completion["created"],
+        "model": completion["model"],
+    }
     choice = completion["choices"][0]
     message = choice["message"]
 
@@ -426,8 +449,11 @@ def stream_chunks(completion: Mapping[str, Any], *, include_usage: bool) -> list
     if message.get("content"):
         out.append(chunk({"content": message["content"]}))
     for i, call in enumerate(message.get("tool_calls") or ()):
-        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                          "function": dict(call["function"])}]}))
+        out.append(
+            chunk(
+                {"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": dict(call["function"])}]}
+            )
+        )
     out.append(chunk({}, choice.get("finish_reason") or "stop"))
     if include_usage:
         out.append({**base, "choices": [], "usage": completion.get("usage")})

@@ -61,16 +61,27 @@ class FakePhoenix(BackendServer):
     async def _annotate_sessions(self, request: web.Request, body: Any) -> web.Response:
         return self._annotate(request, body, "session_id", self.sessions, self.session_annotations, "Sessions")
 
-    def _annotate(self, request: web.Request, body: Any, key: str, known: set[str],
-                  store: dict[tuple[str, str, str], dict[str, Any]], noun: str) -> web.Response:
+    def _annotate(
+        self,
+        request: web.Request,
+        body: Any,
+        key: str,
+        known: set[str],
+        store: dict[tuple[str, str, str], dict[str, Any]],
+        noun: str,
+    ) -> web.Response:
         if (denied := self._denied(request)) is not None:
             return denied
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             return web.json_response({"detail": "data: field required"}, status=422)
         for item in data:
-            if not isinstance(item, dict) or not isinstance(item.get(key), str) or not isinstance(item.get("name"), str) \
-                    or item.get("annotator_kind") not in _KINDS:
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get(key), str)
+                or not isinstance(item.get("name"), str)
+                or item.get("annotator_kind") not in _KINDS
+            ):
                 return web.json_response({"detail": f"invalid annotation {item!r}"}, status=422)
             if item["name"] == "note":
                 return web.json_response({"detail": "The name 'note' is reserved"}, status=400)
@@ -84,8 +95,14 @@ class FakePhoenix(BackendServer):
                 k = (item["name"], item[key], item.get("identifier", ""))
                 previous = store.get(k)
                 ann_id = previous["id"] if previous else f"{noun[:-1]}Annotation:{next(self._ids)}"
-                store[k] = {**item, "id": ann_id, "identifier": item.get("identifier", ""), "source": "API",
-                            "result": item.get("result"), "metadata": item.get("metadata") or {}}
+                store[k] = {
+                    **item,
+                    "id": ann_id,
+                    "identifier": item.get("identifier", ""),
+                    "source": "API",
+                    "result": item.get("result"),
+                    "metadata": item.get("metadata") or {},
+                }
                 ids.append({"id": ann_id})
         return web.json_response({"data": ids if sync else []})
 

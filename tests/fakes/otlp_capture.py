@@ -31,13 +31,13 @@ from typing import Any, TypeVar
 
 import grpc
 from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
@@ -157,14 +157,23 @@ def flatten_logs(transport: str, request: ExportLogsServiceRequest) -> list[Capt
         resource = attributes(rl.resource.attributes)
         for sl in rl.scope_logs:
             for r in sl.log_records:
-                out.append(CapturedLogRecord(
-                    transport=transport, time_unix_nano=r.time_unix_nano,
-                    observed_time_unix_nano=r.observed_time_unix_nano, severity_number=r.severity_number,
-                    severity_text=r.severity_text, event_name=r.event_name,
-                    body=any_value(r.body) if r.HasField("body") else None, attributes=attributes(r.attributes),
-                    trace_id=r.trace_id.hex(), span_id=r.span_id.hex(), flags=r.flags, resource=resource,
-                    scope_name=sl.scope.name,
-                ))
+                out.append(
+                    CapturedLogRecord(
+                        transport=transport,
+                        time_unix_nano=r.time_unix_nano,
+                        observed_time_unix_nano=r.observed_time_unix_nano,
+                        severity_number=r.severity_number,
+                        severity_text=r.severity_text,
+                        event_name=r.event_name,
+                        body=any_value(r.body) if r.HasField("body") else None,
+                        attributes=attributes(r.attributes),
+                        trace_id=r.trace_id.hex(),
+                        span_id=r.span_id.hex(),
+                        flags=r.flags,
+                        resource=resource,
+                        scope_name=sl.scope.name,
+                    )
+                )
     return out
 
 
@@ -187,10 +196,20 @@ def flatten(transport: str, request: ExportTraceServiceRequest) -> list[Captured
                         status_code=s.status.code,
                         status_message=s.status.message,
                         attributes=attributes(s.attributes),
-                        events=[CapturedEvent(name=e.name, time_unix_nano=e.time_unix_nano,
-                                              attributes=attributes(e.attributes)) for e in s.events],
-                        links=[CapturedLink(trace_id=link.trace_id.hex(), span_id=link.span_id.hex(),
-                                            attributes=attributes(link.attributes)) for link in s.links],
+                        events=[
+                            CapturedEvent(
+                                name=e.name, time_unix_nano=e.time_unix_nano, attributes=attributes(e.attributes)
+                            )
+                            for e in s.events
+                        ],
+                        links=[
+                            CapturedLink(
+                                trace_id=link.trace_id.hex(),
+                                span_id=link.span_id.hex(),
+                                attributes=attributes(link.attributes),
+                            )
+                            for link in s.links
+                        ],
                         resource=resource,
                         scope_name=ss.scope.name,
                         scope_version=ss.scope.version,
@@ -235,15 +254,21 @@ class OtlpCapture:
             request_deserializer=lambda raw: raw,
             response_serializer=ExportLogsServiceResponse.SerializeToString,
         )
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
-                                         grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler})))
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),
+                grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": logs_handler}),
+            )
+        )
         self._grpc_port = server.add_insecure_port(f"{self.host}:0")
         server.start()
         self._grpc = server
 
         started = threading.Event()
         errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._serve_http, args=(started, errors), name="otlp-capture-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve_http, args=(started, errors), name="otlp-capture-http", daemon=True
+        )
         self._thread.start()
         started.wait(10)
         if errors or not self._http_port:
@@ -277,7 +302,7 @@ class OtlpCapture:
             loop.run_until_complete(site.start())
             self._runner = runner
             self._http_port = runner.addresses[0][1]
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
+        except BaseException as exc:  # reported to start()
             errors.append(exc)
             started.set()
             loop.close()
@@ -337,8 +362,9 @@ class OtlpCapture:
             if failed:
                 script.remaining -= 1
             self._state.exports.append(
-                RecordedExport(transport=transport, request=request, headers=dict(headers), failed=failed, signal=signal,
-                               raw=raw)
+                RecordedExport(
+                    transport=transport, request=request, headers=dict(headers), failed=failed, signal=signal, raw=raw
+                )
             )
             if not failed and signal == "logs":
                 self._state.logs.extend(flatten_logs(transport, request))
@@ -373,7 +399,7 @@ class OtlpCapture:
         request: Any = ExportLogsServiceRequest() if logs else ExportTraceServiceRequest()
         try:
             request.ParseFromString(body)
-        except Exception:  # noqa: BLE001 - any decode error is the client's
+        except Exception:  # any decode error is the client's
             return web.Response(status=400, text=f"undecodable {type(request).__name__}")
         failure = self._record("http", request, {k.lower(): v for k, v in http_request.headers.items()}, body)
         if failure is not None:
@@ -426,7 +452,9 @@ class OtlpCapture:
 
     def wait_for_exports(self, n: int, timeout_s: float = 10.0) -> list[RecordedExport]:
         """Block until at least ``n`` requests (accepted or failed) arrived."""
-        return self._wait(lambda: len(self._state.exports) >= n, timeout_s, f"{n} export requests", lambda: self.exports)
+        return self._wait(
+            lambda: len(self._state.exports) >= n, timeout_s, f"{n} export requests", lambda: self.exports
+        )
 
     async def await_spans(self, n: int, timeout_s: float = 10.0) -> list[CapturedSpan]:
         """:meth:`wait_for_spans` for async tests (waits in a worker thread)."""

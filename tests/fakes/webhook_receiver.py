@@ -33,7 +33,7 @@ class WebhookReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:  # http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 with receiver._lock:
@@ -48,8 +48,9 @@ class WebhookReceiver:
                 except ValueError:
                     body = raw.decode(errors="replace")
                 with receiver._lock:
-                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status,
-                                                      time.monotonic()))
+                    receiver.requests.append(
+                        Received(self.path, dict(self.headers.items()), body, status, time.monotonic())
+                    )
                 payload = b"ok" if status == 200 else b"nope"
                 try:
                     self.send_response(status)
@@ -59,7 +60,7 @@ class WebhookReceiver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base
+            def log_message(self, format: str, *args: Any) -> None:  # signature of the base
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

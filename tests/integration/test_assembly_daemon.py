@@ -8,7 +8,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.payloads import trace_request
 
@@ -21,24 +20,62 @@ def agent_spans(trace: str = TRACE, question: str = "Weather in Paris?", answer:
     msgs_in = json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}])
     msgs_out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": answer}]}])
     return [
-        {"trace_id": trace, "span_id": ROOT, "name": "invoke_agent weather", "start": T0, "end": T0 + 9_000,
-         "attributes": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather",
-                        "gen_ai.conversation.id": "conv-" + trace[:6], "gen_ai.input.messages": msgs_in,
-                        "gen_ai.output.messages": msgs_out}},
-        {"trace_id": trace, "span_id": CHAT1, "parent_span_id": ROOT, "name": "chat m", "start": T0 + 1_000, "end": T0 + 2_000,
-         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}},
-        {"trace_id": trace, "span_id": TOOL, "parent_span_id": ROOT, "name": "execute_tool get_weather", "start": T0 + 3_000,
-         "end": T0 + 4_000, "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                                           "gen_ai.tool.call.id": "call_1", "gen_ai.tool.call.arguments": '{"city": "Paris"}',
-                                           "gen_ai.tool.call.result": "Sunny, 22C"}},
-        {"trace_id": trace, "span_id": CHAT2, "parent_span_id": ROOT, "name": "chat m", "start": T0 + 5_000, "end": T0 + 6_000,
-         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}},
+        {
+            "trace_id": trace,
+            "span_id": ROOT,
+            "name": "invoke_agent weather",
+            "start": T0,
+            "end": T0 + 9_000,
+            "attributes": {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "weather",
+                "gen_ai.conversation.id": "conv-" + trace[:6],
+                "gen_ai.input.messages": msgs_in,
+                "gen_ai.output.messages": msgs_out,
+            },
+        },
+        {
+            "trace_id": trace,
+            "span_id": CHAT1,
+            "parent_span_id": ROOT,
+            "name": "chat m",
+            "start": T0 + 1_000,
+            "end": T0 + 2_000,
+            "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        },
+        {
+            "trace_id": trace,
+            "span_id": TOOL,
+            "parent_span_id": ROOT,
+            "name": "execute_tool get_weather",
+            "start": T0 + 3_000,
+            "end": T0 + 4_000,
+            "attributes": {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+                "gen_ai.tool.call.result": "Sunny, 22C",
+            },
+        },
+        {
+            "trace_id": trace,
+            "span_id": CHAT2,
+            "parent_span_id": ROOT,
+            "name": "chat m",
+            "start": T0 + 5_000,
+            "end": T0 + 6_000,
+            "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        },
     ]
 
 
 def post(daemon: DaemonProcess, spans: list[dict]) -> None:
-    req = urllib.request.Request(daemon.http_url + "/v1/traces", data=trace_request(spans).SerializeToString(),
-                                 headers={"Content-Type": "application/x-protobuf"})
+    req = urllib.request.Request(
+        daemon.http_url + "/v1/traces",
+        data=trace_request(spans).SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         assert resp.status == 200
 
@@ -51,8 +88,12 @@ def runs(daemon: DaemonProcess, *args: str) -> list[dict]:
 
 def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True) -> list[dict]:
     """Poll (in-process) until the daemon lists ``count`` runs passing ``check``."""
-    return wait_for(lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs()),
-                    20, interval_s=0.1, what=f"{count} run(s)")
+    return wait_for(
+        lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs()),
+        20,
+        interval_s=0.1,
+        what=f"{count} run(s)",
+    )
 
 
 def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
@@ -68,8 +109,15 @@ def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
         post(daemon, [spans[2]])  # the late tool span
         second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
         assert second["run_id"] == first["run_id"]
-        assert second["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"},
-                                         "result": "Sunny, 22C", "error": None}]
+        assert second["tool_calls"] == [
+            {
+                "id": "call_1",
+                "name": "get_weather",
+                "arguments": {"city": "Paris"},
+                "result": "Sunny, 22C",
+                "error": None,
+            }
+        ]
         assert len(runs(daemon, "--conversation", first["conversation_id"])) == 1
         metrics = urllib.request.urlopen(daemon.http_url + "/metrics").read().decode()
         assert 'tracescorer_assembly_traces_total{pass="late",reason="complete"} 1.0' in metrics
@@ -95,8 +143,12 @@ def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
         got = wait_runs(daemon, 4)
         assert {r["trace_id"] for r in got} == set(traces[:2])
         assert all(r["attributes"]["tracescorer.incomplete"] is True for r in got)
-        wait_for(lambda: _posted(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT]), 20,
-                 interval_s=0.2, what="the third trace to be taken")
+        wait_for(
+            lambda: _posted(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT]),
+            20,
+            interval_s=0.2,
+            what="the third trace to be taken",
+        )
         rows = daemon.query_json("SELECT reason, incomplete, count(*) AS n FROM assembled_traces GROUP BY ALL")
         assert rows == [{"reason": "max_wait", "incomplete": True, "n": 2}]
     finally:
@@ -131,7 +183,9 @@ def test_restart_recovers_traces_never_assembled(tmp_path):
 def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
     daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
     try:
-        post(daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
+        post(
+            daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}]
+        )
         rows = wait_for(lambda: daemon.runs(unmatched=True), 20, interval_s=0.1, what="unmatched trace")
         assert runs(daemon, "--unmatched") == rows
         assert rows[0]["trace_id"] == TRACE and rows[0]["root_name"] == "GET /health"
@@ -148,17 +202,25 @@ def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stor
     without its root. Once handed out (``max_wait_s``) the store says the trace was assembled
     before: it is read back whole and assembled again as a late trace, its rows replaced (not
     taken for new, not rebuilt from the late span alone)."""
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.5, "max_wait_s": 1.5},
-                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}])
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.5, "max_wait_s": 1.5},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     spans = agent_spans()
     try:
         post(daemon, [s for s in spans if s["span_id"] != TOOL])
         first = wait_runs(daemon, 1)[0]
-        wait_for(lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] == 1, 20, interval_s=0.1,
-                 what="the first score")
-        before = daemon.query_json("SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated "
-                                   "FROM scores")[0]
+        wait_for(
+            lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] == 1,
+            20,
+            interval_s=0.1,
+            what="the first score",
+        )
+        before = daemon.query_json(
+            "SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated FROM scores"
+        )[0]
     finally:
         assert daemon.stop() == 0, daemon.log()
     daemon.start()
@@ -167,9 +229,16 @@ def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stor
         second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
         assert second["run_id"] == first["run_id"]
         assert daemon.query_json("SELECT span_count FROM assembled_traces") == [{"span_count": 4}]
-        after = wait_for(lambda: (lambda rows: rows if rows[0]["updated"] > before["updated"] else None)(
-            daemon.query_json("SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated "
-                              "FROM scores")), 20, interval_s=0.1, what="the re-score")
+        after = wait_for(
+            lambda: (lambda rows: rows if rows[0]["updated"] > before["updated"] else None)(
+                daemon.query_json(
+                    "SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated FROM scores"
+                )
+            ),
+            20,
+            interval_s=0.1,
+            what="the re-score",
+        )
         assert len(after) == 1 and after[0]["id"] == before["id"] and after[0]["created"] == before["created"]
         decisions = daemon.query_json("SELECT decision, count(*) AS n FROM scoring_decisions GROUP BY ALL")
         assert decisions == [{"decision": "scored", "n": 1}]

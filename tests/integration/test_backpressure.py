@@ -13,15 +13,14 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-
-from tracescorer.assembly.stage import RATE_WINDOW_S
-from tracescorer.receiver.ingest import SHED_FROM
-
 from support import gated
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async
 from support.db import scalar
 from support.gate import WriterGate
 from support.payloads import trace_request
+
+from tracescorer.assembly.stage import RATE_WINDOW_S
+from tracescorer.receiver.ingest import SHED_FROM
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -32,16 +31,36 @@ def _agent_trace(i: int, spans: int = 4) -> list[dict]:
     root = f"{i:08x}00000000"
     msgs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"question {i}"}]}])
     out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": f"answer {i}"}]}])
-    return [{"trace_id": trace, "span_id": root, "name": "invoke_agent bot", "attributes": {
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot",
-        "gen_ai.input.messages": msgs, "gen_ai.output.messages": out}}] + [
-        {"trace_id": trace, "span_id": f"{i:08x}{j:08x}", "parent_span_id": root, "name": "chat m",
-         "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}} for j in range(1, spans)]
+    return [
+        {
+            "trace_id": trace,
+            "span_id": root,
+            "name": "invoke_agent bot",
+            "attributes": {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "bot",
+                "gen_ai.input.messages": msgs,
+                "gen_ai.output.messages": out,
+            },
+        }
+    ] + [
+        {
+            "trace_id": trace,
+            "span_id": f"{i:08x}{j:08x}",
+            "parent_span_id": root,
+            "name": "chat m",
+            "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        }
+        for j in range(1, spans)
+    ]
 
 
 def _post_http(port: int, spans: list[dict]) -> int:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=trace_request(spans).SerializeToString(),
-                                 headers={"Content-Type": "application/x-protobuf"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces",
+        data=trace_request(spans).SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status
@@ -70,8 +89,12 @@ async def _taken(app, transport: str, spans: list[dict]) -> bool:
 
 async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_nothing(tmp_path):
     gated.GATE.clear()
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.2}, scoring={"max_queue": 20, "workers": 1},
-                            scorers=[{"id": "gated", "python": "support.gated:scorer"}])
+    settings = settings_for(
+        tmp_path,
+        assembly={"idle_s": 0.2},
+        scoring={"max_queue": 20, "workers": 1},
+        scorers=[{"id": "gated", "python": "support.gated:scorer"}],
+    )
     async with running_app(settings) as app:
         acked, refused = [], {"http": 0, "grpc": 0}
         for i in range(1, 400):
@@ -97,8 +120,12 @@ async def test_a_stage_short_of_its_bound_sheds_a_share_of_requests_at_both_rece
     """Before a stage reaches its bound, a share of new requests growing with its load is refused
     (retryable, at both receivers) and the others are taken; nothing taken is lost."""
     gated.GATE.clear()
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.2}, scoring={"max_queue": 80, "workers": 1},
-                            scorers=[{"id": "gated", "python": "support.gated:scorer"}])
+    settings = settings_for(
+        tmp_path,
+        assembly={"idle_s": 0.2},
+        scoring={"max_queue": 80, "workers": 1},
+        scorers=[{"id": "gated", "python": "support.gated:scorer"}],
+    )
     async with running_app(settings) as app:
         acked, shed, taken_after_shed = [], {"http": 0, "grpc": 0}, 0
         for i in range(1, 600):
@@ -140,8 +167,10 @@ async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bod
     settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 2, "retry_after_s": 1})
     async with running_app(settings) as app, WriterGate(app.store, tmp_path) as gate:
         # one request at each receiver waits for the held writer: that is every place there is
-        held = [asyncio.create_task(asyncio.to_thread(_post_http, app.http_port, _agent_trace(1))),
-                asyncio.create_task(asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(2)))]
+        held = [
+            asyncio.create_task(asyncio.to_thread(_post_http, app.http_port, _agent_trace(1))),
+            asyncio.create_task(asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(2))),
+        ]
         await wait_for_async(lambda: app.ingestor.requests_in_flight == 2, 20, what="two requests in flight")
         # more are refused as retryable at once (the helpers assert Retry-After / RetryInfo), whatever their size
         big = _agent_trace(3, spans=40)
@@ -184,8 +213,12 @@ async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(t
         held.wait(30)  # holds the daemon's loop (this test runs on it) until the client is done
         held.set()
         await asyncio.to_thread(thread.join, 30)
-        assert seen == {"taken": 1, "second": grpc.StatusCode.RESOURCE_EXHAUSTED, "loop_still_held": True,
-                        "first": grpc.StatusCode.OK}
+        assert seen == {
+            "taken": 1,
+            "second": grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "loop_still_held": True,
+            "first": grpc.StatusCode.OK,
+        }
         assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 1
 
 
@@ -215,16 +248,25 @@ def test_the_on_disk_backlog_is_assembled_after_a_restart(tmp_path):
     slow = config_dict(tmp_path, assembly={"idle_s": 3600, "max_spans": 40})
     first = DaemonProcess(tmp_path, slow).start()
     for start in range(0, 300, 50):
-        assert _post_http(int(first.http_url.rsplit(":", 1)[1]), [s for i in range(start + 1, start + 51)
-                                                                   for s in _agent_trace(i)]) == 200
+        assert (
+            _post_http(
+                int(first.http_url.rsplit(":", 1)[1]),
+                [s for i in range(start + 1, start + 51) for s in _agent_trace(i)],
+            )
+            == 200
+        )
     assert first.stop() == 0, first.log()
     assert first.query_json("SELECT count(*) AS n FROM runs") == [{"n": 0}]
     second = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"max_spans": 40})).start()
     try:
         from support.daemon import wait_for
 
-        wait_for(lambda: second.query_json("SELECT count(*) AS n FROM runs") == [{"n": 300}], 60, interval_s=0.3,
-                 what="300 runs recovered from the span log")
+        wait_for(
+            lambda: second.query_json("SELECT count(*) AS n FROM runs") == [{"n": 300}],
+            60,
+            interval_s=0.3,
+            what="300 runs recovered from the span log",
+        )
         rows = second.query_json("SELECT reason, count(*) AS n FROM assembled_traces GROUP BY ALL")
         assert rows == [{"reason": "recovered", "n": 300}]
     finally:

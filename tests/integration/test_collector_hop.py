@@ -9,9 +9,9 @@ import subprocess
 import urllib.request
 
 import pytest
-
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.rotel import RotelUnavailable, agent
+
 from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow
@@ -38,39 +38,84 @@ def rotel_binary():
 
 def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_binary):
     # one trace at a time in assembly: a second trace while the first waits for idle_s is refused with 429
-    daemon = DaemonProcess(tmp_path, config_dict(
-        tmp_path, assembly={"idle_s": 1.5, "max_traces": 1},
-        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}])).start()
+    daemon = DaemonProcess(
+        tmp_path,
+        config_dict(
+            tmp_path,
+            assembly={"idle_s": 1.5, "max_traces": 1},
+            scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+        ),
+    ).start()
     grpc_port = _free_port()
     log = open(tmp_path / "rotel.log", "wb")
-    rotel = subprocess.Popen([
-        str(rotel_binary), "start", "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
-        "--otlp-http-endpoint", f"127.0.0.1:{_free_port()}", "--pid-file", str(tmp_path / "rotel.pid"),
-        "--log-file", str(tmp_path / "rotel-agent.log"), "--exporter", "otlp",
-        "--otlp-exporter-endpoint", daemon.http_url, "--otlp-exporter-protocol", "http",
-        "--otlp-exporter-retry-initial-backoff", "200ms", "--otlp-exporter-retry-max-backoff", "1s",
-        "--otlp-exporter-retry-max-elapsed-time", "60s", "--batch-timeout", "50ms",
-    ], stdout=log, stderr=subprocess.STDOUT)
+    rotel = subprocess.Popen(
+        [
+            str(rotel_binary),
+            "start",
+            "--otlp-grpc-endpoint",
+            f"127.0.0.1:{grpc_port}",
+            "--otlp-http-endpoint",
+            f"127.0.0.1:{_free_port()}",
+            "--pid-file",
+            str(tmp_path / "rotel.pid"),
+            "--log-file",
+            str(tmp_path / "rotel-agent.log"),
+            "--exporter",
+            "otlp",
+            "--otlp-exporter-endpoint",
+            daemon.http_url,
+            "--otlp-exporter-protocol",
+            "http",
+            "--otlp-exporter-retry-initial-backoff",
+            "200ms",
+            "--otlp-exporter-retry-max-backoff",
+            "1s",
+            "--otlp-exporter-retry-max-elapsed-time",
+            "60s",
+            "--batch-timeout",
+            "50ms",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
+
         def listening() -> bool:
             if rotel.poll() is not None:
                 raise RuntimeError(f"rotel exited: {(tmp_path / 'rotel.log').read_text(errors='replace')}")
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", grpc_port)) == 0
+
         wait_for(listening, 30, what="rotel listening")
-        conversations = [{"id": f"hop-{i}", "agent": "support", "turns": [(f"q{i}", None, None, None, f"a{i}")]}
-                         for i in range(2)]
+        conversations = [
+            {"id": f"hop-{i}", "agent": "support", "turns": [(f"q{i}", None, None, None, f"a{i}")]} for i in range(2)
+        ]
         emit_conversations(f"127.0.0.1:{grpc_port}", conversations[:1])
-        wait_for(lambda: daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 2}], 30, interval_s=0.1,
-                 what="the first trace stored")
+        wait_for(
+            lambda: daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 2}],
+            30,
+            interval_s=0.1,
+            what="the first trace stored",
+        )
         emit_conversations(f"127.0.0.1:{grpc_port}", conversations[1:])  # refused while the first is in assembly
-        wait_for(lambda: _metric(daemon, "tracescorer_receiver_backpressure_total") >= 1, 30, interval_s=0.1,
-                 what="a 429 answered to rotel")
-        rows = wait_for(lambda: (lambda r: r if len(r) == 2 else None)(daemon.query_json(
-            "SELECT conversation_id, status, score FROM scores ORDER BY 1")), 60, interval_s=0.2,
-            what="both runs scored after rotel's retry")
-        assert rows == [{"conversation_id": "hop-0", "status": "ok", "score": 1.0},
-                        {"conversation_id": "hop-1", "status": "ok", "score": 1.0}]
+        wait_for(
+            lambda: _metric(daemon, "tracescorer_receiver_backpressure_total") >= 1,
+            30,
+            interval_s=0.1,
+            what="a 429 answered to rotel",
+        )
+        rows = wait_for(
+            lambda: (lambda r: r if len(r) == 2 else None)(
+                daemon.query_json("SELECT conversation_id, status, score FROM scores ORDER BY 1")
+            ),
+            60,
+            interval_s=0.2,
+            what="both runs scored after rotel's retry",
+        )
+        assert rows == [
+            {"conversation_id": "hop-0", "status": "ok", "score": 1.0},
+            {"conversation_id": "hop-1", "status": "ok", "score": 1.0},
+        ]
         assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 4}]  # nothing lost, nothing twice
     finally:
         rotel.terminate()

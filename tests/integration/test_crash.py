@@ -11,10 +11,10 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace
 from support.routing import Acked, RoutingExporter
+
 from tracescorer.store.duckdb import open_read_only
 
 pytestmark = pytest.mark.slow
@@ -38,25 +38,44 @@ def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> 
     provider.shutdown()
 
 
-def _daemon_and_producers(tmp_path, **assembly: float) -> tuple[DaemonProcess, Acked, threading.Event,
-                                                                   list[threading.Thread]]:
+def _daemon_and_producers(
+    tmp_path, **assembly: float
+) -> tuple[DaemonProcess, Acked, threading.Event, list[threading.Thread]]:
     """A started daemon scoring with one code scorer, and producer threads (not started) for it."""
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3, **assembly},
-                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}], shutdown={"grace_s": 10})
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.3, **assembly},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+        shutdown={"grace_s": 10},
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     acked, stop = Acked(1), threading.Event()
-    producers = [threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
-                 for i in range(PRODUCERS)]
+    producers = [
+        threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
+        for i in range(PRODUCERS)
+    ]
     return daemon, acked, stop, producers
 
 
 def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
-    wait_for(lambda: not traces - {r["trace_id"] for r in daemon.query_json(
-        "SELECT trace_id FROM assembled_traces")}, 90, interval_s=0.25, what="every acknowledged trace assembled")
-    wait_for(lambda: daemon.query_json(
-        "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
-        "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')") == [{"n": 0}],
-        90, interval_s=0.25, what="every run scored")
+    wait_for(
+        lambda: not traces - {r["trace_id"] for r in daemon.query_json("SELECT trace_id FROM assembled_traces")},
+        90,
+        interval_s=0.25,
+        what="every acknowledged trace assembled",
+    )
+    wait_for(
+        lambda: (
+            daemon.query_json(
+                "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
+                "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')"
+            )
+            == [{"n": 0}]
+        ),
+        90,
+        interval_s=0.25,
+        what="every run scored",
+    )
 
 
 def _stored_span_ids(daemon: DaemonProcess) -> set[str]:
@@ -76,8 +95,12 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
             p.start()
         wait_for(lambda: len(acked.spans[0]) >= ACKED_BEFORE_KILL, 120, interval_s=0.05, what="spans acknowledged")
         # killed mid-pipeline: some traces assembled and scored, others still on their way
-        wait_for(lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] > 0, 60, interval_s=0.05,
-                 what="the first scores")
+        wait_for(
+            lambda: daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"] > 0,
+            60,
+            interval_s=0.05,
+            what="the first scores",
+        )
         assert daemon.proc is not None
         main = psutil.Process(daemon.proc.pid)
         [store] = main.children()  # the store process, which owns the DuckDB file
@@ -93,8 +116,12 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
         for p in producers:
             p.join(30)
     # an orphaned store process sees its pipe close and exits, releasing the file's lock
-    wait_for(lambda: not store.is_running() or store.status() == psutil.STATUS_ZOMBIE, 30, interval_s=0.1,
-             what="the store process to exit")
+    wait_for(
+        lambda: not store.is_running() or store.status() == psutil.STATUS_ZOMBIE,
+        30,
+        interval_s=0.1,
+        what="the store process to exit",
+    )
     want_spans = set(acked.spans[0])
     want_traces = set(acked.traces[0])
     assert len(want_spans) >= ACKED_BEFORE_KILL
@@ -118,8 +145,9 @@ def _store_child(daemon: DaemonProcess) -> psutil.Process | None:
     return children[0] if len(children) == 1 else None
 
 
-def _kill_store_under_load(daemon: DaemonProcess, acked: Acked, stop: threading.Event,
-                           producers: list[threading.Thread]) -> None:
+def _kill_store_under_load(
+    daemon: DaemonProcess, acked: Acked, stop: threading.Event, producers: list[threading.Thread]
+) -> None:
     """Kill the store process under load; return once a new one took over and intake went on through it."""
     try:
         for p in producers:
@@ -129,11 +157,19 @@ def _kill_store_under_load(daemon: DaemonProcess, acked: Acked, stop: threading.
         assert old is not None
         old.kill()
         # a new store process serves the same file, and intake goes on through it
-        wait_for(lambda: (s := _store_child(daemon)) is not None and s.pid != old.pid, 60,
-                 interval_s=0.1, what="a new store process")
+        wait_for(
+            lambda: (s := _store_child(daemon)) is not None and s.pid != old.pid,
+            60,
+            interval_s=0.1,
+            what="a new store process",
+        )
         after = len(acked.spans[0])
-        wait_for(lambda: len(acked.spans[0]) >= after + ACKED_BEFORE_KILL, 120, interval_s=0.05,
-                 what="spans acknowledged after the restart")
+        wait_for(
+            lambda: len(acked.spans[0]) >= after + ACKED_BEFORE_KILL,
+            120,
+            interval_s=0.05,
+            what="spans acknowledged after the restart",
+        )
     finally:
         stop.set()
         for p in producers:

@@ -10,6 +10,7 @@ import urllib.request
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
+
 from tracescorer.store.duckdb import open_read_only
 
 
@@ -19,7 +20,9 @@ def _send_batches(url: str, stop: threading.Event, acked: list[str], errors: lis
     while not stop.is_set():
         n += 1
         ids = [f"{worker:02x}{n:06x}{i:08x}" for i in range(50)]
-        body = trace_request([{"trace_id": f"{worker:02x}{n:030x}", "span_id": sid, "name": "load"} for sid in ids]).SerializeToString()
+        body = trace_request(
+            [{"trace_id": f"{worker:02x}{n:030x}", "span_id": sid, "name": "load"} for sid in ids]
+        ).SerializeToString()
         req = urllib.request.Request(url + "/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"})
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
@@ -59,8 +62,11 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
         agent_trace(t)
     # read while serving: goes through the daemon's query endpoint
     rows = daemon.query_json("SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name")
-    assert rows == [{"name": "chat gpt-4o-mini", "n": 2}, {"name": "execute_tool get_weather", "n": 1},
-                    {"name": "invoke_agent weather", "n": 1}]
+    assert rows == [
+        {"name": "chat gpt-4o-mini", "n": 2},
+        {"name": "execute_tool get_weather", "n": 1},
+        {"name": "invoke_agent weather", "n": 1},
+    ]
     refused = daemon.cli("query", "DELETE FROM spans", check=False)
     assert refused.returncode != 0 and "only read statements" in refused.stderr
     table = daemon.cli("query", "SELECT count(*) AS spans FROM spans").stdout
@@ -70,7 +76,9 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
     # not serving: the file is opened read-only
     rows = daemon.query_json("SELECT count(*) AS n FROM spans")
     assert rows == [{"n": 4}]
-    csv_out = daemon.cli("query", "SELECT service_name, kind FROM spans ORDER BY start_time LIMIT 1", "--format", "csv").stdout
+    csv_out = daemon.cli(
+        "query", "SELECT service_name, kind FROM spans ORDER BY start_time LIMIT 1", "--format", "csv"
+    ).stdout
     assert csv_out.splitlines() == ["service_name,kind", "test-agent,internal"]
     refused = daemon.cli("query", "INSERT INTO spans (trace_id, span_id) VALUES ('a', 'b')", check=False)
     assert refused.returncode != 0 and "only read statements" in refused.stderr

@@ -8,13 +8,13 @@ from typing import Any
 
 import grpc
 import pytest
-
 from fakes.otlp_capture import CapturedSpan, OtlpCapture
 from fakes.scores_db import delivery_states, eventually, exported_at, hex_id, insert_run, insert_score, rescore
+from support.db import fetch
+
 from tracescorer.config import ConfigError, ExportSettings
 from tracescorer.export import EvaluationExporter, ItemResult, NamedSink, ScoreSink, evaluation_span
 from tracescorer.store.deliveries import DueScore
-from support.db import fetch
 from tracescorer.store.duckdb import DuckDBStore
 
 TRANSPORTS = ["grpc", "http"]
@@ -58,16 +58,25 @@ Factory = Callable[..., EvaluationExporter]
 
 
 def otlp_sink_settings(capture: OtlpCapture, transport: str, **extra: Any) -> dict[str, Any]:
-    return {"protocol": "grpc" if transport == "grpc" else "http/protobuf",
-            "endpoint": capture.grpc_endpoint if transport == "grpc" else capture.http_base_url, **extra}
+    return {
+        "protocol": "grpc" if transport == "grpc" else "http/protobuf",
+        "endpoint": capture.grpc_endpoint if transport == "grpc" else capture.http_base_url,
+        **extra,
+    }
 
 
 @pytest.fixture
 async def make_exporter(store: DuckDBStore, capture: OtlpCapture) -> AsyncIterator[Factory]:
     made: list[EvaluationExporter] = []
 
-    def make(transport: str = "grpc", *, named: Sequence[NamedSink] | None = None, observer: Any = None,
-             headers: dict[str, str] | None = None, **overrides: Any) -> EvaluationExporter:
+    def make(
+        transport: str = "grpc",
+        *,
+        named: Sequence[NamedSink] | None = None,
+        observer: Any = None,
+        headers: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> EvaluationExporter:
         fields: dict[str, Any] = {
             "enabled": True,
             "sinks": [{"otlp": otlp_sink_settings(capture, transport, headers=headers or {})}],
@@ -131,13 +140,31 @@ async def test_evaluation_spans_leave_the_agent_trace_as_it_was(
     transport: str, store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory
 ) -> None:
     run = await insert_run(store, conversation_id="conv-7")
-    ok = await insert_score(store, run, scorer_id="multi-turn-judge", score=1.0, label="pass", threshold=1.0,
-                            judge_model="openai/gpt-4o-mini", judge_cost_usd=0.0021, entity_type="conversation")
-    failed = await insert_score(store, run, scorer_id="tool-accuracy", score=None, reason=None, status="error",
-                                error="judge timed out after 60s", error_type="judge_timeout")
+    ok = await insert_score(
+        store,
+        run,
+        scorer_id="multi-turn-judge",
+        score=1.0,
+        label="pass",
+        threshold=1.0,
+        judge_model="openai/gpt-4o-mini",
+        judge_cost_usd=0.0021,
+        entity_type="conversation",
+    )
+    failed = await insert_score(
+        store,
+        run,
+        scorer_id="tool-accuracy",
+        score=None,
+        reason=None,
+        status="error",
+        error="judge timed out after 60s",
+        error_type="judge_timeout",
+    )
     untyped = await insert_score(store, run, scorer_id="tone", score=None, reason=None, status="error", error="boom")
-    skipped = await insert_score(store, run, scorer_id="answer-length", score=None, reason="no output",
-                                 status="not_scorable")
+    skipped = await insert_score(
+        store, run, scorer_id="answer-length", score=None, reason="no output", status="not_scorable"
+    )
     outcomes = Outcomes()
     exporter = make_exporter(transport, observer=outcomes, headers={"x-api-key": "k-123"})
     await exporter.start()
@@ -210,7 +237,8 @@ async def test_evaluation_spans_leave_the_agent_trace_as_it_was(
 
     states = await delivery_states(store)
     assert {(k, v["status"], v["attempts"]) for k, v in states.items()} == {
-        ((r["id"], "otlp"), "delivered", 1) for r in (ok, failed, untyped, skipped)}
+        ((r["id"], "otlp"), "delivered", 1) for r in (ok, failed, untyped, skipped)
+    }
     assert all((await exported_at(store)).values())  # the only sink delivered: exported_at is set
     assert outcomes.count("exported") == 4 and outcomes.count("failed") == 0
     assert outcomes.deliveries == [("otlp", "delivered", 4)]
@@ -219,8 +247,9 @@ async def test_evaluation_spans_leave_the_agent_trace_as_it_was(
     assert len(capture.exports) == 1
 
 
-async def test_each_scored_service_keeps_its_own_resource(store: DuckDBStore, capture: OtlpCapture,
-                                                          make_exporter: Factory) -> None:
+async def test_each_scored_service_keeps_its_own_resource(
+    store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory
+) -> None:
     a = await insert_score(store, await insert_run(store, service_name="billing"))
     b = await insert_score(store, await insert_run(store, service_name="support"))
     orphan = await insert_score(store)  # its run is not known: our own service name
@@ -253,10 +282,16 @@ async def test_rescored_row_is_exported_again(store: DuckDBStore, capture: OtlpC
     assert second.attributes["gen_ai.evaluation.score.value"] == 0.9
     assert second.span_id != first.span_id  # a new score version is a new span ...
     assert (second.trace_id, second.parent_span_id, second.start_time_unix_nano) == (
-        first.trace_id, first.parent_span_id, first.start_time_unix_nano)  # ... in the same place
+        first.trace_id,
+        first.parent_span_id,
+        first.start_time_unix_nano,
+    )  # ... in the same place
     state = (await delivery_states(store))[(row["id"], "otlp")]
     assert (state["status"], state["attempts"], state["score_version"]) == (
-        "delivered", 1, await updated_at_us(store, row["id"]))
+        "delivered",
+        1,
+        await updated_at_us(store, row["id"]),
+    )
 
 
 async def test_row_rescored_during_export_stays_pending(
@@ -282,10 +317,28 @@ async def test_row_rescored_during_export_stays_pending(
 
 
 def test_span_ids_are_deterministic_per_score_version() -> None:
-    base = DueScore(id="s-1", scorer_id="x", scorer_name=None, run_id=None, trace_id=hex_id(16), span_id=hex_id(8),
-                    conversation_id=None, entity_type="agent", score=1.0, reason=None, status="ok", error=None,
-                    error_type=None, label=None, threshold=None, judge_model=None, judge_cost_usd=None,
-                    duration_ms=None, version=1_700_000_000_000_000, scored_end_unix_nano=1_600_000_000_000_000_000)
+    base = DueScore(
+        id="s-1",
+        scorer_id="x",
+        scorer_name=None,
+        run_id=None,
+        trace_id=hex_id(16),
+        span_id=hex_id(8),
+        conversation_id=None,
+        entity_type="agent",
+        score=1.0,
+        reason=None,
+        status="ok",
+        error=None,
+        error_type=None,
+        label=None,
+        threshold=None,
+        judge_model=None,
+        judge_cost_usd=None,
+        duration_ms=None,
+        version=1_700_000_000_000_000,
+        scored_end_unix_nano=1_600_000_000_000_000_000,
+    )
     a, b = evaluation_span(base), evaluation_span(base)
     assert a == b
     assert a.start_time_unix_nano == a.end_time_unix_nano == base.scored_end_unix_nano
@@ -358,12 +411,14 @@ async def test_a_permanent_rejection_fails_after_bounded_attempts_and_later_scor
     await exporter.start()
 
     # the loop retries it with backoff, then gives up
-    state = await eventually(lambda s: s.get((bad["id"], "otlp"), {}).get("status") == "failed",
-                             lambda: delivery_states(store))
+    state = await eventually(
+        lambda s: s.get((bad["id"], "otlp"), {}).get("status") == "failed", lambda: delivery_states(store)
+    )
     state = state[(bad["id"], "otlp")]
     assert (state["status"], state["attempts"]) == ("failed", 3)
-    assert state["last_error"] == ("gRPC INVALID_ARGUMENT: scripted failure" if transport == "grpc"
-                                   else "HTTP 400: scripted failure")
+    assert state["last_error"] == (
+        "gRPC INVALID_ARGUMENT: scripted failure" if transport == "grpc" else "HTTP 400: scripted failure"
+    )
     assert [e.failed for e in capture.exports] == [True, True, True]
 
     good = await insert_score(store)
@@ -468,7 +523,9 @@ async def test_shutdown_drains_pending_then_exports_nothing(
     assert tap.shutdowns == 1
 
 
-async def test_shutdown_before_start_still_drains(store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory) -> None:
+async def test_shutdown_before_start_still_drains(
+    store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory
+) -> None:
     row = await insert_score(store)
     exporter = make_exporter()
     assert await exporter.shutdown(5)
@@ -497,8 +554,12 @@ async def test_disabled_export_builds_nothing_and_sends_nothing(
 async def test_the_form_without_sinks_is_one_otlp_sink_configured_from_otel_variables(
     transport: str, store: DuckDBStore, capture: OtlpCapture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                 "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_RESOURCE_ATTRIBUTES"):
+    for name in (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_RESOURCE_ATTRIBUTES",
+    ):
         monkeypatch.delenv(name, raising=False)
     if transport == "grpc":
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", capture.grpc_endpoint)
@@ -538,14 +599,13 @@ async def test_http_endpoint_may_be_the_full_traces_url(
     store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory
 ) -> None:
     await insert_score(store)
-    exporter = make_exporter(**{"sinks": [{"otlp": {"protocol": "http/protobuf",
-                                                                "endpoint": capture.http_endpoint}}]})
+    exporter = make_exporter(sinks=[{"otlp": {"protocol": "http/protobuf", "endpoint": capture.http_endpoint}}])
     assert await exporter.force_flush(5)
     assert [s.transport for s in capture.spans()] == ["http"]
 
 
 async def test_gzip_compression(store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory) -> None:
     await insert_score(store)
-    exporter = make_exporter(**{"sinks": [{"otlp": otlp_sink_settings(capture, "http", compression="gzip")}]})
+    exporter = make_exporter(sinks=[{"otlp": otlp_sink_settings(capture, "http", compression="gzip")}])
     assert await exporter.force_flush(5)
     assert capture.exports[0].headers["content-encoding"] == "gzip" and len(capture.spans()) == 1

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 import yaml
-
 from fakes.fake_mlflow import FakeMlflow
 from fakes.fake_phoenix import FakePhoenix
 from fakes.otlp_capture import OtlpCapture
 from fakes.scores_db import delivery_states, eventually, exported_at, insert_run, insert_score, rescore
+from support.db import fetch
+
 from tracescorer.config import ConfigError, ExportSettings, Settings, load_settings
 from tracescorer.export import EvaluationExporter, sink_ids
 from tracescorer.export.mlflow import assessment_id
-from support.db import fetch
 from tracescorer.store.duckdb import DuckDBStore
 
 
@@ -55,9 +55,17 @@ async def make_exporter(store: DuckDBStore) -> AsyncIterator[Factory]:
     made: list[EvaluationExporter] = []
 
     def make(*sinks: dict[str, Any], **overrides: Any) -> EvaluationExporter:
-        fields: dict[str, Any] = {"enabled": True, "sinks": list(sinks), "timeout_s": 5.0, "batch_size": 100,
-                                  "interval_s": 60.0, "retry_initial_s": 0.05, "retry_max_s": 0.2,
-                                  "max_rejected_attempts": 3, **overrides}
+        fields: dict[str, Any] = {
+            "enabled": True,
+            "sinks": list(sinks),
+            "timeout_s": 5.0,
+            "batch_size": 100,
+            "interval_s": 60.0,
+            "retry_initial_s": 0.05,
+            "retry_max_s": 0.2,
+            "max_rejected_attempts": 3,
+            **overrides,
+        }
         ex = EvaluationExporter(store, ExportSettings(**fields))
         made.append(ex)
         return ex
@@ -90,15 +98,39 @@ async def test_phoenix_run_scores_are_span_annotations_and_conversation_scores_s
     last = await insert_run(store, conversation_id="conv-1", ended_at_unix_nano=1_700_000_010_000_000_000)
     phoenix.add_span(first["span_id"], last["span_id"])
     phoenix.add_session("conv-1")
-    judged = await insert_score(store, first, scorer_id="helpfulness", score=1.0, label="pass", threshold=1.0,
-                                judge_model="openai/gpt-4o-mini", judge_cost_usd=0.002)
-    errored = await insert_score(store, first, scorer_id="tool-accuracy", score=None, reason=None, status="error",
-                                 error="judge timed out after 60s", error_type="judge_timeout",
-                                 judge_model="openai/gpt-4o-mini")
-    skipped = await insert_score(store, first, scorer_id="answer-length", score=None, reason="no output",
-                                 status="not_scorable")
-    conv = await insert_score(store, last, scorer_id="conversation-judge", score=0.5, reason="Half resolved.",
-                              entity_type="conversation", judge_model="openai/gpt-4o-mini")
+    judged = await insert_score(
+        store,
+        first,
+        scorer_id="helpfulness",
+        score=1.0,
+        label="pass",
+        threshold=1.0,
+        judge_model="openai/gpt-4o-mini",
+        judge_cost_usd=0.002,
+    )
+    errored = await insert_score(
+        store,
+        first,
+        scorer_id="tool-accuracy",
+        score=None,
+        reason=None,
+        status="error",
+        error="judge timed out after 60s",
+        error_type="judge_timeout",
+        judge_model="openai/gpt-4o-mini",
+    )
+    skipped = await insert_score(
+        store, first, scorer_id="answer-length", score=None, reason="no output", status="not_scorable"
+    )
+    conv = await insert_score(
+        store,
+        last,
+        scorer_id="conversation-judge",
+        score=0.5,
+        reason="Half resolved.",
+        entity_type="conversation",
+        judge_model="openai/gpt-4o-mini",
+    )
     exporter = make_exporter(px(phoenix))
     assert await exporter.force_flush(5)
 
@@ -108,30 +140,48 @@ async def test_phoenix_run_scores_are_span_annotations_and_conversation_scores_s
     assert spans_req.headers["authorization"] == "Bearer px-key"
     by_id = {a["identifier"]: a for a in spans_req.json["data"]}
     assert by_id[judged["id"]] == {
-        "span_id": first["span_id"], "name": "helpfulness", "annotator_kind": "LLM",
+        "span_id": first["span_id"],
+        "name": "helpfulness",
+        "annotator_kind": "LLM",
         "result": {"score": 1.0, "label": "pass", "explanation": "Answered every question."},
-        "metadata": {"source": "tracescorer", "score_id": judged["id"], "status": "ok", "run_id": first["run_id"],
-                     "conversation_id": "conv-1", "threshold": 1.0, "judge_model": "openai/gpt-4o-mini",
-                     "judge_cost_usd": 0.002, "duration_ms": 12.5,
-                     "scored_at_unix_nano": await version_ns(store, judged["id"])},
+        "metadata": {
+            "source": "tracescorer",
+            "score_id": judged["id"],
+            "status": "ok",
+            "run_id": first["run_id"],
+            "conversation_id": "conv-1",
+            "threshold": 1.0,
+            "judge_model": "openai/gpt-4o-mini",
+            "judge_cost_usd": 0.002,
+            "duration_ms": 12.5,
+            "scored_at_unix_nano": await version_ns(store, judged["id"]),
+        },
         "identifier": judged["id"],
     }
     # a scorer error carries the error, on the agent span, and is not a failed agent
-    assert by_id[errored["id"]]["result"] == {"score": None, "label": "error", "explanation": "judge timed out after 60s"}
+    assert by_id[errored["id"]]["result"] == {
+        "score": None,
+        "label": "error",
+        "explanation": "judge timed out after 60s",
+    }
     assert by_id[errored["id"]]["metadata"]["error_type"] == "judge_timeout"
     assert by_id[skipped["id"]]["annotator_kind"] == "CODE"
     assert by_id[skipped["id"]]["result"] == {"score": None, "label": "not_scorable", "explanation": "no output"}
     [session_ann] = session_req.json["data"]
     assert session_ann["session_id"] == "conv-1" and "span_id" not in session_ann
     assert (session_ann["name"], session_ann["identifier"], session_ann["result"]) == (
-        "conversation-judge", conv["id"], {"score": 0.5, "label": None, "explanation": "Half resolved."})
+        "conversation-judge",
+        conv["id"],
+        {"score": 0.5, "label": None, "explanation": "Half resolved."},
+    )
     assert len(phoenix.span_annotations) == 3 and len(phoenix.session_annotations) == 1
     states = await delivery_states(store, "phoenix")
     assert {v["status"] for v in states.values()} == {"delivered"} and len(states) == 4
 
 
-async def test_phoenix_rescore_updates_the_annotation_in_place(store: DuckDBStore, phoenix: FakePhoenix,
-                                                               make_exporter: Factory) -> None:
+async def test_phoenix_rescore_updates_the_annotation_in_place(
+    store: DuckDBStore, phoenix: FakePhoenix, make_exporter: Factory
+) -> None:
     run = await insert_run(store)
     phoenix.add_span(run["span_id"])
     row = await insert_score(store, run, score=0.2, label="fail", threshold=0.5)
@@ -177,7 +227,11 @@ async def test_phoenix_conversation_without_a_phoenix_session_goes_on_the_last_a
     assert await exporter.force_flush(5)
     assert phoenix.session_annotations == {}
     [ann] = phoenix.span_annotations.values()
-    assert (ann["span_id"], ann["identifier"], ann["metadata"]["conversation_id"]) == (last["span_id"], conv["id"], "conv-2")
+    assert (ann["span_id"], ann["identifier"], ann["metadata"]["conversation_id"]) == (
+        last["span_id"],
+        conv["id"],
+        "conv-2",
+    )
 
 
 async def test_phoenix_outage_is_retried_and_a_bad_key_fails_for_good(
@@ -189,8 +243,10 @@ async def test_phoenix_outage_is_retried_and_a_bad_key_fails_for_good(
     phoenix.fail_next(2, 503, path="/v1/span_annotations", headers={"Retry-After": "0"})
     exporter = make_exporter(px(phoenix), interval_s=0.05)
     await exporter.start()
-    state = await eventually(lambda s: s.get((row["id"], "phoenix"), {}).get("status") == "delivered",
-                             lambda: delivery_states(store, "phoenix"))
+    state = await eventually(
+        lambda s: s.get((row["id"], "phoenix"), {}).get("status") == "delivered",
+        lambda: delivery_states(store, "phoenix"),
+    )
     assert state[(row["id"], "phoenix")]["attempts"] == 3
     await exporter.shutdown(5)
 
@@ -199,7 +255,10 @@ async def test_phoenix_outage_is_retried_and_a_bad_key_fails_for_good(
     assert await bad.force_flush(5)
     failed = (await delivery_states(store, "phoenix"))[(other["id"], "phoenix")]
     assert (failed["status"], failed["attempts"], failed["last_error"]) == (
-        "failed", 3, 'HTTP 401: {"detail": "Invalid token"}')
+        "failed",
+        3,
+        'HTTP 401: {"detail": "Invalid token"}',
+    )
 
 
 # --- MLflow --------------------------------------------------------------------------------------
@@ -211,43 +270,74 @@ async def test_mlflow_scores_are_feedback_on_the_agent_span_and_conversations_on
     first = await insert_run(store, conversation_id="conv-1", ended_at_unix_nano=1_700_000_002_000_000_000)
     last = await insert_run(store, conversation_id="conv-1", ended_at_unix_nano=1_700_000_009_000_000_000)
     mlflow.add_trace(f"tr-{first['trace_id']}", f"tr-{last['trace_id']}")
-    code = await insert_score(store, last, scorer_id="no-tool-errors", score=1.0, label="pass", threshold=1.0,
-                              reason=None)
+    code = await insert_score(
+        store, last, scorer_id="no-tool-errors", score=1.0, label="pass", threshold=1.0, reason=None
+    )
     judged = await insert_score(store, last, scorer_id="helpfulness", score=0.5, judge_model="openai/gpt-4o-mini")
-    errored = await insert_score(store, last, scorer_id="tool-accuracy", score=None, reason=None, status="error",
-                                 error="judge timed out after 60s", error_type="judge_timeout")
-    conv = await insert_score(store, last, scorer_id="conversation-judge", score=0.25, reason="Unresolved.",
-                              entity_type="conversation", judge_model="openai/gpt-4o-mini")
+    errored = await insert_score(
+        store,
+        last,
+        scorer_id="tool-accuracy",
+        score=None,
+        reason=None,
+        status="error",
+        error="judge timed out after 60s",
+        error_type="judge_timeout",
+    )
+    conv = await insert_score(
+        store,
+        last,
+        scorer_id="conversation-judge",
+        score=0.25,
+        reason="Unresolved.",
+        entity_type="conversation",
+        judge_model="openai/gpt-4o-mini",
+    )
     exporter = make_exporter(ml(mlflow))
     assert await exporter.force_flush(5)
 
     creates = {r.json["assessment"]["assessment_name"]: r for r in mlflow.recorded("POST")}
     assert all(r.headers["x-mlflow-experiment-id"] == "7" for r in creates.values())
     assert creates["no-tool-errors"].path == f"/api/3.0/mlflow/traces/tr-{last['trace_id']}/assessments"
-    assert creates["no-tool-errors"].json == {"assessment": {
-        "assessment_id": assessment_id(code["id"]), "assessment_name": "no-tool-errors",
-        "trace_id": f"tr-{last['trace_id']}", "span_id": last["span_id"],
-        "source": {"source_type": "CODE", "source_id": "no-tool-errors"},
-        "feedback": {"value": 1.0}, "rationale": "",
-        "metadata": {"tracescorer.score_id": code["id"], "tracescorer.status": "ok",
-                     "tracescorer.run_id": last["run_id"], "tracescorer.label": "pass", "tracescorer.threshold": "1"},
-    }}
-    assert creates["helpfulness"].json["assessment"]["source"] == {"source_type": "LLM_JUDGE",
-                                                                   "source_id": "openai/gpt-4o-mini"}
+    assert creates["no-tool-errors"].json == {
+        "assessment": {
+            "assessment_id": assessment_id(code["id"]),
+            "assessment_name": "no-tool-errors",
+            "trace_id": f"tr-{last['trace_id']}",
+            "span_id": last["span_id"],
+            "source": {"source_type": "CODE", "source_id": "no-tool-errors"},
+            "feedback": {"value": 1.0},
+            "rationale": "",
+            "metadata": {
+                "tracescorer.score_id": code["id"],
+                "tracescorer.status": "ok",
+                "tracescorer.run_id": last["run_id"],
+                "tracescorer.label": "pass",
+                "tracescorer.threshold": "1",
+            },
+        }
+    }
+    assert creates["helpfulness"].json["assessment"]["source"] == {
+        "source_type": "LLM_JUDGE",
+        "source_id": "openai/gpt-4o-mini",
+    }
     assert creates["tool-accuracy"].json["assessment"]["feedback"] == {
-        "error": {"error_code": "judge_timeout", "error_message": "judge timed out after 60s"}}
+        "error": {"error_code": "judge_timeout", "error_message": "judge timed out after 60s"}
+    }
     conv_body = creates["conversation-judge"].json["assessment"]
     assert creates["conversation-judge"].path == f"/api/3.0/mlflow/traces/tr-{first['trace_id']}/assessments"
     assert conv_body["trace_id"] == f"tr-{first['trace_id']}" and "span_id" not in conv_body
     assert conv_body["metadata"]["mlflow.trace.session"] == "conv-1"
     assert (conv_body["feedback"], conv_body["rationale"]) == ({"value": 0.25}, "Unresolved.")
-    assert set(mlflow.assessments) == {(f"tr-{last['trace_id']}", assessment_id(s["id"])) for s in (code, judged, errored)} \
-        | {(f"tr-{first['trace_id']}", assessment_id(conv["id"]))}
+    assert set(mlflow.assessments) == {
+        (f"tr-{last['trace_id']}", assessment_id(s["id"])) for s in (code, judged, errored)
+    } | {(f"tr-{first['trace_id']}", assessment_id(conv["id"]))}
     assert len(await delivery_states(store, "mlflow")) == 4
 
 
-async def test_mlflow_rescore_patches_the_same_assessment(store: DuckDBStore, mlflow: FakeMlflow,
-                                                          make_exporter: Factory) -> None:
+async def test_mlflow_rescore_patches_the_same_assessment(
+    store: DuckDBStore, mlflow: FakeMlflow, make_exporter: Factory
+) -> None:
     run = await insert_run(store)
     trace = f"tr-{run['trace_id']}"
     mlflow.add_trace(trace)
@@ -260,11 +350,21 @@ async def test_mlflow_rescore_patches_the_same_assessment(store: DuckDBStore, ml
     [patch] = mlflow.recorded("PATCH")
     aid = assessment_id(row["id"])
     assert patch.path == f"/api/3.0/mlflow/traces/{trace}/assessments/{aid}"
-    assert patch.json == {"assessment": {
-        "assessment_id": aid, "trace_id": trace, "assessment_name": "helpfulness", "feedback": {"value": 0.8},
-        "rationale": "Fixed.", "metadata": {"tracescorer.score_id": row["id"], "tracescorer.status": "ok",
-                                            "tracescorer.run_id": run["run_id"]}},
-        "update_mask": "assessment_name,feedback,rationale,metadata"}
+    assert patch.json == {
+        "assessment": {
+            "assessment_id": aid,
+            "trace_id": trace,
+            "assessment_name": "helpfulness",
+            "feedback": {"value": 0.8},
+            "rationale": "Fixed.",
+            "metadata": {
+                "tracescorer.score_id": row["id"],
+                "tracescorer.status": "ok",
+                "tracescorer.run_id": run["run_id"],
+            },
+        },
+        "update_mask": "assessment_name,feedback,rationale,metadata",
+    }
     [stored] = mlflow.assessments.values()
     assert (stored["assessment_id"], stored["feedback"], stored["rationale"]) == (aid, {"value": 0.8}, "Fixed.")
     assert len(mlflow.recorded("POST")) == 1
@@ -278,8 +378,11 @@ async def test_mlflow_create_after_a_lost_reply_and_update_after_a_delete_still_
     mlflow.add_trace(trace)
     row = await insert_score(store, run, score=0.3)
     # an earlier attempt created it but its answer was lost (nothing recorded here)
-    mlflow.assessments[(trace, assessment_id(row["id"]))] = {"assessment_id": assessment_id(row["id"]),
-                                                             "feedback": {"value": 0.1}, "metadata": {}}
+    mlflow.assessments[(trace, assessment_id(row["id"]))] = {
+        "assessment_id": assessment_id(row["id"]),
+        "feedback": {"value": 0.1},
+        "metadata": {},
+    }
     exporter = make_exporter(ml(mlflow))
     assert await exporter.force_flush(5)
     assert [(r.method, r.status) for r in mlflow.requests] == [("POST", 500), ("PATCH", 200)]
@@ -319,24 +422,33 @@ async def test_otlp_logs_are_the_semconv_evaluation_event_on_the_agent_span(
 ) -> None:
     run = await insert_run(store)
     ok = await insert_score(store, run, score=0.5, label="fail", threshold=0.8)
-    err = await insert_score(store, run, scorer_id="tone", score=None, reason=None, status="error", error="boom",
-                             error_type="ValueError")
+    err = await insert_score(
+        store, run, scorer_id="tone", score=None, reason=None, status="error", error="boom", error_type="ValueError"
+    )
     endpoint = capture.grpc_endpoint if transport == "grpc" else capture.http_base_url
-    exporter = make_exporter({"otlp_logs": {"endpoint": endpoint,
-                                            "protocol": "grpc" if transport == "grpc" else "http/protobuf"}})
+    exporter = make_exporter(
+        {"otlp_logs": {"endpoint": endpoint, "protocol": "grpc" if transport == "grpc" else "http/protobuf"}}
+    )
     assert await exporter.force_flush(5)
     [request] = capture.exports
     assert request.signal == "logs" and request.transport == transport
     records = {r.attributes["tracescorer.score.id"]: r for r in await capture.await_log_records(2)}
     record = records[ok["id"]]
     assert (record.event_name, record.trace_id, record.span_id, record.flags) == (
-        "gen_ai.evaluation.result", run["trace_id"], run["span_id"], 1)
+        "gen_ai.evaluation.result",
+        run["trace_id"],
+        run["span_id"],
+        1,
+    )
     assert (record.severity_number, record.severity_text, record.body) == (9, "INFO", None)
     assert record.time_unix_nano == await version_ns(store, ok["id"])
     assert record.resource == {"service.name": "support-agent"} and record.scope_name == "tracescorer.export"
     assert {k: v for k, v in record.attributes.items() if k.startswith("gen_ai.")} == {
-        "gen_ai.evaluation.name": "helpfulness", "gen_ai.evaluation.score.value": 0.5,
-        "gen_ai.evaluation.score.label": "fail", "gen_ai.evaluation.explanation": "Answered every question."}
+        "gen_ai.evaluation.name": "helpfulness",
+        "gen_ai.evaluation.score.value": 0.5,
+        "gen_ai.evaluation.score.label": "fail",
+        "gen_ai.evaluation.explanation": "Answered every question.",
+    }
     assert records[err["id"]].attributes["error.type"] == "ValueError"
     assert "gen_ai.evaluation.score.value" not in records[err["id"]].attributes
     assert set(await delivery_states(store, "otlp_logs")) == {(ok["id"], "otlp_logs"), (err["id"], "otlp_logs")}
@@ -353,14 +465,21 @@ async def test_sinks_deliver_independently_and_exported_at_waits_for_all(
     mlflow.add_trace(f"tr-{run['trace_id']}")
     row = await insert_score(store, run)
     phoenix.fail_next(1000, 503)  # Phoenix is down
-    exporter = make_exporter({"otlp": {"endpoint": capture.grpc_endpoint, "protocol": "grpc"}},
-                             {"otlp": {"endpoint": capture.http_base_url, "protocol": "http/protobuf"}},
-                             px(phoenix), ml(mlflow))
+    exporter = make_exporter(
+        {"otlp": {"endpoint": capture.grpc_endpoint, "protocol": "grpc"}},
+        {"otlp": {"endpoint": capture.http_base_url, "protocol": "http/protobuf"}},
+        px(phoenix),
+        ml(mlflow),
+    )
     assert exporter.sink_ids == ["otlp", "otlp#2", "phoenix", "mlflow"]
     assert not await exporter.force_flush(5)
     states = await delivery_states(store)
     assert {sink: s["status"] for (_, sink), s in states.items()} == {
-        "otlp": "delivered", "otlp#2": "delivered", "phoenix": "pending", "mlflow": "delivered"}
+        "otlp": "delivered",
+        "otlp#2": "delivered",
+        "phoenix": "pending",
+        "mlflow": "delivered",
+    }
     assert sorted(e.transport for e in capture.exports) == ["grpc", "http"]
     assert not (await exported_at(store))[row["id"]]
 
@@ -372,19 +491,40 @@ async def test_sinks_deliver_independently_and_exported_at_waits_for_all(
 
 
 def test_sink_config_shape_ids_and_errors(tmp_path: Path) -> None:
-    settings = Settings.model_validate({"export": {"enabled": True, "sinks": [
-        {"otlp": {"endpoint": "http://collector:4317", "protocol": "grpc", "headers": {}}},
-        {"otlp_logs": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"}},
-        {"phoenix": {"endpoint": "http://phoenix:6006", "api_key": ""}},
-        {"mlflow": {"tracking_uri": "http://mlflow:5000", "experiment_id": "1"}},
-        {"otlp": None},
-        {"phoenix": {"endpoint": "http://other:6006", "name": "phoenix-staging"}},
-    ]}})
-    assert sink_ids(settings.export) == [("otlp", "otlp"), ("otlp_logs", "otlp_logs"), ("phoenix", "phoenix"),
-                                         ("mlflow", "mlflow"), ("otlp#2", "otlp"), ("phoenix-staging", "phoenix")]
+    settings = Settings.model_validate(
+        {
+            "export": {
+                "enabled": True,
+                "sinks": [
+                    {"otlp": {"endpoint": "http://collector:4317", "protocol": "grpc", "headers": {}}},
+                    {"otlp_logs": {"endpoint": "http://collector:4318", "protocol": "http/protobuf"}},
+                    {"phoenix": {"endpoint": "http://phoenix:6006", "api_key": ""}},
+                    {"mlflow": {"tracking_uri": "http://mlflow:5000", "experiment_id": "1"}},
+                    {"otlp": None},
+                    {"phoenix": {"endpoint": "http://other:6006", "name": "phoenix-staging"}},
+                ],
+            }
+        }
+    )
+    assert sink_ids(settings.export) == [
+        ("otlp", "otlp"),
+        ("otlp_logs", "otlp_logs"),
+        ("phoenix", "phoenix"),
+        ("mlflow", "mlflow"),
+        ("otlp#2", "otlp"),
+        ("phoenix-staging", "phoenix"),
+    ]
     assert sink_ids(ExportSettings(enabled=True, endpoint="http://x:4317")) == [("otlp", "otlp")]
-    masked = Settings.model_validate({"export": {"sinks": [{"phoenix": {"endpoint": "http://p", "api_key": "s"}},
-                                                           {"mlflow": {"tracking_uri": "http://m", "token": "t"}}]}})
+    masked = Settings.model_validate(
+        {
+            "export": {
+                "sinks": [
+                    {"phoenix": {"endpoint": "http://p", "api_key": "s"}},
+                    {"mlflow": {"tracking_uri": "http://m", "token": "t"}},
+                ]
+            }
+        }
+    )
     assert masked.masked()["export"]["sinks"][0]["phoenix"]["api_key"] == "***"
     assert masked.masked()["export"]["sinks"][1]["mlflow"]["token"] == "***"
 

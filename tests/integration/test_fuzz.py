@@ -10,15 +10,22 @@ import urllib.request
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from support.daemon import DaemonProcess, config_dict
 from support.payloads import SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
 
 VALID_PB = trace_request(
-    [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "parent_span_id": "00000000000000ff",
-      "attributes": {"s": "x", "n": 3, "kv": {"a": [1.5, True, b"\x00"]}}}]
+    [
+        {
+            "trace_id": TRACE_ID,
+            "span_id": SPAN_ID,
+            "parent_span_id": "00000000000000ff",
+            "attributes": {"s": "x", "n": 3, "kv": {"a": [1.5, True, b"\x00"]}},
+        }
+    ]
 ).SerializeToString()
-VALID_LOGS = logs_request([{"body": {"content": "hi"}, "event_name": "gen_ai.user.message", "trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
+VALID_LOGS = logs_request(
+    [{"body": {"content": "hi"}, "event_name": "gen_ai.user.message", "trace_id": TRACE_ID, "span_id": SPAN_ID}]
+).SerializeToString()
 VALID_JSON = json_trace_body()
 
 
@@ -79,7 +86,13 @@ def _assert_serving(daemon) -> None:
         mutated(VALID_LOGS).map(lambda b: ("/v1/logs", b, "application/x-protobuf")),
         mutated(VALID_JSON).map(lambda b: ("/v1/traces", b, "application/json")),
         st.binary(max_size=512).map(lambda b: ("/v1/traces", b, "application/x-protobuf")),
-        json_values.map(lambda v: ("/v1/traces", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [v]}]}]}).encode(), "application/json")),
+        json_values.map(
+            lambda v: (
+                "/v1/traces",
+                json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [v]}]}]}).encode(),
+                "application/json",
+            )
+        ),
         json_values.map(lambda v: ("/v1/logs", json.dumps({"resourceLogs": v}).encode(), "application/json")),
     ),
     gz=st.booleans(),

@@ -18,13 +18,13 @@ from typing import Any
 
 import grpc
 import pytest
+from fakes.fake_openai import FakeOpenAI, Reply
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
+
 from tracescorer.receiver.decode import MAX_VALUE_DEPTH
 
 TRACE = "5eed" * 8
@@ -41,16 +41,29 @@ def _post(url: str, body: bytes, content_type: str = "application/json") -> tupl
 
 
 def _json_span(span_id: str, name: str, **fields: Any) -> dict[str, Any]:
-    span = {"traceId": TRACE, "spanId": span_id, "name": name, "kind": 1,
-            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000"}
+    span = {
+        "traceId": TRACE,
+        "spanId": span_id,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000001000000000",
+    }
     span.update(fields)
     return span
 
 
 def _json_traces(spans: list[dict[str, Any]]) -> bytes:
-    return json.dumps({"resourceSpans": [{"resource": {"attributes": [
-        {"key": "service.name", "value": {"stringValue": "hardening"}}]},
-        "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}).encode()
+    return json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "hardening"}}]},
+                    "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+                }
+            ]
+        }
+    ).encode()
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +94,30 @@ def test_out_of_range_integers_are_rejected_per_item_and_good_spans_stored(daemo
     stored = {r["name"] for r in daemon.query_json(f"SELECT name FROM spans WHERE trace_id = '{TRACE}'")}
     assert stored == {"good-1", "good-2"}
 
-    logs = {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {}, "logRecords": [
-        {"timeUnixNano": "1700000000000000000", "severityNumber": 2**40, "body": {"stringValue": "bad"}},
-        {"timeUnixNano": "1700000000000000000", "severityNumber": 9, "body": {"stringValue": "kept"}}]}]}]}
+    logs = {
+        "resourceLogs": [
+            {
+                "resource": {},
+                "scopeLogs": [
+                    {
+                        "scope": {},
+                        "logRecords": [
+                            {
+                                "timeUnixNano": "1700000000000000000",
+                                "severityNumber": 2**40,
+                                "body": {"stringValue": "bad"},
+                            },
+                            {
+                                "timeUnixNano": "1700000000000000000",
+                                "severityNumber": 9,
+                                "body": {"stringValue": "kept"},
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
     status, _, body = _post(daemon.http_url + "/v1/logs", json.dumps(logs).encode())
     assert status == 200 and json.loads(body)["partialSuccess"]["rejectedLogRecords"] == "1"
     assert "severityNumber" in json.loads(body)["partialSuccess"]["errorMessage"]
@@ -96,8 +130,9 @@ def test_a_run_ending_at_the_last_representable_nanosecond_is_stored_beside_the_
     trace in it was ever stored or scored."""
     with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint), service="far-future") as t:
         for name, end in (("ordinary", None), ("far-future", 2**64 - 1), ("ordinary-too", None)):
-            span = t.start_span(f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent",
-                                                                    "gen_ai.agent.name": name})
+            span = t.start_span(
+                f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+            )
             span.end(end_time=end)
     sql = "SELECT agent_name, ended_at_unix_nano FROM runs WHERE service_name = 'far-future' ORDER BY agent_name"
     wait_for(lambda: len(daemon.query_json(sql)) == 3, timeout_s=60, what="the three runs stored")
@@ -134,23 +169,36 @@ def _nested_pb(depth: int) -> bytes:
 @pytest.mark.parametrize("depth", [MAX_VALUE_DEPTH, MAX_VALUE_DEPTH + 1, 1200])
 def test_deep_nesting_is_refused_at_the_same_depth_for_json_and_protobuf(daemon, depth):
     accepted = depth <= MAX_VALUE_DEPTH
-    span_json = _json_span(f"{0xb0 + min(depth, 0x4f):016x}", f"deep-{depth}", attributes=[{"key": "deep", "value": "@"}])
+    span_json = _json_span(
+        f"{0xB0 + min(depth, 0x4F):016x}", f"deep-{depth}", attributes=[{"key": "deep", "value": "@"}]
+    )
     text = _json_traces([span_json]).replace(b'"@"', _nested_json(depth).encode())
     status, _, body = _post(daemon.http_url + "/v1/traces", text)
     assert status == (200 if accepted else 400), body
     if not accepted:
         assert b"nested" in body or b"recursion" in body.lower() or b"depth" in body.lower()
 
-    request = trace_request([{"trace_id": TRACE, "span_id": f"{0xc0 + min(depth, 0x3f):016x}", "name": f"pb-{depth}",
-                              "attributes": {"deep": "@@@@"}}])
+    request = trace_request(
+        [
+            {
+                "trace_id": TRACE,
+                "span_id": f"{0xC0 + min(depth, 0x3F):016x}",
+                "name": f"pb-{depth}",
+                "attributes": {"deep": "@@@@"},
+            }
+        ]
+    )
     marker = KeyValue(key="deep", value=AnyValue(string_value="@@@@")).SerializeToString()
     deep = b"\x0a\x04deep\x12" + _varint(len(_nested_pb(depth))) + _nested_pb(depth)  # KeyValue{key, value}
     data = _reframe(request.SerializeToString(), marker, deep)
     status, _, body = _post(daemon.http_url + "/v1/traces", data, "application/x-protobuf")
     assert status == (200 if accepted else 400)
     with grpc.insecure_channel(daemon.grpc_endpoint) as channel:
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-                                     request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=None,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
         if accepted:
             export(data, timeout=30)
         else:
@@ -192,16 +240,24 @@ def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
             filler = disk / "filler"
             with open(filler, "wb") as f:
                 f.write(b"\0" * max(0, shutil.disk_usage(disk).free - 64 * 1024))
-            big = trace_request([{"trace_id": TRACE, "span_id": f"{0xf100 + i:016x}", "attributes": {"x": "y" * 2000}}
-                                 for i in range(200)]).SerializeToString()
+            big = trace_request(
+                [
+                    {"trace_id": TRACE, "span_id": f"{0xF100 + i:016x}", "attributes": {"x": "y" * 2000}}
+                    for i in range(200)
+                ]
+            ).SerializeToString()
             status, headers, _ = _post(d.http_url + "/v1/traces", big, "application/x-protobuf")
             assert status == 503 and headers["Retry-After"]  # retryable: nothing was stored
             status, _, body = _post_get(d.http_url + "/readyz")
             assert status == 503 and "store writes are failing" in json.loads(body)["reason"]
             assert "tracescorer_ready 0.0" in _get(d.http_url + "/metrics")
             filler.unlink()
-            wait_for(lambda: _post(d.http_url + "/v1/traces", big, "application/x-protobuf")[0] == 200, 20,
-                     interval_s=0.5, what="writes to work again once space is free")
+            wait_for(
+                lambda: _post(d.http_url + "/v1/traces", big, "application/x-protobuf")[0] == 200,
+                20,
+                interval_s=0.5,
+                what="writes to work again once space is free",
+            )
             wait_for(lambda: _post_get(d.http_url + "/readyz")[0] == 200, 20, what="ready again")
         finally:
             assert d.stop() == 0, d.log()
@@ -230,26 +286,44 @@ def test_score_rows_no_store_can_hold_do_not_stop_scoring(tmp_path):
         fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "fine"}))
         fake.script("HUGE", Reply.json({"satisfied": True, "reasoning": "broken emoji \ud83d here"}))
         cfg = config_dict(
-            tmp_path, assembly={"idle_s": 0.3},
+            tmp_path,
+            assembly={"idle_s": 0.3},
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 30},
-            scorers=[{"id": "run-judge", "prebuilt": "multi_turn_judge", "scope": "run",
-                      "options": {"criterion": "answered"}},
-                     {"id": "oversized", "python": "support.oversized:scorer"},
-                     {"id": "non-empty", "prebuilt": "non_empty_response"}])
+            scorers=[
+                {
+                    "id": "run-judge",
+                    "prebuilt": "multi_turn_judge",
+                    "scope": "run",
+                    "options": {"criterion": "answered"},
+                },
+                {"id": "oversized", "python": "support.oversized:scorer"},
+                {"id": "non-empty", "prebuilt": "non_empty_response"},
+            ],
+        )
         d = DaemonProcess(tmp_path, cfg).start()
         try:
             with tracer(span_exporter("grpc", grpc_endpoint=d.grpc_endpoint)) as t:
                 for answer in ("fine 1", "HUGE answer", "fine 2"):
                     agent_trace(t, answer=answer)
-            wait_for(lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 9}], 60, interval_s=0.25,
-                     what="9 score rows")
+            wait_for(
+                lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 9}],
+                60,
+                interval_s=0.25,
+                what="9 score rows",
+            )
             with tracer(span_exporter("grpc", grpc_endpoint=d.grpc_endpoint)) as t:
                 agent_trace(t, answer="later")  # scoring still stores rows afterwards
-            wait_for(lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 12}], 60, interval_s=0.25,
-                     what="12 score rows")
-            rows = d.query_json("SELECT s.scorer_id, s.status, s.reason, s.error, s.error_type, d.decision "
-                                "FROM scores s JOIN runs r USING (run_id) JOIN scoring_decisions d ON d.score_id = s.id "
-                                "WHERE r.output LIKE '%HUGE%' ORDER BY s.scorer_id")
+            wait_for(
+                lambda: d.query_json("SELECT count(*) AS n FROM scores") == [{"n": 12}],
+                60,
+                interval_s=0.25,
+                what="12 score rows",
+            )
+            rows = d.query_json(
+                "SELECT s.scorer_id, s.status, s.reason, s.error, s.error_type, d.decision "
+                "FROM scores s JOIN runs r USING (run_id) JOIN scoring_decisions d ON d.score_id = s.id "
+                "WHERE r.output LIKE '%HUGE%' ORDER BY s.scorer_id"
+            )
             metrics = urllib.request.urlopen(d.http_url + "/metrics", timeout=10).read().decode()
         finally:
             assert d.stop() == 0, d.log()
@@ -265,10 +339,19 @@ def test_score_rows_no_store_can_hold_do_not_stop_scoring(tmp_path):
 
 def _burst(daemon: DaemonProcess, requests: int, spans_per_request: int, prefix: int) -> list[str]:
     """Send requests concurrently; the span ids of those acknowledged."""
+
     def one(i: int) -> list[str]:
         ids = [f"{prefix:04x}{i:06x}{j:06x}" for j in range(spans_per_request)]
-        body = trace_request([{"trace_id": f"{prefix:04x}{i:028x}", "span_id": sid,
-                               "attributes": {"gen_ai.operation.name": "chat", "m": "x" * 500}} for sid in ids])
+        body = trace_request(
+            [
+                {
+                    "trace_id": f"{prefix:04x}{i:028x}",
+                    "span_id": sid,
+                    "attributes": {"gen_ai.operation.name": "chat", "m": "x" * 500},
+                }
+                for sid in ids
+            ]
+        )
         try:
             status = _post(daemon.http_url + "/v1/traces", body.SerializeToString(), "application/x-protobuf")[0]
         except OSError:
@@ -297,8 +380,12 @@ def test_sigterm_during_start_up_recovery_exits_0(tmp_path):
     assert second.stop(signal.SIGTERM) == 0, second.log()  # while recovery reads the span log
     third = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
     try:  # and the next start still assembles every one of them
-        wait_for(lambda: third.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"] == len(acked) // 100,
-                 60, interval_s=0.5, what="every trace assembled after the interrupted recovery")
+        wait_for(
+            lambda: third.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"] == len(acked) // 100,
+            60,
+            interval_s=0.5,
+            what="every trace assembled after the interrupted recovery",
+        )
     finally:
         assert third.stop() == 0, third.log()
 
@@ -306,23 +393,42 @@ def test_sigterm_during_start_up_recovery_exits_0(tmp_path):
 def test_the_event_loop_does_not_stall_on_the_first_judge_call(tmp_path):
     with FakeOpenAI() as fake:
         fake.script("", Reply.json({"score": 1.0, "reason": "fine"}))
-        cfg = config_dict(tmp_path, assembly={"idle_s": 0.3},
-                          judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
-                          scorers=[{"id": "rubric", "prebuilt": "rubric",
-                                    "options": {"criteria": "The answer is polite."}}])
+        cfg = config_dict(
+            tmp_path,
+            assembly={"idle_s": 0.3},
+            judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
+            scorers=[{"id": "rubric", "prebuilt": "rubric", "options": {"criteria": "The answer is polite."}}],
+        )
         d = DaemonProcess(tmp_path, cfg).start()
         try:
-            body = trace_request([{"trace_id": TRACE, "span_id": SPAN, "name": "invoke_agent helper", "attributes": {
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper",
-                "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
-                "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Hello!"}]}]),
-            }}]).SerializeToString()
+            body = trace_request(
+                [
+                    {
+                        "trace_id": TRACE,
+                        "span_id": SPAN,
+                        "name": "invoke_agent helper",
+                        "attributes": {
+                            "gen_ai.operation.name": "invoke_agent",
+                            "gen_ai.agent.name": "helper",
+                            "gen_ai.input.messages": json.dumps(
+                                [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+                            ),
+                            "gen_ai.output.messages": json.dumps(
+                                [{"role": "assistant", "parts": [{"type": "text", "content": "Hello!"}]}]
+                            ),
+                        },
+                    }
+                ]
+            ).SerializeToString()
             assert _post(d.http_url + "/v1/traces", body, "application/x-protobuf")[0] == 200
             wait_for(lambda: d.query_json("SELECT status FROM scores"), 60, interval_s=0.3, what="the judge's score")
             metrics = _get(d.http_url + "/metrics")
         finally:
             assert d.stop() == 0, d.log()
-    buckets = {float(line.split('le="')[1].split('"')[0]) if "+Inf" not in line else float("inf"): float(line.split()[-1])
-               for line in metrics.splitlines() if line.startswith("tracescorer_event_loop_lag_seconds_bucket")}
+    buckets = {
+        float(line.split('le="')[1].split('"')[0]) if "+Inf" not in line else float("inf"): float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("tracescorer_event_loop_lag_seconds_bucket")
+    }
     total = buckets[float("inf")]
     assert total > 0 and buckets[1.0] == total, buckets  # no tick of the loop came a second or more late

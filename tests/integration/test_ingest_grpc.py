@@ -10,13 +10,13 @@ import aiohttp
 import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
-
 from support.daemon import running_app, settings_for, wait_for_async
 from support.db import scalar
 from support.gate import WriterGate
-from tracescorer.model import Span
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import SPAN_ID, TRACE_ID, trace_request
+
+from tracescorer.model import Span
 
 TRACE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -45,7 +45,9 @@ async def test_grpc_invalid_argument_and_keeps_serving(tmp_path):
 
 
 async def test_grpc_oversized_message_is_refused(tmp_path):
-    big = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 10_000}}]).SerializeToString()
+    big = trace_request(
+        [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 10_000}}]
+    ).SerializeToString()
     async with running_app(settings_for(tmp_path, receiver={"max_message_bytes": 4096})) as app:
         code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, big)
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -55,7 +57,9 @@ async def test_grpc_oversized_message_is_refused(tmp_path):
 async def test_grpc_bearer_auth_with_sdk_exporter(tmp_path):
     async with running_app(settings_for(tmp_path, receiver={"auth_token": "tok"})) as app:
         endpoint = f"127.0.0.1:{app.grpc_port}"
-        code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString())
+        code, _ = await asyncio.to_thread(
+            _raw_export, app.grpc_port, trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
+        )
         assert code == grpc.StatusCode.UNAUTHENTICATED
         exporter = span_exporter("grpc", grpc_endpoint=endpoint, headers={"authorization": "Bearer tok"})
         await asyncio.to_thread(lambda: agent_trace_with(exporter))
@@ -72,9 +76,26 @@ def tls_pair(tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
     cert, key = d / "cert.pem", d / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -86,8 +107,12 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     settings = settings_for(tmp_path, receiver={"tls": {"cert_file": str(cert), "key_file": str(key)}})
     async with running_app(settings) as app:
-        grpc_exp = span_exporter("grpc", grpc_endpoint=f"localhost:{app.grpc_port}", insecure=False,
-                                 credentials=grpc.ssl_channel_credentials(cert.read_bytes()))
+        grpc_exp = span_exporter(
+            "grpc",
+            grpc_endpoint=f"localhost:{app.grpc_port}",
+            insecure=False,
+            credentials=grpc.ssl_channel_credentials(cert.read_bytes()),
+        )
         http_exp = span_exporter("http", http_url=f"https://localhost:{app.http_port}", certificate_file=str(cert))
         for exp in (grpc_exp, http_exp):
             await asyncio.to_thread(agent_trace_with, exp)
@@ -95,7 +120,11 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
         # plain HTTP to the TLS port is not served
         async with aiohttp.ClientSession() as s:
             with pytest.raises(aiohttp.ClientError):
-                await s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=b"", headers={"Content-Type": "application/x-protobuf"})
+                await s.post(
+                    f"http://127.0.0.1:{app.http_port}/v1/traces",
+                    data=b"",
+                    headers={"Content-Type": "application/x-protobuf"},
+                )
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
@@ -106,18 +135,27 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
         waiting = asyncio.create_task(app.store.append([_span("00000000000000b1"), _span("00000000000000b2")]))
         await wait_for_async(lambda: app.store.pending_items == 2, what="two items queued")
         # A raw request is refused with the retryable status and a retry hint.
-        body = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": TRACE_ID, "span_id": "00000000000000aa"}]).SerializeToString()
+        body = trace_request(
+            [{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": TRACE_ID, "span_id": "00000000000000aa"}]
+        ).SerializeToString()
         if transport == "grpc":
             code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, body)
             assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         else:
-            async with aiohttp.ClientSession() as s:
-                async with s.post(f"http://127.0.0.1:{app.http_port}/v1/traces", data=body,
-                                  headers={"Content-Type": "application/x-protobuf"}) as r:
-                    assert r.status == 429 and r.headers["Retry-After"] == "1"
+            async with (
+                aiohttp.ClientSession() as s,
+                s.post(
+                    f"http://127.0.0.1:{app.http_port}/v1/traces",
+                    data=body,
+                    headers={"Content-Type": "application/x-protobuf"},
+                ) as r,
+            ):
+                assert r.status == 429 and r.headers["Retry-After"] == "1"
         assert app.store.pending_items == 2
         # The SDK exporter honours the hint and succeeds once the writer is free again.
-        exporter = span_exporter(transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}")
+        exporter = span_exporter(
+            transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"
+        )
         threading.Timer(0.3, gate.open).start()
         from opentelemetry.sdk.trace import TracerProvider
 
@@ -136,5 +174,12 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
 
 
 def _span(span_id: str) -> Span:
-    return Span(trace_id="b" * 32, span_id=span_id, parent_span_id=None, name="queued", kind="internal",
-                start_time_unix_nano=1, end_time_unix_nano=2)
+    return Span(
+        trace_id="b" * 32,
+        span_id=span_id,
+        parent_span_id=None,
+        name="queued",
+        kind="internal",
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+    )

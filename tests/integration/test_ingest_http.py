@@ -10,10 +10,10 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
 from support.daemon import running_app, settings_for
-from support.payloads import JSON_TRACE_ATTRS, SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
 from support.db import fetch, scalar
+from support.payloads import JSON_TRACE_ATTRS, SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
+
 from tracescorer.store.jsonvalue import loads
 
 PB = {"Content-Type": "application/x-protobuf"}
@@ -35,8 +35,10 @@ async def test_json_mapping_is_decoded_losslessly(tmp_path):
         status, headers, body = await _post(app, "/v1/traces", json_trace_body(), JS)
         assert status == 200 and headers["Content-Type"].startswith("application/json")
         assert json.loads(body) == {}
-        (row,) = await fetch(app.store,
-            "SELECT trace_id, span_id, parent_span_id, kind, start_time_unix_nano, status_code, attributes, service_name, scope_version, events FROM spans")
+        (row,) = await fetch(
+            app.store,
+            "SELECT trace_id, span_id, parent_span_id, kind, start_time_unix_nano, status_code, attributes, service_name, scope_version, events FROM spans",
+        )
     assert row[:6] == (TRACE_ID, SPAN_ID, None, "client", 1544712660000000001, "error")
     assert loads(row[6]) == JSON_TRACE_ATTRS
     assert (row[7], row[8]) == ("json-svc", "2.0")
@@ -46,9 +48,16 @@ async def test_json_mapping_is_decoded_losslessly(tmp_path):
 async def test_gzip_protobuf_and_json(tmp_path):
     spans = [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"kv": {"a": [1, {"b": b"x"}]}}}]
     async with running_app(settings_for(tmp_path)) as app:
-        status, _, body = await _post(app, "/v1/traces", gzip.compress(trace_request(spans).SerializeToString()), {**PB, "Content-Encoding": "gzip"})
+        status, _, body = await _post(
+            app,
+            "/v1/traces",
+            gzip.compress(trace_request(spans).SerializeToString()),
+            {**PB, "Content-Encoding": "gzip"},
+        )
         assert status == 200 and body == b""  # empty ExportTraceServiceResponse
-        status, _, _ = await _post(app, "/v1/traces", gzip.compress(json_trace_body()), {**JS, "Content-Encoding": "gzip"})
+        status, _, _ = await _post(
+            app, "/v1/traces", gzip.compress(json_trace_body()), {**JS, "Content-Encoding": "gzip"}
+        )
         assert status == 200
         attrs = await scalar(app.store, "SELECT attributes FROM spans WHERE name = 'span'")
         assert loads(attrs) == {"kv": {"a": [1, {"b": b"x"}]}}
@@ -60,7 +69,9 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
     bad_len = {"trace_id": b"\x01" * 15, "span_id": SPAN_ID, "name": "short-trace-id"}
     missing = {"trace_id": TRACE_ID, "span_id": b"", "name": "no-span-id"}
     async with running_app(settings_for(tmp_path)) as app:
-        status, _, body = await _post(app, "/v1/traces", trace_request([good, bad_len, missing]).SerializeToString(), PB)
+        status, _, body = await _post(
+            app, "/v1/traces", trace_request([good, bad_len, missing]).SerializeToString(), PB
+        )
         assert status == 200
         resp = ExportTraceServiceResponse.FromString(body)
         assert resp.partial_success.rejected_spans == 2
@@ -95,7 +106,7 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
 )
 async def test_bad_requests_get_clear_4xx(tmp_path, body, headers, expected):
     async with running_app(settings_for(tmp_path)) as app:
-        status, resp_headers, resp = await _post(app, "/v1/traces", body, headers)
+        status, _resp_headers, resp = await _post(app, "/v1/traces", body, headers)
         assert status == expected
         if expected == 400 and headers["Content-Type"] == "application/x-protobuf":
             st = status_pb2.Status.FromString(resp)
@@ -103,7 +114,9 @@ async def test_bad_requests_get_clear_4xx(tmp_path, body, headers, expected):
         if expected == 400 and headers["Content-Type"] == "application/json":
             assert json.loads(resp)["message"]
         # the daemon keeps serving
-        status, _, _ = await _post(app, "/v1/traces", trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString(), PB)
+        status, _, _ = await _post(
+            app, "/v1/traces", trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString(), PB
+        )
         assert status == 200
 
 
@@ -118,7 +131,9 @@ async def test_invalid_utf8_in_protobuf_string_is_refused(tmp_path):
 
 async def test_size_limit_method_and_path(tmp_path):
     settings = settings_for(tmp_path, receiver={"max_message_bytes": 2048})
-    big = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 5000}}]).SerializeToString()
+    big = trace_request(
+        [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 5000}}]
+    ).SerializeToString()
     async with running_app(settings) as app:
         assert (await _post(app, "/v1/traces", big, PB))[0] == 413
         assert (await _post(app, "/v1/traces", gzip.compress(big), {**PB, "Content-Encoding": "gzip"}))[0] == 413
@@ -148,7 +163,9 @@ async def test_bearer_token_auth(tmp_path):
 
 
 async def test_health_ready_metrics(tmp_path):
-    body = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": b"", "span_id": SPAN_ID}]).SerializeToString()
+    body = trace_request(
+        [{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": b"", "span_id": SPAN_ID}]
+    ).SerializeToString()
     async with running_app(settings_for(tmp_path)) as app:
         await _post(app, "/v1/traces", body, PB)
         async with aiohttp.ClientSession() as s:

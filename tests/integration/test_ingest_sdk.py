@@ -10,11 +10,20 @@ from opentelemetry._logs import SeverityNumber
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags, set_span_in_context
-
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    set_span_in_context,
+)
 from support.daemon import running_app, settings_for
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
+
 from tracescorer.store.jsonvalue import loads
 
 ATTRS: dict[str, Any] = {
@@ -37,7 +46,9 @@ async def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_sdk_spans_are_stored_exactly(tmp_path, transport):
     async with running_app(settings_for(tmp_path)) as app:
-        exporter = span_exporter(transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}")
+        exporter = span_exporter(
+            transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"
+        )
         sent: dict[str, Any] = {}
 
         def send() -> None:
@@ -82,14 +93,17 @@ async def test_sdk_spans_are_stored_exactly(tmp_path, transport):
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
     async with running_app(settings_for(tmp_path)) as app:
-        exporter = log_exporter(transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}")
+        exporter = log_exporter(
+            transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"
+        )
 
         def send() -> None:
             provider = LoggerProvider(resource=Resource.create({"service.name": "logs-" + transport}))
             provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))  # type: ignore[arg-type]
             logger = provider.get_logger("genai.events")
-            span_ctx = SpanContext(0x9EFBF30A72647A496991366364B610E8, 0x8DE247D02AEE9395, is_remote=False,
-                                   trace_flags=TraceFlags(1))
+            span_ctx = SpanContext(
+                0x9EFBF30A72647A496991366364B610E8, 0x8DE247D02AEE9395, is_remote=False, trace_flags=TraceFlags(1)
+            )
             logger.emit(
                 context=set_span_in_context(NonRecordingSpan(span_ctx)),
                 event_name="gen_ai.choice",
@@ -101,11 +115,19 @@ async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
             provider.shutdown()
 
         await asyncio.to_thread(send)
-        rows = await _rows(app, "SELECT event_name, body, attributes, trace_id, span_id, time_unix_nano, severity_number, service_name FROM log_records")
+        rows = await _rows(
+            app,
+            "SELECT event_name, body, attributes, trace_id, span_id, time_unix_nano, severity_number, service_name FROM log_records",
+        )
     assert len(rows) == 1
     name, body, attrs, trace_id, span_id, ts, sev, service = rows[0]
     assert name == "gen_ai.choice"
-    assert loads(body) == {"index": 0, "message": {"role": "assistant", "content": "Sunny"}, "raw": b"\x01", "l": [1, "x"]}
+    assert loads(body) == {
+        "index": 0,
+        "message": {"role": "assistant", "content": "Sunny"},
+        "raw": b"\x01",
+        "l": [1, "x"],
+    }
     assert loads(attrs) == {"gen_ai.system": "openai"}
     assert (trace_id, span_id) == ("9efbf30a72647a496991366364b610e8", "8de247d02aee9395")
     assert (ts, sev, service) == (1_796_047_030_058_389_734, SeverityNumber.INFO.value, "logs-" + transport)

@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-
 from fakes.agent_openai import AgentOpenAI, Reply, last_tool, last_user, tool_call
 from support.daemon import DaemonProcess, config_dict
 from support.live import (
@@ -47,9 +46,16 @@ Q1, A1 = "What is the weather in Paris?", "It is sunny and 22C in Paris."
 Q2, A2 = "Do I need an umbrella?", "No, you will not need an umbrella."
 ARGS = {"city": "Paris"}
 TOOL_RESULT = "sunny, 22C"
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 
 
 def get_weather(city: str) -> str:
@@ -59,6 +65,7 @@ def get_weather(city: str) -> str:
 
 
 # -- fixtures ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
@@ -90,7 +97,7 @@ def telemetry_for(daemon: DaemonProcess, service: str, transport: str) -> Iterat
 
 # -- the app's agent loop (for the instrumentors of the bare OpenAI client) --------------------
 
-AgentSpan = Callable[[str], Any]   # question -> context manager yielding finish(answer)
+AgentSpan = Callable[[str], Any]  # question -> context manager yielding finish(answer)
 ToolSpan = Callable[[Any, str], None]  # (tool call, result) -> records the tool span
 
 
@@ -118,17 +125,23 @@ def agent_loop(base_url: str, agent_span: AgentSpan, tool_span: ToolSpan) -> Non
 
 # -- checks ------------------------------------------------------------------------------------
 
+
 def roots(telemetry: Telemetry) -> dict[str, str]:
     """trace id -> span id of its root span."""
-    return {format(s.context.trace_id, "032x"): format(s.context.span_id, "016x")
-            for s in telemetry.finished() if s.parent is None}
+    return {
+        format(s.context.trace_id, "032x"): format(s.context.span_id, "016x")
+        for s in telemetry.finished()
+        if s.parent is None
+    }
 
 
 def emitted_usage(telemetry: Telemetry, trace_id: str, in_key: str, out_key: str) -> tuple[int, int]:
     """Token counts the library put on the model-call spans of one trace, summed."""
     spans = [s for s in telemetry.finished() if format(s.context.trace_id, "032x") == trace_id]
-    return (sum(int((s.attributes or {}).get(in_key, 0)) for s in spans),
-            sum(int((s.attributes or {}).get(out_key, 0)) for s in spans))
+    return (
+        sum(int((s.attributes or {}).get(in_key, 0)) for s in spans),
+        sum(int((s.attributes or {}).get(out_key, 0)) for s in spans),
+    )
 
 
 @contextmanager
@@ -137,16 +150,24 @@ def showing(telemetry: Telemetry, runs: list[dict[str, Any]]) -> Iterator[None]:
     try:
         yield
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- runs:\n{json.dumps(runs, indent=1)}\n--- emitted:\n"
-                             f"{telemetry.describe()}") from None
+        raise AssertionError(
+            f"{exc}\n--- runs:\n{json.dumps(runs, indent=1)}\n--- emitted:\n{telemetry.describe()}"
+        ) from None
 
 
-def check_run_identity(runs: list[dict[str, Any]], telemetry: Telemetry, *, service: str, convention: str,
-                       agent_name: str | None, conversation_id: str | None) -> None:
+def check_run_identity(
+    runs: list[dict[str, Any]],
+    telemetry: Telemetry,
+    *,
+    service: str,
+    convention: str,
+    agent_name: str | None,
+    conversation_id: str | None,
+) -> None:
     assert len(runs) == 2, f"expected one run per turn, got {len(runs)}"
     traces = telemetry.trace_ids()
     root_of = roots(telemetry)
-    for run, trace in zip(runs, traces):
+    for run, trace in zip(runs, traces, strict=False):
         assert run["trace_id"] == trace
         assert run["span_id"] == root_of[trace]  # the agent span
         assert run["parent_span_id"] is None
@@ -174,8 +195,9 @@ def check_weather_conversation(runs: list[dict[str, Any]]) -> None:
     assert [(m["role"], m["content"]) for m in first["output"]] == [("assistant", ""), ("assistant", A1)]
     calls = output_tool_call_parts(first)
     assert [(p["id"], p["name"], p["arguments"]) for p in calls] == [("call_1", "get_weather", ARGS)]
-    assert first["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": ARGS,
-                                    "result": TOOL_RESULT, "error": None}]
+    assert first["tool_calls"] == [
+        {"id": "call_1", "name": "get_weather", "arguments": ARGS, "result": TOOL_RESULT, "error": None}
+    ]
 
     # turn 2: only the new question is input; turn 1 is remembered, not input again
     assert texts(second["input_messages"]) == [("user", Q2)]
@@ -203,22 +225,35 @@ def check_no_content(run: dict[str, Any]) -> None:
 
 # -- opentelemetry-instrumentation-openai-v2 ---------------------------------------------------
 
-def genai_app_spans(telemetry: Telemetry, conversation_id: str, *, record_tool_content: bool
-                    ) -> tuple[AgentSpan, ToolSpan]:
+
+def genai_app_spans(
+    telemetry: Telemetry, conversation_id: str, *, record_tool_content: bool
+) -> tuple[AgentSpan, ToolSpan]:
     """The app's own GenAI agent and tool spans around the instrumented ``chat`` calls."""
     tracer = telemetry.tracer_provider.get_tracer("weather-app", "1.0")
 
     @contextmanager
     def agent_span(question: str) -> Iterator[Callable[[str | None], None]]:
-        with tracer.start_as_current_span("invoke_agent weather-agent", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather-agent",
-                "gen_ai.agent.id": "agent-7", "gen_ai.conversation.id": conversation_id,
-                "gen_ai.provider.name": "openai", "gen_ai.request.model": MODEL}):
+        with tracer.start_as_current_span(
+            "invoke_agent weather-agent",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "weather-agent",
+                "gen_ai.agent.id": "agent-7",
+                "gen_ai.conversation.id": conversation_id,
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": MODEL,
+            },
+        ):
             yield lambda answer: None
 
     def tool_span(call: Any, result: str) -> None:
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.function.name,
-                 "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function"}
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.function.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
         if record_tool_content:
             attrs |= {"gen_ai.tool.call.arguments": call.function.arguments, "gen_ai.tool.call.result": result}
         with tracer.start_as_current_span(f"execute_tool {call.function.name}", attributes=attrs):
@@ -243,13 +278,17 @@ def openai_v2(monkeypatch: pytest.MonkeyPatch, telemetry: Telemetry, capture: st
         instrumentor.uninstrument()
 
 
-@pytest.mark.parametrize(("capture", "transport"), [
-    ("span_only", "grpc"),         # gen_ai.input/output.messages + system instructions on the chat span
-    ("event_only", "http"),        # the same as a gen_ai.client.inference.operation.details log record
-    ("span_and_event", "grpc"),    # both: must not double the messages
-])
-def test_openai_v2_multi_turn_with_tool(daemon: DaemonProcess, llm: AgentOpenAI, monkeypatch: pytest.MonkeyPatch,
-                                        capture: str, transport: str) -> None:
+@pytest.mark.parametrize(
+    ("capture", "transport"),
+    [
+        ("span_only", "grpc"),  # gen_ai.input/output.messages + system instructions on the chat span
+        ("event_only", "http"),  # the same as a gen_ai.client.inference.operation.details log record
+        ("span_and_event", "grpc"),  # both: must not double the messages
+    ],
+)
+def test_openai_v2_multi_turn_with_tool(
+    daemon: DaemonProcess, llm: AgentOpenAI, monkeypatch: pytest.MonkeyPatch, capture: str, transport: str
+) -> None:
     service, conversation = f"v2-{capture}", f"conv-v2-{capture}"
     with telemetry_for(daemon, service, transport) as telemetry, openai_v2(monkeypatch, telemetry, capture):
         agent_loop(llm.base_url, *genai_app_spans(telemetry, conversation, record_tool_content=True))
@@ -261,31 +300,48 @@ def test_openai_v2_multi_turn_with_tool(daemon: DaemonProcess, llm: AgentOpenAI,
             has_span_content = any("gen_ai.input.messages" in (s.attributes or {}) for s in chat_spans)
             assert has_span_content == (capture != "event_only")
             assert len(logs) == (0 if capture == "span_only" else 3)
-            check_run_identity(runs, telemetry, service=service, convention="genai", agent_name="weather-agent",
-                               conversation_id=conversation)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="genai",
+                agent_name="weather-agent",
+                conversation_id=conversation,
+            )
             assert all(r["agent_id"] == "agent-7" for r in runs)
             check_weather_conversation(runs)
             check_usage(runs, telemetry, "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
             assert [r["attributes"].get("tracescorer.llm_calls") for r in runs] == [2, 1]
             assert all(r["attributes"].get("tracescorer.content_captured", True) is True for r in runs)
             # the daemon's filters find the same runs
-            assert [r["run_id"] for r in daemon_runs(daemon, "--conversation", conversation)] == \
-                [r["run_id"] for r in runs]
+            assert [r["run_id"] for r in daemon_runs(daemon, "--conversation", conversation)] == [
+                r["run_id"] for r in runs
+            ]
             assert daemon_runs(daemon, "--trace", runs[1]["trace_id"]) == [runs[1]]
 
 
-def test_openai_v2_content_capture_off(daemon: DaemonProcess, llm: AgentOpenAI,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_v2_content_capture_off(
+    daemon: DaemonProcess, llm: AgentOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     service, conversation = "v2-no-content", "conv-v2-no-content"
     with telemetry_for(daemon, service, "grpc") as telemetry, openai_v2(monkeypatch, telemetry, "no_content"):
         agent_loop(llm.base_url, *genai_app_spans(telemetry, conversation, record_tool_content=False))
         runs = wait_runs(daemon, telemetry, 2)
         with showing(telemetry, runs):
-            assert not any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output")
-                           for s in telemetry.finished() for k in (s.attributes or {}))
+            assert not any(
+                k.startswith(("gen_ai.input", "gen_ai.output"))
+                for s in telemetry.finished()
+                for k in (s.attributes or {})
+            )
             assert telemetry.logs.get_finished_logs() == ()
-            check_run_identity(runs, telemetry, service=service, convention="genai", agent_name="weather-agent",
-                               conversation_id=conversation)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="genai",
+                agent_name="weather-agent",
+                conversation_id=conversation,
+            )
             for run in runs:
                 check_no_content(run)
             check_usage(runs, telemetry, "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
@@ -295,6 +351,7 @@ def test_openai_v2_content_capture_off(daemon: DaemonProcess, llm: AgentOpenAI,
 
 
 # -- openinference-instrumentation-openai ------------------------------------------------------
+
 
 @contextmanager
 def openinference(telemetry: Telemetry, session: str, **config: bool) -> Iterator[tuple[AgentSpan, ToolSpan]]:
@@ -315,8 +372,11 @@ def openinference(telemetry: Telemetry, session: str, **config: bool) -> Iterato
 
     def tool_span(call: Any, result: str) -> None:
         with tracer.start_as_current_span(call.function.name, openinference_span_kind="tool") as span:
-            span.set_tool(name=call.function.name, description=TOOLS[0]["function"]["description"],
-                          parameters=TOOLS[0]["function"]["parameters"])
+            span.set_tool(
+                name=call.function.name,
+                description=TOOLS[0]["function"]["description"],
+                parameters=TOOLS[0]["function"]["parameters"],
+            )
             span.set_input(json.loads(call.function.arguments))
             span.set_output(result)
 
@@ -334,10 +394,18 @@ def test_openinference_multi_turn_with_tool(daemon: DaemonProcess, llm: AgentOpe
             agent_loop(llm.base_url, agent_span, tool_span)
         runs = wait_runs(daemon, telemetry, 2)
         with showing(telemetry, runs):
-            llm_spans = [s for s in telemetry.finished() if (s.attributes or {}).get("openinference.span.kind") == "LLM"]
+            llm_spans = [
+                s for s in telemetry.finished() if (s.attributes or {}).get("openinference.span.kind") == "LLM"
+            ]
             assert len(llm_spans) == 3
-            check_run_identity(runs, telemetry, service=service, convention="openinference",
-                               agent_name="weather-agent", conversation_id=session)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="openinference",
+                agent_name="weather-agent",
+                conversation_id=session,
+            )
             check_weather_conversation(runs)
             check_usage(runs, telemetry, "llm.token_count.prompt", "llm.token_count.completion")
             assert [r["attributes"].get("tracescorer.llm_calls") for r in runs] == [2, 1]
@@ -354,8 +422,14 @@ def test_openinference_content_hidden(daemon: DaemonProcess, llm: AgentOpenAI) -
             emitted = telemetry.describe()
             assert not any(text in emitted for text in (SYSTEM, Q1, A1, Q2, A2, TOOL_RESULT))
             assert '"input.value": "__REDACTED__"' in emitted  # openinference's REDACTED_VALUE
-            check_run_identity(runs, telemetry, service=service, convention="openinference",
-                               agent_name="weather-agent", conversation_id=session)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="openinference",
+                agent_name="weather-agent",
+                conversation_id=session,
+            )
             check_usage(runs, telemetry, "llm.token_count.prompt", "llm.token_count.completion")
             assert [c["name"] for c in runs[0]["tool_calls"]] == ["get_weather"]
             # the redaction marker is content not captured: never text, never tool arguments
@@ -366,6 +440,7 @@ def test_openinference_content_hidden(daemon: DaemonProcess, llm: AgentOpenAI) -
 
 
 # -- pydantic-ai -------------------------------------------------------------------------------
+
 
 def pydantic_agent(base_url: str, telemetry: Telemetry, **settings: Any) -> Any:
     from pydantic_ai import Agent
@@ -380,8 +455,9 @@ def pydantic_agent(base_url: str, telemetry: Telemetry, **settings: Any) -> Any:
     except TypeError:  # 2.x: instrumentation is a capability
         from pydantic_ai.capabilities import Instrumentation
 
-        agent = Agent(model, name="weather_agent", instructions=SYSTEM,
-                      capabilities=[Instrumentation(settings=instrumentation)])
+        agent = Agent(
+            model, name="weather_agent", instructions=SYSTEM, capabilities=[Instrumentation(settings=instrumentation)]
+        )
     agent.tool_plain(get_weather)
     return agent
 
@@ -403,8 +479,14 @@ def test_pydantic_ai_multi_turn_with_tool(daemon: DaemonProcess, llm: AgentOpenA
         conversation = run_pydantic_conversation(agent)
         runs = wait_runs(daemon, telemetry, 2)
         with showing(telemetry, runs):
-            check_run_identity(runs, telemetry, service=service, convention="pydantic_ai",
-                               agent_name="weather_agent", conversation_id=conversation)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="pydantic_ai",
+                agent_name="weather_agent",
+                conversation_id=conversation,
+            )
             check_weather_conversation(runs)
             check_usage(runs, telemetry, "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
             assert [r["attributes"].get("tracescorer.llm_calls") for r in runs] == [2, 1]
@@ -421,11 +503,19 @@ def test_pydantic_ai_over_openai_v2(daemon: DaemonProcess, llm: AgentOpenAI, mon
         with showing(telemetry, runs):
             chat_spans = [s for s in telemetry.finished() if s.name == f"chat {MODEL}"]
             assert len(chat_spans) == 6  # pydantic-ai's and openai-v2's, one inside the other
-            check_run_identity(runs, telemetry, service=service, convention="pydantic_ai",
-                               agent_name="weather_agent", conversation_id=conversation)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="pydantic_ai",
+                agent_name="weather_agent",
+                conversation_id=conversation,
+            )
             check_weather_conversation(runs)
             # the agent span's aggregated usage: summing both kinds of chat span would double it
-            check_usage(runs, telemetry, "gen_ai.aggregated_usage.input_tokens", "gen_ai.aggregated_usage.output_tokens")
+            check_usage(
+                runs, telemetry, "gen_ai.aggregated_usage.input_tokens", "gen_ai.aggregated_usage.output_tokens"
+            )
             assert [r["attributes"].get("tracescorer.llm_calls") for r in runs] == [2, 1]
 
 
@@ -440,8 +530,14 @@ def test_pydantic_ai_content_capture_off(daemon: DaemonProcess, llm: AgentOpenAI
             # the messages' structure is still there, without any text
             assert "pydantic_ai.all_messages" in emitted
             assert not any(text in emitted for text in (SYSTEM, Q1, A1, Q2, A2, TOOL_RESULT, '"Paris"'))
-            check_run_identity(runs, telemetry, service=service, convention="pydantic_ai",
-                               agent_name="weather_agent", conversation_id=conversation)
+            check_run_identity(
+                runs,
+                telemetry,
+                service=service,
+                convention="pydantic_ai",
+                agent_name="weather_agent",
+                conversation_id=conversation,
+            )
             check_usage(runs, telemetry, "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
             assert [(c["id"], c["name"]) for c in runs[0]["tool_calls"]] == [("call_1", "get_weather")]
             # the transcript still lists the messages' structure (parts without text, tool ids and

@@ -5,16 +5,15 @@ monitor notifications to a real local webhook receiver, score metrics on /metric
 from __future__ import annotations
 
 import json
-
 import time
 import urllib.request
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from fakes.webhook_receiver import WebhookReceiver
+from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonProcess, config_dict, wait_for
+
 from tracescorer.demo import emit_conversations
 
 _seq = iter(range(1_000_000))
@@ -22,14 +21,19 @@ _seq = iter(range(1_000_000))
 
 def _conversations(n: int, *, good: bool, agent: str = "support-alpha") -> list[dict[str, Any]]:
     answer = "OK, your order is on its way." if good else "Sorry, that did not work."
-    return [{"id": f"conv-{next(_seq)}", "agent": agent, "turns": [("Where is my order?", None, None, None, answer)]}
-            for _ in range(n)]
+    return [
+        {"id": f"conv-{next(_seq)}", "agent": agent, "turns": [("Where is my order?", None, None, None, answer)]}
+        for _ in range(n)
+    ]
 
 
 def _metrics(daemon: DaemonProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def _value(daemon: DaemonProcess, name: str, **labels: str) -> float | None:
@@ -37,8 +41,12 @@ def _value(daemon: DaemonProcess, name: str, **labels: str) -> float | None:
 
 
 def _wait_metric(daemon: DaemonProcess, name: str, expected: float, what: str, **labels: str) -> None:
-    wait_for(lambda: _value(daemon, name, **labels) == expected, 60, interval_s=0.1,
-             what=f"{what} ({name}{labels} == {expected}, now {_value(daemon, name, **labels)})")
+    wait_for(
+        lambda: _value(daemon, name, **labels) == expected,
+        60,
+        interval_s=0.1,
+        what=f"{what} ({name}{labels} == {expected}, now {_value(daemon, name, **labels)})",
+    )
 
 
 def _config(tmp_path: Any, hooks: WebhookReceiver) -> dict[str, Any]:
@@ -51,11 +59,27 @@ def _config(tmp_path: Any, hooks: WebhookReceiver) -> dict[str, Any]:
         ],
         score_metrics={"max_agents": 1},
         monitors=[
-            {"id": "quality", "scorer": "mentions-*", "aggregate": "pass_rate", "window": "1h", "below": 0.8,
-             "min_samples": 4, "cooldown": "1h",
-             "notify": [{"webhook": hooks.url + "/quality", "retries": 0}, {"slack": hooks.url + "/slack", "retries": 0}]},
-            {"id": "first-score", "scorer": "non-empty", "aggregate": "count", "window": "1h", "above": 0,
-             "notify": [{"webhook": hooks.url + "/flaky", "retries": 3, "retry_initial_s": 0.1}]},
+            {
+                "id": "quality",
+                "scorer": "mentions-*",
+                "aggregate": "pass_rate",
+                "window": "1h",
+                "below": 0.8,
+                "min_samples": 4,
+                "cooldown": "1h",
+                "notify": [
+                    {"webhook": hooks.url + "/quality", "retries": 0},
+                    {"slack": hooks.url + "/slack", "retries": 0},
+                ],
+            },
+            {
+                "id": "first-score",
+                "scorer": "non-empty",
+                "aggregate": "count",
+                "window": "1h",
+                "above": 0,
+                "notify": [{"webhook": hooks.url + "/flaky", "retries": 3, "retry_initial_s": 0.1}],
+            },
         ],
     )
 
@@ -83,7 +107,12 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
         wait_for(lambda: hooks.at("/quality") and hooks.at("/slack"), 30, what="firing notification")
         body = hooks.at("/quality")[0].body
         assert (body["status"], body["monitor"], body["value"], body["window"], body["samples"]) == (
-            "firing", "quality", 0.0, "1h", 4)
+            "firing",
+            "quality",
+            0.0,
+            "1h",
+            4,
+        )
         runs = {r["trace_id"]: r for r in daemon.query_json("SELECT trace_id, conversation_id FROM runs")}
         assert {e["trace_id"] for e in body["examples"]} <= set(runs) and len(body["examples"]) == 4
         assert all(e["conversation_id"] == runs[e["trace_id"]]["conversation_id"] for e in body["examples"])
@@ -93,19 +122,43 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
         # score metrics, with the agent label capped at one name
         m = _metrics(daemon)
         key = lambda name, **labels: (name, frozenset(labels.items()))  # noqa: E731
-        assert m[key("tracescorer_score_results_total", scorer="mentions-ok", agent="support-alpha", label="fail",
-                     status="ok")] == 3
-        assert m[key("tracescorer_score_results_total", scorer="mentions-ok", agent="_other", label="fail",
-                     status="ok")] == 1
-        assert m[key("tracescorer_score_results_total", scorer="non-empty", agent="support-alpha", label="pass",
-                     status="ok")] == 3
+        assert (
+            m[
+                key(
+                    "tracescorer_score_results_total",
+                    scorer="mentions-ok",
+                    agent="support-alpha",
+                    label="fail",
+                    status="ok",
+                )
+            ]
+            == 3
+        )
+        assert (
+            m[key("tracescorer_score_results_total", scorer="mentions-ok", agent="_other", label="fail", status="ok")]
+            == 1
+        )
+        assert (
+            m[
+                key(
+                    "tracescorer_score_results_total",
+                    scorer="non-empty",
+                    agent="support-alpha",
+                    label="pass",
+                    status="ok",
+                )
+            ]
+            == 3
+        )
         assert m[key("tracescorer_score_value_bucket", scorer="mentions-ok", agent="support-alpha", le="0.0")] == 3
         assert m[key("tracescorer_score_value_count", scorer="non-empty", agent="_other")] == 1
         assert m[key("tracescorer_score_value_sum", scorer="non-empty", agent="support-alpha")] == 3.0
         assert not any(dict(labels).get("agent") == "billing-bot" for _, labels in m)
         assert m[key("tracescorer_monitor_state", monitor="quality", state="firing")] == 1
-        assert m[key("tracescorer_monitor_notifications_total", monitor="first-score", channel="webhook",
-                     result="sent")] == 1
+        assert (
+            m[key("tracescorer_monitor_notifications_total", monitor="first-score", channel="webhook", result="sent")]
+            == 1
+        )
 
         out = daemon.cli("monitors").stdout
         quality = next(line for line in out.splitlines() if line.startswith("quality"))
@@ -123,8 +176,14 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
     restarted_at = time.time()
     daemon.start()
     try:
-        wait_for(lambda: (_value(daemon, "tracescorer_monitor_last_evaluation_timestamp_seconds", monitor="quality")
-                          or 0) > restarted_at, 30, what="evaluated after the restart")
+        wait_for(
+            lambda: (
+                (_value(daemon, "tracescorer_monitor_last_evaluation_timestamp_seconds", monitor="quality") or 0)
+                > restarted_at
+            ),
+            30,
+            what="evaluated after the restart",
+        )
         assert _value(daemon, "tracescorer_monitor_state", monitor="quality", state="firing") == 1
         assert _value(daemon, "tracescorer_monitor_samples", monitor="quality") == 4  # rebuilt from the table
         emit_conversations(daemon.grpc_endpoint, _conversations(1, good=False))
@@ -140,8 +199,15 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
 
         # failing again within the 1h cooldown: firing, but not notified
         emit_conversations(daemon.grpc_endpoint, _conversations(10, good=False))
-        _wait_metric(daemon, "tracescorer_monitor_notifications_total", 1, "suppressed by the cooldown",
-                     monitor="quality", channel="webhook", result="suppressed")
+        _wait_metric(
+            daemon,
+            "tracescorer_monitor_notifications_total",
+            1,
+            "suppressed by the cooldown",
+            monitor="quality",
+            channel="webhook",
+            result="suppressed",
+        )
         assert _value(daemon, "tracescorer_monitor_state", monitor="quality", state="firing") == 1
         assert len(hooks.at("/quality")) == 2 and len(hooks.at("/slack")) == 2
         events = daemon.cli("monitors", "--events", "--monitor", "quality", "--format", "json").stdout

@@ -14,23 +14,32 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import REPO, DaemonProcess, config_dict, wait_for
+
 from tracescorer.control import ServeInfo, write_serve_info
 from tracescorer.demo import emit_conversations
 
 TAG = "[verdict by the fake judge]"
-LONG_REASONING = ("The assistant answered both questions, kept the tone polite, gave the delivery date "
-                  "and confirmed the address change without asking for anything it already had. " + TAG)
+LONG_REASONING = (
+    "The assistant answered both questions, kept the tone polite, gave the delivery date "
+    "and confirmed the address change without asking for anything it already had. " + TAG
+)
 
 
-def tracescorer(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def tracescorer(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = REPO, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """One CLI process with a clean TRACESCORER_* environment plus ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORER_")}
-    return subprocess.run([sys.executable, "-m", "tracescorer", *args], capture_output=True, text=True,
-                          env={**base, **(env or {})}, cwd=str(cwd), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tracescorer", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=str(cwd),
+        timeout=timeout,
+    )
 
 
 def write_config(tmp_path: Path, data: dict | str) -> Path:
@@ -40,6 +49,7 @@ def write_config(tmp_path: Path, data: dict | str) -> Path:
 
 
 # --- configuration -----------------------------------------------------------------------------------
+
 
 def test_partial_env_override_keeps_the_listeners_own_port(tmp_path):
     out = tracescorer("check-config", env={"TRACESCORER_RECEIVER__HTTP__HOST": "127.0.0.1"}, cwd=tmp_path)
@@ -51,15 +61,25 @@ def test_partial_env_override_keeps_the_listeners_own_port(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["check-config", "serve"])
-@pytest.mark.parametrize("setup,env,message", [
-    ({"store": {"path": "${TS_DATA_DIR}/ts.duckdb"}}, {}, "store.path: ${TS_DATA_DIR} is not set"),
-    ({}, {"TRACESCORER_STOER__PATH": "/tmp/x.duckdb"}, "TRACESCORER_STOER__PATH: unknown section 'stoer'"),
-    ({}, {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"}, "store.paht: unknown key (from TRACESCORER_STORE__PAHT)"),
-    ({"scorers": [{"id": "x", "prebuilt": "no_such_scorer"}]}, {}, "scorers[0] (x): unknown prebuilt scorer 'no_such_scorer'"),
-    ({"scorers": [{"id": "x", "python": "no_such_module_anywhere:scorer"}]}, {},
-     "cannot import module 'no_such_module_anywhere'"),
-    ({"scorers": [{"id": "judge", "prebuilt": "answer_relevancy"}]}, {}, "is an LLM judge and needs a model"),
-])
+@pytest.mark.parametrize(
+    "setup,env,message",
+    [
+        ({"store": {"path": "${TS_DATA_DIR}/ts.duckdb"}}, {}, "store.path: ${TS_DATA_DIR} is not set"),
+        ({}, {"TRACESCORER_STOER__PATH": "/tmp/x.duckdb"}, "TRACESCORER_STOER__PATH: unknown section 'stoer'"),
+        ({}, {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"}, "store.paht: unknown key (from TRACESCORER_STORE__PAHT)"),
+        (
+            {"scorers": [{"id": "x", "prebuilt": "no_such_scorer"}]},
+            {},
+            "scorers[0] (x): unknown prebuilt scorer 'no_such_scorer'",
+        ),
+        (
+            {"scorers": [{"id": "x", "python": "no_such_module_anywhere:scorer"}]},
+            {},
+            "cannot import module 'no_such_module_anywhere'",
+        ),
+        ({"scorers": [{"id": "judge", "prebuilt": "answer_relevancy"}]}, {}, "is an LLM judge and needs a model"),
+    ],
+)
 def test_config_errors_name_the_key_in_check_config_and_serve(tmp_path, command, setup, env, message):
     cfg = write_config(tmp_path, {**config_dict(tmp_path), **setup})
     out = tracescorer(command, "--config", str(cfg), env=env)
@@ -74,7 +94,10 @@ def test_store_path_below_a_file(tmp_path, command):
     cfg = write_config(tmp_path, config_dict(tmp_path, store={"path": str(tmp_path / "afile" / "ts.duckdb")}))
     out = tracescorer(command, "--config", str(cfg))
     assert out.returncode == 1
-    assert f"store.path: '{tmp_path / 'afile' / 'ts.duckdb'}' is below '{tmp_path / 'afile'}', which is a file" in out.stderr
+    assert (
+        f"store.path: '{tmp_path / 'afile' / 'ts.duckdb'}' is below '{tmp_path / 'afile'}', which is a file"
+        in out.stderr
+    )
 
 
 def test_missing_store_directory_is_announced_and_created(tmp_path):
@@ -102,11 +125,26 @@ def test_bind_errors_name_the_receiver_and_address(tmp_path, listener):
 
 # --- a daemon with a conversation judged ----------------------------------------------------------------
 
-CONV = {"id": "conv-first-hour", "agent": "support-alpha", "turns": [
-    ("Where is my order 7?", "track_order", {"order": 7}, "in transit",
-     "Order 7 is in transit and arrives on Friday, between nine and noon, at the address you gave us."),
-    ("Can I change the address?", None, None, None, "Yes, I changed the delivery address of order 7 to the new one."),
-]}
+CONV = {
+    "id": "conv-first-hour",
+    "agent": "support-alpha",
+    "turns": [
+        (
+            "Where is my order 7?",
+            "track_order",
+            {"order": 7},
+            "in transit",
+            "Order 7 is in transit and arrives on Friday, between nine and noon, at the address you gave us.",
+        ),
+        (
+            "Can I change the address?",
+            None,
+            None,
+            None,
+            "Yes, I changed the delivery address of order 7 to the new one.",
+        ),
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +152,21 @@ def judged(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("first-hour")
     with FakeOpenAI() as fake:
         fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": LONG_REASONING}))
-        cfg = config_dict(tmp, assembly={"idle_s": 0.2, "conversation_idle_s": 0.5},
-                          judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
-                          scorers=[{"id": "non-empty", "prebuilt": "non_empty_response", "threshold": 1},
-                                   {"id": "conversation-judge", "prebuilt": "multi_turn_judge", "scope": "conversation",
-                                    "options": {"criterion": "The agent answered every question"}, "threshold": 1}])
+        cfg = config_dict(
+            tmp,
+            assembly={"idle_s": 0.2, "conversation_idle_s": 0.5},
+            judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
+            scorers=[
+                {"id": "non-empty", "prebuilt": "non_empty_response", "threshold": 1},
+                {
+                    "id": "conversation-judge",
+                    "prebuilt": "multi_turn_judge",
+                    "scope": "conversation",
+                    "options": {"criterion": "The agent answered every question"},
+                    "threshold": 1,
+                },
+            ],
+        )
         daemon = DaemonProcess(tmp, cfg).start()
         try:
             emit_conversations(daemon.grpc_endpoint, [CONV])
@@ -129,8 +177,10 @@ def judged(tmp_path_factory):
 
 
 def test_start_up_line_lists_the_bound_scorers(judged, tmp_path):
-    assert ("2 scorer(s) bound: non-empty (non_empty_response, run, sampling 1), "
-            "conversation-judge (multi_turn_judge, conversation, judge, sampling 1)") in judged.log()
+    assert (
+        "2 scorer(s) bound: non-empty (non_empty_response, run, sampling 1), "
+        "conversation-judge (multi_turn_judge, conversation, judge, sampling 1)"
+    ) in judged.log()
     bare = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
     assert bare.stop() == 0
     assert "WARNING tracescorer.app: no scorers are bound" in bare.log()
@@ -167,23 +217,31 @@ def test_explain_scored_and_unknown_ids(judged):
     out = judged.cli("explain", trace)
     assert out.returncode == 0 and "non-empty: scored 1.0 label=pass (live)" in out.stdout
     assert "conversation-judge: scored 1.0 label=pass" in out.stdout and TAG in out.stdout
-    for args, message in ((["explain", "0" * 32], f"unknown trace id {'0' * 32}"),
-                          (["explain", "--conversation", "nope"], "unknown conversation id 'nope'")):
+    for args, message in (
+        (["explain", "0" * 32], f"unknown trace id {'0' * 32}"),
+        (["explain", "--conversation", "nope"], "unknown conversation id 'nope'"),
+    ):
         bad = judged.cli(*args, check=False)
         assert bad.returncode == 1 and message in bad.stderr and bad.stdout == ""
 
 
 def test_explain_says_when_pending_targets_are_due(tmp_path):
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.2, "conversation_idle_s": 600},
-                      scorers=[{"id": "conversation-check", "prebuilt": "non_empty_response", "scope": "conversation"}])
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.2, "conversation_idle_s": 600},
+        scorers=[{"id": "conversation-check", "prebuilt": "non_empty_response", "scope": "conversation"}],
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
-        emit_conversations(daemon.grpc_endpoint, [{"id": "conv-pending", "agent": "a", "turns": [
-            ("Hi?", None, None, None, "Hello.")]}])
+        emit_conversations(
+            daemon.grpc_endpoint, [{"id": "conv-pending", "agent": "a", "turns": [("Hi?", None, None, None, "Hello.")]}]
+        )
         wait_for(lambda: daemon.runs(conversation_id="conv-pending"), 20, interval_s=0.1, what="the run")
         out = daemon.cli("explain", "--conversation", "conv-pending").stdout
-        assert "conversation-check: no decision yet — pending: the conversation is scored once idle for " \
-               "assembly.conversation_idle_s=600s" in out
+        assert (
+            "conversation-check: no decision yet — pending: the conversation is scored once idle for "
+            "assembly.conversation_idle_s=600s" in out
+        )
         assert "due in 10m" in out or "due in 9m" in out
     finally:
         assert daemon.stop() == 0, daemon.log()
@@ -203,6 +261,7 @@ def test_scorers_list_available_lists_every_prebuilt_with_options(tmp_path):
 
 
 # --- read commands while a daemon runs --------------------------------------------------------------------
+
 
 def test_read_commands_never_open_a_file_a_live_daemon_holds(tmp_path):
     """A state file naming a live process whose ops API does not answer: a clear error, and the

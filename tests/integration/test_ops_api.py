@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 from aiohttp import web
-
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for
+
 from tracescorer.api import OpsApi
 from tracescorer.control import QUERY_PATH, serve_info_path
 from tracescorer.metrics import Metrics
@@ -88,9 +88,8 @@ async def test_metrics_open_without_a_metrics_token_and_api_port_conflicts(tmp_p
 async def _aget(url: str) -> tuple[int, str]:
     import aiohttp
 
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url) as resp:
-            return resp.status, await resp.text()
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        return resp.status, await resp.text()
 
 
 async def test_readyz_reports_the_providers_reason(tmp_path):
@@ -108,7 +107,10 @@ async def test_readyz_reports_the_providers_reason(tmp_path):
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
         status, text = await _aget(f"http://127.0.0.1:{port}/readyz")
-        assert status == 503 and json.loads(text) == {"ready": False, "reason": "database writes are failing: disk full"}
+        assert status == 503 and json.loads(text) == {
+            "ready": False,
+            "reason": "database writes are failing: disk full",
+        }
         reasons[0] = None
         assert await _aget(f"http://127.0.0.1:{port}/readyz") == (200, json.dumps({"ready": True}))
         # the default provider: not ready before start / while stopping

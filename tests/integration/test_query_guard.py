@@ -11,9 +11,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from support.daemon import DaemonProcess, config_dict, query_rows, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
+
 from tracescorer.control import RemoteQueryError, remote_query, serve_info_path
 from tracescorer.store import readonly
 
@@ -67,7 +67,7 @@ def refused_statements(tmp: Path, db: Path) -> list[str]:
         f"SELECT * FROM read_parquet('{tmp}/x.parquet')",
         f"SELECT * FROM glob('{tmp}/*')",
         f"SELECT * FROM '{secret}'",
-        f"SELECT * FROM \"{secret}\"",
+        f'SELECT * FROM "{secret}"',
         f"SELECT * FROM sniff_csv('{secret}')",
         "SELECT * FROM read_csv('https://example.invalid/x.csv')",
         "SELECT * FROM query('DELETE FROM spans')",
@@ -141,7 +141,9 @@ def test_every_refused_kind_is_refused_without_side_effects(stored, mode):
             if n % 4 == 0:  # and the real CLI (a process each: a sample keeps the suite fast)
                 result = daemon.cli("query", sql, check=False)
                 if result.returncode != 1 or not result.stderr.startswith("Error: "):
-                    accepted.append(f"{sql!r}: exit {result.returncode}, {result.stdout[:200]!r} {result.stderr[:200]!r}")
+                    accepted.append(
+                        f"{sql!r}: exit {result.returncode}, {result.stdout[:200]!r} {result.stderr[:200]!r}"
+                    )
                 _no_side_effects(tmp, files, result.stdout + result.stderr)
             if mode == "daemon":
                 try:
@@ -153,8 +155,12 @@ def test_every_refused_kind_is_refused_without_side_effects(stored, mode):
         assert not accepted, "not refused:\n" + "\n".join(accepted)
         # a SELECT over the product's tables still works, with the row limit
         rows = json.loads(daemon.cli("query", "SELECT name FROM spans ORDER BY name", "--format", "json").stdout)
-        assert [r["name"] for r in rows] == ["chat gpt-4o-mini", "chat gpt-4o-mini", "execute_tool get_weather",
-                                             "invoke_agent weather"]
+        assert [r["name"] for r in rows] == [
+            "chat gpt-4o-mini",
+            "chat gpt-4o-mini",
+            "execute_tool get_weather",
+            "invoke_agent weather",
+        ]
     finally:
         if mode == "daemon":
             assert daemon.stop() == 0, daemon.log()
@@ -176,7 +182,7 @@ def test_refusals_name_what_was_refused(stored):
 
 
 def test_reads_that_stay_allowed(stored):
-    tmp, daemon = stored
+    _tmp, daemon = stored
     queries = {
         "WITH r AS (SELECT * FROM runs) SELECT count(*) AS n FROM r": [{"n": 1}],
         "SELECT count(*) AS n FROM range(10) t(i) JOIN spans ON true": [{"n": 40}],
@@ -197,8 +203,13 @@ def test_query_connection_config_refuses_files_by_itself(tmp_path):
     (tmp_path / "secret.txt").write_text(SECRET)
     con = readonly.connect(db)
     try:
-        for sql in (f"SELECT * FROM read_text('{tmp_path}/secret.txt')", f"COPY t TO '{tmp_path}/o.csv'",
-                    "SET enable_external_access = true", "INSERT INTO t VALUES (2)", f"ATTACH '{tmp_path}/y.duckdb'"):
+        for sql in (
+            f"SELECT * FROM read_text('{tmp_path}/secret.txt')",
+            f"COPY t TO '{tmp_path}/o.csv'",
+            "SET enable_external_access = true",
+            "INSERT INTO t VALUES (2)",
+            f"ATTACH '{tmp_path}/y.duckdb'",
+        ):
             with pytest.raises(duckdb.Error):
                 con.execute(sql)
         assert con.execute("SELECT a FROM t").fetchall() == [(1,)]
@@ -208,13 +219,16 @@ def test_query_connection_config_refuses_files_by_itself(tmp_path):
 
 
 def test_query_endpoint_is_on_the_ops_listener_only(stored):
-    tmp, daemon = stored
+    _tmp, daemon = stored
     daemon.start()
     try:
         body = json.dumps({"sql": "SELECT 1"}).encode()
-        req = urllib.request.Request(daemon.http_url + "/api/v1/query", data=body, method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {daemon.info.api_token}"})
+        req = urllib.request.Request(
+            daemon.http_url + "/api/v1/query",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {daemon.info.api_token}"},
+        )
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(req, timeout=10)
         assert info.value.code == 404  # the OTLP port serves no query route

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fakes.otlp_capture import OtlpCapture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,8 +21,9 @@ def capture() -> Iterator[OtlpCapture]:
 
 
 def replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracescorer", "replay", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "tracescorer", "replay", *args], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])
@@ -31,8 +31,17 @@ def test_replay_sends_the_given_headers(transport: str, capture: OtlpCapture) ->
     endpoint = capture.http_base_url if transport == "http" else f"grpc://{capture.grpc_target}"
     files = sorted((CAPTURE / "requests").glob("*.pb"))
     assert files
-    done = replay(*map(str, files), "--endpoint", endpoint, "--header", "x-mlflow-experiment-id=1",
-                  "--header", "X-Tenant = acme=prod", "--token", "tok")
+    done = replay(
+        *map(str, files),
+        "--endpoint",
+        endpoint,
+        "--header",
+        "x-mlflow-experiment-id=1",
+        "--header",
+        "X-Tenant = acme=prod",
+        "--token",
+        "tok",
+    )
     assert done.returncode == 0, done.stderr
     exports = capture.wait_for_exports(len(files))
     assert len(exports) == len(files) and {e.transport for e in exports} == {transport}

@@ -17,31 +17,59 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
+
 from tracescorer.demo import emit_conversations
 
-HOSTILE_ANSWER = ('Done </td></table><script>console.error("xss-answer")</script>'
-                  '<img src=x onerror="console.error(\'xss-img\')"><a href="https://evil.example/">x</a>')
+HOSTILE_ANSWER = (
+    'Done </td></table><script>console.error("xss-answer")</script>'
+    '<img src=x onerror="console.error(\'xss-img\')"><a href="https://evil.example/">x</a>'
+)
 HOSTILE_REASON = '<script>console.error("xss-reason")</script> the agent ignored the question'
 CONVERSATIONS = [
-    {"id": "conv-good", "agent": "support-alpha", "turns": [
-        ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),
-        ("Thanks!", None, None, None, "You're welcome.")]},
-    {"id": "conv-<b>hostile</b>", "agent": "support-<i>beta</i>", "turns": [
-        ("<script>console.error('xss-user')</script> refund please", None, None, None, HOSTILE_ANSWER)]},
+    {
+        "id": "conv-good",
+        "agent": "support-alpha",
+        "turns": [
+            (
+                "Where is my order 7?",
+                "track_order",
+                {"order": 7},
+                "in transit",
+                "Order 7 is in transit, arriving Friday.",
+            ),
+            ("Thanks!", None, None, None, "You're welcome."),
+        ],
+    },
+    {
+        "id": "conv-<b>hostile</b>",
+        "agent": "support-<i>beta</i>",
+        "turns": [("<script>console.error('xss-user')</script> refund please", None, None, None, HOSTILE_ANSWER)],
+    },
     {"id": "conv-empty", "agent": "support-alpha", "turns": [("Hello?", None, None, None, "")]},
 ]
 BINDINGS = [
     {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
     {"id": "mentions-order", "prebuilt": "includes", "options": {"text": "order"}, "scope": "run", "threshold": 1},
-    {"id": "answered-judge", "prebuilt": "multi_turn_judge", "scope": "conversation", "threshold": 1,
-     "options": {"criterion": "The agent answered every question"}},
+    {
+        "id": "answered-judge",
+        "prebuilt": "multi_turn_judge",
+        "scope": "conversation",
+        "threshold": 1,
+        "options": {"criterion": "The agent answered every question"},
+    },
     {"id": "never-matches", "prebuilt": "non_empty_response", "scope": "run", "filter": {"agent_name": "nobody-*"}},
 ]
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _chromium() -> str:
@@ -123,8 +151,11 @@ class Page:
 async def render_in_chromium(html: Path, tmp: Path) -> dict[str, Any]:
     """Open ``html`` in a fresh headless Chromium; return what the page showed and logged."""
     profile = tmp / f"chromium-profile-{time.monotonic_ns()}"
-    proc = subprocess.Popen([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
@@ -143,10 +174,12 @@ async def render_in_chromium(html: Path, tmp: Path) -> dict[str, Any]:
                     await page.send(f"{domain}.enable")
                 await page.send("Page.navigate", url=html.resolve().as_uri())
                 await page.until("Page.loadEventFired")
-                script = ("JSON.stringify({title: document.title, text: document.body.textContent, "
-                          "scorers: [...document.querySelectorAll('section.scorer')].map(s => s.dataset.scorer), "
-                          "scripts: document.scripts.length, images: document.images.length, "
-                          "links: [...document.links].map(a => a.href), svgs: document.querySelectorAll('svg').length})")
+                script = (
+                    "JSON.stringify({title: document.title, text: document.body.textContent, "
+                    "scorers: [...document.querySelectorAll('section.scorer')].map(s => s.dataset.scorer), "
+                    "scripts: document.scripts.length, images: document.images.length, "
+                    "links: [...document.links].map(a => a.href), svgs: document.querySelectorAll('svg').length})"
+                )
                 result = await page.send("Runtime.evaluate", expression=script, returnByValue=True)
                 shot = await page.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
                 (tmp / (html.stem + ".png")).write_bytes(__import__("base64").b64decode(shot["data"]))
@@ -180,8 +213,13 @@ def _check(dom: dict[str, Any], html: Path) -> None:
     assert all(link.startswith(html.resolve().as_uri() + "#") for link in dom["links"]), dom["links"]
     assert dom["svgs"] >= 6  # trend + distribution for each scorer with scores
     text = dom["text"]
-    for hostile in ('<script>console.error("xss-answer")</script>', HOSTILE_REASON, "conv-<b>hostile</b>",
-                    "support-<i>beta</i>", "<script>console.error('xss-user')</script> refund please"):
+    for hostile in (
+        '<script>console.error("xss-answer")</script>',
+        HOSTILE_REASON,
+        "conv-<b>hostile</b>",
+        "support-<i>beta</i>",
+        "<script>console.error('xss-user')</script> refund please",
+    ):
         assert hostile in text, f"{hostile!r} not shown as text"
     assert "No scores in this window." in text  # never-matches
     assert "every question answered" in text or "Order 7 is in transit" in text
@@ -196,8 +234,9 @@ async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tm
     try:
         await asyncio.to_thread(emit_conversations, daemon.grpc_endpoint, CONVERSATIONS)
         # 4 runs x 2 code scorers + 3 judged conversations
-        await asyncio.to_thread(wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 11, 60, 0.25,
-                                "11 scores")
+        await asyncio.to_thread(
+            wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 11, 60, 0.25, "11 scores"
+        )
         out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(running))
         assert "4 scorer(s), 11 score(s)" in out.stdout
     finally:

@@ -26,25 +26,42 @@ def _one(daemon: DaemonProcess, sql: str) -> int:
 
 
 def test_results_past_the_index_budget_are_deleted_oldest_first_and_writes_go_on(tmp_path):
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.2},
-                      store={"index_memory_share": 6e-5, "index_check_interval_s": 0.3},
-                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"},
-                               {"id": "no-tool-errors", "prebuilt": "no_tool_errors"}])
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.2},
+        store={"index_memory_share": 6e-5, "index_check_interval_s": 0.3},
+        scorers=[
+            {"id": "non-empty", "prebuilt": "non_empty_response"},
+            {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
+        ],
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
             for i in range(TRACES):
                 agent_trace(t, user=f"question {i}")
-        wait_for(lambda: _one(daemon, "SELECT count(*) FROM assembled_traces") == TRACES, 60, interval_s=0.2,
-                 what="every trace assembled")
+        wait_for(
+            lambda: _one(daemon, "SELECT count(*) FROM assembled_traces") == TRACES,
+            60,
+            interval_s=0.2,
+            what="every trace assembled",
+        )
         newest = f"SELECT run_id FROM runs WHERE input_messages LIKE '%\"question {TRACES - 1}\"%'"
-        wait_for(lambda: _one(daemon, f"SELECT count(*) FROM scores WHERE run_id IN ({newest})") == 2,
-                 60, interval_s=0.2, what="the newest run scored")
-        keys = ("SELECT 2 * (SELECT count(*) FROM runs) + (SELECT count(*) FROM scores) + "
-                "(SELECT count(*) FROM scoring_decisions) + (SELECT count(*) FROM assembled_traces)")
+        wait_for(
+            lambda: _one(daemon, f"SELECT count(*) FROM scores WHERE run_id IN ({newest})") == 2,
+            60,
+            interval_s=0.2,
+            what="the newest run scored",
+        )
+        keys = (
+            "SELECT 2 * (SELECT count(*) FROM runs) + (SELECT count(*) FROM scores) + "
+            "(SELECT count(*) FROM scoring_decisions) + (SELECT count(*) FROM assembled_traces)"
+        )
         wait_for(lambda: _one(daemon, keys) <= BUDGET, 30, interval_s=0.2, what="the keys within the budget")
         assert _one(daemon, f"SELECT count(*) FROM ({newest})") == 1  # the newest results are kept ...
-        assert _one(daemon, "SELECT count(*) FROM runs WHERE input_messages LIKE '%\"question 0\"%'") == 0  # ... the oldest go
+        assert (
+            _one(daemon, "SELECT count(*) FROM runs WHERE input_messages LIKE '%\"question 0\"%'") == 0
+        )  # ... the oldest go
         assert _deleted(daemon, "runs") > 0 and _deleted(daemon, "scores") > 0
         # assembly records stay while recovery may look at their traces (the last 5 minutes here)
         assert _one(daemon, "SELECT count(*) FROM assembled_traces") == TRACES
@@ -56,15 +73,22 @@ def test_results_past_the_index_budget_are_deleted_oldest_first_and_writes_go_on
 
 
 def test_results_older_than_results_retention_days_are_deleted(tmp_path):
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.2},
-                      store={"results_retention_days": 3 / 86400, "retention_interval_s": 0.3},
-                      scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}])
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.2},
+        store={"results_retention_days": 3 / 86400, "retention_interval_s": 0.3},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
             agent_trace(t)
-        wait_for(lambda: _deleted(daemon, "scores") >= 1 and _deleted(daemon, "runs") >= 1, 60, interval_s=0.2,
-                 what="the run and its score deleted 3 s after they were written")
+        wait_for(
+            lambda: _deleted(daemon, "scores") >= 1 and _deleted(daemon, "runs") >= 1,
+            60,
+            interval_s=0.2,
+            what="the run and its score deleted 3 s after they were written",
+        )
         assert _one(daemon, "SELECT count(*) FROM runs") == 0 and _one(daemon, "SELECT count(*) FROM scores") == 0
         assert _one(daemon, "SELECT count(*) FROM spans") == 4  # the span log keeps its own retention
     finally:

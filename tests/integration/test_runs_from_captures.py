@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.captures import CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
 from support.daemon import DaemonProcess, config_dict, wait_for
 
@@ -42,13 +41,16 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
     got = wait_for(runs_of_case, 20, interval_s=0.2, what=f"{len(expected['runs'])} runs of {case.name}")
     got.sort(key=lambda r: (r["started_at"], r["run_id"]))
     assert len(got) == len(expected["runs"])
-    for run, want in zip(got, expected["runs"]):
+    for run, want in zip(got, expected["runs"], strict=False):
         assert list(run) == CONTRACT_KEYS
         check_run(run, want, expected)
     check_parents(got, expected)
     # Every conversation the runs belong to lists them (a nested agent may have its own).
     for conv in {want.get("conversation_id", expected.get("conversation_id")) for want in expected["runs"]} - {None}:
         by_conv = _runs_cli(daemon, "--conversation", conv)  # the real CLI
-        mine = {run["run_id"] for run, want in zip(got, expected["runs"])
-                if want.get("conversation_id", expected.get("conversation_id")) == conv}
+        mine = {
+            run["run_id"]
+            for run, want in zip(got, expected["runs"], strict=False)
+            if want.get("conversation_id", expected.get("conversation_id")) == conv
+        }
         assert mine <= {r["run_id"] for r in by_conv}

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fakes.fake_openai import FakeOpenAI, Reply
 from fakes.otlp_capture import OtlpCapture
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.routing import Acked, RoutingExporter, SequentialTraceIds
+
 from tracescorer.demo import emit_conversations
 from tracescorer.store.duckdb import open_read_only
 
@@ -28,8 +28,16 @@ def _turns(n: int, tag: str) -> list[tuple[str, None, None, None, str]]:
     return [(f"{tag} question {i}?", None, None, None, f"{tag} answer {i}.") for i in range(n)]
 
 
-def _config(root: Path, name: str, dsn: str, fake: FakeOpenAI, *, capture: OtlpCapture | None = None,
-            lease_s: float = 3.0, judge_delay_s: float = 0.0) -> tuple[Path, dict[str, Any]]:
+def _config(
+    root: Path,
+    name: str,
+    dsn: str,
+    fake: FakeOpenAI,
+    *,
+    capture: OtlpCapture | None = None,
+    lease_s: float = 3.0,
+    judge_delay_s: float = 0.0,
+) -> tuple[Path, dict[str, Any]]:
     home = root / name
     home.mkdir()
     cfg = config_dict(
@@ -38,8 +46,13 @@ def _config(root: Path, name: str, dsn: str, fake: FakeOpenAI, *, capture: OtlpC
         assembly={"idle_s": 0.3, "conversation_idle_s": 1.5},
         judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 30},
         scorers=[
-            {"id": "conversation-judge", "prebuilt": "multi_turn_judge", "scope": "conversation",
-             "options": {"criterion": "The agent answered every question"}, "threshold": 1},
+            {
+                "id": "conversation-judge",
+                "prebuilt": "multi_turn_judge",
+                "scope": "conversation",
+                "options": {"criterion": "The agent answered every question"},
+                "threshold": 1,
+            },
             {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run"},
         ],
         shutdown={"grace_s": 10},
@@ -71,21 +84,45 @@ def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_o
             acked = Acked(2)
             exporter = RoutingExporter([d.grpc_endpoint for d in daemons], acked)
             # consecutive trace ids: the four turns alternate between the daemons
-            emit_conversations("", [{"id": CONV, "agent": "support", "turns": _turns(4, "split")}],
-                               exporter=exporter, id_generator=SequentialTraceIds(1000))
+            emit_conversations(
+                "",
+                [{"id": CONV, "agent": "support", "turns": _turns(4, "split")}],
+                exporter=exporter,
+                id_generator=SequentialTraceIds(1000),
+            )
             assert all(len(t) == 2 for t in acked.traces), acked.traces  # both daemons got turns
             a, b = daemons
-            rows = wait_for(lambda: a.query_json(
-                "SELECT * FROM scores WHERE scorer_id = 'conversation-judge'") or None, 60, interval_s=0.2,
-                what="the conversation score")
-            state = wait_for(lambda: (lambda r: r if r and r[0]["delivered"] else None)(a.query_json(
-                "SELECT count(*) FILTER (WHERE status = 'delivered') AS delivered, count(*) AS n FROM score_deliveries "
-                f"WHERE score_id = '{rows[0]['id']}'")), 30, interval_s=0.2, what="the score exported")
+            rows = wait_for(
+                lambda: a.query_json("SELECT * FROM scores WHERE scorer_id = 'conversation-judge'") or None,
+                60,
+                interval_s=0.2,
+                what="the conversation score",
+            )
+            state = wait_for(
+                lambda: (lambda r: r if r and r[0]["delivered"] else None)(
+                    a.query_json(
+                        "SELECT count(*) FILTER (WHERE status = 'delivered') AS delivered, count(*) AS n FROM score_deliveries "
+                        f"WHERE score_id = '{rows[0]['id']}'"
+                    )
+                ),
+                30,
+                interval_s=0.2,
+                what="the score exported",
+            )
             assert state == [{"delivered": 1, "n": 1}]
             # every daemon had its claim passes after the scoring: nothing is left due, nobody scored it again
-            wait_for(lambda: b.query_json("SELECT count(*) AS n FROM conversation_activity WHERE "
-                                          "scored_seq = activity_seq AND claimed_by IS NULL") == [{"n": 1}], 30,
-                     interval_s=0.2, what="the conversation settled")
+            wait_for(
+                lambda: (
+                    b.query_json(
+                        "SELECT count(*) AS n FROM conversation_activity WHERE "
+                        "scored_seq = activity_seq AND claimed_by IS NULL"
+                    )
+                    == [{"n": 1}]
+                ),
+                30,
+                interval_s=0.2,
+                what="the conversation settled",
+            )
             [row] = a.query_json("SELECT * FROM scores WHERE scorer_id = 'conversation-judge'")
             assert row["conversation_id"] == CONV and row["score"] == 1.0 and row["label"] == "pass"
             runs = a.query_json(f"SELECT run_id, assembled_by FROM runs WHERE conversation_id = '{CONV}'")
@@ -123,33 +160,60 @@ def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_ackno
     acked = Acked(2)
     try:
         for turn in range(3):  # every conversation's turn k, then k+1: turns of one conversation on both daemons
-            emit_conversations("", conversations, exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked,
-                                                                           timeout_s=3),
-                               id_generator=SequentialTraceIds(10_000 * (turn + 1)), turns=slice(turn, turn + 1))
+            emit_conversations(
+                "",
+                conversations,
+                exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked, timeout_s=3),
+                id_generator=SequentialTraceIds(10_000 * (turn + 1)),
+                turns=slice(turn, turn + 1),
+            )
         # kill a daemon while it scores (it holds claims, its judge calls in flight): whichever claims first
         claimed = 'tracescorer_conversation_claims_total{outcome="claimed"}'
-        victim = wait_for(lambda: next((d for d in daemons if _metric(d, claimed) >= 1), None), 60,
-                          interval_s=0.05, what="a daemon claiming conversations")
+        victim = wait_for(
+            lambda: next((d for d in daemons if _metric(d, claimed) >= 1), None),
+            60,
+            interval_s=0.05,
+            what="a daemon claiming conversations",
+        )
         survivor = daemons[1 - daemons.index(victim)]
         assert victim.stop(signal.SIGKILL) == -signal.SIGKILL
         # its leases run out and the survivor takes the claims over (3 s lease)
-        wait_for(lambda: survivor.query_json(
-            "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq IS NOT DISTINCT FROM activity_seq "
-            "AND claimed_by IS NULL") == [{"n": 10}], 90, interval_s=0.25, what="every conversation scored")
+        wait_for(
+            lambda: (
+                survivor.query_json(
+                    "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq IS NOT DISTINCT FROM activity_seq "
+                    "AND claimed_by IS NULL"
+                )
+                == [{"n": 10}]
+            ),
+            90,
+            interval_s=0.25,
+            what="every conversation scored",
+        )
         # (whether a claim was live at the kill is a race; that each conversation is scored once is not)
         # the victim comes back on its span log: what it acknowledged is there and assembled
         victim.start()
-        wait_for(lambda: survivor.query_json(
-            "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq = activity_seq AND claimed_by IS NULL")
-            == [{"n": 10}], 90, interval_s=0.25, what="every conversation settled after the restart")
+        wait_for(
+            lambda: (
+                survivor.query_json(
+                    "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq = activity_seq AND claimed_by IS NULL"
+                )
+                == [{"n": 10}]
+            ),
+            90,
+            interval_s=0.25,
+            what="every conversation settled after the restart",
+        )
         scores = survivor.query_json(
-            "SELECT conversation_id, metadata FROM scores WHERE scorer_id = 'conversation-judge' ORDER BY 1")
+            "SELECT conversation_id, metadata FROM scores WHERE scorer_id = 'conversation-judge' ORDER BY 1"
+        )
         assert [s["conversation_id"] for s in scores] == [c["id"] for c in sorted(conversations, key=lambda c: c["id"])]
         for score in scores:  # one row each, covering every stored turn
             runs = survivor.query_json(f"SELECT run_id FROM runs WHERE conversation_id = '{score['conversation_id']}'")
             assert sorted(json.loads(score["metadata"])["run_ids"]) == sorted(r["run_id"] for r in runs)
-        decisions = survivor.query_json("SELECT target_id, count(*) AS n FROM scoring_decisions WHERE "
-                                        "scorer_id = 'conversation-judge' GROUP BY 1")
+        decisions = survivor.query_json(
+            "SELECT target_id, count(*) AS n FROM scoring_decisions WHERE scorer_id = 'conversation-judge' GROUP BY 1"
+        )
         assert len(decisions) == 10 and {d["n"] for d in decisions} == {1}
     finally:
         codes = [d.stop() for d in daemons if d.proc is not None and d.proc.poll() is None]
@@ -158,7 +222,9 @@ def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_ackno
         con = open_read_only(daemon.db_path)
         stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
         con.close()
-        assert not acked.spans[index] - stored, f"daemon {index}: {len(acked.spans[index] - stored)} acknowledged spans lost"
+        assert not acked.spans[index] - stored, (
+            f"daemon {index}: {len(acked.spans[index] - stored)} acknowledged spans lost"
+        )
 
 
 def test_monitors_run_on_one_daemon_counting_every_daemons_scores(tmp_path, pg_dsn, fake):
@@ -169,17 +235,32 @@ def test_monitors_run_on_one_daemon_counting_every_daemons_scores(tmp_path, pg_d
         for name in ("a", "b"):
             home, cfg = _config(tmp_path, name, pg_dsn, fake)
             cfg["scorers"] = [{"id": "mentions-ok", "prebuilt": "includes", "options": {"text": "OK"}, "threshold": 1}]
-            cfg["monitors"] = [{"id": "quality", "scorer": "mentions-ok", "aggregate": "pass_rate", "window": "1h",
-                                "below": 0.8, "min_samples": 4, "cooldown": "1h",
-                                "notify": [{"webhook": hooks.url + "/quality", "retries": 0}]}]
+            cfg["monitors"] = [
+                {
+                    "id": "quality",
+                    "scorer": "mentions-ok",
+                    "aggregate": "pass_rate",
+                    "window": "1h",
+                    "below": 0.8,
+                    "min_samples": 4,
+                    "cooldown": "1h",
+                    "notify": [{"webhook": hooks.url + "/quality", "retries": 0}],
+                }
+            ]
             configs.append((home, cfg))
         daemons = [DaemonProcess(*c).start() for c in configs]
         try:
             acked = Acked(2)
-            failing = [{"id": f"m-{i}", "agent": "support", "turns": [("q?", None, None, None, "Sorry, no.")]}
-                       for i in range(4)]
-            emit_conversations("", failing, exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked),
-                               id_generator=SequentialTraceIds(500))
+            failing = [
+                {"id": f"m-{i}", "agent": "support", "turns": [("q?", None, None, None, "Sorry, no.")]}
+                for i in range(4)
+            ]
+            emit_conversations(
+                "",
+                failing,
+                exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked),
+                id_generator=SequentialTraceIds(500),
+            )
             assert all(len(t) == 2 for t in acked.traces)  # two failing scores on each daemon: 4 only together
             wait_for(lambda: len(hooks.at("/quality")) >= 1, 60, interval_s=0.2, what="the monitor firing")
             state = daemons[0].query_json("SELECT state, samples FROM monitor_state WHERE monitor_id = 'quality'")

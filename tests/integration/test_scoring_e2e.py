@@ -6,27 +6,49 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
+
 from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow  # each test runs a daemon with a judge through whole conversations
 
 CRITERION = "The agent answered every question"
-GOOD = {"id": "conv-good", "agent": "support-alpha", "turns": [
-    ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),
-    ("Can I change the address?", None, None, None, "Yes, I changed the address for order 7."),
-]}
-BAD = {"id": "conv-bad", "agent": "support-alpha", "turns": [
-    ("Refund order 9 please", "refund", {"order": 9}, "ERROR: payment provider down", "The refund did not go through."),
-]}
-OUTAGE = {"id": "conv-outage", "agent": "support-alpha", "turns": [
-    ("JUDGE_OUTAGE trigger question", None, None, None, "An answer the judge cannot grade (JUDGE_OUTAGE)."),
-]}
-BILLING = {"id": "conv-billing", "agent": "billing-bot", "turns": [
-    ("What is my balance?", None, None, None, "Your balance is 12 EUR."),
-]}
+GOOD = {
+    "id": "conv-good",
+    "agent": "support-alpha",
+    "turns": [
+        ("Where is my order 7?", "track_order", {"order": 7}, "in transit", "Order 7 is in transit, arriving Friday."),
+        ("Can I change the address?", None, None, None, "Yes, I changed the address for order 7."),
+    ],
+}
+BAD = {
+    "id": "conv-bad",
+    "agent": "support-alpha",
+    "turns": [
+        (
+            "Refund order 9 please",
+            "refund",
+            {"order": 9},
+            "ERROR: payment provider down",
+            "The refund did not go through.",
+        ),
+    ],
+}
+OUTAGE = {
+    "id": "conv-outage",
+    "agent": "support-alpha",
+    "turns": [
+        ("JUDGE_OUTAGE trigger question", None, None, None, "An answer the judge cannot grade (JUDGE_OUTAGE)."),
+    ],
+}
+BILLING = {
+    "id": "conv-billing",
+    "agent": "billing-bot",
+    "turns": [
+        ("What is my balance?", None, None, None, "Your balance is 12 EUR."),
+    ],
+}
 
 
 def _judge(fake: FakeOpenAI) -> dict:
@@ -37,16 +59,26 @@ def _bindings(extra: list[dict] | None = None) -> list[dict]:
     return [
         {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
         {"id": "no-tool-errors", "prebuilt": "no_tool_errors", "scope": "run", "threshold": 1},
-        {"id": "multi-turn-judge-scorer", "prebuilt": "multi_turn_judge", "scope": "conversation",
-         "options": {"criterion": CRITERION}, "threshold": 1, "filter": {"agent_name": "support-*"}},
+        {
+            "id": "multi-turn-judge-scorer",
+            "prebuilt": "multi_turn_judge",
+            "scope": "conversation",
+            "options": {"criterion": CRITERION},
+            "threshold": 1,
+            "filter": {"agent_name": "support-*"},
+        },
         {"id": "never-sampled", "prebuilt": "non_empty_response", "scope": "run", "sampling": {"ratio": 0.0}},
         *(extra or []),
     ]
 
 
 def _cfg(tmp_path, fake, bindings, **judge_extra):
-    return config_dict(tmp_path, assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
-                       judge={**_judge(fake), **judge_extra}, scorers=bindings)
+    return config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
+        judge={**_judge(fake), **judge_extra},
+        scorers=bindings,
+    )
 
 
 def _scores(daemon, where="TRUE") -> list[dict]:
@@ -58,8 +90,12 @@ def _decisions(daemon, where="TRUE") -> list[dict]:
 
 
 def _wait_scores(daemon, n, where="TRUE", timeout_s=30):
-    return wait_for(lambda: (lambda rows: rows if len(rows) >= n else None)(_scores(daemon, where)),
-                    timeout_s, interval_s=0.25, what=f"{n} scores where {where}")
+    return wait_for(
+        lambda: (lambda rows: rows if len(rows) >= n else None)(_scores(daemon, where)),
+        timeout_s,
+        interval_s=0.25,
+        what=f"{n} scores where {where}",
+    )
 
 
 @pytest.fixture
@@ -115,7 +151,10 @@ def test_live_scoring_decisions_outage_restart_and_late_turn(tmp_path, fake):
         import urllib.request
 
         metrics = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
-        assert 'tracescorer_scoring_decisions_total{decision="filtered_out",scorer="multi-turn-judge-scorer"} 1.0' in metrics
+        assert (
+            'tracescorer_scoring_decisions_total{decision="filtered_out",scorer="multi-turn-judge-scorer"} 1.0'
+            in metrics
+        )
         assert 'tracescorer_scores_total{scorer="multi-turn-judge-scorer",status="error"} 1.0' in metrics
         first_good = judged["conv-good"]
         count_before = len(_scores(daemon))
@@ -127,8 +166,11 @@ def test_live_scoring_decisions_outage_restart_and_late_turn(tmp_path, fake):
     try:
         assert len(_scores(daemon)) == count_before
         # a late turn in conv-good re-scores the conversation under the same score id
-        late = {"id": "conv-good", "agent": "support-alpha", "turns": [
-            ("And the delivery date?", None, None, None, "Delivery is on Friday.")]}
+        late = {
+            "id": "conv-good",
+            "agent": "support-alpha",
+            "turns": [("And the delivery date?", None, None, None, "Delivery is on Friday.")],
+        }
         emit_conversations(daemon.grpc_endpoint, [late], service_name="e2e-agents")
 
         def rescored():
@@ -154,8 +196,12 @@ def test_budget_exhausted_pauses_judges_but_code_scorers_continue(tmp_path, fake
         assert spent["judge_cost_usd"] and spent["judge_cost_usd"] > 1e-9  # litellm priced gpt-4o-mini usage
         second = {"id": "conv-b2", "agent": "support-alpha", "turns": [("Q2?", None, None, None, "A2.")]}
         emit_conversations(daemon.grpc_endpoint, [second])
-        d = wait_for(lambda: _decisions(daemon, "target_id = 'conv-b2' AND scorer_id = 'multi-turn-judge-scorer'"),
-                     30, interval_s=0.25, what="budget decision")[0]
+        d = wait_for(
+            lambda: _decisions(daemon, "target_id = 'conv-b2' AND scorer_id = 'multi-turn-judge-scorer'"),
+            30,
+            interval_s=0.25,
+            what="budget decision",
+        )[0]
         assert d["decision"] == "budget_exhausted" and "budget" in d["detail"]
         _wait_scores(daemon, 2, "scorer_id = 'non-empty'")  # code scorers kept scoring
         assert len(_scores(daemon, "scorer_id = 'non-empty'")) == 2
@@ -224,7 +270,10 @@ def test_scores_exported_as_evaluation_spans_into_the_scored_traces(tmp_path, fa
             # run scores hang off their own agent span; the conversation score off the last run's
             conv = next(r for r in rows if r["entity_type"] == "conversation")
             assert (conv["run_id"], conv["trace_id"], conv["span_id"]) == (
-                runs[-1]["run_id"], runs[-1]["trace_id"], runs[-1]["span_id"])
+                runs[-1]["run_id"],
+                runs[-1]["trace_id"],
+                runs[-1]["span_id"],
+            )
             assert by_score[conv["id"]].attributes.get("tracescorer.judge.cost_usd", 0) > 0
             exported = wait_for(lambda: all(r["exported_at"] for r in _scores(daemon)), 15, what="exported_at set")
             assert exported
@@ -237,16 +286,25 @@ def test_replayed_framework_captures_are_scored(tmp_path, fake):
 
     bindings = [
         {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
-        {"id": "conversation-judge", "prebuilt": "multi_turn_judge", "scope": "conversation",
-         "options": {"criterion": CRITERION}, "threshold": 1},
+        {
+            "id": "conversation-judge",
+            "prebuilt": "multi_turn_judge",
+            "scope": "conversation",
+            "options": {"criterion": CRITERION},
+            "threshold": 1,
+        },
     ]
     daemon = DaemonProcess(tmp_path, _cfg(tmp_path, fake, bindings)).start()
     try:
         cases = ["py-pydantic-ai-multiturn-tools", "py-openinference-openai-session-tools"]
         for case in cases:
             daemon.cli("replay", str(CAPTURES / case), "--endpoint", daemon.http_url)
-        runs = wait_for(lambda: (lambda r: r if len(r) == 5 else None)(daemon.query_json("SELECT run_id FROM runs")),
-                        30, interval_s=0.25, what="5 runs from the two captures")
+        runs = wait_for(
+            lambda: (lambda r: r if len(r) == 5 else None)(daemon.query_json("SELECT run_id FROM runs")),
+            30,
+            interval_s=0.25,
+            what="5 runs from the two captures",
+        )
         rows = _wait_scores(daemon, 5 + 2)
         run_scores = [r for r in rows if r["scorer_id"] == "non-empty"]
         assert {r["run_id"] for r in run_scores} == {r["run_id"] for r in runs}

@@ -58,9 +58,7 @@ def check_run(run: dict[str, Any], want: dict[str, Any], expected: dict[str, Any
         (m["role"], m["content"]) for m in want["input_messages"]
     ]
     assert [m["content"] for m in run["system_messages"]] == want["system_messages"]
-    assert _text_turns(run["remembered_messages"]) == [
-        (m["role"], m["content"]) for m in want["history_messages"]
-    ]
+    assert _text_turns(run["remembered_messages"]) == [(m["role"], m["content"]) for m in want["history_messages"]]
     # History is never counted again as new input.
     assert not set(_text_turns(run["input_messages"])) & set(_text_turns(run["remembered_messages"]))
     assert _final_text(run) == want["output_text"]
@@ -77,12 +75,11 @@ def check_run(run: dict[str, Any], want: dict[str, Any], expected: dict[str, Any
     assert "tracescorer.content_captured" not in run["attributes"]
 
 
-
 def check_parents(runs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
     """Nested runs link to their parent run: ``parent_run`` is the parent's index in ``runs``;
     a run without one is not nested in another run of the case."""
     span_ids = {r["span_id"] for r in runs}
-    for run, want in zip(runs, expected["runs"]):
+    for run, want in zip(runs, expected["runs"], strict=False):
         parent = want.get("parent_run")
         if parent is None:
             assert run["parent_span_id"] not in span_ids, f"run {run['agent_name']} is nested"
@@ -91,10 +88,29 @@ def check_parents(runs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
 
 
 CONTRACT_KEYS = [
-    "run_id", "trace_id", "span_id", "parent_span_id", "conversation_id", "resource_id",
-    "agent_name", "agent_id", "service_name", "convention", "model", "started_at", "ended_at",
-    "status", "error", "input_messages", "remembered_messages", "system_messages",
-    "tagged_system_messages", "output", "tool_calls", "usage", "attributes",
+    "run_id",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "conversation_id",
+    "resource_id",
+    "agent_name",
+    "agent_id",
+    "service_name",
+    "convention",
+    "model",
+    "started_at",
+    "ended_at",
+    "status",
+    "error",
+    "input_messages",
+    "remembered_messages",
+    "system_messages",
+    "tagged_system_messages",
+    "output",
+    "tool_calls",
+    "usage",
+    "attributes",
 ]
 
 

@@ -37,8 +37,9 @@ def wait_for(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02, 
         time.sleep(interval_s)
 
 
-async def wait_for_async(predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02,
-                         what: str = "condition") -> Any:
+async def wait_for_async(
+    predicate: Any, timeout_s: float = 10.0, interval_s: float = 0.02, what: str = "condition"
+) -> Any:
     """:func:`wait_for` for tests on the event loop; ``predicate`` may be a coroutine function."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -166,9 +167,9 @@ class DaemonProcess:
         file + urllib), else on the file opened read-only. Cheap enough to poll."""
         return query_rows(self.db_path, sql)
 
-
-    def runs(self, *, trace_id: str | None = None, conversation_id: str | None = None,
-             unmatched: bool = False) -> list[dict[str, Any]]:
+    def runs(
+        self, *, trace_id: str | None = None, conversation_id: str | None = None, unmatched: bool = False
+    ) -> list[dict[str, Any]]:
         """What ``tracescorer runs --format jsonl`` prints (AgentRun dicts, or unmatched traces), in-process."""
         return run_dicts(self.db_path, trace_id=trace_id, conversation_id=conversation_id, unmatched=unmatched)
 
@@ -195,11 +196,12 @@ def _raw(db_path: str, sql: str, max_rows: int) -> tuple[list[str], list[Any]]:
 def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
     """What ``tracescorer query --format json`` prints, without spawning a CLI."""
     columns, rows = _raw(db_path, sql, max_rows)
-    return [dict(zip(columns, (jsonable(v) for v in row))) for row in rows]
+    return [dict(zip(columns, (jsonable(v) for v in row), strict=False)) for row in rows]
 
 
-def run_dicts(db_path: str, *, trace_id: str | None = None, conversation_id: str | None = None,
-              unmatched: bool = False) -> list[dict[str, Any]]:
+def run_dicts(
+    db_path: str, *, trace_id: str | None = None, conversation_id: str | None = None, unmatched: bool = False
+) -> list[dict[str, Any]]:
     """What ``tracescorer runs --format jsonl`` prints, without spawning a CLI."""
     from tracescorer.store import queries
     from tracescorer.store.runs import run_from_row

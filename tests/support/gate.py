@@ -24,8 +24,9 @@ class WriterGate:
     async def __aenter__(self) -> WriterGate:
         self._started.unlink(missing_ok=True)
         self._release.unlink(missing_ok=True)
-        self._task = asyncio.create_task(self._store.write(store_ops.hold_writer, str(self._started),
-                                                           str(self._release), self._timeout_s))
+        self._task = asyncio.create_task(
+            self._store.write(store_ops.hold_writer, str(self._started), str(self._release), self._timeout_s)
+        )
         await wait_for_async(self._started.exists, 20, what="the writer to be held")
         return self
 

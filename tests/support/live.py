@@ -34,8 +34,7 @@ class Telemetry:
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.logs = InMemoryLogRecordExporter()
         self.logger_provider = LoggerProvider(resource=resource)
-        self.logger_provider.add_log_record_processor(
-            SimpleLogRecordProcessor(log_exporter(transport, **endpoints)))  # type: ignore[arg-type]
+        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter(transport, **endpoints)))  # type: ignore[arg-type]
         self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
 
     def flush(self) -> None:
@@ -61,14 +60,18 @@ class Telemetry:
         lines = []
         for s in self.finished():
             parent = format(s.parent.span_id, "016x") if s.parent else "-"
-            lines.append(f"span {s.name!r} id={format(s.context.span_id, '016x')} parent={parent} "
-                         f"attrs={json.dumps(dict(s.attributes or {}), default=str)}")
+            lines.append(
+                f"span {s.name!r} id={format(s.context.span_id, '016x')} parent={parent} "
+                f"attrs={json.dumps(dict(s.attributes or {}), default=str)}"
+            )
             for e in s.events:
                 lines.append(f"  event {e.name!r} {json.dumps(dict(e.attributes or {}), default=str)}")
         for rec in self.logs.get_finished_logs():
             lr = rec.log_record
-            lines.append(f"log {getattr(lr, 'event_name', None)!r} span={format(lr.span_id or 0, '016x')} "
-                         f"attrs={json.dumps(dict(lr.attributes or {}), default=str)} body={lr.body!r}")
+            lines.append(
+                f"log {getattr(lr, 'event_name', None)!r} span={format(lr.span_id or 0, '016x')} "
+                f"attrs={json.dumps(dict(lr.attributes or {}), default=str)} body={lr.body!r}"
+            )
         return "\n".join(lines)
 
     def local_runs(self) -> list[dict[str, Any]]:
@@ -91,8 +94,9 @@ def daemon_runs(daemon: DaemonProcess, *args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def wait_runs(daemon: DaemonProcess, telemetry: Telemetry, count: int, *,
-              timeout_s: float = 15.0) -> list[dict[str, Any]]:
+def wait_runs(
+    daemon: DaemonProcess, telemetry: Telemetry, count: int, *, timeout_s: float = 15.0
+) -> list[dict[str, Any]]:
     """Poll the daemon until it lists ``count`` runs of the traces ``telemetry`` emitted.
 
     Returns them ordered by start time. On timeout the error shows what the daemon has, the traces
@@ -111,12 +115,15 @@ def wait_runs(daemon: DaemonProcess, telemetry: Telemetry, count: int, *,
         wait_for(enough, timeout_s, interval_s=0.2, what=f"{count} runs of {len(traces)} traces")
     except TimeoutError as exc:
         unmatched = daemon.cli("runs", "--unmatched", check=False)
-        raise AssertionError(f"{exc}; daemon has {json.dumps(last, indent=1)}\nunmatched: {unmatched.stdout}"
-                             f"{unmatched.stderr}\nemitted:\n{telemetry.describe()}") from None
+        raise AssertionError(
+            f"{exc}; daemon has {json.dumps(last, indent=1)}\nunmatched: {unmatched.stdout}"
+            f"{unmatched.stderr}\nemitted:\n{telemetry.describe()}"
+        ) from None
     return sorted(last, key=lambda r: r["started_at"])
 
 
 # -- reading runs ------------------------------------------------------------------------------
+
 
 def texts(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """``(role, content)`` of the messages that have text."""
@@ -132,8 +139,8 @@ def output_tool_call_parts(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for m in run["output"] for p in m.get("parts", []) if p.get("type") == "tool_call"]
 
 
-
 # -- library imports ---------------------------------------------------------------------------
+
 
 def import_openai_v2_instrumentor() -> Any:
     """``opentelemetry.instrumentation.openai_v2.OpenAIInstrumentor``, or a clear failure.
@@ -151,10 +158,14 @@ def import_openai_v2_instrumentor() -> Any:
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
         from opentelemetry.util.genai.handler import TelemetryHandler
     except ImportError as exc:
-        pytest.fail(f"opentelemetry-instrumentation-openai-v2 {md.version('opentelemetry-instrumentation-openai-v2')} "
-                    f"cannot be imported with opentelemetry-util-genai {md.version('opentelemetry-util-genai')}: "
-                    f"{exc} (pin opentelemetry-util-genai==1.1b0)")
+        pytest.fail(
+            f"opentelemetry-instrumentation-openai-v2 {md.version('opentelemetry-instrumentation-openai-v2')} "
+            f"cannot be imported with opentelemetry-util-genai {md.version('opentelemetry-util-genai')}: "
+            f"{exc} (pin opentelemetry-util-genai==1.1b0)"
+        )
     if not hasattr(TelemetryHandler, "start_inference"):
-        pytest.fail("opentelemetry-util-genai lacks TelemetryHandler.start_inference, which "
-                    "opentelemetry-instrumentation-openai-v2 calls (pin opentelemetry-util-genai==1.1b0)")
+        pytest.fail(
+            "opentelemetry-util-genai lacks TelemetryHandler.start_inference, which "
+            "opentelemetry-instrumentation-openai-v2 calls (pin opentelemetry-util-genai==1.1b0)"
+        )
     return OpenAIInstrumentor

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import contextlib
+from collections.abc import Callable, Iterator
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Tracer, TracerProvider
@@ -51,14 +51,26 @@ def agent_trace(t: Tracer, user: str = "What is the weather in Paris?", answer: 
     out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}])
     with t.start_as_current_span(
         "invoke_agent weather",
-        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather",
-                    "gen_ai.conversation.id": "conv-1", "gen_ai.input.messages": inp, "gen_ai.output.messages": out},
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "weather",
+            "gen_ai.conversation.id": "conv-1",
+            "gen_ai.input.messages": inp,
+            "gen_ai.output.messages": out,
+        },
     ):
-        with t.start_as_current_span("chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}):
+        with t.start_as_current_span(
+            "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}
+        ):
             pass
-        with t.start_as_current_span("execute_tool get_weather", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"}):
+        with t.start_as_current_span(
+            "execute_tool get_weather",
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"},
+        ):
             pass
-        with t.start_as_current_span("chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}):
+        with t.start_as_current_span(
+            "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}
+        ):
             pass
 
 

@@ -12,5 +12,8 @@ def _analyze(*, run: Any, results: Any) -> dict[str, int]:
     return {"tokens": 2**70 if "HUGE" in str(run.output) else 1}
 
 
-scorer = (create_scorer(id="oversized", description="an analyze step with out-of-range integers")
-          .analyze(_analyze).generate_score(lambda *, run, results: 1.0))
+scorer = (
+    create_scorer(id="oversized", description="an analyze step with out-of-range integers")
+    .analyze(_analyze)
+    .generate_score(lambda *, run, results: 1.0)
+)

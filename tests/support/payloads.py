@@ -97,8 +97,31 @@ def json_trace_body() -> bytes:
                                         {"key": "d", "value": {"doubleValue": 2.5}},
                                         {"key": "b", "value": {"boolValue": False}},
                                         {"key": "by", "value": {"bytesValue": "AAH/"}},
-                                        {"key": "arr", "value": {"arrayValue": {"values": [{"intValue": "1"}, {"stringValue": "two"}]}}},
-                                        {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "nested", "value": {"kvlistValue": {"values": [{"key": "deep", "value": {"boolValue": True}}]}}}]}}},
+                                        {
+                                            "key": "arr",
+                                            "value": {
+                                                "arrayValue": {"values": [{"intValue": "1"}, {"stringValue": "two"}]}
+                                            },
+                                        },
+                                        {
+                                            "key": "kv",
+                                            "value": {
+                                                "kvlistValue": {
+                                                    "values": [
+                                                        {
+                                                            "key": "nested",
+                                                            "value": {
+                                                                "kvlistValue": {
+                                                                    "values": [
+                                                                        {"key": "deep", "value": {"boolValue": True}}
+                                                                    ]
+                                                                }
+                                                            },
+                                                        }
+                                                    ]
+                                                }
+                                            },
+                                        },
                                         {"key": "empty", "value": {}},
                                     ],
                                     "events": [{"timeUnixNano": "1544712660500000000", "name": "ev", "attributes": []}],

@@ -31,13 +31,18 @@ class PostgresUnavailable(RuntimeError):
 def find_bin_dir() -> Path:
     """The newest PostgreSQL server binary directory (``initdb``, ``pg_ctl``)."""
     explicit = os.environ.get("TRACESCORER_PG_BIN")
-    candidates = [explicit] if explicit else sorted(glob.glob(BIN_GLOB), key=lambda p: int(Path(p).parent.name)
-                                                    if Path(p).parent.name.isdigit() else 0)
+    candidates = (
+        [explicit]
+        if explicit
+        else sorted(glob.glob(BIN_GLOB), key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0)
+    )
     for candidate in reversed(candidates):
         if candidate and (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
             return Path(candidate)
-    raise PostgresUnavailable("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
-                              "(install Debian's `postgresql` package, or set TRACESCORER_PG_BIN)")
+    raise PostgresUnavailable(
+        "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
+        "(install Debian's `postgresql` package, or set TRACESCORER_PG_BIN)"
+    )
 
 
 def _free_port() -> int:
@@ -69,8 +74,25 @@ class PostgresServer:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd="/")
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
-        out = self._run(str(self.bin_dir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
-                        "-p", str(self.port), "-U", "postgres", "-d", dbname, "-c", sql)
+        out = self._run(
+            str(self.bin_dir / "psql"),
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-d",
+            dbname,
+            "-c",
+            sql,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"psql failed: {out.stderr.strip()}")
         return out.stdout
@@ -90,23 +112,54 @@ def start_server(*, durable: bool = False, max_connections: int = 200) -> Postgr
         try:
             entry = pwd.getpwnam(user)
         except KeyError:
-            raise PostgresUnavailable("running as root and there is no `postgres` OS user to run the server as") from None
+            raise PostgresUnavailable(
+                "running as root and there is no `postgres` OS user to run the server as"
+            ) from None
         os.chmod(root, 0o755)
         os.chown(root, entry.pw_uid, entry.pw_gid)
     server = PostgresServer(root=root, port=_free_port(), bin_dir=bin_dir, user=user)
     data = root / "data"
-    out = server._run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                      "--no-locale", "--no-sync", timeout_s=120)
+    out = server._run(
+        str(bin_dir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--no-locale",
+        "--no-sync",
+        timeout_s=120,
+    )
     if out.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {out.stderr.strip() or out.stdout.strip()}")
-    options = ["-c listen_addresses=127.0.0.1", f"-c port={server.port}", f"-c unix_socket_directories={root}",
-               f"-c max_connections={max_connections}", "-c shared_buffers=64MB"]
+    options = [
+        "-c listen_addresses=127.0.0.1",
+        f"-c port={server.port}",
+        f"-c unix_socket_directories={root}",
+        f"-c max_connections={max_connections}",
+        "-c shared_buffers=64MB",
+    ]
     if not durable:
         options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
     for attempt in range(3):
-        out = server._run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60",
-                          "-o", " ".join(options), "start", timeout_s=90)
+        out = server._run(
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            " ".join(options),
+            "start",
+            timeout_s=90,
+        )
         if out.returncode == 0:
             break
         server.port = _free_port()  # the port was taken meanwhile

@@ -28,12 +28,25 @@ def _installers() -> list[list[str]]:
     uv_dirs = sorted(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).glob("tracescorer/uv-*/bin/uv"))
     for uv in [shutil.which("uv"), *map(str, uv_dirs)]:
         if uv:
-            commands.append([uv, "pip", "install", "--python", sys.executable, "-q", "--prerelease", "allow",
-                             "--no-deps", "--target"])
+            commands.append(
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    sys.executable,
+                    "-q",
+                    "--prerelease",
+                    "allow",
+                    "--no-deps",
+                    "--target",
+                ]
+            )
     for python in (sys.executable, shutil.which("python3")):
         if python:
-            commands.append([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre",
-                             "--no-deps", "--target"])
+            commands.append(
+                [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre", "--no-deps", "--target"]
+            )
     return commands
 
 
@@ -48,8 +61,9 @@ def agent() -> Path:
             return binary
         errors = []
         for command in _installers():
-            out = subprocess.run([*command, str(CACHE), f"rotel=={VERSION}"], capture_output=True, text=True,
-                                 timeout=300)
+            out = subprocess.run(
+                [*command, str(CACHE), f"rotel=={VERSION}"], capture_output=True, text=True, timeout=300
+            )
             if out.returncode == 0 and binary.exists():
                 binary.chmod(0o755)
                 return binary

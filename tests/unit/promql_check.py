@@ -23,8 +23,15 @@ EXTERNAL_LABELS = {"instance", "job", "le"}
 
 # label values the code emits for enumerated labels that queries filter on
 KNOWN_VALUES: dict[str, set[str]] = {
-    "decision": {runner.SCORED, runner.SAMPLED_OUT, runner.FILTERED_OUT, runner.NOT_SCORABLE,
-                 runner.RATE_LIMITED, runner.BUDGET_EXHAUSTED, runner.FAILED},
+    "decision": {
+        runner.SCORED,
+        runner.SAMPLED_OUT,
+        runner.FILTERED_OUT,
+        runner.NOT_SCORABLE,
+        runner.RATE_LIMITED,
+        runner.BUDGET_EXHAUSTED,
+        runner.FAILED,
+    },
     # export results, and monitor notification results
     "result": set(typing.get_args(ExportOutcome)) | {"sent", "failed", "suppressed", "dropped"},
     "status": {"ok", "error", "not_scorable"},
@@ -38,7 +45,9 @@ KNOWN_VALUES: dict[str, set[str]] = {
 
 # Grafana's template variables that stand for a duration in a range selector
 _DURATION_VARS = re.compile(r"\$(__rate_interval|__interval|__range|window)\b|\$\{(window)\}")
-_LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?:([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*)?([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$")
+_LABEL_VALUES = re.compile(
+    r"^\s*label_values\(\s*(?:([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*)?([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$"
+)
 
 
 def exported() -> dict[str, set[str]]:
@@ -46,8 +55,8 @@ def exported() -> dict[str, set[str]]:
     labelled metric was touched once (an untouched labelled metric exposes no samples)."""
     metrics = Metrics()
     for value in vars(metrics).values():
-        if isinstance(value, MetricWrapperBase) and value._labelnames:  # noqa: SLF001 - introspection
-            value.labels(*("x" for _ in value._labelnames))  # noqa: SLF001
+        if isinstance(value, MetricWrapperBase) and value._labelnames:  # introspection
+            value.labels(*("x" for _ in value._labelnames))
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(metrics.render().decode()):
         for sample in family.samples:
@@ -144,7 +153,8 @@ def output_labels(expr: str) -> set[str]:
     """Labels an expression's result may carry: its outermost ``by`` labels, else its metrics'."""
     tree = parse(expr)
     while isinstance(tree, (pq.BinaryExpr, pq.ParenExpr)) or (
-            isinstance(tree, pq.AggregateExpr) and str(tree.op) in ("topk", "bottomk")):
+        isinstance(tree, pq.AggregateExpr) and str(tree.op) in ("topk", "bottomk")
+    ):
         tree = tree.lhs if isinstance(tree, pq.BinaryExpr) else tree.expr
     if isinstance(tree, pq.AggregateExpr):
         if tree.modifier is None:

@@ -11,7 +11,6 @@ from typing import Any
 import promql_parser as pq
 import pytest
 import yaml
-
 from unit.promql_check import exported, metric_names, output_labels, parse, problems
 
 RULES = Path(__file__).resolve().parents[2] / "config" / "prometheus-alerts.yaml"
@@ -21,8 +20,22 @@ _RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "an
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)
-_TEMPLATE_FUNCS = {"humanize", "humanize1024", "humanizeDuration", "humanizePercentage", "humanizeTimestamp",
-                   "printf", "title", "toUpper", "toLower", "reReplaceAll", "safeHtml", "first", "value", "label"}
+_TEMPLATE_FUNCS = {
+    "humanize",
+    "humanize1024",
+    "humanizeDuration",
+    "humanizePercentage",
+    "humanizeTimestamp",
+    "printf",
+    "title",
+    "toUpper",
+    "toLower",
+    "reReplaceAll",
+    "safeHtml",
+    "first",
+    "value",
+    "label",
+}
 
 
 def _rules_file() -> dict[str, Any]:
@@ -84,11 +97,14 @@ def test_alerts_are_routable_and_their_templates_use_labels_they_carry(rule: dic
         assert text.count("{{") == text.count("}}"), f"unbalanced template in {text!r}"
         for body in _TEMPLATE.findall(text):
             for label in re.findall(r"\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)", body):
-                assert label in carried, f"{rule['alert']}: template uses $labels.{label}, the alert has {sorted(carried)}"
+                assert label in carried, (
+                    f"{rule['alert']}: template uses $labels.{label}, the alert has {sorted(carried)}"
+                )
             for func in re.findall(r"\|\s*([a-zA-Z0-9_]+)", body):
                 assert func in _TEMPLATE_FUNCS, f"unknown template function {func}"
-            assert re.fullmatch(r"\s*(\$labels\.[a-zA-Z_]\w*|\$value|\$externalLabels\.\w+)(\s*\|\s*\w+)*\s*", body), \
+            assert re.fullmatch(r"\s*(\$labels\.[a-zA-Z_]\w*|\$value|\$externalLabels\.\w+)(\s*\|\s*\w+)*\s*", body), (
                 f"unexpected template {body!r}"
+            )
 
 
 def _uses(rule: dict[str, Any], metric: str, matcher: str | None = None) -> bool:

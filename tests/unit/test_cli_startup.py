@@ -8,8 +8,16 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pydantic", "duckdb", "aiohttp", "litellm", "prometheus_client", "tracescorer.config",
-         "tracescorer.scorers", "tracescorer.monitors.service")
+HEAVY = (
+    "pydantic",
+    "duckdb",
+    "aiohttp",
+    "litellm",
+    "prometheus_client",
+    "tracescorer.config",
+    "tracescorer.scorers",
+    "tracescorer.monitors.service",
+)
 
 
 def _loaded(code: str) -> list[str]:
@@ -19,10 +27,13 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_help_loads_none_of_the_heavy_modules():
-    assert _loaded("from tracescorer.cli import main\n"
-                   "try:\n    main(['--help'])\nexcept SystemExit:\n    pass") == []
-    assert _loaded("from tracescorer.cli import main\n"
-                   "try:\n    main(['monitors', '--help'])\nexcept SystemExit:\n    pass") == []
+    assert _loaded("from tracescorer.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass") == []
+    assert (
+        _loaded(
+            "from tracescorer.cli import main\ntry:\n    main(['monitors', '--help'])\nexcept SystemExit:\n    pass"
+        )
+        == []
+    )
 
 
 def test_the_settings_do_not_load_the_monitor_service_or_the_scorer_library():
@@ -44,4 +55,4 @@ def test_format_names_are_the_output_formats():
     from tracescorer.commands.common import FORMAT_NAMES
     from tracescorer.output import FORMATS
 
-    assert FORMAT_NAMES == sorted(FORMATS)
+    assert sorted(FORMATS) == FORMAT_NAMES

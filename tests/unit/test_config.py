@@ -55,7 +55,10 @@ def test_partial_listener_override_keeps_that_listeners_defaults(tmp_path):
         ({"TRACESCORER_STORE__PATH__X": "1"}, "(from TRACESCORER_STORE__PATH__X)"),
         ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "receiver.http.port: Input should be a valid integer"),
         ({"TRACESCORER_RECEIVER__HTTP__PORT": "abc"}, "(got 'abc') (from TRACESCORER_RECEIVER__HTTP__PORT)"),
-        ({"TRACESCORER_ASSEMBLY__CONVERSATION_KEYS": "[unclosed"}, "assembly.conversation_keys: Input should be a valid list"),
+        (
+            {"TRACESCORER_ASSEMBLY__CONVERSATION_KEYS": "[unclosed"},
+            "assembly.conversation_keys: Input should be a valid list",
+        ),
     ],
 )
 def test_bad_env_overrides_are_errors_naming_the_variable(env, message):
@@ -101,8 +104,15 @@ def test_errors_name_the_key(tmp_path, text, env, message):
 
 
 def test_env_overrides_nested_keys_and_ignores_expansion_variables():
-    s = load_settings(None, env={"TRACESCORER_RECEIVER__GRPC__PORT": "5317", "TRACESCORER_AUTH_TOKEN": "x",
-                                 "TRACESCORER_JUDGE_MODEL": "openai/gpt-4o-mini", "TRACESCORER_LOG_LEVEL": "DEBUG"})
+    s = load_settings(
+        None,
+        env={
+            "TRACESCORER_RECEIVER__GRPC__PORT": "5317",
+            "TRACESCORER_AUTH_TOKEN": "x",
+            "TRACESCORER_JUDGE_MODEL": "openai/gpt-4o-mini",
+            "TRACESCORER_LOG_LEVEL": "DEBUG",
+        },
+    )
     assert s.receiver.grpc.port == 5317 and s.receiver.auth_token == "" and s.log_level == "DEBUG"
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from unit.promql_check import exported, families, metric_names, problems
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -8,8 +8,11 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tracescorer"
-_SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
-                  r"CREATE\s+(TEMP\s+)?(TABLE|INDEX|VIEW)|ALTER\s+TABLE|DROP\s+TABLE)\b", re.S)
+_SQL = re.compile(
+    r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+    r"CREATE\s+(TEMP\s+)?(TABLE|INDEX|VIEW)|ALTER\s+TABLE|DROP\s+TABLE)\b",
+    re.S,
+)
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:
@@ -37,6 +40,12 @@ def test_config_imports_no_pipeline_stage() -> None:
     tree = ast.parse((PACKAGE / "config.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    stages = ("tracescorer.scoring", "tracescorer.assembly", "tracescorer.receiver", "tracescorer.store",
-              "tracescorer.export", "tracescorer.app")
+    stages = (
+        "tracescorer.scoring",
+        "tracescorer.assembly",
+        "tracescorer.receiver",
+        "tracescorer.store",
+        "tracescorer.export",
+        "tracescorer.app",
+    )
     assert not [m for m in imported if m.startswith(stages)]

@@ -7,8 +7,9 @@ from tracescorer.export.otlp_transport import resolve_target
 
 
 def _url(endpoint=None, environ=None, signal="traces"):
-    return resolve_target(signal, endpoint=endpoint, protocol="http/protobuf", headers={"x": "1"}, timeout_s=1,
-                          environ=environ or {}).endpoint
+    return resolve_target(
+        signal, endpoint=endpoint, protocol="http/protobuf", headers={"x": "1"}, timeout_s=1, environ=environ or {}
+    ).endpoint
 
 
 def test_no_endpoint_anywhere_is_the_default_collector_with_the_signal_path():

@@ -21,38 +21,46 @@ def con(tmp_path):
     c.close()
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM spans",
-    "select count(*) from SPANS s join Recent r on s.i = r.i",
-    "WITH x AS (SELECT * FROM spans) SELECT * FROM x",
-    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
-    "WITH a AS (SELECT 1 AS v) SELECT * FROM (SELECT * FROM a) JOIN spans ON true",
-    "SELECT * FROM spans WHERE i IN (SELECT i FROM recent)",
-    "FROM spans SELECT i",
-    "SELECT * FROM range(3)",
-    "SELECT * FROM unnest([1, 2])",
-    "VALUES (1), (2)",
-    "DESCRIBE spans",
-    "SUMMARIZE spans",
-    "SHOW TABLES",
-    "SELECT * FROM information_schema.columns",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM spans",
+        "select count(*) from SPANS s join Recent r on s.i = r.i",
+        "WITH x AS (SELECT * FROM spans) SELECT * FROM x",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+        "WITH a AS (SELECT 1 AS v) SELECT * FROM (SELECT * FROM a) JOIN spans ON true",
+        "SELECT * FROM spans WHERE i IN (SELECT i FROM recent)",
+        "FROM spans SELECT i",
+        "SELECT * FROM range(3)",
+        "SELECT * FROM unnest([1, 2])",
+        "VALUES (1), (2)",
+        "DESCRIBE spans",
+        "SUMMARIZE spans",
+        "SHOW TABLES",
+        "SELECT * FROM information_schema.columns",
+    ],
+)
 def test_reads_pass(con, sql):
     check_statement(con, sql)
 
 
-@pytest.mark.parametrize("sql,message", [
-    ("SELECT * FROM (WITH q AS (SELECT 1) SELECT * FROM q), q", "'q' is not a table or view"),
-    ("WITH q AS (SELECT 1) SELECT * FROM q UNION ALL SELECT * FROM (SELECT * FROM '/etc/hostname')",
-     "reading files is not allowed"),
-    ("SELECT * FROM spans WHERE EXISTS (FROM glob('/*'))", "table function glob()"),
-    ("SELECT [x FOR x IN (SELECT i FROM read_csv('/etc/passwd'))]", "table function read_csv()"),
-    ("SELECT * FROM main.main.spans", "only the database's own tables"),
-    ("PREPARE p AS SELECT 1", "not PREPARE"),
-    ("EXECUTE p", "not EXECUTE"),
-    ("EXPLAIN SELECT 1", "EXPLAIN is not allowed"),
-    ("SELECT 1;;SELECT 2", "only one statement"),
-])
+@pytest.mark.parametrize(
+    "sql,message",
+    [
+        ("SELECT * FROM (WITH q AS (SELECT 1) SELECT * FROM q), q", "'q' is not a table or view"),
+        (
+            "WITH q AS (SELECT 1) SELECT * FROM q UNION ALL SELECT * FROM (SELECT * FROM '/etc/hostname')",
+            "reading files is not allowed",
+        ),
+        ("SELECT * FROM spans WHERE EXISTS (FROM glob('/*'))", "table function glob()"),
+        ("SELECT [x FOR x IN (SELECT i FROM read_csv('/etc/passwd'))]", "table function read_csv()"),
+        ("SELECT * FROM main.main.spans", "only the database's own tables"),
+        ("PREPARE p AS SELECT 1", "not PREPARE"),
+        ("EXECUTE p", "not EXECUTE"),
+        ("EXPLAIN SELECT 1", "EXPLAIN is not allowed"),
+        ("SELECT 1;;SELECT 2", "only one statement"),
+    ],
+)
 def test_refused_with_the_reason(con, sql, message):
     with pytest.raises(QueryRefused) as info:
         check_statement(con, sql)

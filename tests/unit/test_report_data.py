@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import datetime as dt
 from pathlib import Path
 
@@ -19,19 +18,56 @@ def _msg(role: str, text: str) -> Message:
 
 
 def _run(i: int, conversation: str, user: str, answer: str) -> AgentRun:
-    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
-                    conversation_id=conversation, resource_id=None, agent_name="bot", agent_id=None, service_name="svc",
-                    convention="genai", model="m", started_at=i, ended_at=i + 1, status="ok", error=None,
-                    input_messages=(_msg("user", user),), output=(_msg("assistant", answer),))
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=conversation,
+        resource_id=None,
+        agent_name="bot",
+        agent_id=None,
+        service_name="svc",
+        convention="genai",
+        model="m",
+        started_at=i,
+        ended_at=i + 1,
+        status="ok",
+        error=None,
+        input_messages=(_msg("user", user),),
+        output=(_msg("assistant", answer),),
+    )
 
 
-def _score(i: int, scorer: str, value: float | None, *, label: str | None = None, status: str = "ok",
-           conversation: str | None = None, run: str | None = None) -> ScoreRecord:
-    return ScoreRecord(id=f"s{i}", scorer_id=scorer, scorer_name=scorer, run_id=run, trace_id=f"{i:032x}",
-                       span_id=None, conversation_id=conversation, entity_type="conversation" if conversation else "agent",
-                       entity_id="bot", source="live", score=value, reason=f"reason {i}", status=status,
-                       error="boom" if status == "error" else None, label=label, threshold=0.5 if label else None,
-                       judge_cost_usd=0.01)
+def _score(
+    i: int,
+    scorer: str,
+    value: float | None,
+    *,
+    label: str | None = None,
+    status: str = "ok",
+    conversation: str | None = None,
+    run: str | None = None,
+) -> ScoreRecord:
+    return ScoreRecord(
+        id=f"s{i}",
+        scorer_id=scorer,
+        scorer_name=scorer,
+        run_id=run,
+        trace_id=f"{i:032x}",
+        span_id=None,
+        conversation_id=conversation,
+        entity_type="conversation" if conversation else "agent",
+        entity_id="bot",
+        source="live",
+        score=value,
+        reason=f"reason {i}",
+        status=status,
+        error="boom" if status == "error" else None,
+        label=label,
+        threshold=0.5 if label else None,
+        judge_cost_usd=0.01,
+    )
 
 
 def _build(path: Path) -> None:
@@ -41,11 +77,19 @@ def _build(path: Path) -> None:
 async def _write(path: Path) -> None:
     store = DuckDBStore(path)
     await store.open()
-    runs = [_run(1, "c1", "first question", "first answer"), _run(2, "c1", "second question", "second answer"),
-            _run(3, "c2", "other", "reply")]
-    scores = [_score(1, "judge", 0.0, label="fail", conversation="c1"), _score(2, "judge", 1.0, label="pass", conversation="c2"),
-              _score(3, "judge", 0.9, label="pass", conversation="c3"), _score(4, "judge", None, status="error", conversation="c4"),
-              _score(5, "code", 0.25, run="run-3"), _score(6, "code", 0.75, run="run-1")]
+    runs = [
+        _run(1, "c1", "first question", "first answer"),
+        _run(2, "c1", "second question", "second answer"),
+        _run(3, "c2", "other", "reply"),
+    ]
+    scores = [
+        _score(1, "judge", 0.0, label="fail", conversation="c1"),
+        _score(2, "judge", 1.0, label="pass", conversation="c2"),
+        _score(3, "judge", 0.9, label="pass", conversation="c3"),
+        _score(4, "judge", None, status="error", conversation="c4"),
+        _score(5, "code", 0.25, run="run-3"),
+        _score(6, "code", 0.75, run="run-1"),
+    ]
     await store.upsert_runs(runs)
     await store.write_scores(scores, [])
     await store.close()
@@ -60,9 +104,16 @@ def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):
         r = run_read_query(con, sql, max_rows=max_rows, timeout_s=10)
         return {"columns": r.columns, "rows": r.rows, "truncated": r.truncated}
 
-    now = dt.datetime.now(dt.timezone.utc)
-    report = collect(query, since=now - dt.timedelta(days=7), until=now + dt.timedelta(minutes=1), scorer_id=None,
-                     configured=["judge", "code", "unused"], worst=2, source="test")
+    now = dt.datetime.now(dt.UTC)
+    report = collect(
+        query,
+        since=now - dt.timedelta(days=7),
+        until=now + dt.timedelta(minutes=1),
+        scorer_id=None,
+        configured=["judge", "code", "unused"],
+        worst=2,
+        source="test",
+    )
     con.close()
     judge, code, unused = (next(s for s in report.scorers if s.scorer_id == i) for i in ("judge", "code", "unused"))
     assert (judge.n, judge.ok, judge.errors, judge.passed, judge.failed) == (4, 3, 1, 2, 1)
@@ -73,8 +124,11 @@ def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):
     worst = judge.worst
     assert [w.score for w in worst] == [0.0, 0.9]
     assert [(t.role, t.text) for t in worst[0].transcript] == [
-        ("user", "first question"), ("assistant", "first answer"), ("user", "second question"),
-        ("assistant", "second answer")]
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+        ("assistant", "second answer"),
+    ]
     assert [w.score for w in code.worst] == [0.25, 0.75]
     assert [t.text for t in code.worst[0].transcript] == ["other", "reply"]  # the run itself, not its conversation
     assert unused.n == 0 and not unused.worst

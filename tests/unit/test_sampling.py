@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 import subprocess
 import sys
@@ -75,18 +76,26 @@ def test_edges_zero_never_one_always(ids: list[str]) -> None:
 def test_smaller_ratio_samples_a_subset(ids: list[str]) -> None:
     ratios = [0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0]
     chosen = [{t for t in ids if is_sampled(t, r)} for r in ratios]
-    for smaller, larger in zip(chosen, chosen[1:]):
+    for smaller, larger in itertools.pairwise(chosen):
         assert smaller <= larger
     assert len(chosen[2]) < len(chosen[4])  # and a strict subset in practice
 
 
 def test_decisions_reproducible_in_a_new_process() -> None:
     ids = TRACE_IDS[:200] + CONVERSATION_IDS[:200]
-    code = ("import sys; from tracescorer.sampling import sample_value; "
-            "print('\\n'.join(repr(sample_value(l)) for l in sys.stdin.read().split()))")
-    out = subprocess.run([sys.executable, "-c", code], input="\n".join(ids), text=True,
-                         capture_output=True, check=True, timeout=60,
-                         env={"PYTHONHASHSEED": "12345"}).stdout.split()
+    code = (
+        "import sys; from tracescorer.sampling import sample_value; "
+        "print('\\n'.join(repr(sample_value(l)) for l in sys.stdin.read().split()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input="\n".join(ids),
+        text=True,
+        capture_output=True,
+        check=True,
+        timeout=60,
+        env={"PYTHONHASHSEED": "12345"},
+    ).stdout.split()
     assert [float(v) for v in out] == [sample_value(t) for t in ids]
 
 

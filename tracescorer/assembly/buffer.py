@@ -40,8 +40,13 @@ _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 
 COMPLETE, MAX_WAIT, OVERFLOW, SHUTDOWN, RECOVERED = "complete", "max_wait", "overflow", "shutdown", "recovered"
-_COUNTERS = {COMPLETE: "traces_complete", MAX_WAIT: "traces_max_wait", OVERFLOW: "traces_overflow",
-             SHUTDOWN: "traces_shutdown", RECOVERED: "traces_recovered"}
+_COUNTERS = {
+    COMPLETE: "traces_complete",
+    MAX_WAIT: "traces_max_wait",
+    OVERFLOW: "traces_overflow",
+    SHUTDOWN: "traces_shutdown",
+    RECOVERED: "traces_recovered",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,8 +156,9 @@ class TraceBuffer:
 
     # --- intake -------------------------------------------------------------------------------
 
-    def add_spans(self, spans: Iterable[Span], now: float | None = None,
-                  received: tuple[float, float] = (0.0, 0.0)) -> None:
+    def add_spans(
+        self, spans: Iterable[Span], now: float | None = None, received: tuple[float, float] = (0.0, 0.0)
+    ) -> None:
         """Buffer spans of any traces, in any order; a span id seen twice is kept once.
         ``received``: the commit times the span log gave them."""
         t = self._clock() if now is None else now
@@ -172,8 +178,9 @@ class TraceBuffer:
                 self._items += 1
         self._enforce_bounds()
 
-    def add_logs(self, records: Iterable[LogRecord], now: float | None = None,
-                 received: tuple[float, float] = (0.0, 0.0)) -> None:
+    def add_logs(
+        self, records: Iterable[LogRecord], now: float | None = None, received: tuple[float, float] = (0.0, 0.0)
+    ) -> None:
         """Buffer log records that name a trace; records without a trace id are only counted."""
         t = self._clock() if now is None else now
         for rec in records:
@@ -198,8 +205,16 @@ class TraceBuffer:
         for trace_id, first, last, assembled_before in pending:
             if trace_id in self._entries:
                 continue
-            self._entries[trace_id] = _Entry(first_seen=t, last_seen=t, first_received=first, last_received=last,
-                                             spans=None, logs=None, late=assembled_before, recovered=True)
+            self._entries[trace_id] = _Entry(
+                first_seen=t,
+                last_seen=t,
+                first_received=first,
+                last_received=last,
+                spans=None,
+                logs=None,
+                late=assembled_before,
+                recovered=True,
+            )
             added.append(trace_id)
         # quiet for longer than anything live: least recently active first
         for trace_id in reversed(added):
@@ -211,8 +226,13 @@ class TraceBuffer:
     def _entry(self, trace_id: str, now: float, received: tuple[float, float]) -> _Entry:
         entry = self._entries.get(trace_id)
         if entry is None:
-            entry = _Entry(first_seen=now, last_seen=now, first_received=received[0], last_received=received[1],
-                           late=trace_id in self._assembled)
+            entry = _Entry(
+                first_seen=now,
+                last_seen=now,
+                first_received=received[0],
+                last_received=received[1],
+                late=trace_id in self._assembled,
+            )
             self._entries[trace_id] = entry
             self._in_memory[trace_id] = None
         else:
@@ -302,8 +322,11 @@ class TraceBuffer:
         while len(self._assembled) > self._remember:
             self._assembled.popitem(last=False)
         spilled = entry.spans is None
-        spans = () if entry.spans is None else tuple(
-            sorted(entry.spans.values(), key=lambda s: (s.start_time_unix_nano, s.span_id)))
+        spans = (
+            ()
+            if entry.spans is None
+            else tuple(sorted(entry.spans.values(), key=lambda s: (s.start_time_unix_nano, s.span_id)))
+        )
         return AssembledTrace(
             trace_id=trace_id,
             spans=spans,

@@ -35,8 +35,7 @@ def group_conversations(runs: Iterable[AgentRun]) -> list[Conversation]:
         if run.conversation_id:
             by_conv.setdefault(run.conversation_id, {})[run.run_id] = run
     convs = [
-        Conversation(conversation_id=cid, runs=tuple(sorted(rs.values(), key=_order)))
-        for cid, rs in by_conv.items()
+        Conversation(conversation_id=cid, runs=tuple(sorted(rs.values(), key=_order))) for cid, rs in by_conv.items()
     ]
     convs.sort(key=lambda c: (_order(c.runs[0]), c.conversation_id))
     return convs

@@ -24,11 +24,11 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from tracescorer.aio import cancel
 from tracescorer.assembly.conversations import ConversationTracker
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.store.base import ConversationClaim, SharedCoordination
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +136,17 @@ class LocalIdleConversations(_Base):
 class SharedIdleConversations(_Base):
     """Several daemons: idle conversations are claimed in the shared store (see the module docstring)."""
 
-    def __init__(self, store: SharedCoordination, metrics: Metrics, *, idle_s: float, lease_s: float,
-                 interval_s: float, max_in_flight: int, max_age_s: float) -> None:
+    def __init__(
+        self,
+        store: SharedCoordination,
+        metrics: Metrics,
+        *,
+        idle_s: float,
+        lease_s: float,
+        interval_s: float,
+        max_in_flight: int,
+        max_age_s: float,
+    ) -> None:
         super().__init__(metrics, interval_s)
         self._store = store
         self._idle_s = idle_s
@@ -159,8 +168,9 @@ class SharedIdleConversations(_Base):
         room = self._max_in_flight - len(self._claims)
         if room <= 0:
             return
-        claims = await self._store.claim_conversations(idle_s=self._idle_s, lease_s=self._lease_s, limit=room,
-                                                      max_age_s=self._max_age_s)
+        claims = await self._store.claim_conversations(
+            idle_s=self._idle_s, lease_s=self._lease_s, limit=room, max_age_s=self._max_age_s
+        )
         for claim in claims:
             self._claims[claim.conversation_id] = claim
             self._metrics.conversation_claims.labels("takeover" if claim.takeover else "claimed").inc()
@@ -191,8 +201,12 @@ class SharedIdleConversations(_Base):
         lost = len(done) - kept
         if lost:
             self._metrics.conversation_claims.labels("lost").inc(lost)
-            log.warning("%d conversation claim(s) had been taken over while scored (lease %gs too short for the "
-                        "judge?); they are scored again by the daemon that took them", lost, self._lease_s)
+            log.warning(
+                "%d conversation claim(s) had been taken over while scored (lease %gs too short for the "
+                "judge?); they are scored again by the daemon that took them",
+                lost,
+                self._lease_s,
+            )
         self._metrics.conversation_claims.labels("finished").inc(kept)
         if release:
             self._metrics.conversation_claims.labels("released").inc(len(release))

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from tracescorer.aio import cancel
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
 from tracescorer.assembly.idle import ConversationSink, IdleConversations
 from tracescorer.config import AssemblySettings
@@ -31,7 +32,6 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.store.base import Store, StoreError, write_narrowing
 from tracescorer.store.records import AssemblyRecord
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,17 @@ class _Result:
     def record(self) -> AssemblyRecord:
         root = next((s for s in self.spans if is_root(s)), None)
         return AssemblyRecord(
-            trace_id=self.trace.trace_id, reason=self.trace.reason, incomplete=self.trace.incomplete,
-            span_count=len(self.spans), log_count=len(self.logs), run_count=len(self.runs),
-            unmatched_reason=self.unmatched_reason, service_name=self.spans[0].service_name if self.spans else None,
-            root_name=root.name if root else None, last_received_at=self.trace.received[1] or None)
+            trace_id=self.trace.trace_id,
+            reason=self.trace.reason,
+            incomplete=self.trace.incomplete,
+            span_count=len(self.spans),
+            log_count=len(self.logs),
+            run_count=len(self.runs),
+            unmatched_reason=self.unmatched_reason,
+            service_name=self.spans[0].service_name if self.spans else None,
+            root_name=root.name if root else None,
+            last_received_at=self.trace.received[1] or None,
+        )
 
 
 def _dedupe(spans: Sequence[Span]) -> list[Span]:
@@ -76,8 +83,14 @@ def _dedupe(spans: Sequence[Span]) -> list[Span]:
 class AssemblyStage:
     """Owns the :class:`TraceBuffer`; runs on the daemon's event loop."""
 
-    def __init__(self, settings: AssemblySettings, store: Store, metrics: Metrics, *,
-                 conversations: IdleConversations | None = None) -> None:
+    def __init__(
+        self,
+        settings: AssemblySettings,
+        store: Store,
+        metrics: Metrics,
+        *,
+        conversations: IdleConversations | None = None,
+    ) -> None:
         self._settings = settings
         self.conversations = conversations
         self._conversation_sink: ConversationSink | None = None
@@ -167,7 +180,7 @@ class AssemblyStage:
                 await self.flush()
                 if time.monotonic() - self._watermark_at >= WATERMARK_EVERY_S:
                     await self._store_watermark()
-            except Exception:  # noqa: BLE001 - a bad batch must not stop assembly for good
+            except Exception:  # a bad batch must not stop assembly for good
                 log.exception("assembly pass failed")
 
     async def flush(self, traces: list[AssembledTrace] | None = None) -> int:
@@ -228,7 +241,9 @@ class AssemblyStage:
             # the next start's recovery (and the assembled-through mark would pass them)
             (log.debug if self._store_away else log.warning)(
                 "reading %d trace(s) back from the store failed (%s); retrying each pass until it answers",
-                len(traces), exc)
+                len(traces),
+                exc,
+            )
             self._store_away = True
             self._track_again(traces)
             return False
@@ -266,7 +281,7 @@ class AssemblyStage:
         for listener in self._listeners:
             try:
                 listener.on_runs(runs)
-            except Exception:  # noqa: BLE001 - scoring problems must not stop assembly
+            except Exception:  # scoring problems must not stop assembly
                 log.exception("run listener %r failed", listener)
 
     async def _write_runs(self, results: list[_Result], retry: bool) -> None:
@@ -279,17 +294,24 @@ class AssemblyStage:
         new = [] if retry else [r.trace.trace_id for r in results if not r.trace.late]
         # sent together: the store commits both in one group, in order
         await asyncio.gather(
-            self._store.upsert_runs(list(latest.values()),
-                                    replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
-                                    new_traces=new),
-            self._store.record_assembly([r.record() for r in results], new_traces=new))
+            self._store.upsert_runs(
+                list(latest.values()),
+                replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
+                new_traces=new,
+            ),
+            self._store.record_assembly([r.record() for r in results], new_traces=new),
+        )
 
     async def _refused(self, result: _Result, exc: Exception) -> None:
         """Record a trace whose runs the store refused as assembled without them, saying why (its
         spans stay in the span log): loud, counted, and not retried."""
         reason = f"runs not stored: {exc}"
-        log.warning("the store refused the runs of trace %s (%s): recorded as assembled without runs "
-                    "(assembled_traces.unmatched_reason); its spans stay in the span log", result.trace.trace_id, exc)
+        log.warning(
+            "the store refused the runs of trace %s (%s): recorded as assembled without runs "
+            "(assembled_traces.unmatched_reason); its spans stay in the span log",
+            result.trace.trace_id,
+            exc,
+        )
         self._metrics.traces_refused.inc()
         await self._store.record_assembly([replace(result, runs=[], unmatched_reason=reason).record()], new_traces=[])
 
@@ -308,9 +330,13 @@ class AssemblyStage:
         started = time.perf_counter()
         incomplete = trace.incomplete and not any(is_root(s) for s in spans)
         try:
-            extraction = extract_runs(spans, logs, conversation_keys=self._settings.conversation_keys,
-                                      incomplete=incomplete or trace.reason == "overflow")
-        except Exception as exc:  # noqa: BLE001 - a bug met on one trace must not drop its chunk
+            extraction = extract_runs(
+                spans,
+                logs,
+                conversation_keys=self._settings.conversation_keys,
+                incomplete=incomplete or trace.reason == "overflow",
+            )
+        except Exception as exc:  # a bug met on one trace must not drop its chunk
             log.exception("extracting the runs of trace %s failed: recorded as unmatched", trace.trace_id)
             extraction = Extraction(unmatched_reason=f"extraction failed: {type(exc).__name__}: {exc}")
         m = self._metrics
@@ -332,7 +358,7 @@ class AssemblyStage:
         in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
         times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
         mark = min(times) if times else time.time()
-        await self._store.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.timezone.utc))
+        await self._store.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC))
 
     async def _recover(self) -> None:
         """Track the traces the span log holds that were never (fully) assembled; they complete
@@ -352,9 +378,9 @@ class AssemblyStage:
                 total += self.buffer.add_pending(fresh)
                 self._metrics.traces_recovered.inc(len(fresh))
                 # wait for this batch to be assembled before asking for more: the buffer's bound holds
-                while any(self.buffer.tracking(p[0]) for p in fresh):
+                while any(self.buffer.tracking(p[0]) for p in fresh):  # noqa: ASYNC110 - the buffer has no event: polled each tick
                     await asyncio.sleep(self._tick_s)
-        except Exception:  # noqa: BLE001 - recovery is best effort; live traffic goes on
+        except Exception:  # recovery is best effort; live traffic goes on
             log.exception("could not list unassembled traces")
             return
         if total:

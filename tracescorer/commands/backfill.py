@@ -36,7 +36,9 @@ def _parse_filters(values: tuple[str, ...]) -> dict[str, Any]:
 def _summary(progress: dict[str, Any], dry_run: bool) -> str:
     decisions = ", ".join(f"{k}: {v}" for k, v in sorted(progress["decisions"].items())) or "nothing to do"
     head = "dry run — would" if dry_run else "backfill done —"
-    return f"{head} {progress['done']}/{progress['total']} target(s): {decisions}; judge cost ${progress['cost_usd']:.6f}"
+    return (
+        f"{head} {progress['done']}/{progress['total']} target(s): {decisions}; judge cost ${progress['cost_usd']:.6f}"
+    )
 
 
 def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
@@ -77,8 +79,14 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
             raise click.ClickException(str(exc)) from None
         shared = settings.store.backend == "postgres"
         rate = SharedRateLimiter(store, settings.judge.requests_per_minute) if shared else None  # type: ignore[arg-type]
-        runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings,
-                               rate=rate, shared_budget=shared)
+        runner = ScoringRunner(
+            build_bindings(settings.scorers, settings.judge),
+            store,
+            Metrics(),
+            settings,
+            rate=rate,
+            shared_budget=shared,
+        )
         await runner.start_workers()
         progress = BackfillProgress()
         with click.progressbar(length=1, label="backfill", file=sys.stderr) as bar:
@@ -90,9 +98,18 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
                 last[0] = p.done
 
             try:
-                await run_backfill(runner, BackfillRequest(
-                    scorer_id=payload["scorer"], since=payload["since"], until=payload["until"],
-                    filter=payload["filter"], dry_run=payload["dry_run"]), progress, on_progress=update)
+                await run_backfill(
+                    runner,
+                    BackfillRequest(
+                        scorer_id=payload["scorer"],
+                        since=payload["since"],
+                        until=payload["until"],
+                        filter=payload["filter"],
+                        dry_run=payload["dry_run"],
+                    ),
+                    progress,
+                    on_progress=update,
+                )
             except BackfillError as exc:
                 progress.error = str(exc)
             finally:
@@ -109,12 +126,17 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
 @click.command()
 @config_option
 @click.option("--scorer", "scorer_id", required=True, help="The bound scorer id to run.")
-@click.option("--since", default="7d", show_default=True, help="Runs that started after this (30m, 2h, 7d or ISO 8601).")
+@click.option(
+    "--since", default="7d", show_default=True, help="Runs that started after this (30m, 2h, 7d or ISO 8601)."
+)
 @click.option("--until", default=None, help="Runs that started before this.")
-@click.option("--filter", "filters", multiple=True, help="Extra filter clause KEY=VALUE (the binding's filter applies too).")
+@click.option(
+    "--filter", "filters", multiple=True, help="Extra filter clause KEY=VALUE (the binding's filter applies too)."
+)
 @click.option("--dry-run", is_flag=True, help="Only count what would be scored.")
-def backfill(config_path: str | None, scorer_id: str, since: str, until: str | None, filters: tuple[str, ...],
-             dry_run: bool) -> None:
+def backfill(
+    config_path: str | None, scorer_id: str, since: str, until: str | None, filters: tuple[str, ...], dry_run: bool
+) -> None:
     """Score stored runs or conversations with a scorer (new or changed), with the same budgets."""
     settings = load(config_path)
     payload: dict[str, Any] = {
@@ -126,8 +148,11 @@ def backfill(config_path: str | None, scorer_id: str, since: str, until: str | N
     }
     info = control.read_serve_info(settings.store.path)
     if info is not None:
-        wire = {**payload, "since": payload["since"].isoformat(),
-                "until": payload["until"].isoformat() if payload["until"] else None}
+        wire = {
+            **payload,
+            "since": payload["since"].isoformat(),
+            "until": payload["until"].isoformat() if payload["until"] else None,
+        }
         progress = _remote(info, wire)
     else:
         progress = _local(settings, payload)

@@ -44,7 +44,7 @@ def load(config_path: str | None) -> Settings:
 
 def parse_since(value: str, *, now: dt.datetime | None = None) -> dt.datetime:
     """``30m``, ``2h``, ``7d``, ``1w`` before now, or an ISO 8601 timestamp (UTC if no zone)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     m = _DURATION.match(value)
     if m:
         return now - dt.timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
@@ -52,7 +52,7 @@ def parse_since(value: str, *, now: dt.datetime | None = None) -> dt.datetime:
         parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         raise click.BadParameter(f"{value!r}: use a duration like 30m, 2h, 7d or an ISO 8601 time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def row_limit(settings: Settings, requested: int | None) -> int:
@@ -90,7 +90,8 @@ def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
             raise click.ClickException(
                 f"{path} is locked by another process and no running tracescorer daemon is registered for it "
                 f"({control.serve_info_path(path)} is missing): {exc}. If a daemon is starting, try again; "
-                "otherwise stop the process that holds the file") from None
+                "otherwise stop the process that holds the file"
+            ) from None
 
 
 class _Locked(Exception):
@@ -108,9 +109,9 @@ def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, An
     import duckdb
     import psycopg
 
+    from tracescorer.config import mask_dsn
     from tracescorer.store.composite import classify
     from tracescorer.store.postgres import query as pg_query
-    from tracescorer.config import mask_dsn
 
     parser = duckdb.connect()  # DuckDB's parser for the statement guard; no database
     try:
@@ -123,8 +124,15 @@ def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, An
         return _query_duckdb(settings, sql, max_rows)
     pg = settings.store.postgres
     try:
-        result = pg_query.query_sync(pg.dsn, sql, schema=pg.schema_name, role=pg.query_role or None, max_rows=max_rows,
-                                     timeout_s=settings.store.query_timeout_s, connect_timeout_s=pg.connect_timeout_s)
+        result = pg_query.query_sync(
+            pg.dsn,
+            sql,
+            schema=pg.schema_name,
+            role=pg.query_role or None,
+            max_rows=max_rows,
+            timeout_s=settings.store.query_timeout_s,
+            connect_timeout_s=pg.connect_timeout_s,
+        )
     except psycopg.errors.QueryCanceled:
         raise click.ClickException(f"query timed out after {settings.store.query_timeout_s:g}s") from None
     except psycopg.OperationalError as exc:
@@ -159,18 +167,20 @@ def span_log_note(sql: str) -> str | None:
     """postgres mode: the reminder that span-log tables hold this daemon's telemetry only."""
     if not _SPAN_LOG.search(sql):
         return None
-    return ("# spans, log_records and assembled_traces are this daemon's span log: in postgres mode every daemon "
-            "keeps its own (runs, scores and decisions are shared)")
+    return (
+        "# spans, log_records and assembled_traces are this daemon's span log: in postgres mode every daemon "
+        "keeps its own (runs, scores and decisions are shared)"
+    )
 
 
 def as_datetime(value: Any) -> dt.datetime:
     """A timestamp cell as an aware datetime: results through the daemon carry ISO 8601 text."""
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     parsed = dt.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
     """A query result's rows as dicts by column name."""
-    return [dict(zip(result["columns"], row)) for row in result["rows"]]
+    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]

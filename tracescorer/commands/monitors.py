@@ -21,8 +21,10 @@ def rule_text(m: MonitorSettings) -> str:
 
     minimum = "" if m.aggregate == "count" else f", min {m.min_samples}"
     cooldown = f", cooldown {format_duration(m.cooldown_s)}" if m.cooldown_s else ""
-    return (f"{m.aggregate}({m.scorer}) {m.comparison} {m.threshold:g} over {format_duration(m.window_s)}"
-            f"{minimum}{cooldown}")
+    return (
+        f"{m.aggregate}({m.scorer}) {m.comparison} {m.threshold:g} over {format_duration(m.window_s)}"
+        f"{minimum}{cooldown}"
+    )
 
 
 def _when(value: Any) -> Any:
@@ -30,7 +32,7 @@ def _when(value: Any) -> Any:
     if value is None:
         return None
     when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _value(value: Any) -> Any:
@@ -44,7 +46,7 @@ def _tables(settings: Settings) -> set[str]:
 
 
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row)) for row in result["rows"]]
+    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
 
 
 @click.command()
@@ -65,11 +67,15 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
             click.echo(FORMATS[fmt](["event_at", "monitor_id", "event"], []))
             return
         result = run_query(settings, sql.events_sql(monitor_id), row_limit(settings, limit))
-        click.echo(FORMATS[fmt](result["columns"],
-                                [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]]))
+        click.echo(
+            FORMATS[fmt](result["columns"], [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]])
+        )
         return
-    stored = {r["monitor_id"]: r for r in _rows(run_query(settings, sql.STATE_SQL, 10_000))} \
-        if "monitor_state" in tables else {}
+    stored = (
+        {r["monitor_id"]: r for r in _rows(run_query(settings, sql.STATE_SQL, 10_000))}
+        if "monitor_state" in tables
+        else {}
+    )
     rows: list[list[Any]] = []
     for m in settings.monitors:
         s = stored.get(m.id)
@@ -78,12 +84,34 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
             rows.append([m.id, rule_text(m), "never evaluated", None, None, None, None, None, notify])
             continue
         pending = f" (pending {s['pending']})" if s["pending"] else ""
-        rows.append([m.id, rule_text(m), s["state"] + pending, _when(s["since"]), _value(s["value"]), s["samples"],
-                     _when(s["evaluated_at"]), _when(s["notified_at"]), notify])
+        rows.append(
+            [
+                m.id,
+                rule_text(m),
+                s["state"] + pending,
+                _when(s["since"]),
+                _value(s["value"]),
+                s["samples"],
+                _when(s["evaluated_at"]),
+                _when(s["notified_at"]),
+                notify,
+            ]
+        )
     for monitor, s in stored.items():
         if all(m.id != monitor for m in settings.monitors):
-            rows.append([monitor, "(no longer configured)", s["state"], _when(s["since"]), _value(s["value"]),
-                         s["samples"], _when(s["evaluated_at"]), _when(s["notified_at"]), ""])
+            rows.append(
+                [
+                    monitor,
+                    "(no longer configured)",
+                    s["state"],
+                    _when(s["since"]),
+                    _value(s["value"]),
+                    s["samples"],
+                    _when(s["evaluated_at"]),
+                    _when(s["notified_at"]),
+                    "",
+                ]
+            )
     if not rows and fmt == "table":
         click.echo("no monitors are configured (see `monitors:` in config/tracescorer.yaml)")
         return

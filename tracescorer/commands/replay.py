@@ -44,8 +44,9 @@ def _signal(path: Path, forced: str) -> str:
 
 
 class _Sender:
-    def __init__(self, endpoint: str, protocol: str, token: str | None, insecure: bool,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, endpoint: str, protocol: str, token: str | None, insecure: bool, headers: dict[str, str] | None = None
+    ) -> None:
         self.protocol = protocol
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.headers.update(headers or {})
@@ -54,8 +55,9 @@ class _Sender:
 
             target = urlparse(endpoint).netloc if "://" in endpoint else endpoint
             secure = endpoint.startswith(("https://", "grpcs://")) and not insecure
-            self._channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials()) if secure
-                             else grpc.insecure_channel(target))
+            self._channel = (
+                grpc.secure_channel(target, grpc.ssl_channel_credentials()) if secure else grpc.insecure_channel(target)
+            )
             self._grpc = grpc
         else:
             self.base = endpoint.rstrip("/")
@@ -82,8 +84,9 @@ class _Sender:
                     return 1.0
                 raise click.ClickException(f"{exc.code().name}: {exc.details()}") from None
         ctype = "application/json" if json_body else "application/x-protobuf"
-        req = urllib.request.Request(f"{self.base}/v1/{signal}", data=body,
-                                     headers={"Content-Type": ctype, **self.headers}, method="POST")
+        req = urllib.request.Request(
+            f"{self.base}/v1/{signal}", data=body, headers={"Content-Type": ctype, **self.headers}, method="POST"
+        )
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 resp.read()
@@ -112,18 +115,41 @@ def _parse_headers(ctx: click.Context, param: click.Parameter, values: tuple[str
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
 @config_option
-@click.option("--endpoint", default=None,
-              help="http(s)://host:port for OTLP/HTTP, or grpc://host:port for OTLP/gRPC "
-                   "(default: the daemon of --config if it runs, else http://127.0.0.1:4318).")
+@click.option(
+    "--endpoint",
+    default=None,
+    help="http(s)://host:port for OTLP/HTTP, or grpc://host:port for OTLP/gRPC "
+    "(default: the daemon of --config if it runs, else http://127.0.0.1:4318).",
+)
 @click.option("--protocol", type=click.Choice(["auto", "http", "grpc"]), default="auto", show_default=True)
-@click.option("--signal", "forced_signal", type=click.Choice(["auto", "traces", "logs"]), default="auto",
-              show_default=True, help="auto: files under a logs/ folder (or named logs*) are log requests.")
+@click.option(
+    "--signal",
+    "forced_signal",
+    type=click.Choice(["auto", "traces", "logs"]),
+    default="auto",
+    show_default=True,
+    help="auto: files under a logs/ folder (or named logs*) are log requests.",
+)
 @click.option("--token", envvar="TRACESCORER_AUTH_TOKEN", default=None, help="Bearer token for the daemon.")
 @click.option("--insecure", is_flag=True, help="gRPC: plaintext even for grpcs:// endpoints.")
-@click.option("--header", "headers", multiple=True, metavar="KEY=VALUE", callback=_parse_headers,
-              help="Extra request header (gRPC: metadata), repeatable, e.g. --header x-mlflow-experiment-id=1.")
-def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None, protocol: str,
-           forced_signal: str, token: str | None, insecure: bool, headers: dict[str, str]) -> None:
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_parse_headers,
+    help="Extra request header (gRPC: metadata), repeatable, e.g. --header x-mlflow-experiment-id=1.",
+)
+def replay(
+    paths: tuple[str, ...],
+    config_path: str | None,
+    endpoint: str | None,
+    protocol: str,
+    forced_signal: str,
+    token: str | None,
+    insecure: bool,
+    headers: dict[str, str],
+) -> None:
     """Send captured OTLP export requests (.pb protobuf, .json OTLP/JSON) to a daemon, in file order.
 
     PATHS may be files or capture folders (requests/ then logs/).
@@ -138,11 +164,19 @@ def replay(paths: tuple[str, ...], config_path: str | None, endpoint: str | None
         protocol = "grpc" if endpoint.startswith(("grpc://", "grpcs://")) else "http"
     sender = _Sender(endpoint, protocol, token or None, insecure, headers)
     sent = {"traces": 0, "logs": 0}
-    with click.progressbar(files, label=f"replaying to {endpoint}", file=sys.stderr,
-                           show_pos=True, item_show_func=lambda f: f.name if f else "") as bar:
+    with click.progressbar(
+        files,
+        label=f"replaying to {endpoint}",
+        file=sys.stderr,
+        show_pos=True,
+        item_show_func=lambda f: f.name if f else "",
+    ) as bar:
         for path in bar:
             signal = _signal(path, forced_signal)
             sender.send(path.read_bytes(), signal, path.suffix == ".json")
             sent[signal] += 1
-    click.echo(f"sent {sent['traces']} trace request(s) and {sent['logs']} log request(s) from {len(files)} file(s)"
-               f" over {protocol}", err=True)
+    click.echo(
+        f"sent {sent['traces']} trace request(s) and {sent['logs']} log request(s) from {len(files)} file(s)"
+        f" over {protocol}",
+        err=True,
+    )

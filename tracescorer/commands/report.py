@@ -18,8 +18,13 @@ from tracescorer.commands.common import config_option, load, parse_since, run_qu
 @click.option("--since", default="7d", show_default=True, help="Scores updated after this (30m, 2h, 7d or ISO 8601).")
 @click.option("--scorer", "scorer_id", help="Only this scorer.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
-@click.option("--worst", type=click.IntRange(1, 50), default=5, show_default=True,
-              help="Worst-scored conversations / runs shown per scorer.")
+@click.option(
+    "--worst",
+    type=click.IntRange(1, 50),
+    default=5,
+    show_default=True,
+    help="Worst-scored conversations / runs shown per scorer.",
+)
 def report(config_path: str | None, since: str, scorer_id: str | None, output: str, worst: int) -> None:
     """Write one self-contained HTML page: trend, pass rate, distribution and the worst targets
     (transcript excerpt, verdict, reason) of every scorer."""
@@ -27,7 +32,7 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
 
     settings = load(config_path)
     start = parse_since(since)
-    until = dt.datetime.now(dt.timezone.utc)
+    until = dt.datetime.now(dt.UTC)
     if start >= until:
         raise click.BadParameter(f"{since!r} is not in the past", param_hint="--since")
     info = control.read_serve_info(settings.store.path)
@@ -37,12 +42,21 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     def query(sql: str, max_rows: int) -> dict[str, Any]:
         result = run_query(settings, sql, min(max_rows, cap))
         if result["truncated"]:  # a partial report would mislead: say so instead
-            raise click.ClickException(f"the report needs more than store.query_max_rows={cap} rows; "
-                                       "narrow it with --scorer or --since, or raise the limit")
+            raise click.ClickException(
+                f"the report needs more than store.query_max_rows={cap} rows; "
+                "narrow it with --scorer or --since, or raise the limit"
+            )
         return result
 
-    data = collect(query, since=start, until=until, scorer_id=scorer_id, configured=[b.id for b in settings.scorers],
-                   worst=worst, source=source)
+    data = collect(
+        query,
+        since=start,
+        until=until,
+        scorer_id=scorer_id,
+        configured=[b.id for b in settings.scorers],
+        worst=worst,
+        source=source,
+    )
     path = Path(output)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -51,6 +65,8 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     except OSError as exc:
         raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
     total = sum(s.n for s in data.scorers)
-    click.echo(f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {start.isoformat(timespec='seconds')}")
+    click.echo(
+        f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {start.isoformat(timespec='seconds')}"
+    )
     if scorer_id and total == 0:
         click.echo(f"no scores for scorer {scorer_id!r} in this window", err=True)

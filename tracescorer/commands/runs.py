@@ -25,8 +25,22 @@ def _preview(messages: list[dict[str, Any]], role: str, last: bool = False) -> s
 
 
 _NARROW = ["run", "started", "agent", "conversation", "status", "input", "output", "tools"]
-_WIDE = ["run_id", "trace_id", "started", "duration_s", "agent", "service", "conversation", "convention", "model",
-         "status", "input", "output", "tools", "error"]
+_WIDE = [
+    "run_id",
+    "trace_id",
+    "started",
+    "duration_s",
+    "agent",
+    "service",
+    "conversation",
+    "convention",
+    "model",
+    "status",
+    "input",
+    "output",
+    "tools",
+    "error",
+]
 
 
 @click.command()
@@ -35,12 +49,28 @@ _WIDE = ["run_id", "trace_id", "started", "duration_s", "agent", "service", "con
 @click.option("--conversation", "conversation_id", help="Only runs of this conversation id.")
 @click.option("--since", help="Only runs that started after this (30m, 2h, 7d or ISO 8601).")
 @click.option("--unmatched", is_flag=True, help="List traces no convention could rebuild a run from, with the reason.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True,
-              help="jsonl: one AgentRun object per line (the AgentRun contract); json: one array of them.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "jsonl"]),
+    default="table",
+    show_default=True,
+    help="jsonl: one AgentRun object per line (the AgentRun contract); json: one array of them.",
+)
 @click.option("--wide", is_flag=True, help="Tables: more columns (ids, convention, model, error), cells in full.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many (default: store.query_max_rows).")
-def runs(config_path: str | None, trace_id: str | None, conversation_id: str | None, since: str | None,
-         unmatched: bool, fmt: str, wide: bool, limit: int | None) -> None:
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="At most this many (default: store.query_max_rows)."
+)
+def runs(
+    config_path: str | None,
+    trace_id: str | None,
+    conversation_id: str | None,
+    since: str | None,
+    unmatched: bool,
+    fmt: str,
+    wide: bool,
+    limit: int | None,
+) -> None:
     """Agent runs rebuilt from the traces, oldest first."""
     from tracescorer.output import FORMATS, format_table
     from tracescorer.store import queries
@@ -66,20 +96,48 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
         for run in agent_runs:
             click.echo(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default))
     elif fmt == "json":
-        click.echo("[" + ",\n".join(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default)
-                                    for run in agent_runs) + "]")
+        click.echo(
+            "["
+            + ",\n".join(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default) for run in agent_runs)
+            + "]"
+        )
     else:
         rows = []
         for run in agent_runs:
             d = run.to_dict()
             user, answer = _preview(d["input_messages"], "user"), _preview(d["output"], "assistant", last=True)
             if wide:
-                rows.append([run.run_id, run.trace_id, d["started_at"][:23], round((run.ended_at - run.started_at) / 1e9, 3),
-                             run.agent_name, run.service_name, run.conversation_id, run.convention, run.model,
-                             run.status, user, answer, len(run.tool_calls), run.error])
+                rows.append(
+                    [
+                        run.run_id,
+                        run.trace_id,
+                        d["started_at"][:23],
+                        round((run.ended_at - run.started_at) / 1e9, 3),
+                        run.agent_name,
+                        run.service_name,
+                        run.conversation_id,
+                        run.convention,
+                        run.model,
+                        run.status,
+                        user,
+                        answer,
+                        len(run.tool_calls),
+                        run.error,
+                    ]
+                )
             else:
-                rows.append([run.run_id[:12], d["started_at"][5:19].replace("T", " "), run.agent_name, run.conversation_id, run.status,
-                             user, answer, len(run.tool_calls)])
+                rows.append(
+                    [
+                        run.run_id[:12],
+                        d["started_at"][5:19].replace("T", " "),
+                        run.agent_name,
+                        run.conversation_id,
+                        run.status,
+                        user,
+                        answer,
+                        len(run.tool_calls),
+                    ]
+                )
         click.echo(format_table(_WIDE if wide else _NARROW, rows, wide=wide))
     _truncated(result, limit)
 
@@ -87,6 +145,3 @@ def runs(config_path: str | None, trace_id: str | None, conversation_id: str | N
 def _truncated(result: dict[str, Any], limit: int) -> None:
     if result["truncated"]:
         click.echo(f"(truncated at {limit} rows)", err=True)
-
-
-

@@ -8,5 +8,4 @@ convention labels runs carry.
 from tracescorer.conventions.base import Convention, TraceFacts, TraceView, run_id_for
 from tracescorer.conventions.registry import CONVENTIONS, Extraction, extract_runs, names
 
-__all__ = ["CONVENTIONS", "Convention", "Extraction", "TraceFacts", "TraceView", "extract_runs", "names",
-           "run_id_for"]
+__all__ = ["CONVENTIONS", "Convention", "Extraction", "TraceFacts", "TraceView", "extract_runs", "names", "run_id_for"]

@@ -88,16 +88,24 @@ def _function_call(raw: Mapping[str, Any]) -> Part | None:
     call = raw.get("function_call", raw.get("functionCall"))
     if not isinstance(call, Mapping):
         return None
-    return Part(type="tool_call", id=as_str(call.get("id")), name=as_str(call.get("name")),
-                arguments=parse_arguments(call.get("args")))
+    return Part(
+        type="tool_call",
+        id=as_str(call.get("id")),
+        name=as_str(call.get("name")),
+        arguments=parse_arguments(call.get("args")),
+    )
 
 
 def _function_response(raw: Mapping[str, Any]) -> Part | None:
     resp = raw.get("function_response", raw.get("functionResponse"))
     if not isinstance(resp, Mapping):
         return None
-    return Part(type="tool_call_response", id=as_str(resp.get("id")), name=as_str(resp.get("name")),
-                response=unwrap_result(parse_result(resp.get("response"))))
+    return Part(
+        type="tool_call_response",
+        id=as_str(resp.get("id")),
+        name=as_str(resp.get("name")),
+        response=unwrap_result(parse_result(resp.get("response"))),
+    )
 
 
 def _thought(raw: Mapping[str, Any]) -> Part | None:
@@ -112,6 +120,7 @@ def _data(kind: str) -> Any:
         data = raw.get(kind, raw.get(kind.replace("_d", "D")))
         meta = dict(data) if isinstance(data, Mapping) else {}
         return Part(type="blob" if kind == "inline_data" else "uri", extra=meta)
+
     return parse
 
 
@@ -163,14 +172,21 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     usage = genai_usage(attrs)
     meta = response.get("usage_metadata")
     if usage is None and isinstance(meta, Mapping):
-        usage = usage_from(meta, {"input_tokens": ("prompt_token_count",), "output_tokens": ("candidates_token_count",),
-                                  "total_tokens": ("total_token_count",)})
+        usage = usage_from(
+            meta,
+            {
+                "input_tokens": ("prompt_token_count",),
+                "output_tokens": ("candidates_token_count",),
+                "total_tokens": ("total_token_count",),
+            },
+        )
     return LlmCall(
         span=span,
         input=inputs,
         system=system,
         output=output,
-        model=first_str(response, "model_version") or first_str(attrs, "gen_ai.request.model")
+        model=first_str(response, "model_version")
+        or first_str(attrs, "gen_ai.request.model")
         or as_str(request.get("model")),
         usage=usage,
         content_captured=any_content(inputs, output, system),
@@ -204,9 +220,14 @@ CONVENTION = Convention(
     llm_call=read_llm_call,
     tool=read_tool,
     keyed_parts={
-        "function_call": _function_call, "functionCall": _function_call,
-        "function_response": _function_response, "functionResponse": _function_response,
-        "thought": _thought, "inline_data": _data("inline_data"), "inlineData": _data("inline_data"),
-        "file_data": _data("file_data"), "fileData": _data("file_data"),
+        "function_call": _function_call,
+        "functionCall": _function_call,
+        "function_response": _function_response,
+        "functionResponse": _function_response,
+        "thought": _thought,
+        "inline_data": _data("inline_data"),
+        "inlineData": _data("inline_data"),
+        "file_data": _data("file_data"),
+        "fileData": _data("file_data"),
     },
 )

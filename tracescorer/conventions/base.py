@@ -137,7 +137,7 @@ _NAMESPACES: dict[frozenset[str], frozenset[str]] = {}
 class TraceFacts:
     """Cheap signals about a trace, computed once, that conventions detect themselves from."""
 
-    __slots__ = ("keys", "_namespaces", "scopes", "operations", "span_names", "event_names")
+    __slots__ = ("_namespaces", "event_names", "keys", "operations", "scopes", "span_names")
 
     def __init__(self, spans: Sequence[Span], logs_by_span: Mapping[str, Sequence[LogRecord]]) -> None:
         self.keys: frozenset[str] = frozenset().union(*[s.attributes for s in spans])

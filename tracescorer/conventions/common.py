@@ -45,13 +45,47 @@ from tracescorer.conventions.values import (
 from tracescorer.model import Message, Part
 
 __all__ = [
-    "ASSISTANT", "SYSTEM", "TOOL", "USER", "any_content", "as_str", "blob_output", "dedupe", "first_num",
-    "first_str", "genai_usage", "has_content", "indexed", "is_genuine_user", "key_of", "last_user_block",
-    "loads_maybe", "make_message", "new_message", "norm_role", "output_from_text", "parse_arguments",
-    "parse_message", "parse_messages", "parse_openai_tool_call", "parse_part", "parse_result",
-    "parse_system_instructions", "part_has_content", "register_part_shapes", "register_shapes",
-    "split_history", "split_system", "text_message", "text_of", "text_part", "tool_call_part",
-    "tool_response_part", "unwrap_result", "unwrap_tool_output", "usage_from",
+    "ASSISTANT",
+    "SYSTEM",
+    "TOOL",
+    "USER",
+    "any_content",
+    "as_str",
+    "blob_output",
+    "dedupe",
+    "first_num",
+    "first_str",
+    "genai_usage",
+    "has_content",
+    "indexed",
+    "is_genuine_user",
+    "key_of",
+    "last_user_block",
+    "loads_maybe",
+    "make_message",
+    "new_message",
+    "norm_role",
+    "output_from_text",
+    "parse_arguments",
+    "parse_message",
+    "parse_messages",
+    "parse_openai_tool_call",
+    "parse_part",
+    "parse_result",
+    "parse_system_instructions",
+    "part_has_content",
+    "register_part_shapes",
+    "register_shapes",
+    "split_history",
+    "split_system",
+    "text_message",
+    "text_of",
+    "text_part",
+    "tool_call_part",
+    "tool_response_part",
+    "unwrap_result",
+    "unwrap_tool_output",
+    "usage_from",
 ]
 
 
@@ -72,10 +106,21 @@ def is_genuine_user(msg: Message) -> bool:
 
 
 #: Keys of non-text parts that describe a part rather than carry its data.
-_STRUCTURE_KEYS = frozenset({
-    "modality", "mime_type", "media_type", "mimeType", "mediaType", "builtin", "code_arg_name",
-    "code_arg_language", "providerOptions", "providerMetadata", "provider_details",
-})
+_STRUCTURE_KEYS = frozenset(
+    {
+        "modality",
+        "mime_type",
+        "media_type",
+        "mimeType",
+        "mediaType",
+        "builtin",
+        "code_arg_name",
+        "code_arg_language",
+        "providerOptions",
+        "providerMetadata",
+        "provider_details",
+    }
+)
 
 
 def part_has_content(part: Part) -> bool:
@@ -91,9 +136,7 @@ def part_has_content(part: Part) -> bool:
         return part.arguments is not None or part.response is not None
     if part.type == "tool_call_response":
         return part.response is not None
-    return bool(part.content) or any(
-        v not in (None, "") for k, v in part.extra.items() if k not in _STRUCTURE_KEYS
-    )
+    return bool(part.content) or any(v not in (None, "") for k, v in part.extra.items() if k not in _STRUCTURE_KEYS)
 
 
 def has_content(msg: Message) -> bool:
@@ -104,10 +147,7 @@ def has_content(msg: Message) -> bool:
     """
     if msg.content:
         return True
-    for p in msg.parts:
-        if part_has_content(p):
-            return True
-    return False
+    return any(part_has_content(p) for p in msg.parts)
 
 
 def any_content(*groups: Iterable[Message]) -> bool:
@@ -191,7 +231,6 @@ def dedupe(messages: Iterable[Message]) -> list[Message]:
     return out
 
 
-
 # --- usage ------------------------------------------------------------------------------------
 
 
@@ -226,7 +265,8 @@ def genai_usage(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict
             "total_tokens": (prefix + "total_tokens", "llm.usage.total_tokens"),
             "cache_read_input_tokens": (prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens"),
             "cache_creation_input_tokens": (
-                prefix + "cache_creation.input_tokens", prefix + "cache_creation_input_tokens",
+                prefix + "cache_creation.input_tokens",
+                prefix + "cache_creation_input_tokens",
             ),
             "reasoning_tokens": (prefix + "reasoning.output_tokens", prefix + "reasoning_tokens"),
         }

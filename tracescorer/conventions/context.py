@@ -22,8 +22,7 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     *(
         p + k
         for p in _CONTEXT_PREFIXES
-        for k in ("conversationId", "sessionId", "threadId", "conversation_id", "session_id",
-                  "thread_id")
+        for k in ("conversationId", "sessionId", "threadId", "conversation_id", "session_id", "thread_id")
     ),
 )
 

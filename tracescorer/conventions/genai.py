@@ -46,11 +46,12 @@ NAME = "genai"
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 NON_LLM_OPERATIONS = frozenset(
-    {"invoke_agent", "create_agent", "execute_tool", "embeddings", "invoke_workflow", "retrieval",
-     "agent_step"}
+    {"invoke_agent", "create_agent", "execute_tool", "embeddings", "invoke_workflow", "retrieval", "agent_step"}
 )
 INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY = (
-    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
 )
 
 _MESSAGE_EVENTS = {
@@ -61,8 +62,9 @@ _MESSAGE_EVENTS = {
 }
 CHOICE_EVENT = "gen_ai.choice"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-EVENT_NAMES = frozenset({*_MESSAGE_EVENTS, CHOICE_EVENT, DETAILS_EVENT,
-                         "gen_ai.content.prompt", "gen_ai.content.completion"})
+EVENT_NAMES = frozenset(
+    {*_MESSAGE_EVENTS, CHOICE_EVENT, DETAILS_EVENT, "gen_ai.content.prompt", "gen_ai.content.completion"}
+)
 
 
 def operation(span: Span) -> str:
@@ -235,8 +237,10 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
 def detect(facts: TraceFacts) -> float:
     if INPUT_KEY in facts.keys or OUTPUT_KEY in facts.keys or facts.event_names & EVENT_NAMES:
         return 0.5
-    if facts.operations & LLM_OPERATIONS or "invoke_agent" in facts.operations or any(
-        n.startswith("invoke_agent") for n in facts.span_names
+    if (
+        facts.operations & LLM_OPERATIONS
+        or "invoke_agent" in facts.operations
+        or any(n.startswith("invoke_agent") for n in facts.span_names)
     ):
         return 0.4
     return 0.2 if "gen_ai" in facts.namespaces else 0.0

@@ -53,14 +53,23 @@ def _part(item: Any) -> Part | None:
     if kind == "TextContent":
         return text_part(as_str(item.get("text")))
     if kind == "ToolCall":
-        return Part(type="tool_call", id=as_str(item.get("id")), name=as_str(item.get("tool_name")),
-                    arguments=parse_arguments(item.get("arguments")))
+        return Part(
+            type="tool_call",
+            id=as_str(item.get("id")),
+            name=as_str(item.get("tool_name")),
+            arguments=parse_arguments(item.get("arguments")),
+        )
     if kind == "ToolCallResult":
         origin = item.get("origin")
         origin = origin if isinstance(origin, Mapping) else {}
         extra = {"is_error": True} if item.get("error") is True else {}
-        return Part(type="tool_call_response", id=as_str(origin.get("id")), name=as_str(origin.get("tool_name")),
-                    response=loads_maybe(item.get("result")), extra=extra)
+        return Part(
+            type="tool_call_response",
+            id=as_str(origin.get("id")),
+            name=as_str(origin.get("tool_name")),
+            response=loads_maybe(item.get("result")),
+            extra=extra,
+        )
     if kind == "ReasoningContent":
         return Part(type="reasoning", content=as_str(item.get("reasoning_text")))
     if kind in ("ImageContent", "FileContent"):

@@ -48,9 +48,17 @@ from tracescorer.conventions.common import (
 from tracescorer.model import Span
 
 NAME = "langchain"
-_ROLES = {"HumanMessage": "user", "AIMessage": ASSISTANT, "SystemMessage": "system", "ToolMessage": "tool",
-          "FunctionMessage": "tool", "ChatMessage": None, "AIMessageChunk": ASSISTANT,
-          "HumanMessageChunk": "user", "ToolMessageChunk": "tool"}
+_ROLES = {
+    "HumanMessage": "user",
+    "AIMessage": ASSISTANT,
+    "SystemMessage": "system",
+    "ToolMessage": "tool",
+    "FunctionMessage": "tool",
+    "ChatMessage": None,
+    "AIMessageChunk": ASSISTANT,
+    "HumanMessageChunk": "user",
+    "ToolMessageChunk": "tool",
+}
 _TYPES = {"human": "user", "ai": ASSISTANT, "system": "system", "tool": "tool", "function": "tool"}
 
 
@@ -111,9 +119,16 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
     parent = trace.parent(span)
     if name is None or parent is None:
         return None
-    task = next((s for s in trace.children.get(parent.span_id, ()) if s is not span
-                 and genai.operation(s) == "execute_task"
-                 and first_str(s.attributes, "gen_ai.task.name", "traceloop.entity.name") == name), None)
+    task = next(
+        (
+            s
+            for s in trace.children.get(parent.span_id, ())
+            if s is not span
+            and genai.operation(s) == "execute_task"
+            and first_str(s.attributes, "gen_ai.task.name", "traceloop.entity.name") == name
+        ),
+        None,
+    )
     if task is None:
         return None
     info = genai.read_agent(span, trace)
@@ -146,8 +161,9 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
     if not _is_traceloop(span) or genai.operation(span) != "execute_tool":
         return None
     attrs = span.attributes
-    result, call_id = unwrap_tool_output(loads_maybe(attrs.get("gen_ai.tool.call.result",
-                                                               attrs.get("traceloop.entity.output"))))
+    result, call_id = unwrap_tool_output(
+        loads_maybe(attrs.get("gen_ai.tool.call.result", attrs.get("traceloop.entity.output")))
+    )
     return ToolExec(
         span=span,
         name=first_str(attrs, "gen_ai.tool.name", "traceloop.entity.name") or span.name,

@@ -80,9 +80,16 @@ def _responses_items(value: Any) -> list[Message]:
         kind = item.get("type")
         raw: Any = item
         if kind == "function_call":
-            raw = {"role": ASSISTANT, "content": None, "tool_calls": [
-                {"id": item.get("call_id", item.get("id")), "function": {"name": item.get("name"),
-                                                                       "arguments": item.get("arguments")}}]}
+            raw = {
+                "role": ASSISTANT,
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": item.get("call_id", item.get("id")),
+                        "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                    }
+                ],
+            }
         elif kind == "function_call_output":
             raw = {"role": TOOL, "tool_call_id": item.get("call_id"), "content": item.get("output")}
         msg = parse_message(raw)
@@ -94,9 +101,11 @@ def _responses_items(value: Any) -> list[Message]:
 def _response_output(attrs: Mapping[str, Any]) -> list[Message]:
     output = loads_maybe(attrs.get("output"))
     if isinstance(output, list):
-        msgs = _responses_items(output) if any(
-            isinstance(o, Mapping) and o.get("type") in ("function_call", "message") for o in output
-        ) else parse_messages(output)
+        msgs = (
+            _responses_items(output)
+            if any(isinstance(o, Mapping) and o.get("type") in ("function_call", "message") for o in output)
+            else parse_messages(output)
+        )
         return [m for m in msgs if m.role == ASSISTANT]
     data = loads_maybe(attrs.get("response_data"))
     if isinstance(data, Mapping):
@@ -153,8 +162,14 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     if not _is_logfire(span) or template(span) != AGENT_RUN:
         return None
     # The conversation is the trace's group_id, set on the root span only.
-    group = next((as_str(a.attributes.get("group_id")) for a in trace.ancestors(span)
-                  if a.attributes.get("group_id") not in (None, "", "null")), None)
+    group = next(
+        (
+            as_str(a.attributes.get("group_id"))
+            for a in trace.ancestors(span)
+            if a.attributes.get("group_id") not in (None, "", "null")
+        ),
+        None,
+    )
     return AgentInfo(span=span, name=first_str(span.attributes, "name"), conversation_id=group)
 
 

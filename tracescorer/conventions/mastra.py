@@ -96,9 +96,7 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
         arguments=parse_arguments(
             attrs.get("gen_ai.tool.call.arguments", _io(span, "input", "gen_ai.tool.input", "input"))
         ),
-        result=parse_result(
-            attrs.get("gen_ai.tool.call.result", _io(span, "output", "gen_ai.tool.output", "output"))
-        ),
+        result=parse_result(attrs.get("gen_ai.tool.call.result", _io(span, "output", "gen_ai.tool.output", "output"))),
         error=span_error(span),
     )
 
@@ -133,8 +131,7 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
         id=first_str(attrs, "gen_ai.agent.id", "agent.id"),
         conversation_id=first_str(attrs, "gen_ai.conversation.id", "mastra.metadata.threadId", "threadId")
         or first_str(meta, "threadId"),
-        resource_id=first_str(attrs, "mastra.metadata.resourceId", "resourceId")
-        or first_str(meta, "resourceId"),
+        resource_id=first_str(attrs, "mastra.metadata.resourceId", "resourceId") or first_str(meta, "resourceId"),
         model=first_str(attrs, "gen_ai.request.model"),
         system=parse_system_instructions(
             attrs.get("gen_ai.system_instructions", attrs.get("mastra.agent_run.instructions"))

@@ -38,6 +38,7 @@ PartParser = Callable[[Mapping[str, Any]], Part | None]
 # directly. These build the very same objects; if the model's fields ever differ from what they
 # set, the plain constructors are used instead.
 
+
 def _no_setter(obj: Any, value: Any) -> None:
     raise AssertionError("unreachable: the plain constructor is used without slot setters")
 
@@ -70,8 +71,9 @@ def text_part(content: str | None) -> Part:
     return p
 
 
-def new_message(role: str, content: str, parts: tuple[Part, ...], name: str | None = None,
-                finish_reason: str | None = None) -> Message:
+def new_message(
+    role: str, content: str, parts: tuple[Part, ...], name: str | None = None, finish_reason: str | None = None
+) -> Message:
     """``Message(...)`` with every field given, built fast."""
     if _MSG_SET is None:
         return Message(role=role, content=content, parts=parts, name=name, finish_reason=finish_reason)
@@ -100,7 +102,6 @@ _ROLE_ALIASES = {
 }
 
 
-
 # --- roles and text ---------------------------------------------------------------------------
 
 
@@ -126,7 +127,6 @@ def make_message(
 
 def text_message(role: str, text: str) -> Message:
     return make_message(role, [text_part(text)])
-
 
 
 # --- parts ------------------------------------------------------------------------------------
@@ -201,11 +201,11 @@ def _media_part(raw: Mapping[str, Any]) -> Part:
 
 
 _TYPED: dict[str, PartParser] = {
-    **{t: _text_part for t in _TEXT_TYPES},
+    **dict.fromkeys(_TEXT_TYPES, _text_part),
     "reasoning": _reasoning_part,
     "thinking": _reasoning_part,
-    **{t: tool_call_part for t in ("tool_call", "function_call", "tool_use")},
-    **{t: _tool_result_part for t in ("tool_call_response", "tool_result", "function_call_output")},
+    **dict.fromkeys(("tool_call", "function_call", "tool_use"), tool_call_part),
+    **dict.fromkeys(("tool_call_response", "tool_result", "function_call_output"), _tool_result_part),
 }
 _TYPED_PREFIXES: dict[str, PartParser] = {}
 _KEYED: dict[str, PartParser] = {}
@@ -221,10 +221,10 @@ _RESULT_SHAPES: dict[str, ResultShape] = {}
 def register_shapes(
     owner: str,
     *,
-    typed: Mapping[str, PartParser] = {},  # noqa: B006 - read only
-    keyed: Mapping[str, PartParser] = {},  # noqa: B006
-    messages: Mapping[str, MessageShape] = {},  # noqa: B006
-    results: Mapping[str, ResultShape] = {},  # noqa: B006
+    typed: Mapping[str, PartParser] = {},  # read only
+    keyed: Mapping[str, PartParser] = {},
+    messages: Mapping[str, MessageShape] = {},
+    results: Mapping[str, ResultShape] = {},
 ) -> None:
     """Install a convention's part, message and tool-result shapes (see :func:`register_part_shapes`)."""
     register_part_shapes(owner, typed, keyed)
@@ -293,7 +293,6 @@ def parse_part(raw: Any) -> Part | None:
     return None
 
 
-
 # --- messages ---------------------------------------------------------------------------------
 
 
@@ -351,8 +350,9 @@ def parse_message(raw: Any) -> Message | None:
             finish = as_str(finish)
         if role == TOOL:
             return new_message(TOOL, "", tuple(parts), name, finish)
-        return new_message(role, "\n".join([p.content for p in parts if p.type == "text" and p.content]),
-                           tuple(parts), name, finish)
+        return new_message(
+            role, "\n".join([p.content for p in parts if p.type == "text" and p.content]), tuple(parts), name, finish
+        )
     return _parse_other_message(raw, role)
 
 
@@ -387,8 +387,7 @@ def _parse_other_message(raw: Mapping[str, Any], role: str) -> Message:
     fc = raw.get("function_call")
     if isinstance(fc, Mapping):
         parts.append(
-            Part(type="tool_call", name=as_str(fc.get("name")),
-                 arguments=parse_arguments(fc.get("arguments")))
+            Part(type="tool_call", name=as_str(fc.get("name")), arguments=parse_arguments(fc.get("arguments")))
         )
     call_id = raw.get("tool_call_id", raw.get("id") if role == TOOL else None)
     if role == TOOL and not any(p.type == "tool_call_response" for p in parts):
@@ -419,9 +418,7 @@ def parse_openai_tool_call(tc: Any) -> Part | None:
         type="tool_call",
         id=as_str(tc.get("id", tc.get("toolCallId"))),
         name=as_str(name),
-        arguments=parse_arguments(
-            fn.get("arguments", tc.get("arguments", tc.get("args", tc.get("input"))))
-        ),
+        arguments=parse_arguments(fn.get("arguments", tc.get("arguments", tc.get("args", tc.get("input"))))),
     )
 
 
@@ -468,10 +465,9 @@ def parse_system_instructions(value: Any) -> list[Message]:
         return []
     # Some emitters write whole messages instead of parts.
     if data and all(isinstance(d, Mapping) and "role" in d for d in data):
-        return [m for m in parse_messages(data)]
+        return list(parse_messages(data))
     parts = [p for p in map(parse_part, data) if p is not None]
     return [make_message(SYSTEM, parts)] if parts else []
-
 
 
 def output_from_text(text: Any) -> list[Message]:
@@ -500,10 +496,11 @@ def blob_output(value: Any) -> list[Message]:
         return msgs
     if isinstance(data, Mapping) and ("toolCalls" in data or "tool_calls" in data):
         msg = parse_message(
-            {"role": ASSISTANT, "content": data.get("text") or "",
-             "tool_calls": data.get("toolCalls", data.get("tool_calls"))}
+            {
+                "role": ASSISTANT,
+                "content": data.get("text") or "",
+                "tool_calls": data.get("toolCalls", data.get("tool_calls")),
+            }
         )
         return [msg] if msg is not None and (msg.parts or msg.content) else []
     return output_from_text(data)
-
-

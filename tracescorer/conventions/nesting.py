@@ -96,8 +96,10 @@ def resolve(
             info.wrapper = False
     # Wrappers around several agents (and no model call of their own) are no run.
     for sid, info in list(agents.items()):
-        if info.wrapper and any(trace.nearest(a.span, agents) == sid for a in agents.values()) and not any(
-            is_model_call(s) for s in _own(info.span, agents, trace)
+        if (
+            info.wrapper
+            and any(trace.nearest(a.span, agents) == sid for a in agents.values())
+            and not any(is_model_call(s) for s in _own(info.span, agents, trace))
         ):
             del agents[sid]
     return agents

@@ -82,8 +82,7 @@ def _flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
                 {
                     "type": c.get("message_content.type") or "text",
                     "text": _shown(c.get("message_content.text")),
-                    **({"url": url}
-                       if (url := _shown(c.get("message_content.image.image.url"))) is not None else {}),
+                    **({"url": url} if (url := _shown(c.get("message_content.image.image.url"))) is not None else {}),
                 }
                 for c in contents
             ]
@@ -251,5 +250,6 @@ def detect(facts: TraceFacts) -> float:
     return 0.8 if KIND in facts.keys else 0.0
 
 
-CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool,
-                        root_agent=read_root)
+CONVENTION = Convention(
+    name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool, root_agent=read_root
+)

@@ -56,8 +56,7 @@ def _numbered(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
         calls = indexed(entry, "tool_calls")
         if calls:
             raw["tool_calls"] = [
-                {"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
-                for c in calls
+                {"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("arguments")}} for c in calls
             ]
         if "tool_call_id" in entry:
             raw["tool_call_id"] = entry["tool_call_id"]
@@ -93,8 +92,9 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
         span=span,
         input=inputs,
         output=[m for m in outputs if m.role == ASSISTANT],
-        model=first_str(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model",
-                        "llm.request.model"),
+        model=first_str(
+            attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.response.model", "llm.request.model"
+        ),
         usage=genai_usage(attrs),
     )
 
@@ -145,8 +145,9 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
 
 
 #: The first numbered message's keys: every numbered prompt or completion has them.
-_FIRST_NUMBERED = frozenset(f"{p}.0.{f}" for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES)
-                            for f in ("role", "content"))
+_FIRST_NUMBERED = frozenset(
+    f"{p}.0.{f}" for p in (*_PROMPT_PREFIXES, *_COMPLETION_PREFIXES) for f in ("role", "content")
+)
 
 
 def detect(facts: TraceFacts) -> float:
@@ -154,7 +155,8 @@ def detect(facts: TraceFacts) -> float:
         return 0.75
     if not _FIRST_NUMBERED.isdisjoint(facts.keys) or (
         # numbering with gaps (no index 0): look closer, only where such keys can be
-        {"gen_ai", "llm"} & facts.namespaces and "gen_ai.operation.name" not in facts.keys
+        {"gen_ai", "llm"} & facts.namespaces
+        and "gen_ai.operation.name" not in facts.keys
         and any(k.startswith(_NUMBERED_STARTS) and _NUMBERED_RE.match(k) for k in facts.keys)
     ):
         return 0.7

@@ -90,14 +90,13 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     events = loads_maybe(attrs["events"])
     # gen_ai.choice entries are the output; everything else was sent to the model.
     is_choice = [
-        isinstance(e, Mapping) and (e.get("event.name") == "gen_ai.choice" or "message" in e and "role" not in e)
-        for e in events if isinstance(e, Mapping)
+        isinstance(e, Mapping) and (e.get("event.name") == "gen_ai.choice" or ("message" in e and "role" not in e))
+        for e in events
+        if isinstance(e, Mapping)
     ]
-    inputs = [m for m, c in zip(msgs, is_choice) if not c] if len(is_choice) == len(msgs) else msgs
-    outputs = [m for m, c in zip(msgs, is_choice) if c] if len(is_choice) == len(msgs) else []
-    return LlmCall(
-        span=span, input=inputs, output=outputs, model=model_of(attrs), usage=genai_usage(attrs)
-    )
+    inputs = [m for m, c in zip(msgs, is_choice, strict=False) if not c] if len(is_choice) == len(msgs) else msgs
+    outputs = [m for m, c in zip(msgs, is_choice, strict=False) if c] if len(is_choice) == len(msgs) else []
+    return LlmCall(span=span, input=inputs, output=outputs, model=model_of(attrs), usage=genai_usage(attrs))
 
 
 def detect(facts: TraceFacts) -> float:

@@ -26,7 +26,9 @@ MAX_DEPTH = 64
 _WS = re.compile(r"\s*")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _NUMBER = re.compile(r"-?(?:\d[\d_]*\.?[\d_]*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)j?|-?inf|nan")
-_STRING = re.compile(r"""(?:[rRbBuU]{0,2})(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")""")
+_STRING = re.compile(
+    r"""(?:[rRbBuU]{0,2})(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
+)
 _ENUM = re.compile(r"<([A-Za-z_][\w.]*): (.*?)>")
 _KWARG = re.compile(r"([A-Za-z_]\w*)\s*=(?!=)")
 _CONSTANTS = {"None": None, "True": True, "False": False}
@@ -45,7 +47,7 @@ def parse(text: str) -> Any:
     value = parser.value(0)
     parser.skip()
     if parser.pos != len(text):
-        raise ReprError(f"unexpected text at {parser.pos}: {text[parser.pos:parser.pos + 20]!r}")
+        raise ReprError(f"unexpected text at {parser.pos}: {text[parser.pos : parser.pos + 20]!r}")
     return value
 
 
@@ -63,10 +65,10 @@ class _Parser:
 
     def peek(self) -> str:
         text, pos = self.text, self.pos
-        c = text[pos:pos + 1]
+        c = text[pos : pos + 1]
         if c in _SPACES:
             self.skip()
-            c = text[self.pos:self.pos + 1]
+            c = text[self.pos : self.pos + 1]
         return c
 
     def expect(self, char: str) -> None:
@@ -87,7 +89,7 @@ class _Parser:
             return self.mapping(depth)
         if c == "<":
             return self.angle()
-        if c in "'\"" or (c in "rRbBuU" and self.text[self.pos + 1:self.pos + 3][:1] in "'\"rRbB"):
+        if c in "'\"" or (c in "rRbBuU" and self.text[self.pos + 1 : self.pos + 3][:1] in "'\"rRbB"):
             m = _STRING.match(self.text, self.pos)
             if m and m.group(0)[-1:] in "'\"":
                 self.pos = m.end()
@@ -118,7 +120,7 @@ class _Parser:
             if self.peek() == "(":
                 return self.call(name, depth)
             return name  # a bare name (an enum member written without <>)
-        raise ReprError(f"unexpected {self.text[self.pos:self.pos + 20]!r} at {self.pos}")
+        raise ReprError(f"unexpected {self.text[self.pos : self.pos + 20]!r} at {self.pos}")
 
     def sequence(self, open_: str, close: str, depth: int) -> list[Any]:
         self.expect(open_)
@@ -186,6 +188,6 @@ class _Parser:
         end = self.text.find(">", self.pos)
         if end < 0:
             raise ReprError(f"unclosed '<' at {self.pos}")
-        token = self.text[self.pos:end + 1]
+        token = self.text[self.pos : end + 1]
         self.pos = end + 1
         return token  # <object at 0x...>: its text

@@ -55,8 +55,7 @@ CONVENTIONS: tuple[Convention, ...] = (
 )
 
 for _c in CONVENTIONS:
-    register_shapes(_c.name, typed=_c.parts, keyed=_c.keyed_parts, messages=_c.message_shapes,
-                    results=_c.result_shapes)
+    register_shapes(_c.name, typed=_c.parts, keyed=_c.keyed_parts, messages=_c.message_shapes, results=_c.result_shapes)
 
 
 def names(conventions: Sequence[Convention] = CONVENTIONS) -> tuple[str, ...]:
@@ -99,8 +98,9 @@ def extract_runs(
 
     result = Extraction()
     for trace_id, trace_spans in by_trace.items():
-        view = TraceView(trace_spans, logs_by_trace.get(trace_id, ()),
-                         conversation_keys=conversation_keys, incomplete=incomplete)
+        view = TraceView(
+            trace_spans, logs_by_trace.get(trace_id, ()), conversation_keys=conversation_keys, incomplete=incomplete
+        )
         runs, reason = _extract_trace(view, conventions)
         result.runs.extend(runs)
         if reason is not None:
@@ -152,7 +152,7 @@ def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[
     for i, conv in enumerate(conventions):
         try:
             score = float(conv.detect(view.facts))
-        except Exception:  # noqa: BLE001 - one convention's bug must not hide the trace from the others
+        except Exception:  # one convention's bug must not hide the trace from the others
             log.exception("convention %s failed to detect trace %s", conv.name, view.trace_id)
             continue
         if score > 0:

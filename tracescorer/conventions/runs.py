@@ -49,7 +49,6 @@ from tracescorer.conventions.common import (
 from tracescorer.conventions.context import CONVERSATION_KEYS, RESOURCE_KEYS, find_id
 from tracescorer.model import AgentRun, Message, Span, ToolCall
 
-
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
 _CALL_ORDER = attrgetter("span.start_time_unix_nano", "span.end_time_unix_nano")
 
@@ -123,8 +122,9 @@ def build_runs(trace: TraceView, convention: str, readers: Readers) -> list[Agen
     found = find_agents(trace, readers)
     fallback = not found
     if fallback:
-        agents = nesting.fallback_roots(trace, is_model_call=cache.is_llm, is_tool=cache.is_tool,
-                                        root_readers=readers.roots)
+        agents = nesting.fallback_roots(
+            trace, is_model_call=cache.is_llm, is_tool=cache.is_tool, root_readers=readers.roots
+        )
     else:
         agents = nesting.resolve(trace, found, is_model_call=cache.is_llm, root_readers=readers.roots)
     # Spans another run claims (its extra spans) are not part of the runs around them.
@@ -168,10 +168,13 @@ def _build_one(
     # Tool calls from every assistant turn, content or not: ids and names are structure.
     tool_calls = _tool_calls(turns, produced, got.main, got.tools)
     conversation_id, resource_id = _ids(info, trace, got.own)
-    attributes = _attributes(info, got, captured=bool(new_input or history or system or output),
-                             incomplete=trace.incomplete)
-    model = info.model or next((c.model for c in got.main if c.model), None) or next(
-        (c.model for c in got.calls if c.model), None
+    attributes = _attributes(
+        info, got, captured=bool(new_input or history or system or output), incomplete=trace.incomplete
+    )
+    model = (
+        info.model
+        or next((c.model for c in got.main if c.model), None)
+        or next((c.model for c in got.calls if c.model), None)
     )
     status, error = _status(span)
     return AgentRun(
@@ -201,13 +204,16 @@ def _build_one(
     )
 
 
-def _gather(info: AgentInfo, trace: TraceView, cache: _Cache, agents: dict[str, AgentInfo],
-            claimed: set[str], fallback: bool) -> _Gathered:
+def _gather(
+    info: AgentInfo, trace: TraceView, cache: _Cache, agents: dict[str, AgentInfo], claimed: set[str], fallback: bool
+) -> _Gathered:
     """The run's own spans (nested runs' subtrees excluded), model calls and tools."""
     span = info.span
     if claimed:
+
         def stop(s: Span) -> bool:
             return s.span_id in agents or s.span_id in claimed
+
         own = trace.descendants(span, stop=stop)
         for extra in info.extra_spans:
             own += [extra, *trace.descendants(extra, stop=stop)]
@@ -222,8 +228,9 @@ def _gather(info: AgentInfo, trace: TraceView, cache: _Cache, agents: dict[str, 
     # The agent's own record of the exchange, unless it is only the shape of one (content
     # capture off in the framework): then the model calls tell, and may have the content.
     transcript = info.transcript if any_content(info.transcript) else []
-    return _Gathered(own=own, calls=calls, main=_main_line(calls, info), tools=tools, usage=usage,
-                     transcript=transcript)
+    return _Gathered(
+        own=own, calls=calls, main=_main_line(calls, info), tools=tools, usage=usage, transcript=transcript
+    )
 
 
 def _system(info: AgentInfo, got: _Gathered) -> tuple[list[Message], dict[str, tuple[Message, ...]]]:
@@ -241,7 +248,9 @@ def _system(info: AgentInfo, got: _Gathered) -> tuple[list[Message], dict[str, t
     system = dedupe(system)
     known = {m.content for m in system}
     extra = dedupe(
-        m for c in got.main for m in c.system + c.input
+        m
+        for c in got.main
+        for m in c.system + c.input
         if m.role == SYSTEM and has_content(m) and m.content not in known
     )
     return system, ({"model_context": tuple(extra)} if extra else {})
@@ -364,8 +373,13 @@ def _merge_nested(
 
 def _copy(call: LlmCall) -> LlmCall:
     return LlmCall(
-        span=call.span, input=list(call.input), system=list(call.system), output=list(call.output),
-        model=call.model, usage=call.usage, content_captured=call.content_captured,
+        span=call.span,
+        input=list(call.input),
+        system=list(call.system),
+        output=list(call.output),
+        model=call.model,
+        usage=call.usage,
+        content_captured=call.content_captured,
     )
 
 
@@ -428,8 +442,9 @@ def _main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     return [c for c in calls if not c.input or id(c) in keep]
 
 
-def _best_cluster(with_input: list[LlmCall], users: list[set[str]], info: AgentInfo,
-                  agent_system: set[str]) -> list[LlmCall]:
+def _best_cluster(
+    with_input: list[LlmCall], users: list[set[str]], info: AgentInfo, agent_system: set[str]
+) -> list[LlmCall]:
     """The calls of the cluster (calls sharing user turns) most likely the agent's own."""
     anchor = _user_keys(info.new_input)
     if not anchor:
@@ -464,8 +479,8 @@ def _best_cluster(with_input: list[LlmCall], users: list[set[str]], info: AgentI
         return (
             any(users[i] & anchor for i in members),
             bool(agent_system) and any(_system_key(c) in agent_system for c in member_calls),
-            bool(agent_output) and any(m.content.strip() in agent_output
-                                       for c in member_calls for m in c.output if m.content),
+            bool(agent_output)
+            and any(m.content.strip() in agent_output for c in member_calls for m in c.output if m.content),
             len(members),
             -min(members),
         )
@@ -509,8 +524,9 @@ def _tool_calls(
         match = _match_exec(p.id, p.name or "", p.arguments, unused)
         if match is not None:
             unused.remove(match)
-        result = unwrap_result(match.result if match is not None and match.result is not None
-                               else responses().get(p.id or ""))
+        result = unwrap_result(
+            match.result if match is not None and match.result is not None else responses().get(p.id or "")
+        )
         out.append(
             ToolCall(
                 id=p.id or (match.id if match else None),
@@ -523,7 +539,9 @@ def _tool_calls(
     for t in unused:  # executions the model output did not show (content off, or agent-side)
         out.append(
             ToolCall(
-                id=t.id, name=t.name, arguments=t.arguments,
+                id=t.id,
+                name=t.name,
+                arguments=t.arguments,
                 result=unwrap_result(t.result if t.result is not None else responses().get(t.id or "")),
                 error=t.error,
             )

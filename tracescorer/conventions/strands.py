@@ -39,8 +39,10 @@ SCOPE = "strands.telemetry.tracer"
 def block_text(blocks: Any) -> Any:
     """Content blocks that are all text, as their text (newline-joined); anything else as is."""
     data = loads_maybe(blocks)
-    if isinstance(data, list) and data and all(
-        isinstance(b, Mapping) and set(b) == {"text"} and isinstance(b["text"], str) for b in data
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(b, Mapping) and set(b) == {"text"} and isinstance(b["text"], str) for b in data)
     ):
         return "\n".join(b["text"] for b in data)
     return data
@@ -53,8 +55,12 @@ def _tool_use(raw: Mapping[str, Any]) -> Part | None:
     use = raw.get("toolUse")
     if not isinstance(use, Mapping):
         return None
-    return Part(type="tool_call", id=as_str(use.get("toolUseId")), name=as_str(use.get("name")),
-                arguments=parse_arguments(use.get("input")))
+    return Part(
+        type="tool_call",
+        id=as_str(use.get("toolUseId")),
+        name=as_str(use.get("name")),
+        arguments=parse_arguments(use.get("input")),
+    )
 
 
 def _tool_result(raw: Mapping[str, Any]) -> Part | None:
@@ -62,8 +68,9 @@ def _tool_result(raw: Mapping[str, Any]) -> Part | None:
     if not isinstance(res, Mapping):
         return None
     extra = {"is_error": True} if res.get("status") == "error" else {}
-    return Part(type="tool_call_response", id=as_str(res.get("toolUseId")),
-                response=block_text(res.get("content")), extra=extra)
+    return Part(
+        type="tool_call_response", id=as_str(res.get("toolUseId")), response=block_text(res.get("content")), extra=extra
+    )
 
 
 def _reasoning(raw: Mapping[str, Any]) -> Part | None:
@@ -78,6 +85,7 @@ def _media(kind: str) -> Any:
         block = raw.get(kind)
         meta = {k: v for k, v in block.items() if k != "source"} if isinstance(block, Mapping) else {}
         return Part(type="blob" if kind == "image" else "file", extra={"modality": kind, **meta})
+
     return parse
 
 
@@ -96,8 +104,14 @@ def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
         elif ev.name == "gen_ai.choice" and result is None:
             result = block_text(ev.attributes.get("message"))
     name = first_str(attrs, "gen_ai.tool.name") or span.name.removeprefix("execute_tool ")
-    return ToolExec(span=span, name=name, id=first_str(attrs, "gen_ai.tool.call.id"), arguments=arguments,
-                    result=result, error=span_error(span))
+    return ToolExec(
+        span=span,
+        name=name,
+        id=first_str(attrs, "gen_ai.tool.call.id"),
+        arguments=arguments,
+        result=result,
+        error=span_error(span),
+    )
 
 
 def detect(facts: TraceFacts) -> float:
@@ -109,6 +123,11 @@ CONVENTION = Convention(
     label=genai.NAME,
     detect=detect,
     tool=read_tool,
-    keyed_parts={"toolUse": _tool_use, "toolResult": _tool_result, "reasoningContent": _reasoning,
-                 "image": _media("image"), "document": _media("document")},
+    keyed_parts={
+        "toolUse": _tool_use,
+        "toolResult": _tool_result,
+        "reasoningContent": _reasoning,
+        "image": _media("image"),
+        "document": _media("document"),
+    },
 )

@@ -125,5 +125,3 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         if m:
             groups.setdefault(int(m.group(1)), {})[m.group(2)] = value
     return [groups[i] for i in sorted(groups)]
-
-

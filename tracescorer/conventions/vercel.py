@@ -67,10 +67,8 @@ def _usage(attrs: Mapping[str, Any]) -> dict[str, int | float] | None:
             "input_tokens": ("ai.usage.inputTokens", "ai.usage.promptTokens"),
             "output_tokens": ("ai.usage.outputTokens", "ai.usage.completionTokens"),
             "total_tokens": ("ai.usage.totalTokens",),
-            "cache_read_input_tokens": ("ai.usage.cachedInputTokens",
-                                        "ai.usage.inputTokenDetails.cacheReadTokens"),
-            "reasoning_tokens": ("ai.usage.reasoningTokens",
-                                 "ai.usage.outputTokenDetails.reasoningTokens"),
+            "cache_read_input_tokens": ("ai.usage.cachedInputTokens", "ai.usage.inputTokenDetails.cacheReadTokens"),
+            "reasoning_tokens": ("ai.usage.reasoningTokens", "ai.usage.outputTokenDetails.reasoningTokens"),
         },
     ) or genai_usage(attrs)
 
@@ -180,7 +178,7 @@ def _ui_tool_part(raw: Mapping[str, Any]) -> Part | None:
     return Part(
         type="tool_call",
         id=as_str(raw.get("toolCallId")),
-        name=str(raw.get("type"))[len("tool-"):],
+        name=str(raw.get("type"))[len("tool-") :],
         arguments=parse_arguments(raw.get("input", raw.get("args"))),
         response=parse_result(raw.get("output")) if "output" in raw else None,
     )
@@ -215,6 +213,13 @@ CONVENTION = Convention(
     agent=read_agent,
     llm_call=read_llm_call,
     tool=read_tool,
-    parts={"tool-call": tool_call_part, "tool-result": _tool_result, "tool-*": _ui_tool_part,
-           "step-start": _nothing, "source": _nothing, "source-url": _nothing, "source-document": _nothing},
+    parts={
+        "tool-call": tool_call_part,
+        "tool-result": _tool_result,
+        "tool-*": _ui_tool_part,
+        "step-start": _nothing,
+        "source": _nothing,
+        "source-url": _nothing,
+        "source-document": _nothing,
+    },
 )

@@ -32,8 +32,8 @@ from tracescorer.config import ExportSettings
 from tracescorer.export.sink import ExportResult, ItemResult
 from tracescorer.export.sinks import NamedSink, build_sinks, describe
 from tracescorer.store import deliveries
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.base import Store
+from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,15 @@ class EvaluationExporter:
     counted via the observer and retried from the database.
     """
 
-    def __init__(self, store: Store, settings: ExportSettings, *, sinks: Sequence[NamedSink] | None = None,
-                 observer: ExportObserver | None = None, owner: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: ExportSettings,
+        *,
+        sinks: Sequence[NamedSink] | None = None,
+        observer: ExportObserver | None = None,
+        owner: str | None = None,
+    ) -> None:
         """Raises :class:`~tracescorer.config.ConfigError` for bad sink settings or
         ``OTEL_EXPORTER_OTLP_*`` values. With ``settings.enabled`` false nothing is built and
         every method is a no-op."""
@@ -195,7 +202,7 @@ class _SinkWorker:
         drained = await self.flush(max(0.0, deadline - time.monotonic()), ignore_backoff=False)
         try:
             await asyncio.wait_for(self.sink.shutdown(), max(0.1, deadline - time.monotonic()))
-        except Exception:  # noqa: BLE001 - a failing sink shutdown must not fail ours
+        except Exception:  # a failing sink shutdown must not fail ours
             log.exception("export sink %s: shutdown failed", self.id)
         # past the deadline: abandon the wait; what was in flight is exported after the next start
         pending = [t for t in (self._task, *self._flushes) if t is not None and not t.done()]
@@ -243,7 +250,7 @@ class _SinkWorker:
                         await self._refresh_next_due(nothing_read=read == 0)
                         return read == 0 or self._next_due is None
                 return False
-        except Exception:  # noqa: BLE001 - the loop must survive anything; the rows stay due
+        except Exception:  # the loop must survive anything; the rows stay due
             log.exception("export sink %s: export pass failed", self.id)
             self._dirty = True
             return False
@@ -256,8 +263,9 @@ class _SinkWorker:
             due: list[DueScore] = await store.due_deliveries(self.id, exporter.owner, limit, ignore_backoff)
             if not due:
                 return 0, True
-            claimed = await store.claim_deliveries(self.id, exporter.owner, LEASE_S,
-                                                   [Claim(score_id=d.id, version=d.version) for d in due])
+            claimed = await store.claim_deliveries(
+                self.id, exporter.owner, LEASE_S, [Claim(score_id=d.id, version=d.version) for d in due]
+            )
         except Exception as exc:  # noqa: BLE001 - store closed or failing: try again later
             self._failed("cannot read due scores: %s", exc)
             return -1, False
@@ -267,13 +275,15 @@ class _SinkWorker:
         started = time.perf_counter()
         try:
             results = list(await asyncio.wait_for(self.sink.export(batch), LEASE_S))
-        except Exception as exc:  # noqa: BLE001 - sinks should not raise; some might
+        except Exception as exc:  # sinks should not raise; some might
             log.debug("export sink %s raised", self.id, exc_info=True)
             results = [ItemResult(result=ExportResult.RETRY, error=f"{type(exc).__name__}: {exc}")] * len(batch)
         if len(results) != len(batch):
-            results = [ItemResult(result=ExportResult.RETRY, error="sink returned a wrong number of results")] * len(batch)
+            results = [ItemResult(result=ExportResult.RETRY, error="sink returned a wrong number of results")] * len(
+                batch
+            )
         seconds = time.perf_counter() - started
-        outcomes = [self._outcome(d, claimed[d.id], r) for d, r in zip(batch, results)]
+        outcomes = [self._outcome(d, claimed[d.id], r) for d, r in zip(batch, results, strict=False)]
         self._observe(results, outcomes, seconds)
         try:
             await store.record_deliveries(self.id, exporter.owner, outcomes, exporter.sink_ids)
@@ -284,7 +294,7 @@ class _SinkWorker:
             self._failed("export of %d scores failed: %s", len(batch), results[0].error)
             return len(due), False
         self._succeeded()
-        rejected = [(d, o) for d, o in zip(batch, outcomes) if o.status == deliveries.FAILED]
+        rejected = [(d, o) for d, o in zip(batch, outcomes, strict=False) if o.status == deliveries.FAILED]
         for d, o in rejected[:3]:
             log.warning("export sink %s: gave up on score %s after %d attempts: %s", self.id, d.id, o.attempts, o.error)
         return len(due), True
@@ -304,7 +314,7 @@ class _SinkWorker:
 
     def _observe(self, results: Sequence[ItemResult], outcomes: Sequence[DeliveryOutcome], seconds: float) -> None:
         counts: dict[DeliveryResult, int] = {"delivered": 0, "retry": 0, "rejected": 0, "failed": 0}
-        for r, o in zip(results, outcomes):
+        for r, o in zip(results, outcomes, strict=False):
             if o.status == deliveries.DELIVERED:
                 counts["delivered"] += 1
             elif o.status == deliveries.FAILED:
@@ -320,7 +330,7 @@ class _SinkWorker:
             for result, count in counts.items():
                 if count:
                     observer.on_delivery(self.id, result, count)
-        except Exception:  # noqa: BLE001 - metrics must not break export
+        except Exception:  # metrics must not break export
             log.exception("export observer failed")
 
     async def _refresh_next_due(self, *, nothing_read: bool) -> None:
@@ -339,9 +349,14 @@ class _SinkWorker:
         self._backoff_s = min(s.retry_max_s, self._backoff_s * 2 if self._backoff_s else s.retry_initial_s)
         self._retry_at = time.monotonic() + self._backoff_s
         if self._failures == 1:
-            log.warning("export sink %s: " + message + "; retrying with backoff (up to %gs)", self.id, *args, s.retry_max_s)
+            log.warning(
+                "export sink %s: " + message + "; retrying with backoff (up to %gs)",  # noqa: G003 - message is a %-template
+                self.id,
+                *args,
+                s.retry_max_s,
+            )
         else:
-            log.debug("export sink %s: " + message + " (failure %d in a row)", self.id, *args, self._failures)
+            log.debug("export sink %s: " + message + " (failure %d in a row)", self.id, *args, self._failures)  # noqa: G003
 
     def _succeeded(self) -> None:
         if self._failures:

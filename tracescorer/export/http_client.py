@@ -62,7 +62,7 @@ class JsonClient:
             async with self._session.request(method, url, json=body, params=params) as resp:
                 text = await resp.text(errors="replace")
                 return Reply(resp.status, text, resp.headers.get("Retry-After"))
-        except Exception as exc:  # noqa: BLE001 - unreachable, timeout, reset: the request is retried
+        except Exception as exc:  # unreachable, timeout, reset: the request is retried
             log.debug("%s %s failed", method, url, exc_info=True)
             return Reply(0, "", error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 

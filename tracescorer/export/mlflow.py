@@ -45,21 +45,32 @@ def target_of(score: DueScore) -> tuple[str, str | None]:
 def assessment(score: DueScore) -> dict[str, Any]:
     """The ``Assessment`` message (MLflow's proto JSON) for one score version."""
     trace_id, span_id = target_of(score)
-    body: dict[str, Any] = {"assessment_id": assessment_id(score.id), "assessment_name": score.scorer_id,
-                            "trace_id": trace_id}
+    body: dict[str, Any] = {
+        "assessment_id": assessment_id(score.id),
+        "assessment_name": score.scorer_id,
+        "trace_id": trace_id,
+    }
     if span_id:
         body["span_id"] = span_id
-    body["source"] = ({"source_type": "LLM_JUDGE", "source_id": score.judge_model} if score.judge_model
-                      else {"source_type": "CODE", "source_id": score.scorer_id})
+    body["source"] = (
+        {"source_type": "LLM_JUDGE", "source_id": score.judge_model}
+        if score.judge_model
+        else {"source_type": "CODE", "source_id": score.scorer_id}
+    )
     if score.status == "error":
-        body["feedback"] = {"error": {"error_code": score.error_type or "scorer_error",
-                                      "error_message": score.error or "scorer error"}}
+        body["feedback"] = {
+            "error": {"error_code": score.error_type or "scorer_error", "error_message": score.error or "scorer error"}
+        }
     else:
         body["feedback"] = {"value": score.score if score.status == "ok" else None}
     body["rationale"] = score.reason or ""
-    metadata = {"tracescorer.score_id": score.id, "tracescorer.status": score.status, "tracescorer.run_id": score.run_id,
-                "tracescorer.label": score.label,
-                "tracescorer.threshold": None if score.threshold is None else f"{score.threshold:g}"}
+    metadata = {
+        "tracescorer.score_id": score.id,
+        "tracescorer.status": score.status,
+        "tracescorer.run_id": score.run_id,
+        "tracescorer.label": score.label,
+        "tracescorer.threshold": None if score.threshold is None else f"{score.threshold:g}",
+    }
     if score.entity_type == "conversation" and score.conversation_id:
         metadata[SESSION_KEY] = score.conversation_id
     body["metadata"] = {k: str(v) for k, v in metadata.items() if v is not None}
@@ -77,8 +88,15 @@ class MlflowSink:
 
     kind = "mlflow"
 
-    def __init__(self, tracking_uri: str, *, experiment_id: str | None = None, token: str = "",
-                 headers: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        *,
+        experiment_id: str | None = None,
+        token: str = "",
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
         extra: dict[str, str] = {}
         if token:
             extra["Authorization"] = f"Bearer {token}"
@@ -105,10 +123,14 @@ class MlflowSink:
         return await self._client.request("POST", f"{_PREFIX}/{body['trace_id']}/assessments", {"assessment": body})
 
     async def _update(self, body: dict[str, Any]) -> Reply:
-        fields = {k: body[k] for k in ("assessment_id", "trace_id", "assessment_name", "feedback", "rationale", "metadata")}
+        fields = {
+            k: body[k] for k in ("assessment_id", "trace_id", "assessment_name", "feedback", "rationale", "metadata")
+        }
         return await self._client.request(
-            "PATCH", f"{_PREFIX}/{body['trace_id']}/assessments/{body['assessment_id']}",
-            {"assessment": fields, "update_mask": _UPDATE_MASK})
+            "PATCH",
+            f"{_PREFIX}/{body['trace_id']}/assessments/{body['assessment_id']}",
+            {"assessment": fields, "update_mask": _UPDATE_MASK},
+        )
 
     async def force_flush(self, timeout_s: float) -> bool:
         return True

@@ -90,12 +90,14 @@ def span_request(batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
         for score in scores:
             try:
                 spans.append(evaluation_span(score))
-            except Exception:  # noqa: BLE001 - one malformed row must not hold back the batch
+            except Exception:  # one malformed row must not hold back the batch
                 log.exception("cannot build an evaluation span for score %s", score.id)
-        request.resource_spans.append(ResourceSpans(
-            resource=Resource(attributes=key_values(resource_attributes(scores[0]))),
-            scope_spans=[ScopeSpans(scope=SCOPE, spans=spans)],
-        ))
+        request.resource_spans.append(
+            ResourceSpans(
+                resource=Resource(attributes=key_values(resource_attributes(scores[0]))),
+                scope_spans=[ScopeSpans(scope=SCOPE, spans=spans)],
+            )
+        )
     return request
 
 

@@ -17,7 +17,14 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs, SeverityNumber
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from tracescorer.export.evaluation import EVALUATION_EVENT, SCOPE, evaluation_attributes, hex_id, key_values, resource_attributes
+from tracescorer.export.evaluation import (
+    EVALUATION_EVENT,
+    SCOPE,
+    evaluation_attributes,
+    hex_id,
+    key_values,
+    resource_attributes,
+)
 from tracescorer.export.otlp_transport import OtlpRequestSink
 from tracescorer.store.deliveries import DueScore
 
@@ -48,10 +55,12 @@ def logs_request(batch: Sequence[DueScore], observed_unix_nano: int | None = Non
     keyed = sorted(batch, key=lambda s: resource_attributes(s)["service.name"])
     for _, group in groupby(keyed, key=lambda s: resource_attributes(s)["service.name"]):
         scores = list(group)
-        request.resource_logs.append(ResourceLogs(
-            resource=Resource(attributes=key_values(resource_attributes(scores[0]))),
-            scope_logs=[ScopeLogs(scope=SCOPE, log_records=[evaluation_log_record(s, observed) for s in scores])],
-        ))
+        request.resource_logs.append(
+            ResourceLogs(
+                resource=Resource(attributes=key_values(resource_attributes(scores[0]))),
+                scope_logs=[ScopeLogs(scope=SCOPE, log_records=[evaluation_log_record(s, observed) for s in scores])],
+            )
+        )
     return request
 
 

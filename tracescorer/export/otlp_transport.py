@@ -35,8 +35,9 @@ _METHODS = {
     "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
     "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
 }
-_RETRYABLE_GRPC = frozenset({"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE",
-                             "UNAVAILABLE", "DATA_LOSS"})
+_RETRYABLE_GRPC = frozenset(
+    {"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,9 +64,16 @@ def _env(signal: Signal, name: str, environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def resolve_target(signal: Signal, *, endpoint: str | None, protocol: str | None, headers: Mapping[str, str],
-                   timeout_s: float, compression: str | None = None,
-                   environ: Mapping[str, str] | None = None) -> OtlpTarget:
+def resolve_target(
+    signal: Signal,
+    *,
+    endpoint: str | None,
+    protocol: str | None,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    compression: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> OtlpTarget:
     """Fill what the settings leave unset from ``OTEL_EXPORTER_OTLP_*`` (raises ConfigError).
 
     HTTP: a base URL gets ``/v1/traces`` or ``/v1/logs`` appended unless it ends with it already
@@ -77,7 +85,9 @@ def resolve_target(signal: Signal, *, endpoint: str | None, protocol: str | None
     if protocol is None:
         protocol = _env(signal, "PROTOCOL", env) or "grpc"
         if protocol not in ("grpc", "http/protobuf"):
-            raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol {protocol!r} (use grpc or http/protobuf)")
+            raise ConfigError(
+                f"OTEL_EXPORTER_OTLP_PROTOCOL: unsupported protocol {protocol!r} (use grpc or http/protobuf)"
+            )
     signal_endpoint = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip() or None
     raw = endpoint or signal_endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or None
     if not headers:
@@ -87,8 +97,12 @@ def resolve_target(signal: Signal, *, endpoint: str | None, protocol: str | None
     compression = compression or _env(signal, "COMPRESSION", env)
     files = {k: _env(signal, k, env) for k in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE")}
     common: dict[str, Any] = {
-        "signal": signal, "headers": dict(headers), "timeout_s": timeout_s, "gzip": compression == "gzip",
-        "certificate_file": files["CERTIFICATE"], "client_key_file": files["CLIENT_KEY"],
+        "signal": signal,
+        "headers": dict(headers),
+        "timeout_s": timeout_s,
+        "gzip": compression == "gzip",
+        "certificate_file": files["CERTIFICATE"],
+        "client_key_file": files["CLIENT_KEY"],
         "client_certificate_file": files["CLIENT_CERTIFICATE"],
     }
     if protocol == "http/protobuf":
@@ -131,7 +145,7 @@ class OtlpClient:
             if self.target.protocol == "grpc":
                 return await self._send_grpc(payload, items)
             return await self._send_http(payload, items)
-        except Exception as exc:  # noqa: BLE001 - whatever the transport raised, the batch is retried
+        except Exception as exc:  # whatever the transport raised, the batch is retried
             log.debug("OTLP %s export to %s raised", self.target.signal, self.target.endpoint, exc_info=True)
             return ItemResult(result=ExportResult.RETRY, error=f"{type(exc).__name__}: {exc}")
 
@@ -152,21 +166,25 @@ class OtlpClient:
         if self._channel is None:
             if t.secure:
                 credentials = grpc.ssl_channel_credentials(
-                    _read(t.certificate_file), _read(t.client_key_file), _read(t.client_certificate_file))
+                    _read(t.certificate_file), _read(t.client_key_file), _read(t.client_certificate_file)
+                )
                 self._channel = grpc.aio.secure_channel(t.endpoint, credentials)
             else:
                 self._channel = grpc.aio.insecure_channel(t.endpoint)
         call = self._channel.unary_unary(_METHODS[t.signal])
         metadata = tuple((k.lower(), v) for k, v in t.headers.items())
         try:
-            reply = await call(payload, metadata=metadata, timeout=t.timeout_s,
-                               compression=grpc.Compression.Gzip if t.gzip else None)
+            reply = await call(
+                payload, metadata=metadata, timeout=t.timeout_s, compression=grpc.Compression.Gzip if t.gzip else None
+            )
         except grpc.aio.AioRpcError as exc:
             code = exc.code().name
             error = f"gRPC {code}: {exc.details() or ''}".strip()
             if code not in _RETRYABLE_GRPC:
                 return ItemResult(result=ExportResult.REJECTED, error=error)
-            return ItemResult(result=ExportResult.RETRY, error=error, retry_after_s=_retry_info(exc.trailing_metadata()))
+            return ItemResult(
+                result=ExportResult.RETRY, error=error, retry_after_s=_retry_info(exc.trailing_metadata())
+            )
         return self._partial(reply, items)
 
     # --- HTTP ------------------------------------------------------------------------------
@@ -192,7 +210,11 @@ class OtlpClient:
             data = await resp.read()
             if 200 <= resp.status < 300:
                 return self._partial(data, items)
-            text = data.decode("utf-8", "replace") if resp.content_type != "application/x-protobuf" else _status_message(data)
+            text = (
+                data.decode("utf-8", "replace")
+                if resp.content_type != "application/x-protobuf"
+                else _status_message(data)
+            )
             return http_result(resp.status, text, resp.headers.get("Retry-After"))
 
     def _partial(self, reply: bytes, items: int) -> ItemResult:
@@ -202,7 +224,10 @@ class OtlpClient:
 
             trace_response = ExportTraceServiceResponse()
             trace_response.ParseFromString(reply)
-            rejected, message = trace_response.partial_success.rejected_spans, trace_response.partial_success.error_message
+            rejected, message = (
+                trace_response.partial_success.rejected_spans,
+                trace_response.partial_success.error_message,
+            )
         else:
             from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
@@ -211,10 +236,18 @@ class OtlpClient:
             rejected = logs_response.partial_success.rejected_log_records
             message = logs_response.partial_success.error_message
         if rejected and rejected >= items:
-            return ItemResult(result=ExportResult.REJECTED, error=f"partial success, all {rejected} rejected: {message}")
+            return ItemResult(
+                result=ExportResult.REJECTED, error=f"partial success, all {rejected} rejected: {message}"
+            )
         if rejected or message:
-            log.warning("OTLP %s export to %s: partial success, %d of %d rejected: %s",
-                        self.target.signal, self.target.endpoint, rejected, items, message)
+            log.warning(
+                "OTLP %s export to %s: partial success, %d of %d rejected: %s",
+                self.target.signal,
+                self.target.endpoint,
+                rejected,
+                items,
+                message,
+            )
         return ItemResult.ok()
 
 
@@ -244,7 +277,7 @@ def _status_message(data: bytes) -> str:
 async def close_quietly(client: OtlpClient) -> None:
     try:
         await asyncio.wait_for(client.close(), 5)
-    except Exception:  # noqa: BLE001 - closing a channel must not fail a shutdown
+    except Exception:  # closing a channel must not fail a shutdown
         log.debug("closing the OTLP client failed", exc_info=True)
 
 

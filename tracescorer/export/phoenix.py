@@ -36,10 +36,17 @@ def annotation(score: DueScore) -> dict[str, Any]:
     else:
         result = {"score": None, "label": score.status, "explanation": score.reason}
     metadata = {
-        "source": "tracescorer", "score_id": score.id, "status": score.status, "run_id": score.run_id,
-        "conversation_id": score.conversation_id, "error_type": score.error_type if score.status == "error" else None,
-        "threshold": score.threshold, "judge_model": score.judge_model, "judge_cost_usd": score.judge_cost_usd,
-        "duration_ms": score.duration_ms, "scored_at_unix_nano": score.version * 1000,
+        "source": "tracescorer",
+        "score_id": score.id,
+        "status": score.status,
+        "run_id": score.run_id,
+        "conversation_id": score.conversation_id,
+        "error_type": score.error_type if score.status == "error" else None,
+        "threshold": score.threshold,
+        "judge_model": score.judge_model,
+        "judge_cost_usd": score.judge_cost_usd,
+        "duration_ms": score.duration_ms,
+        "scored_at_unix_nano": score.version * 1000,
     }
     return {
         "name": score.scorer_id,
@@ -63,8 +70,9 @@ class PhoenixSink:
 
     kind = "phoenix"
 
-    def __init__(self, endpoint: str, *, api_key: str = "", headers: Mapping[str, str] | None = None,
-                 timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, endpoint: str, *, api_key: str = "", headers: Mapping[str, str] | None = None, timeout_s: float = 10.0
+    ) -> None:
         auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = JsonClient(endpoint, {**auth, **(headers or {})}, timeout_s)
 
@@ -72,14 +80,20 @@ class PhoenixSink:
         results: list[ItemResult | None] = [None] * len(batch)
         sessions = [i for i, s in enumerate(batch) if s.entity_type == "conversation" and s.conversation_id]
         spans = [i for i in range(len(batch)) if i not in set(sessions)]
-        for path, indices, body in (("/v1/span_annotations", spans, _span_body),
-                                    ("/v1/session_annotations", sessions, _session_body)):
+        for path, indices, body in (
+            ("/v1/span_annotations", spans, _span_body),
+            ("/v1/session_annotations", sessions, _session_body),
+        ):
             if indices:
-                for i, result in zip(indices, await self._post(path, [batch[i] for i in indices], body)):
+                for i, result in zip(indices, await self._post(path, [batch[i] for i in indices], body), strict=False):
                     results[i] = result
         for i in sessions:
             first = results[i]
-            if first is not None and first.result is ExportResult.REJECTED and (first.error or "").startswith("HTTP 404"):
+            if (
+                first is not None
+                and first.result is ExportResult.REJECTED
+                and (first.error or "").startswith("HTTP 404")
+            ):
                 # Phoenix knows no such session (its traces carry no session.id): annotate the
                 # conversation's last agent span instead
                 results[i] = (await self._post("/v1/span_annotations", [batch[i]], _span_body))[0]

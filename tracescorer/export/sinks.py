@@ -53,8 +53,14 @@ def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
 
 
 def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreSink:
-    target = resolve_target("traces" if kind == "otlp" else "logs", endpoint=s.endpoint, protocol=s.protocol,
-                            headers=s.headers, timeout_s=s.timeout_s or default_timeout_s, compression=s.compression)
+    target = resolve_target(
+        "traces" if kind == "otlp" else "logs",
+        endpoint=s.endpoint,
+        protocol=s.protocol,
+        headers=s.headers,
+        timeout_s=s.timeout_s or default_timeout_s,
+        compression=s.compression,
+    )
     return OtlpSpanSink(target) if kind == "otlp" else OtlpLogSink(target)
 
 
@@ -65,7 +71,7 @@ def build_sinks(settings: ExportSettings) -> list[NamedSink]:
         legacy = OtlpSinkSettings(endpoint=settings.endpoint, protocol=settings.protocol, headers=settings.headers)
         return [NamedSink("otlp", _otlp("otlp", legacy, settings.timeout_s))]
     out: list[NamedSink] = []
-    for (sink_id, kind), entry in zip(ids, settings.sinks):
+    for (sink_id, kind), entry in zip(ids, settings.sinks, strict=False):
         s = entry.settings
         timeout_s = s.timeout_s or settings.timeout_s
         sink: ScoreSink
@@ -75,8 +81,9 @@ def build_sinks(settings: ExportSettings) -> list[NamedSink]:
             sink = PhoenixSink(s.endpoint, api_key=s.api_key, headers=s.headers, timeout_s=timeout_s)
         else:
             assert isinstance(s, MlflowSinkSettings)
-            sink = MlflowSink(s.tracking_uri, experiment_id=s.experiment_id, token=s.token, headers=s.headers,
-                              timeout_s=timeout_s)
+            sink = MlflowSink(
+                s.tracking_uri, experiment_id=s.experiment_id, token=s.token, headers=s.headers, timeout_s=timeout_s
+            )
         out.append(NamedSink(sink_id, sink))
     return out
 

@@ -14,8 +14,14 @@ if TYPE_CHECKING:
 
 # Lazy (PEP 562): the settings import ``monitors.config``, which must not load the service and its
 # HTTP client (aiohttp, ~80 ms) into every command.
-_WHERE = {"MonitorSettings": "config", "NotifySettings": "config", "ScoreMetricsSettings": "config",
-          "parse_duration": "config", "ScoreMetrics": "score_metrics", "MonitorService": "service"}
+_WHERE = {
+    "MonitorSettings": "config",
+    "NotifySettings": "config",
+    "ScoreMetricsSettings": "config",
+    "parse_duration": "config",
+    "ScoreMetrics": "score_metrics",
+    "MonitorService": "service",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -26,5 +32,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracescorer.monitors' has no attribute {name!r}")
 
 
-__all__ = ["MonitorService", "MonitorSettings", "NotifySettings", "ScoreMetrics", "ScoreMetricsSettings",
-           "parse_duration"]
+__all__ = [
+    "MonitorService",
+    "MonitorSettings",
+    "NotifySettings",
+    "ScoreMetrics",
+    "ScoreMetricsSettings",
+    "parse_duration",
+]

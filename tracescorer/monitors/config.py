@@ -8,6 +8,7 @@ are optional refinements with defaults.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -146,7 +147,9 @@ class MonitorSettings(_Section):
         try:
             value.format(trace_id="t", conversation_id="c", run_id="r", scorer_id="s")
         except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"placeholders may be {{trace_id}}, {{conversation_id}}, {{run_id}}, {{scorer_id}}: {exc}") from None
+            raise ValueError(
+                f"placeholders may be {{trace_id}}, {{conversation_id}}, {{run_id}}, {{scorer_id}}: {exc}"
+            ) from None
         return value
 
     @model_validator(mode="after")
@@ -191,7 +194,7 @@ class ScoreMetricsSettings(_Section):
     @field_validator("buckets")
     @classmethod
     def _increasing(cls, value: list[float]) -> list[float]:
-        if any(not math.isfinite(v) for v in value) or any(b <= a for a, b in zip(value, value[1:])):
+        if any(not math.isfinite(v) for v in value) or any(b <= a for a, b in itertools.pairwise(value)):
             raise ValueError("buckets must be finite and strictly increasing")
         return value
 
@@ -217,5 +220,7 @@ def check_monitors(monitors: Sequence[MonitorSettings], scorers: Sequence[_Bindi
             known = ", ".join(b.id for b in scorers) or "none"
             raise ValueError(f"{where}: scorer {monitor.scorer!r} matches no scorer binding (bound: {known})")
         if monitor.aggregate == "pass_rate" and not any(b.threshold is not None for b in matched):
-            raise ValueError(f"{where}: pass_rate needs a 'threshold' on the scorer binding "
-                             f"({', '.join(b.id for b in matched)} label no score pass/fail)")
+            raise ValueError(
+                f"{where}: pass_rate needs a 'threshold' on the scorer binding "
+                f"({', '.join(b.id for b in matched)} label no score pass/fail)"
+            )

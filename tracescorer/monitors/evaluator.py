@@ -74,9 +74,13 @@ def evaluate(monitor: MonitorSettings, state: MonitorState, reading: Reading, no
         cooling = state.notified_at is not None and now - state.notified_at < monitor.cooldown_s
         notify = bool(monitor.notify) and not cooling
         fired = dataclasses.replace(
-            current, state="firing", since=now, firing_notified=notify,
+            current,
+            state="firing",
+            since=now,
+            firing_notified=notify,
             notified_at=now if notify else state.notified_at,
-            pending="firing" if notify else None)
+            pending="firing" if notify else None,
+        )
         return Outcome(state=fired, transition="firing", notify=notify, suppressed=cooling and bool(monitor.notify))
     if not _clears(monitor, reading):
         return Outcome(state=current)

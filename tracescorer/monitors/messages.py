@@ -55,10 +55,14 @@ class Notification:
         value = "no data" if self.value is None else _number(self.value)
         what = f"{self.aggregate} of {self.scorer}"
         if self.kind == "firing":
-            return (f"[FIRING] {self.monitor_id}: {what} is {value}, {self.comparison} {_number(self.threshold)}, "
-                    f"over the last {self.window} ({self.samples} scores)")
-        return (f"[RESOLVED] {self.monitor_id}: {what} is {value} over the last {self.window} "
-                f"({self.samples} scores; alert when {self.comparison} {_number(self.threshold)})")
+            return (
+                f"[FIRING] {self.monitor_id}: {what} is {value}, {self.comparison} {_number(self.threshold)}, "
+                f"over the last {self.window} ({self.samples} scores)"
+            )
+        return (
+            f"[RESOLVED] {self.monitor_id}: {what} is {value} over the last {self.window} "
+            f"({self.samples} scores; alert when {self.comparison} {_number(self.threshold)})"
+        )
 
 
 def _number(value: float) -> str:
@@ -66,30 +70,61 @@ def _number(value: float) -> str:
 
 
 def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
 
 
 def example_from(sample: Sample, monitor: MonitorSettings) -> Example:
     url = None
     if monitor.trace_url and sample.trace_id:
         url = monitor.trace_url.format(
-            trace_id=quote(sample.trace_id, safe=""), conversation_id=quote(sample.conversation_id or "", safe=""),
-            run_id=quote(sample.run_id or "", safe=""), scorer_id=quote(sample.scorer_id, safe=""))
+            trace_id=quote(sample.trace_id, safe=""),
+            conversation_id=quote(sample.conversation_id or "", safe=""),
+            run_id=quote(sample.run_id or "", safe=""),
+            scorer_id=quote(sample.scorer_id, safe=""),
+        )
     reason = sample.reason
     if reason is not None and len(reason) > MAX_REASON_CHARS:
         reason = reason[: MAX_REASON_CHARS - 1] + "…"
-    return Example(scorer_id=sample.scorer_id, trace_id=sample.trace_id, conversation_id=sample.conversation_id,
-                   run_id=sample.run_id, agent=sample.agent, score=sample.score, label=sample.label,
-                   status=sample.status, reason=reason, url=url)
+    return Example(
+        scorer_id=sample.scorer_id,
+        trace_id=sample.trace_id,
+        conversation_id=sample.conversation_id,
+        run_id=sample.run_id,
+        agent=sample.agent,
+        score=sample.score,
+        label=sample.label,
+        status=sample.status,
+        reason=reason,
+        url=url,
+    )
 
 
-def build(monitor: MonitorSettings, kind: NotificationKind, *, value: float | None, samples: int, since: float,
-          at: float, examples: list[Sample]) -> Notification:
+def build(
+    monitor: MonitorSettings,
+    kind: NotificationKind,
+    *,
+    value: float | None,
+    samples: int,
+    since: float,
+    at: float,
+    examples: list[Sample],
+) -> Notification:
     return Notification(
-        monitor_id=monitor.id, kind=kind, scorer=monitor.scorer, aggregate=monitor.aggregate,
-        comparison=monitor.comparison, threshold=monitor.threshold, window=format_duration(monitor.window_s),
-        window_s=monitor.window_s, value=value, samples=samples, min_samples=monitor.min_samples, since=since, at=at,
-        examples=tuple(example_from(s, monitor) for s in examples) if kind == "firing" else ())
+        monitor_id=monitor.id,
+        kind=kind,
+        scorer=monitor.scorer,
+        aggregate=monitor.aggregate,
+        comparison=monitor.comparison,
+        threshold=monitor.threshold,
+        window=format_duration(monitor.window_s),
+        window_s=monitor.window_s,
+        value=value,
+        samples=samples,
+        min_samples=monitor.min_samples,
+        since=since,
+        at=at,
+        examples=tuple(example_from(s, monitor) for s in examples) if kind == "firing" else (),
+    )
 
 
 def webhook_body(n: Notification) -> dict[str, Any]:
@@ -112,9 +147,18 @@ def webhook_body(n: Notification) -> dict[str, Any]:
         "at": _iso(n.at),
         "message": n.message,
         "examples": [
-            {"scorer_id": e.scorer_id, "trace_id": e.trace_id, "conversation_id": e.conversation_id,
-             "run_id": e.run_id, "agent": e.agent, "score": e.score, "label": e.label, "status": e.status,
-             "reason": e.reason, "url": e.url}
+            {
+                "scorer_id": e.scorer_id,
+                "trace_id": e.trace_id,
+                "conversation_id": e.conversation_id,
+                "run_id": e.run_id,
+                "agent": e.agent,
+                "score": e.score,
+                "label": e.label,
+                "status": e.status,
+                "reason": e.reason,
+                "url": e.url,
+            }
             for e in n.examples
         ],
     }
@@ -130,8 +174,17 @@ def slack_body(n: Notification) -> dict[str, Any]:
     icon = ":rotating_light:" if n.kind == "firing" else ":white_check_mark:"
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"{icon} *{slack_escape(n.message)}*"}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_escape(
-            f"monitor {n.monitor_id} · since {_iso(n.since)} · min samples {n.min_samples}")}]},
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": slack_escape(
+                        f"monitor {n.monitor_id} · since {_iso(n.since)} · min samples {n.min_samples}"
+                    ),
+                }
+            ],
+        },
     ]
     lines = []
     for e in n.examples:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from tracescorer.aio import cancel
 from tracescorer.httpretry import is_retryable_status, parse_retry_after
 from tracescorer.monitors.config import NotifySettings
 from tracescorer.monitors.messages import Notification, encode
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,9 @@ async def deliver(session: aiohttp.ClientSession, target: NotifySettings, body: 
         attempts = attempt + 1
         wait: float | None = None
         try:
-            async with session.post(target.url, data=body, headers=headers, timeout=timeout,
-                                    allow_redirects=False) as resp:
+            async with session.post(
+                target.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            ) as resp:
                 status = resp.status
                 await resp.content.read(65536)  # drain a little so the connection can be reused
                 if 200 <= status < 300:
@@ -60,7 +61,7 @@ async def deliver(session: aiohttp.ClientSession, target: NotifySettings, body: 
                 error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
                 retryable = is_retryable_status(status)
                 wait = parse_retry_after(resp.headers.get("Retry-After")) if status in (429, 503) else None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error, status, retryable = f"timed out after {target.timeout_s:g}s", None, True
         except aiohttp.ClientError as exc:
             error, status, retryable = f"{type(exc).__name__}: {exc}", None, True
@@ -101,7 +102,8 @@ class Dispatcher:
         if queue is None:
             queue = self._queues[notification.monitor_id] = asyncio.Queue(self._max_queued)
             self._tasks[notification.monitor_id] = asyncio.create_task(
-                self._worker(queue), name=f"monitor-notify-{notification.monitor_id}")
+                self._worker(queue), name=f"monitor-notify-{notification.monitor_id}"
+            )
         try:
             queue.put_nowait((notification, tuple(targets)))
         except asyncio.QueueFull:
@@ -117,7 +119,7 @@ class Dispatcher:
                 assert self._session is not None
                 deliveries = await asyncio.gather(*(deliver(self._session, t, body[t.kind]) for t in targets))
                 self._on_done(notification, deliveries)
-            except Exception:  # noqa: BLE001 - one bad notification must not stop the monitor's later ones
+            except Exception:  # one bad notification must not stop the monitor's later ones
                 log.exception("the notification of monitor %s failed", notification.monitor_id)
             finally:
                 self._outstanding -= 1

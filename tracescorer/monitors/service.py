@@ -31,6 +31,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+from tracescorer.aio import cancel
 from tracescorer.metrics import Metrics
 from tracescorer.monitors.config import MonitorSettings
 from tracescorer.monitors.evaluator import STATES, MonitorState, NotificationKind, Outcome, evaluate
@@ -40,7 +41,6 @@ from tracescorer.monitors.window import MAX_EXAMPLES, Sample, Window
 from tracescorer.store import monitors as sql
 from tracescorer.store.base import Store
 from tracescorer.store.records import ScoreRecord
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +48,36 @@ MAX_PENDING_EVENTS = 1000  # kept for the next write while the store refuses the
 
 
 def sample_of(record: ScoreRecord, at: float) -> Sample:
-    return Sample(at=at, score_id=record.id, scorer_id=record.scorer_id, status=record.status, score=record.score,
-                  label=record.label, trace_id=record.trace_id, conversation_id=record.conversation_id,
-                  run_id=record.run_id, agent=record.entity_id, reason=record.reason or record.error)
+    return Sample(
+        at=at,
+        score_id=record.id,
+        scorer_id=record.scorer_id,
+        status=record.status,
+        score=record.score,
+        label=record.label,
+        trace_id=record.trace_id,
+        conversation_id=record.conversation_id,
+        run_id=record.run_id,
+        agent=record.entity_id,
+        reason=record.reason or record.error,
+    )
 
 
 class MonitorService:
     """Owns the monitors' windows, states and notifications; runs on the daemon's event loop."""
 
-    def __init__(self, monitors: Sequence[MonitorSettings], scorer_ids: Sequence[str], store: Store,
-                 metrics: Metrics, *, clock: Callable[[], float] = time.time, tick_s: float = 1.0,
-                 persist_interval_s: float = 10.0, rebuild_interval_s: float | None = None) -> None:
+    def __init__(
+        self,
+        monitors: Sequence[MonitorSettings],
+        scorer_ids: Sequence[str],
+        store: Store,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 1.0,
+        persist_interval_s: float = 10.0,
+        rebuild_interval_s: float | None = None,
+    ) -> None:
         self._monitors = list(monitors)
         self._store = store
         self._metrics = metrics
@@ -109,21 +128,35 @@ class MonitorService:
             pending = self._states[i].pending
             outcome = self._evaluate(i, now)
             if pending is not None and outcome.transition is None and self._states[i].state == pending:
-                log.info("monitor %s: sending the %s notification left pending by the last stop",
-                         self._monitors[i].id, pending)
+                log.info(
+                    "monitor %s: sending the %s notification left pending by the last stop",
+                    self._monitors[i].id,
+                    pending,
+                )
                 self._send(i, pending, now)
         self._persist(now, force=True)
         self._task = asyncio.create_task(self._tick(), name="monitors-tick")
-        log.info("monitors: %d started (%s)", len(self._monitors),
-                 ", ".join(f"{s.monitor_id}={s.state}" for s in self._states))
+        log.info(
+            "monitors: %d started (%s)",
+            len(self._monitors),
+            ", ".join(f"{s.monitor_id}={s.state}" for s in self._states),
+        )
 
     async def _rebuild(self, now: float) -> None:
         """Windows from the stored live scores (one bounded query)."""
         specs = []
-        for i, (monitor, window) in enumerate(zip(self._monitors, self._windows)):
+        for i, (monitor, window) in enumerate(zip(self._monitors, self._windows, strict=False)):
             first = window.bucket_of(now - monitor.window_s)
-            specs.append(sql.WindowSpec(index=i, scorer_ids=self._scorers[i], since=first * window.width_s,
-                                        width_s=window.width_s, example_kind=window.kind, threshold=monitor.threshold))
+            specs.append(
+                sql.WindowSpec(
+                    index=i,
+                    scorer_ids=self._scorers[i],
+                    since=first * window.width_s,
+                    width_s=window.width_s,
+                    example_kind=window.kind,
+                    threshold=monitor.threshold,
+                )
+            )
         rebuilt = await self._store.rebuild_monitor_windows(specs, MAX_EXAMPLES)
         self._windows = [Window(m) for m in self._monitors]
         for index, bucket, counts in rebuilt.buckets:
@@ -141,8 +174,10 @@ class MonitorService:
         await cancel([self._task])
         abandoned = await self._dispatcher.shutdown(max(0.0, deadline - time.monotonic()))
         if abandoned:
-            log.warning("monitors: %d notification(s) not sent before the stop deadline; they are sent after "
-                        "the next start", abandoned)
+            log.warning(
+                "monitors: %d notification(s) not sent before the stop deadline; they are sent after the next start",
+                abandoned,
+            )
         self._persist(self._clock(), force=True)
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=max(0.1, deadline - time.monotonic()))
@@ -182,11 +217,13 @@ class MonitorService:
         while True:
             await asyncio.sleep(self._tick_s)
             try:
-                if self._rebuild_interval_s is not None and \
-                        time.monotonic() - self._rebuilt_at >= self._rebuild_interval_s:
+                if (
+                    self._rebuild_interval_s is not None
+                    and time.monotonic() - self._rebuilt_at >= self._rebuild_interval_s
+                ):
                     await self._rebuild(self._clock())
                 self.evaluate_now()
-            except Exception:  # noqa: BLE001 - the timer must survive whatever one pass hits
+            except Exception:  # the timer must survive whatever one pass hits
                 log.exception("monitor evaluation failed")
 
     # --- evaluation -----------------------------------------------------------------------------
@@ -205,24 +242,49 @@ class MonitorService:
         self._metrics.monitor_transitions.labels(monitor.id, outcome.transition).inc()
         self._event(i, "fired" if outcome.transition == "firing" else "resolved", now)
         if outcome.transition == "firing":
-            log.warning("monitor %s firing: %s %s %g is %s over %s (%d samples)", monitor.id, monitor.aggregate,
-                        monitor.comparison, monitor.threshold, _fmt(state.value), monitor.window, state.samples)
+            log.warning(
+                "monitor %s firing: %s %s %g is %s over %s (%d samples)",
+                monitor.id,
+                monitor.aggregate,
+                monitor.comparison,
+                monitor.threshold,
+                _fmt(state.value),
+                monitor.window,
+                state.samples,
+            )
         else:
-            log.info("monitor %s resolved: %s is %s over %s (%d samples)", monitor.id, monitor.aggregate,
-                     _fmt(state.value), monitor.window, state.samples)
+            log.info(
+                "monitor %s resolved: %s is %s over %s (%d samples)",
+                monitor.id,
+                monitor.aggregate,
+                _fmt(state.value),
+                monitor.window,
+                state.samples,
+            )
         if outcome.suppressed:
             for target in monitor.notify:
                 self._metrics.monitor_notifications.labels(monitor.id, target.kind, "suppressed").inc()
-            self._event(i, "suppressed", now, detail=f"cooldown {monitor.cooldown}: last notified at "
-                        f"{_fmt_time(before.notified_at)}")
+            self._event(
+                i,
+                "suppressed",
+                now,
+                detail=f"cooldown {monitor.cooldown}: last notified at {_fmt_time(before.notified_at)}",
+            )
         if outcome.notify:
             self._send(i, outcome.transition, now)
         return outcome
 
     def _send(self, i: int, kind: NotificationKind, now: float) -> None:
         monitor, state, window = self._monitors[i], self._states[i], self._windows[i]
-        notification = build(monitor, kind, value=state.value, samples=state.samples, since=state.since or now,
-                             at=now, examples=window.recent_examples(now))
+        notification = build(
+            monitor,
+            kind,
+            value=state.value,
+            samples=state.samples,
+            since=state.since or now,
+            at=now,
+            examples=window.recent_examples(now),
+        )
         if self._dispatcher.submit(notification, monitor.notify):
             self._outstanding[i] += 1
             return
@@ -242,8 +304,14 @@ class MonitorService:
             detail = f"{notification.kind}, {d.attempts} attempt(s)" + ("" if d.ok else f": {d.error}")
             self._event(i, "notified" if d.ok else "notify_failed", now, target=d.target.display, detail=detail)
             if not d.ok:
-                log.error("monitor %s: %s notification to %s failed after %d attempt(s): %s", notification.monitor_id,
-                          notification.kind, d.target.display, d.attempts, d.error)
+                log.error(
+                    "monitor %s: %s notification to %s failed after %d attempt(s): %s",
+                    notification.monitor_id,
+                    notification.kind,
+                    d.target.display,
+                    d.attempts,
+                    d.error,
+                )
         self._outstanding[i] -= 1
         if self._outstanding[i] == 0:
             self._clear_pending(i)
@@ -257,8 +325,18 @@ class MonitorService:
 
     def _event(self, i: int, event: str, now: float, *, target: str | None = None, detail: str | None = None) -> None:
         state = self._states[i]
-        self._events.append(sql.MonitorEvent(monitor_id=state.monitor_id, at=now, event=event, state=state.state,
-                                             value=state.value, samples=state.samples, target=target, detail=detail))
+        self._events.append(
+            sql.MonitorEvent(
+                monitor_id=state.monitor_id,
+                at=now,
+                event=event,
+                state=state.state,
+                value=state.value,
+                samples=state.samples,
+                target=target,
+                detail=detail,
+            )
+        )
 
     def _set_gauges(self, i: int) -> None:
         m, state, monitor_id = self._metrics, self._states[i], self._monitors[i].id
@@ -307,4 +385,4 @@ def _fmt(value: float | None) -> str:
 def _fmt_time(epoch: float | None) -> str:
     if epoch is None:
         return "never"
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")

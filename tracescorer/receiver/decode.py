@@ -33,9 +33,33 @@ from tracescorer.text import fix_surrogates
 
 SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES = ("unset", "ok", "error")
-SEVERITY_NUMBERS = ("unspecified", "trace", "trace2", "trace3", "trace4", "debug", "debug2", "debug3", "debug4",
-                    "info", "info2", "info3", "info4", "warn", "warn2", "warn3", "warn4", "error", "error2",
-                    "error3", "error4", "fatal", "fatal2", "fatal3", "fatal4")
+SEVERITY_NUMBERS = (
+    "unspecified",
+    "trace",
+    "trace2",
+    "trace3",
+    "trace4",
+    "debug",
+    "debug2",
+    "debug3",
+    "debug4",
+    "info",
+    "info2",
+    "info3",
+    "info4",
+    "warn",
+    "warn2",
+    "warn3",
+    "warn4",
+    "error",
+    "error2",
+    "error3",
+    "error4",
+    "fatal",
+    "fatal2",
+    "fatal3",
+    "fatal4",
+)
 _MAX_ERRORS = 5
 #: Deepest nesting of array/kvlist attribute values accepted, the same for protobuf and JSON
 #: (deeper requests are refused whole, as undecodable).

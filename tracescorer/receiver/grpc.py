@@ -15,7 +15,7 @@ import grpc
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import status
 from tracescorer.receiver.http import bearer_ok
-from tracescorer.receiver.ingest import Encoding, IngestOutcome, IngestRefused, Ingestor, Signal
+from tracescorer.receiver.ingest import Encoding, Ingestor, IngestOutcome, IngestRefused, Signal
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +121,7 @@ class OtlpGrpcReceiver:
             handler = grpc.unary_unary_rpc_method_handler(
                 self._handler(signal), request_deserializer=_identity, response_serializer=_identity
             )
-            self._server.add_generic_rpc_handlers(
-                (grpc.method_handlers_generic_handler(service, {"Export": handler}),)
-            )
+            self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {"Export": handler}),))
         try:
             if self._tls is not None:
                 cert, key = self._tls
@@ -134,8 +132,10 @@ class OtlpGrpcReceiver:
         except RuntimeError:  # grpc's "Failed to bind": in use, or not an address of this host
             self.port = 0
         if self.port == 0:
-            raise OSError(f"OTLP gRPC receiver (receiver.grpc): cannot listen on {self._address} "
-                          "(address in use, or not an address of this host)")
+            raise OSError(
+                f"OTLP gRPC receiver (receiver.grpc): cannot listen on {self._address} "
+                "(address in use, or not an address of this host)"
+            )
         await self._server.start()
         return self.port
 
@@ -173,7 +173,9 @@ class OtlpGrpcReceiver:
         self._waiting += 1
         try:
             # on the daemon's loop, to the end whatever the client does (a hang-up cancels only this wait)
-            outcome = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._ingest(signal, request), self._main))
+            outcome = await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self._ingest(signal, request), self._main)
+            )
         except IngestRefused as exc:
             await self._abort(signal, exc, context)
         finally:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import status
-from tracescorer.receiver.ingest import Encoding, IngestRefused, Ingestor, Signal, Ticket
+from tracescorer.receiver.ingest import Encoding, Ingestor, IngestRefused, Signal, Ticket
 
 _MEDIA_TYPES = {"application/x-protobuf": Encoding.PROTOBUF, "application/json": Encoding.JSON}
 
@@ -67,8 +67,16 @@ class OtlpHttpHandler:
     async def logs(self, request: web.Request) -> web.Response:
         return await self._handle(request, Signal.LOGS)
 
-    def _error(self, signal: Signal, encoding: Encoding, http_status: int, code: int, message: str,
-               outcome: str, retry_after_s: int | None = None) -> web.Response:
+    def _error(
+        self,
+        signal: Signal,
+        encoding: Encoding,
+        http_status: int,
+        code: int,
+        message: str,
+        outcome: str,
+        retry_after_s: int | None = None,
+    ) -> web.Response:
         self._metrics.requests.labels("http", signal.value, outcome).inc()
         if encoding is Encoding.JSON:
             body, ctype = status.status_json(code, message), "application/json"
@@ -88,17 +96,30 @@ class OtlpHttpHandler:
         encoding = _MEDIA_TYPES.get(request.content_type)
         reply_as = encoding or Encoding.PROTOBUF
         if not bearer_ok(request.headers.get("Authorization"), self._token):
-            resp = self._error(signal, reply_as, 401, status.UNAUTHENTICATED, "missing or invalid bearer token", "unauthenticated")
+            resp = self._error(
+                signal, reply_as, 401, status.UNAUTHENTICATED, "missing or invalid bearer token", "unauthenticated"
+            )
             resp.headers["WWW-Authenticate"] = "Bearer"
             return resp
         if encoding is None:
-            return self._error(signal, reply_as, 415, status.INVALID_ARGUMENT,
-                               f"unsupported content type {request.content_type!r}; use application/x-protobuf or application/json",
-                               "unsupported_media_type")
+            return self._error(
+                signal,
+                reply_as,
+                415,
+                status.INVALID_ARGUMENT,
+                f"unsupported content type {request.content_type!r}; use application/x-protobuf or application/json",
+                "unsupported_media_type",
+            )
         content_encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if content_encoding not in ("identity", "gzip", "deflate", ""):
-            return self._error(signal, encoding, 415, status.INVALID_ARGUMENT,
-                               f"unsupported content encoding {content_encoding!r}", "unsupported_media_type")
+            return self._error(
+                signal,
+                encoding,
+                415,
+                status.INVALID_ARGUMENT,
+                f"unsupported content encoding {content_encoding!r}",
+                "unsupported_media_type",
+            )
         if request.content_length is not None and request.content_length > self._max:
             return self._too_large(signal, encoding)
         try:
@@ -111,8 +132,9 @@ class OtlpHttpHandler:
         finally:
             self._ingestor.leave(ticket)
 
-    async def _receive(self, request: web.Request, signal: Signal, encoding: Encoding, content_encoding: str,
-                       ticket: Ticket) -> web.Response:
+    async def _receive(
+        self, request: web.Request, signal: Signal, encoding: Encoding, content_encoding: str, ticket: Ticket
+    ) -> web.Response:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -131,14 +153,19 @@ class OtlpHttpHandler:
         self._metrics.requests.labels("http", signal.value, "partial" if outcome.rejected else "ok").inc()
         if encoding is Encoding.JSON:
             return web.Response(body=status.export_response_json(signal, outcome), content_type="application/json")
-        return web.Response(body=status.export_response_protobuf(signal, outcome), content_type="application/x-protobuf")
+        return web.Response(
+            body=status.export_response_protobuf(signal, outcome), content_type="application/x-protobuf"
+        )
 
     def _refused(self, signal: Signal, encoding: Encoding, exc: IngestRefused) -> web.Response:
         if exc.retryable:
             http_status = 429 if exc.reason == "backpressure" else 503
-            return self._error(signal, encoding, http_status, status.UNAVAILABLE, str(exc), exc.reason, exc.retry_after_s)
+            return self._error(
+                signal, encoding, http_status, status.UNAVAILABLE, str(exc), exc.reason, exc.retry_after_s
+            )
         return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), exc.reason)
 
     def _too_large(self, signal: Signal, encoding: Encoding) -> web.Response:
-        return self._error(signal, encoding, 413, status.INVALID_ARGUMENT,
-                           f"request body exceeds {self._max} bytes", "too_large")
+        return self._error(
+            signal, encoding, 413, status.INVALID_ARGUMENT, f"request body exceeds {self._max} bytes", "too_large"
+        )

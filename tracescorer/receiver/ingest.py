@@ -134,8 +134,9 @@ class Ingestor:
     def add_listener(self, listener: TelemetryListener) -> None:
         self._listeners.append(listener)
 
-    def add_backlog_check(self, stage: str, check: BacklogCheck, pressure: Pressure | None = None,
-                          throughput: Throughput | None = None) -> None:
+    def add_backlog_check(
+        self, stage: str, check: BacklogCheck, pressure: Pressure | None = None, throughput: Throughput | None = None
+    ) -> None:
         """Refuse new requests while ``check()`` says ``stage`` is over its bound; from
         ``pressure()`` :data:`SHED_FROM` on, admit them at ``throughput()`` (a little less as the
         pressure grows) or, without one, refuse a share of them that grows with the pressure."""
@@ -172,8 +173,9 @@ class Ingestor:
         """Raise :class:`IngestRefused` when ``count`` requests in flight are as many as may be.
         Safe from another thread (the gRPC receiver's loop): it reads a setting and counts a metric."""
         if count >= self._max_requests:
-            raise self._refuse(signal, "requests", f"too many requests in flight ({count}; "
-                                                   "receiver.max_concurrent_requests)")
+            raise self._refuse(
+                signal, "requests", f"too many requests in flight ({count}; receiver.max_concurrent_requests)"
+            )
 
     def leave(self, ticket: Ticket) -> None:
         if ticket.left:
@@ -196,8 +198,9 @@ class Ingestor:
         stage sheds (once per request: :meth:`enter` calls it)."""
         if self._closing or not self._pressures:
             return
-        stage, load, throughput = max(((name, pressure(), taken) for name, pressure, taken in self._pressures),
-                                      key=lambda p: p[1])
+        stage, load, throughput = max(
+            ((name, pressure(), taken) for name, pressure, taken in self._pressures), key=lambda p: p[1]
+        )
         share = min(1.0, (load - SHED_FROM) / (1.0 - SHED_FROM))
         if share <= 0.0:
             self._shed_debt, self._credit_at = 0.0, None
@@ -206,16 +209,23 @@ class Ingestor:
             self._shed_debt += share
             if self._shed_debt >= 1.0:
                 self._shed_debt -= 1.0
-                raise self._refuse(signal, stage, f"pipeline busy ({stage} at {load:.0%} of its bound: "
-                                                  f"refusing {share:.0%} of new requests)")
+                raise self._refuse(
+                    signal,
+                    stage,
+                    f"pipeline busy ({stage} at {load:.0%} of its bound: refusing {share:.0%} of new requests)",
+                )
             return
         rate = throughput() * (1.0 - share / 2)  # below what it takes in: its backlog shrinks
         now = self._clock()
         top_up = rate * BURST_S if self._credit_at is None else self._credit + (now - self._credit_at) * rate
         self._credit, self._credit_at = min(top_up, rate * BURST_S), now
         if self._credit <= 0.0:
-            raise self._refuse(signal, stage, f"pipeline busy ({stage} at {load:.0%} of its bound: admitting "
-                                              f"{rate:.0f} items/s, about what it takes in)")
+            raise self._refuse(
+                signal,
+                stage,
+                f"pipeline busy ({stage} at {load:.0%} of its bound: admitting "
+                f"{rate:.0f} items/s, about what it takes in)",
+            )
         self._credit -= self._items_per_request
 
     def _refuse(self, signal: Signal, reason: str, message: str) -> IngestRefused:
@@ -225,8 +235,9 @@ class Ingestor:
     def admit(self, signal: Signal, size: int) -> None:
         """Raise :class:`IngestRefused` unless a request of ``size`` bytes may be taken now."""
         if self._closing:
-            raise IngestRefused("shutting_down", "server is shutting down", retryable=True,
-                                retry_after_s=self._retry_after_s)
+            raise IngestRefused(
+                "shutting_down", "server is shutting down", retryable=True, retry_after_s=self._retry_after_s
+            )
         # an oversized request is still admitted when nothing else is in flight, so it can progress
         held = self._inflight + self._receiving
         if held and held + size > self._max_inflight:
@@ -235,8 +246,9 @@ class Ingestor:
         if reason is not None:
             raise self._refuse(signal, reason.split(":", 1)[0], f"pipeline busy ({reason})")
 
-    async def ingest(self, signal: Signal, encoding: Encoding, body: bytes, ticket: Ticket | None = None
-                     ) -> IngestOutcome:
+    async def ingest(
+        self, signal: Signal, encoding: Encoding, body: bytes, ticket: Ticket | None = None
+    ) -> IngestOutcome:
         """Admit, decode ``body`` and return once its valid items are committed; the bytes the
         request's ``ticket`` held for it are now counted as the body's."""
         if ticket is not None:
@@ -299,6 +311,6 @@ class Ingestor:
             for listener in self._listeners:
                 try:
                     listener.on_committed(spans, logs, (outcome.received_from, outcome.received_to))
-                except Exception:  # noqa: BLE001 - a downstream stage must never fail an acknowledged request
+                except Exception:  # a downstream stage must never fail an acknowledged request
                     log.exception("telemetry listener %r failed", listener)
         return outcome

@@ -99,16 +99,16 @@ def bucket_for(span_s: float) -> int:
 
 
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row)) for row in result["rows"]]
+    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
 
 
 def _time(value: Any) -> dt.datetime | None:
     if value is None:
         return None
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _json(value: Any) -> Any:
@@ -157,17 +157,31 @@ def _turns(run: dict[str, Any]) -> list[Turn]:
     return turns
 
 
-def collect(query: Query, *, since: dt.datetime, until: dt.datetime, scorer_id: str | None,
-            configured: Sequence[str], worst: int, source: str) -> Report:
+def collect(
+    query: Query,
+    *,
+    since: dt.datetime,
+    until: dt.datetime,
+    scorer_id: str | None,
+    configured: Sequence[str],
+    worst: int,
+    source: str,
+) -> Report:
     """Every scorer with scores since ``since`` (and every configured one, even without)."""
     bucket_s = bucket_for((until - since).total_seconds())
     summary = {r["scorer_id"]: r for r in _rows(query(report_sql.summary_sql(since, scorer_id), 10_000))}
     trend: dict[str, list[TrendPoint]] = {}
     for r in _rows(query(report_sql.trend_sql(since, scorer_id, bucket_s), 10_000)):
         labelled = int(r["passed"]) + int(r["failed"])
-        trend.setdefault(r["scorer_id"], []).append(TrendPoint(
-            at=dt.datetime.fromtimestamp(int(r["bucket"]), dt.timezone.utc), n=int(r["n"]), mean=r["mean"],
-            pass_rate=int(r["passed"]) / labelled if labelled else None, errors=int(r["errors"])))
+        trend.setdefault(r["scorer_id"], []).append(
+            TrendPoint(
+                at=dt.datetime.fromtimestamp(int(r["bucket"]), dt.UTC),
+                n=int(r["n"]),
+                mean=r["mean"],
+                pass_rate=int(r["passed"]) / labelled if labelled else None,
+                errors=int(r["errors"]),
+            )
+        )
     ranges: dict[str, tuple[float, float]] = {}
     counts: dict[str, dict[int, int]] = {}
     for r in _rows(query(report_sql.distribution_sql(since, scorer_id, BINS), 10_000)):
@@ -175,10 +189,14 @@ def collect(query: Query, *, since: dt.datetime, until: dt.datetime, scorer_id: 
         counts.setdefault(r["scorer_id"], {})[int(r["bin"])] = int(r["n"])
     worst_rows = _rows(query(report_sql.worst_sql(since, scorer_id, worst), 10_000))
     run_ids = sorted({r["run_id"] for r in worst_rows if r["entity_type"] != "conversation" and r["run_id"]})
-    conv_ids = sorted({r["conversation_id"] for r in worst_rows if r["entity_type"] == "conversation"
-                       and r["conversation_id"]})
-    runs = _rows(query(report_sql.transcripts_sql(run_ids, conv_ids, RUNS_PER_CONVERSATION), 10_000)) \
-        if run_ids or conv_ids else []
+    conv_ids = sorted(
+        {r["conversation_id"] for r in worst_rows if r["entity_type"] == "conversation" and r["conversation_id"]}
+    )
+    runs = (
+        _rows(query(report_sql.transcripts_sql(run_ids, conv_ids, RUNS_PER_CONVERSATION), 10_000))
+        if run_ids or conv_ids
+        else []
+    )
     by_run = {r["run_id"]: r for r in runs}
     by_conv: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
@@ -187,14 +205,29 @@ def collect(query: Query, *, since: dt.datetime, until: dt.datetime, scorer_id: 
     worst_by: dict[str, list[WorstScore]] = {}
     for r in worst_rows:
         conversation = r["entity_type"] == "conversation"
-        source_runs = by_conv.get(r["conversation_id"], []) if conversation else [by_run[r["run_id"]]] \
-            if r["run_id"] in by_run else []
+        source_runs = (
+            by_conv.get(r["conversation_id"], [])
+            if conversation
+            else [by_run[r["run_id"]]]
+            if r["run_id"] in by_run
+            else []
+        )
         transcript = tuple(t for run in source_runs for t in _turns(run))
-        worst_by.setdefault(r["scorer_id"], []).append(WorstScore(
-            target="conversation" if conversation else "agent", agent=r["entity_id"],
-            conversation_id=r["conversation_id"], trace_id=r["trace_id"], run_id=r["run_id"], status=r["status"],
-            score=r["score"], label=r["label"], reason=r["reason"] or r["error"], updated_at=_time(r["updated_at"]),
-            transcript=transcript))
+        worst_by.setdefault(r["scorer_id"], []).append(
+            WorstScore(
+                target="conversation" if conversation else "agent",
+                agent=r["entity_id"],
+                conversation_id=r["conversation_id"],
+                trace_id=r["trace_id"],
+                run_id=r["run_id"],
+                status=r["status"],
+                score=r["score"],
+                label=r["label"],
+                reason=r["reason"] or r["error"],
+                updated_at=_time(r["updated_at"]),
+                transcript=transcript,
+            )
+        )
     ids = sorted(set(summary) | ({scorer_id} if scorer_id else set(configured)))
     scorers = []
     for sid in ids:
@@ -202,13 +235,29 @@ def collect(query: Query, *, since: dt.datetime, until: dt.datetime, scorer_id: 
         if s is None:
             scorers.append(ScorerReport(scorer_id=sid, name=sid))
             continue
-        scorers.append(ScorerReport(
-            scorer_id=sid, name=s["scorer_name"] or sid, n=int(s["n"]), ok=int(s["ok"]), errors=int(s["errors"]),
-            not_scorable=int(s["not_scorable"]), mean=s["mean"], lo=s["lo"], hi=s["hi"], passed=int(s["passed"]),
-            failed=int(s["failed"]), cost_usd=float(s["cost_usd"] or 0), threshold=s["threshold"],
-            backfill=int(s["backfill"]), first_at=_time(s["first_at"]), last_at=_time(s["last_at"]),
-            trend=tuple(trend.get(sid, ())), bins=_bins(ranges.get(sid), counts.get(sid, {})),
-            worst=tuple(worst_by.get(sid, ()))))
+        scorers.append(
+            ScorerReport(
+                scorer_id=sid,
+                name=s["scorer_name"] or sid,
+                n=int(s["n"]),
+                ok=int(s["ok"]),
+                errors=int(s["errors"]),
+                not_scorable=int(s["not_scorable"]),
+                mean=s["mean"],
+                lo=s["lo"],
+                hi=s["hi"],
+                passed=int(s["passed"]),
+                failed=int(s["failed"]),
+                cost_usd=float(s["cost_usd"] or 0),
+                threshold=s["threshold"],
+                backfill=int(s["backfill"]),
+                first_at=_time(s["first_at"]),
+                last_at=_time(s["last_at"]),
+                trend=tuple(trend.get(sid, ())),
+                bins=_bins(ranges.get(sid), counts.get(sid, {})),
+                worst=tuple(worst_by.get(sid, ())),
+            )
+        )
     return Report(since=since, until=until, bucket_s=bucket_s, source=source, scorers=tuple(scorers))
 
 

@@ -61,7 +61,7 @@ nav a { margin-right: 12px; }
 
 
 def _t(value: dt.datetime | None) -> str:
-    return "—" if value is None else value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "—" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -92,17 +92,24 @@ def _worst(s: ScorerReport) -> str:
             ids.append(f"conversation {escape(w.conversation_id)}")
         if w.trace_id:
             ids.append(f"trace {escape(w.trace_id)}")
-        turns = "".join(f'<div class="turn"><span class="role">{escape(t.role)}</span>{escape(t.text)}</div>'
-                        for t in w.transcript)
-        transcript = (f"<details><summary>transcript ({len(w.transcript)} messages)</summary>{turns}</details>"
-                      if w.transcript else '<span class="muted">no transcript stored</span>')
+        turns = "".join(
+            f'<div class="turn"><span class="role">{escape(t.role)}</span>{escape(t.text)}</div>' for t in w.transcript
+        )
+        transcript = (
+            f"<details><summary>transcript ({len(w.transcript)} messages)</summary>{turns}</details>"
+            if w.transcript
+            else '<span class="muted">no transcript stored</span>'
+        )
         rows.append(
-            f"<tr><td>{_verdict(w)}</td><td class=\"num\">{escape(_num(w.score))}</td>"
-            f"<td>{escape(w.agent or '—')}<div class=\"muted\">{escape(w.target)}</div></td>"
-            f"<td class=\"ids\">{'<br>'.join(ids) or '—'}<div class=\"muted\">{escape(_t(w.updated_at))}</div></td>"
-            f"<td><div class=\"reason\">{escape(w.reason or '')}</div>{transcript}</td></tr>")
-    return ("<table class=\"worst\"><thead><tr><th>verdict</th><th>score</th><th>agent</th><th>where</th>"
-            "<th>reason and transcript</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+            f'<tr><td>{_verdict(w)}</td><td class="num">{escape(_num(w.score))}</td>'
+            f'<td>{escape(w.agent or "—")}<div class="muted">{escape(w.target)}</div></td>'
+            f'<td class="ids">{"<br>".join(ids) or "—"}<div class="muted">{escape(_t(w.updated_at))}</div></td>'
+            f'<td><div class="reason">{escape(w.reason or "")}</div>{transcript}</td></tr>'
+        )
+    return (
+        '<table class="worst"><thead><tr><th>verdict</th><th>score</th><th>agent</th><th>where</th>'
+        "<th>reason and transcript</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _section(s: ScorerReport, report: Report) -> str:
@@ -110,25 +117,42 @@ def _section(s: ScorerReport, report: Report) -> str:
     if not s.n:
         body = '<p class="muted">No scores in this window.</p>'
     else:
-        tiles = [("scores", str(s.n)), ("mean", _num(s.mean)), ("pass rate", _pct(s.pass_rate)),
-                 ("errors", str(s.errors)), ("not scorable", str(s.not_scorable)),
-                 ("judge cost", f"${s.cost_usd:.4f}"), ("threshold", _num(s.threshold))]
+        tiles = [
+            ("scores", str(s.n)),
+            ("mean", _num(s.mean)),
+            ("pass rate", _pct(s.pass_rate)),
+            ("errors", str(s.errors)),
+            ("not scorable", str(s.not_scorable)),
+            ("judge cost", f"${s.cost_usd:.4f}"),
+            ("threshold", _num(s.threshold)),
+        ]
         if s.backfill:
             tiles.append(("from backfill", str(s.backfill)))
-        tile_html = "".join(f'<div class="tile"><span class="muted">{escape(k)}</span><b>{escape(v)}</b></div>'
-                            for k, v in tiles)
-        trend = trend_chart(s.trend, since=report.since, until=report.until, lo=s.lo if s.lo is not None else 0.0,
-                            hi=s.hi if s.hi is not None else 1.0, threshold=s.threshold,
-                            title=f"{s.scorer_id}: mean score and pass rate over time")
+        tile_html = "".join(
+            f'<div class="tile"><span class="muted">{escape(k)}</span><b>{escape(v)}</b></div>' for k, v in tiles
+        )
+        trend = trend_chart(
+            s.trend,
+            since=report.since,
+            until=report.until,
+            lo=s.lo if s.lo is not None else 0.0,
+            hi=s.hi if s.hi is not None else 1.0,
+            threshold=s.threshold,
+            title=f"{s.scorer_id}: mean score and pass rate over time",
+        )
         dist = distribution_chart(s.bins, threshold=s.threshold, title=f"{s.scorer_id}: score distribution")
-        body = (f'<div class="tiles">{tile_html}</div>'
-                f'<div class="charts"><figure>{trend}<figcaption class="muted">trend per '
-                f"{escape(_bucket(report.bucket_s))}</figcaption></figure><figure>{dist}"
-                '<figcaption class="muted">distribution of ok scores</figcaption></figure></div>'
-                f"<h3>Worst {len(s.worst)}</h3>{_worst(s)}")
-    return (f'<section class="scorer" id="{anchor(s.scorer_id)}" data-scorer="{escape(s.scorer_id)}">'
-            f"<h2>{title}</h2><p class=\"muted\">first {escape(_t(s.first_at))} · last {escape(_t(s.last_at))}</p>"
-            f"{body}</section>")
+        body = (
+            f'<div class="tiles">{tile_html}</div>'
+            f'<div class="charts"><figure>{trend}<figcaption class="muted">trend per '
+            f"{escape(_bucket(report.bucket_s))}</figcaption></figure><figure>{dist}"
+            '<figcaption class="muted">distribution of ok scores</figcaption></figure></div>'
+            f"<h3>Worst {len(s.worst)}</h3>{_worst(s)}"
+        )
+    return (
+        f'<section class="scorer" id="{anchor(s.scorer_id)}" data-scorer="{escape(s.scorer_id)}">'
+        f'<h2>{title}</h2><p class="muted">first {escape(_t(s.first_at))} · last {escape(_t(s.last_at))}</p>'
+        f"{body}</section>"
+    )
 
 
 def _bucket(seconds: int) -> str:
@@ -150,19 +174,21 @@ def render(report: Report) -> str:
         f'<td class="num">{escape(_num(s.mean))}</td><td class="num">{escape(_pct(s.pass_rate))}</td>'
         f'<td class="num">{s.errors}</td><td class="num">{s.not_scorable}</td>'
         f'<td class="num">${s.cost_usd:.4f}</td><td>{escape(_t(s.last_at))}</td></tr>'
-        for s in report.scorers)
+        for s in report.scorers
+    )
     total = sum(s.n for s in report.scorers)
     sections = "".join(_section(s, report) for s in report.scorers) or '<p class="muted">No scorers.</p>'
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>tracescorer report: {escape(_t(report.since))} to {escape(_t(report.until))}</title>"
         f"<style>{_CSS}</style></head><body>"
-        f"<header><h1>tracescorer report</h1><p class=\"muted\">Scores from {escape(_t(report.since))} to "
+        f'<header><h1>tracescorer report</h1><p class="muted">Scores from {escape(_t(report.since))} to '
         f"{escape(_t(report.until))} · {_plural(total, 'score')} · {_plural(len(report.scorers), 'scorer')} · "
         f"{escape(report.source)}</p>"
         "</header><main>"
-        "<table class=\"overview\"><thead><tr><th>scorer</th><th>scores</th><th>mean</th><th>pass rate</th>"
+        '<table class="overview"><thead><tr><th>scorer</th><th>scores</th><th>mean</th><th>pass rate</th>'
         "<th>errors</th><th>not scorable</th><th>judge cost</th><th>last score</th></tr></thead>"
-        f"<tbody>{overview}</tbody></table>{sections}</main></body></html>\n")
+        f"<tbody>{overview}</tbody></table>{sections}</main></body></html>\n"
+    )

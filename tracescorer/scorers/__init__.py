@@ -15,7 +15,7 @@ from tracescorer.scorers.evals import EvalItemResult, EvalResult, ScorerSummary,
 from tracescorer.scorers.filter import filter_run
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.pii import Detector, PhoneDetector, RegexDetector, default_detectors
-from tracescorer.scorers.processors import InputProcessor, OutputProcessor, RedactPII, Redactor
+from tracescorer.scorers.processors import InputProcessor, OutputProcessor, Redactor, RedactPII
 from tracescorer.scorers.registry import InMemoryScoreSink, ScorerRegistry, ScoreSink
 from tracescorer.scorers.retry import (
     ErrorProcessor,

@@ -36,8 +36,9 @@ class AgentInput:
 AgentScorerRun = ScorerRun[AgentInput, AgentOutput]
 
 
-def agent_run_input(source: AgentRun | Conversation, *, ground_truth: Any = None,
-                    request_context: Mapping[str, Any] | None = None) -> AgentScorerRun:
+def agent_run_input(
+    source: AgentRun | Conversation, *, ground_truth: Any = None, request_context: Mapping[str, Any] | None = None
+) -> AgentScorerRun:
     """Build the agent-typed :class:`ScorerRun` of an :class:`AgentRun` or a :class:`Conversation`.
 
     For an AgentRun the fields map one to one. For a Conversation ``input_messages`` is every
@@ -52,10 +53,16 @@ def agent_run_input(source: AgentRun | Conversation, *, ground_truth: Any = None
             remembered_messages=source.remembered_messages,
             system_messages=source.system_messages,
             tagged_system_messages=dict(source.tagged_system_messages),
-            tool_calls=source.tool_calls)
-        return ScorerRun(input=run_input, output=source.output, run_id=source.run_id,
-                         ground_truth=ground_truth, request_context=request_context,
-                         metadata=_metadata(source, "agent"))
+            tool_calls=source.tool_calls,
+        )
+        return ScorerRun(
+            input=run_input,
+            output=source.output,
+            run_id=source.run_id,
+            ground_truth=ground_truth,
+            request_context=request_context,
+            metadata=_metadata(source, "agent"),
+        )
     if not isinstance(source, Conversation):
         raise TypeError(f"expected AgentRun or Conversation, got {type(source).__name__}")
     first = source.runs[0] if source.runs else None
@@ -64,22 +71,34 @@ def agent_run_input(source: AgentRun | Conversation, *, ground_truth: Any = None
         remembered_messages=first.remembered_messages if first else (),
         system_messages=first.system_messages if first else (),
         tagged_system_messages=dict(first.tagged_system_messages) if first else {},
-        tool_calls=tuple(t for r in source.runs for t in r.tool_calls))
-    metadata: dict[str, Any] = {"entity_type": "conversation",
-                                "conversation_id": source.conversation_id,
-                                "run_ids": [r.run_id for r in source.runs]}
+        tool_calls=tuple(t for r in source.runs for t in r.tool_calls),
+    )
+    metadata: dict[str, Any] = {
+        "entity_type": "conversation",
+        "conversation_id": source.conversation_id,
+        "run_ids": [r.run_id for r in source.runs],
+    }
     if source.runs:
         last = source.runs[-1]
-        metadata.update(trace_id=last.trace_id, span_id=last.span_id,
-                        agent_name=last.agent_name)
-    return ScorerRun(input=run_input, output=source.output, run_id=source.conversation_id,
-                     ground_truth=ground_truth, request_context=request_context,
-                     metadata=metadata)
+        metadata.update(trace_id=last.trace_id, span_id=last.span_id, agent_name=last.agent_name)
+    return ScorerRun(
+        input=run_input,
+        output=source.output,
+        run_id=source.conversation_id,
+        ground_truth=ground_truth,
+        request_context=request_context,
+        metadata=metadata,
+    )
 
 
 def _metadata(run: AgentRun, entity_type: str) -> dict[str, Any]:
-    return {"entity_type": entity_type, "trace_id": run.trace_id, "span_id": run.span_id,
-            "conversation_id": run.conversation_id, "agent_name": run.agent_name}
+    return {
+        "entity_type": entity_type,
+        "trace_id": run.trace_id,
+        "span_id": run.span_id,
+        "conversation_id": run.conversation_id,
+        "agent_name": run.agent_name,
+    }
 
 
 # -- text helpers shared by the prebuilt scorers -----------------------------------------------
@@ -128,8 +147,11 @@ def assistant_texts(run: ScorerRun[Any, Any]) -> list[str]:
     for item in output if isinstance(output, Sequence) else []:
         if isinstance(item, str):
             continue  # a bare string in a message list is not an assistant message: not graded
-        role = item.role if isinstance(item, Message) else (
-            item.get("role", "assistant") if isinstance(item, Mapping) else "assistant")
+        role = (
+            item.role
+            if isinstance(item, Message)
+            else (item.get("role", "assistant") if isinstance(item, Mapping) else "assistant")
+        )
         text = message_text(item)
         if role == "assistant" and text.strip():
             texts.append(text)
@@ -143,8 +165,7 @@ def tool_calls_of(run: ScorerRun[Any, Any]) -> tuple[ToolCall, ...]:
         return run.input.tool_calls
     calls: list[ToolCall] = []
     responses: dict[str, Any] = {}
-    output = run.output if isinstance(run.output, Sequence) and not isinstance(
-        run.output, str) else []
+    output = run.output if isinstance(run.output, Sequence) and not isinstance(run.output, str) else []
     for message in output:
         if not isinstance(message, Message):
             continue
@@ -156,6 +177,7 @@ def tool_calls_of(run: ScorerRun[Any, Any]) -> tuple[ToolCall, ...]:
             continue
         for part in message.parts:
             if part.type == "tool_call" and part.name:
-                calls.append(ToolCall(id=part.id, name=part.name, arguments=part.arguments,
-                                      result=responses.get(part.id or "")))
+                calls.append(
+                    ToolCall(id=part.id, name=part.name, arguments=part.arguments, result=responses.get(part.id or ""))
+                )
     return tuple(calls)

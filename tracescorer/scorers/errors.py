@@ -30,8 +30,7 @@ class JudgeError(ScorerError):
     """A judge call failed. ``calls`` are the records of the requests made for it (two when the
     structured-output fallback ran), ``call`` the last of them (attempts, timing, error)."""
 
-    def __init__(self, message: str, *, call: JudgeCall | None = None,
-                 calls: tuple[JudgeCall, ...] = ()) -> None:
+    def __init__(self, message: str, *, call: JudgeCall | None = None, calls: tuple[JudgeCall, ...] = ()) -> None:
         super().__init__(message)
         self.calls: tuple[JudgeCall, ...] = calls or ((call,) if call is not None else ())
 
@@ -48,9 +47,15 @@ class JudgeOutputError(JudgeError):
     """The judge's reply is not valid JSON, or does not match the output schema (or an output
     processor failed on it)."""
 
-    def __init__(self, message: str, *, raw_output: str | None = None,
-                 call: JudgeCall | None = None, calls: tuple[JudgeCall, ...] = (),
-                 unparsed: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_output: str | None = None,
+        call: JudgeCall | None = None,
+        calls: tuple[JudgeCall, ...] = (),
+        unparsed: bool = False,
+    ) -> None:
         super().__init__(message, call=call, calls=calls)
         self.raw_output = raw_output
         self.unparsed = unparsed  # the reply did not parse or validate (not a processor failure)
@@ -70,11 +75,17 @@ class ScorerRunError(ScorerError):
     The original exception is ``__cause__``.
     """
 
-    def __init__(self, *, scorer_id: str, failed_step: StepName | str,
-                 completed_steps: tuple[str, ...], steps: tuple[str, ...],
-                 result: ScorerResult, cause: BaseException) -> None:
-        super().__init__(f"scorer {scorer_id!r} failed in step {failed_step!r}: "
-                         f"{type(cause).__name__}: {cause}")
+    def __init__(
+        self,
+        *,
+        scorer_id: str,
+        failed_step: StepName | str,
+        completed_steps: tuple[str, ...],
+        steps: tuple[str, ...],
+        result: ScorerResult,
+        cause: BaseException,
+    ) -> None:
+        super().__init__(f"scorer {scorer_id!r} failed in step {failed_step!r}: {type(cause).__name__}: {cause}")
         self.scorer_id = scorer_id
         self.failed_step = failed_step
         self.completed_steps = completed_steps

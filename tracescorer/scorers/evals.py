@@ -78,8 +78,11 @@ def _to_message(reply: Any) -> Message:
         return Message(role="assistant", content=reply, parts=(Part(type="text", content=reply),))
     if isinstance(reply, Mapping):
         content = str(reply.get("content") or "")
-        return Message(role=str(reply.get("role") or "assistant"), content=content,
-                       parts=(Part(type="text", content=content),) if content else ())
+        return Message(
+            role=str(reply.get("role") or "assistant"),
+            content=content,
+            parts=(Part(type="text", content=content),) if content else (),
+        )
     raise TypeError(f"target must return text, a Message or a dict, got {type(reply).__name__}")
 
 
@@ -147,8 +150,7 @@ def _normalise(scorers: Sequence[Any]) -> list[tuple[ScorerLike, Threshold | Non
 
 def _turns(index: int, item: Mapping[str, Any]) -> list[Any]:
     if not isinstance(item, Mapping):
-        raise ValueError(f"data item {index} must be a mapping with 'input' or 'inputs', got "
-                         f"{type(item).__name__}")
+        raise ValueError(f"data item {index} must be a mapping with 'input' or 'inputs', got {type(item).__name__}")
     if "inputs" in item:
         inputs = item["inputs"]
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
@@ -161,8 +163,9 @@ def _turns(index: int, item: Mapping[str, Any]) -> list[Any]:
     raise ValueError(f"data item {index} needs 'input' or 'inputs'")
 
 
-async def _run_item(index: int, item: Mapping[str, Any], target: Target,
-                    scorers: list[tuple[ScorerLike, Threshold | None]]) -> EvalItemResult:
+async def _run_item(
+    index: int, item: Mapping[str, Any], target: Target, scorers: list[tuple[ScorerLike, Threshold | None]]
+) -> EvalItemResult:
     turns = _turns(index, item)
     history: list[Message] = []
     users: list[Message] = []
@@ -175,9 +178,12 @@ async def _run_item(index: int, item: Mapping[str, Any], target: Target,
         history.append(reply)
         outputs.append(reply)
     run: ScorerRun[AgentInput, tuple[Message, ...]] = ScorerRun(
-        input=AgentInput(input_messages=tuple(users)), output=tuple(outputs),
-        ground_truth=item.get("ground_truth"), request_context=item.get("request_context"),
-        metadata={"entity_type": "conversation" if len(turns) > 1 else "agent", "item": index})
+        input=AgentInput(input_messages=tuple(users)),
+        output=tuple(outputs),
+        ground_truth=item.get("ground_truth"),
+        request_context=item.get("request_context"),
+        metadata={"entity_type": "conversation" if len(turns) > 1 else "agent", "item": index},
+    )
     results: dict[str, ScorerResult] = {}
     errors: dict[str, str] = {}
     passed: dict[str, bool] = {}
@@ -193,9 +199,13 @@ async def _run_item(index: int, item: Mapping[str, Any], target: Target,
     return EvalItemResult(index=index, run=run, results=results, errors=errors, passed=passed)
 
 
-async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
-                    scorers: Sequence[ScorerLike | Mapping[str, Any]],
-                    concurrency: int = 4) -> EvalResult:
+async def run_evals(
+    *,
+    data: Sequence[Mapping[str, Any]],
+    target: Target,
+    scorers: Sequence[ScorerLike | Mapping[str, Any]],
+    concurrency: int = 4,
+) -> EvalResult:
     """Run ``target`` on every item and score the outcome.
 
     Args:
@@ -220,8 +230,7 @@ async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
         raise TypeError(f"target must be callable(messages) -> reply, got {type(target).__name__}")
     data = list(data)
     if not data:
-        raise ValueError("data is empty: give at least one item ({'input': ...} or "
-                         "{'inputs': [...]})")
+        raise ValueError("data is empty: give at least one item ({'input': ...} or {'inputs': [...]})")
     for index, item in enumerate(data):
         _turns(index, item)
     normalised = _normalise(scorers)
@@ -230,8 +239,9 @@ async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
     ids = [scorer.id for scorer, _ in normalised]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise ValueError(f"scorer ids must be unique in one run_evals, got duplicates {duplicates}"
-                         " (prebuilt checks take id=...)")
+        raise ValueError(
+            f"scorer ids must be unique in one run_evals, got duplicates {duplicates} (prebuilt checks take id=...)"
+        )
     gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, item: Mapping[str, Any]) -> EvalItemResult:
@@ -241,18 +251,24 @@ async def run_evals(*, data: Sequence[Mapping[str, Any]], target: Target,
     items = await asyncio.gather(*(one(i, item) for i, item in enumerate(data)))
     summaries: dict[str, ScorerSummary] = {}
     for scorer, threshold in normalised:
-        scores = [r.results[scorer.id].score for r in items if scorer.id in r.results
-                  and r.results[scorer.id].score is not None]
+        scores = [
+            r.results[scorer.id].score
+            for r in items
+            if scorer.id in r.results and r.results[scorer.id].score is not None
+        ]
         numeric = [s for s in scores if s is not None]
         average = sum(numeric) / len(numeric) if numeric else None
         summaries[scorer.id] = ScorerSummary(
-            scorer_id=scorer.id, average=average, threshold=threshold,
-            passed=None if threshold is None else (average is not None
-                                                   and threshold.passes(average)),
+            scorer_id=scorer.id,
+            average=average,
+            threshold=threshold,
+            passed=None if threshold is None else (average is not None and threshold.passes(average)),
             scored=len(numeric),
-            not_scorable=sum(1 for r in items if scorer.id in r.results
-                             and r.results[scorer.id].status == "not_scorable"),
-            errors=sum(1 for r in items if scorer.id in r.errors))
+            not_scorable=sum(
+                1 for r in items if scorer.id in r.results and r.results[scorer.id].status == "not_scorable"
+            ),
+            errors=sum(1 for r in items if scorer.id in r.errors),
+        )
     return EvalResult(items=tuple(items), scorers=summaries)
 
 

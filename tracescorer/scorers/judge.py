@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
-from tracescorer.scorers.judge_config import Judge, JsonPromptInjection
+from tracescorer.scorers.judge_config import JsonPromptInjection, Judge
 from tracescorer.scorers.processors import ChatMessage, Redactor
 from tracescorer.scorers.structured import CompiledSchema, parse_json_text
 from tracescorer.scorers.types import JudgeCall
 from tracescorer.text import fix_surrogates
 
-__all__ = ["Judge", "JsonPromptInjection", "JudgeReply", "call_judge", "preload"]
+__all__ = ["JsonPromptInjection", "Judge", "JudgeReply", "call_judge", "preload"]
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,16 @@ def preload() -> None:
 async def _warm_up(litellm: Any) -> None:
     schema = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}
     response = await litellm.acompletion(
-        model="openai/tracescorer-warmup", api_key="warmup", api_base="http://127.0.0.1:9/v1",
+        model="openai/tracescorer-warmup",
+        api_key="warmup",
+        api_base="http://127.0.0.1:9/v1",
         messages=[{"role": "system", "content": "warm up"}, {"role": "user", "content": "warm up"}],
         response_format={"type": "json_schema", "json_schema": {"name": "warmup", "schema": schema}},
-        mock_response='{"score": 1}', num_retries=0, max_retries=0, timeout=5)
+        mock_response='{"score": 1}',
+        num_retries=0,
+        max_retries=0,
+        timeout=5,
+    )
     _cost_usd(litellm, response)
     # litellm queues its success logging on a worker bound to this (temporary) event loop:
     # drain and stop it here, or the daemon's loop would inherit the stale queue.
@@ -120,15 +126,13 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p["text"] for p in content
-                         if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
 
 
 def _sent_prompt(messages: list[ChatMessage]) -> str:
     """The prompt as sent: every non-system message's text, after the input processors."""
-    return "\n\n".join(_content_text(m.get("content")) for m in messages
-                       if m.get("role") != "system")
+    return "\n\n".join(_content_text(m.get("content")) for m in messages if m.get("role") != "system")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -157,9 +161,12 @@ async def _prepare(judge: Judge, prompt: str) -> _Prepared:
                 redactions[kind] = redactions.get(kind, 0) + n
         else:
             messages = await _maybe_await(processor.process_input(messages))
-    return _Prepared(messages=messages, prompt=_sent_prompt(messages),
-                     processors=tuple(type(p).__name__ for p in judge.input_processors),
-                     redactions=redactions)
+    return _Prepared(
+        messages=messages,
+        prompt=_sent_prompt(messages),
+        processors=tuple(type(p).__name__ for p in judge.input_processors),
+        redactions=redactions,
+    )
 
 
 def _with_schema_in_prompt(messages: list[ChatMessage], schema: CompiledSchema) -> list[ChatMessage]:
@@ -183,13 +190,12 @@ def _cost_usd(litellm: Any, response: Any) -> float | None:
     else:
         try:
             cost = litellm.completion_cost(completion_response=response)
-        except Exception:  # unknown model or price: cost is optional information, never fatal
+        except Exception:  # noqa: BLE001 - unknown model or price: cost is optional information, never fatal
             return None
     return float(cost) if isinstance(cost, (int, float)) and cost > 0 else None
 
 
-async def call_judge(judge: Judge, *, step: str, prompt: str,
-                     schema: CompiledSchema | None) -> JudgeReply:
+async def call_judge(judge: Judge, *, step: str, prompt: str, schema: CompiledSchema | None) -> JudgeReply:
     """Make one logical judge call (with processor retries) and parse its output.
 
     With ``schema`` the reply is parsed as JSON and validated, asked for as
@@ -211,8 +217,11 @@ async def call_judge(judge: Judge, *, step: str, prompt: str,
     except JudgeOutputError as exc:
         if mode != "auto" or not exc.unparsed:
             raise
-        log.info("judge step %s: native structured output did not parse (%s); retrying with "
-                 "the schema in the prompt", step, exc)
+        log.info(
+            "judge step %s: native structured output did not parse (%s); retrying with the schema in the prompt",
+            step,
+            exc,
+        )
         failed = exc.calls
     try:
         reply = await _request(litellm, judge, step, prepared, schema, "prompt")
@@ -222,9 +231,14 @@ async def call_judge(judge: Judge, *, step: str, prompt: str,
     return JudgeReply(output=reply.output, calls=(*failed, *reply.calls))
 
 
-async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
-                   schema: CompiledSchema | None,
-                   structured: Literal["native", "prompt", "none"]) -> JudgeReply:
+async def _request(
+    litellm: Any,
+    judge: Judge,
+    step: str,
+    prepared: _Prepared,
+    schema: CompiledSchema | None,
+    structured: Literal["native", "prompt", "none"],
+) -> JudgeReply:
     messages = prepared.messages
     kwargs: dict[str, Any] = {**judge.options, "num_retries": 0, "max_retries": 0}
     if schema is not None and structured == "prompt":
@@ -236,10 +250,17 @@ async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
     started = time.perf_counter()
 
     def record(**fields: Any) -> JudgeCall:
-        return JudgeCall(step=step, model=cast(str, judge.model), prompt=prepared.prompt,
-                         attempts=attempts, duration_ms=(time.perf_counter() - started) * 1000.0,
-                         structured_output=structured, input_processors=prepared.processors,
-                         redactions=prepared.redactions, **fields)
+        return JudgeCall(
+            step=step,
+            model=cast(str, judge.model),
+            prompt=prepared.prompt,
+            attempts=attempts,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+            structured_output=structured,
+            input_processors=prepared.processors,
+            redactions=prepared.redactions,
+            **fields,
+        )
 
     while True:
         attempts += 1
@@ -255,12 +276,14 @@ async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
                         break
             if decision is None:
                 call = record(status="error", error=str(exc)[:2000], error_type=type(exc).__name__)
-                raise JudgeCallError(f"judge call for step {step!r} failed after {attempts} "
-                                     f"attempt(s): {type(exc).__name__}: {exc}",
-                                     call=call) from exc
+                raise JudgeCallError(
+                    f"judge call for step {step!r} failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+                    call=call,
+                ) from exc
             retries += 1
-            log.info("judge step %s: %s, retry %d/%d in %.2fs", step, type(exc).__name__,
-                     retries, cap, decision.delay_s)
+            log.info(
+                "judge step %s: %s, retry %d/%d in %.2fs", step, type(exc).__name__, retries, cap, decision.delay_s
+            )
             if decision.delay_s > 0:
                 await asyncio.sleep(decision.delay_s)  # the provider-requested backoff
 
@@ -268,27 +291,26 @@ async def _request(litellm: Any, judge: Judge, step: str, prepared: _Prepared,
     # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
     text = fix_surrogates(getattr(choice.message, "content", None) or "")
     usage = getattr(response, "usage", None)
-    tokens = {"input_tokens": getattr(usage, "prompt_tokens", None),
-              "output_tokens": getattr(usage, "completion_tokens", None),
-              "cost_usd": _cost_usd(litellm, response)}
+    tokens = {
+        "input_tokens": getattr(usage, "prompt_tokens", None),
+        "output_tokens": getattr(usage, "completion_tokens", None),
+        "cost_usd": _cost_usd(litellm, response),
+    }
 
     def failed(exc: BaseException) -> JudgeCall:
-        return record(status="error", raw_output=text, error=str(exc)[:2000],
-                      error_type=type(exc).__name__, **tokens)
+        return record(status="error", raw_output=text, error=str(exc)[:2000], error_type=type(exc).__name__, **tokens)
 
     try:
         for out_processor in judge.output_processors:
             text = await _maybe_await(out_processor.process_output(text))
     except Exception as exc:  # a user output processor failed: report it as a judge output error
-        raise JudgeOutputError(f"output processor failed: {exc}", raw_output=text,
-                               call=failed(exc)) from exc
+        raise JudgeOutputError(f"output processor failed: {exc}", raw_output=text, call=failed(exc)) from exc
     output: Any = text
     if schema is not None:
         try:
             output = schema.validate(parse_json_text(text))
         except JudgeOutputError as exc:
-            raise JudgeOutputError(str(exc), raw_output=text, call=failed(exc),
-                                   unparsed=True) from exc
+            raise JudgeOutputError(str(exc), raw_output=text, call=failed(exc), unparsed=True) from exc
     call = record(status="ok", raw_output=text, output=_jsonable(output), **tokens)
     return JudgeReply(output=output, calls=(call,))
 

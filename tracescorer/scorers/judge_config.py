@@ -18,8 +18,15 @@ JsonPromptInjection = bool | Literal["auto"]
 schema in the prompt when the reply does not parse or validate), ``False`` (native only) or
 ``True`` (schema in the prompt only, no ``response_format``)."""
 
-_FIELDS = ("model", "instructions", "json_prompt_injection", "input_processors",
-           "output_processors", "error_processors", "max_processor_retries")
+_FIELDS = (
+    "model",
+    "instructions",
+    "json_prompt_injection",
+    "input_processors",
+    "output_processors",
+    "error_processors",
+    "max_processor_retries",
+)
 _FORBIDDEN_OPTIONS = ("num_retries", "max_retries")
 _RESERVED_OPTIONS = ("messages", "response_format", "stream")
 
@@ -56,9 +63,17 @@ class Judge:
     to its constructor (and its options) replace the scorer's; see :meth:`merged_with`.
     """
 
-    __slots__ = ("model", "instructions", "json_prompt_injection", "input_processors",
-                 "output_processors", "error_processors", "max_processor_retries", "options",
-                 "_explicit")
+    __slots__ = (
+        "_explicit",
+        "error_processors",
+        "input_processors",
+        "instructions",
+        "json_prompt_injection",
+        "max_processor_retries",
+        "model",
+        "options",
+        "output_processors",
+    )
 
     model: str | None
     instructions: str
@@ -70,36 +85,52 @@ class Judge:
     options: Mapping[str, Any]
     _explicit: frozenset[str]
 
-    def __init__(self, model: str | None = _UNSET, instructions: str = _UNSET, *,
-                 json_prompt_injection: JsonPromptInjection = _UNSET,
-                 input_processors: Sequence[InputProcessor] = _UNSET,
-                 output_processors: Sequence[OutputProcessor] = _UNSET,
-                 error_processors: Sequence[ErrorProcessor] = _UNSET,
-                 max_processor_retries: int | None = _UNSET, **options: Any) -> None:
-        given = {"model": model, "instructions": instructions,
-                 "json_prompt_injection": json_prompt_injection,
-                 "input_processors": input_processors, "output_processors": output_processors,
-                 "error_processors": error_processors,
-                 "max_processor_retries": max_processor_retries}
+    def __init__(
+        self,
+        model: str | None = _UNSET,
+        instructions: str = _UNSET,
+        *,
+        json_prompt_injection: JsonPromptInjection = _UNSET,
+        input_processors: Sequence[InputProcessor] = _UNSET,
+        output_processors: Sequence[OutputProcessor] = _UNSET,
+        error_processors: Sequence[ErrorProcessor] = _UNSET,
+        max_processor_retries: int | None = _UNSET,
+        **options: Any,
+    ) -> None:
+        given = {
+            "model": model,
+            "instructions": instructions,
+            "json_prompt_injection": json_prompt_injection,
+            "input_processors": input_processors,
+            "output_processors": output_processors,
+            "error_processors": error_processors,
+            "max_processor_retries": max_processor_retries,
+        }
         for key in _FORBIDDEN_OPTIONS:
-            if key in options and options[key]:
+            if options.get(key):
                 raise ScorerConfigError(
                     f"Judge option {key}={options[key]!r}: litellm's own retries stay off so the "
-                    "retry budget is exact; use error_processors=[StreamErrorRetryProcessor(...)]")
+                    "retry budget is exact; use error_processors=[StreamErrorRetryProcessor(...)]"
+                )
         for key in _RESERVED_OPTIONS:
             if key in options:
                 raise ScorerConfigError(f"Judge option {key!r} is set by the scorer, not the judge")
-        if json_prompt_injection is not _UNSET and json_prompt_injection not in (True, False,
-                                                                                 "auto"):
-            raise ScorerConfigError(f"json_prompt_injection must be True, False or 'auto', got "
-                                    f"{json_prompt_injection!r}")
+        if json_prompt_injection is not _UNSET and json_prompt_injection not in (True, False, "auto"):
+            raise ScorerConfigError(
+                f"json_prompt_injection must be True, False or 'auto', got {json_prompt_injection!r}"
+            )
         if max_processor_retries not in (_UNSET, None) and max_processor_retries < 0:
             raise ScorerConfigError("max_processor_retries must be >= 0")
         explicit = frozenset(k for k, v in given.items() if v is not _UNSET)
-        defaults: dict[str, Any] = {"model": None, "instructions": "",
-                                    "json_prompt_injection": "auto", "input_processors": (),
-                                    "output_processors": (), "error_processors": (),
-                                    "max_processor_retries": None}
+        defaults: dict[str, Any] = {
+            "model": None,
+            "instructions": "",
+            "json_prompt_injection": "auto",
+            "input_processors": (),
+            "output_processors": (),
+            "error_processors": (),
+            "max_processor_retries": None,
+        }
         for key in _FIELDS:
             value = given[key] if key in explicit else defaults[key]
             if key.endswith("_processors"):
@@ -114,8 +145,10 @@ class Judge:
 
     def __repr__(self) -> str:
         opts = {k: ("***" if "key" in k else v) for k, v in self.options.items()}
-        return (f"Judge(model={self.model!r}, json_prompt_injection={self.json_prompt_injection}, "
-                f"max_processor_retries={self.max_processor_retries}, options={opts})")
+        return (
+            f"Judge(model={self.model!r}, json_prompt_injection={self.json_prompt_injection}, "
+            f"max_processor_retries={self.max_processor_retries}, options={opts})"
+        )
 
     def merged_with(self, override: Judge | None) -> Judge:
         """This judge with ``override``'s explicitly given fields and options on top.

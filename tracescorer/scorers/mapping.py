@@ -17,8 +17,7 @@ from tracescorer.scorers.agent_io import AgentInput
 from tracescorer.scorers.types import ScorerRun
 
 RUN_KEYS = ("input", "output", "run_id", "ground_truth", "request_context", "metadata")
-_INPUT_KEYS = ("input_messages", "remembered_messages", "system_messages",
-               "tagged_system_messages", "tool_calls")
+_INPUT_KEYS = ("input_messages", "remembered_messages", "system_messages", "tagged_system_messages", "tool_calls")
 
 
 def _snake(name: str) -> str:
@@ -45,32 +44,43 @@ def part_from_dict(data: Mapping[str, Any]) -> Part:
     kind = str(data.get("type") or "text")
     if kind == "tool-invocation":
         inv = data.get("toolInvocation") or {}
-        return Part(type="tool_call", id=_first(inv, "toolCallId", "id"),
-                    name=_first(inv, "toolName", "name"), arguments=_first(inv, "args", "input"),
-                    response=_first(inv, "result", "output"))
+        return Part(
+            type="tool_call",
+            id=_first(inv, "toolCallId", "id"),
+            name=_first(inv, "toolName", "name"),
+            arguments=_first(inv, "args", "input"),
+            response=_first(inv, "result", "output"),
+        )
     if kind in ("tool_call", "tool-call", "function_call"):
-        return Part(type="tool_call", id=_first(data, "id", "toolCallId", "call_id"),
-                    name=_first(data, "name", "toolName"),
-                    arguments=_first(data, "arguments", "args", "input"))
+        return Part(
+            type="tool_call",
+            id=_first(data, "id", "toolCallId", "call_id"),
+            name=_first(data, "name", "toolName"),
+            arguments=_first(data, "arguments", "args", "input"),
+        )
     if kind in ("tool_call_response", "tool-result", "tool_result"):
-        return Part(type="tool_call_response", id=_first(data, "id", "toolCallId", "call_id"),
-                    name=_first(data, "name", "toolName"),
-                    response=_first(data, "response", "result", "output"))
+        return Part(
+            type="tool_call_response",
+            id=_first(data, "id", "toolCallId", "call_id"),
+            name=_first(data, "name", "toolName"),
+            response=_first(data, "response", "result", "output"),
+        )
     text = _first(data, "content", "text")
-    return Part(type=kind, content=text if isinstance(text, str) else None,
-                extra={k: v for k, v in data.items() if k not in ("type", "content", "text")})
+    return Part(
+        type=kind,
+        content=text if isinstance(text, str) else None,
+        extra={k: v for k, v in data.items() if k not in ("type", "content", "text")},
+    )
 
 
-def message_from_dict(value: Message | Mapping[str, Any] | str, *,
-                      default_role: str = "assistant") -> Message:
+def message_from_dict(value: Message | Mapping[str, Any] | str, *, default_role: str = "assistant") -> Message:
     """A :class:`Message` from a message dict (or a string, as a ``default_role`` message)."""
     if isinstance(value, Message):
         return value
     if isinstance(value, str):
         return Message(role=default_role, content=value, parts=(Part(type="text", content=value),))
     if not isinstance(value, Mapping):
-        raise TypeError(f"a message must be a dict, a string or a Message, got "
-                        f"{type(value).__name__}")
+        raise TypeError(f"a message must be a dict, a string or a Message, got {type(value).__name__}")
     role = str(value.get("role") or default_role)
     content = value.get("content")
     raw_parts: list[Any] = []
@@ -79,8 +89,7 @@ def message_from_dict(value: Message | Mapping[str, Any] | str, *,
         if not raw_parts and isinstance(content.get("content"), str):
             raw_parts = [{"type": "text", "text": content["content"]}]
         invocations = content.get("toolInvocations") or []
-        if invocations and not any(isinstance(p, Mapping) and p.get("type") == "tool-invocation"
-                                   for p in raw_parts):
+        if invocations and not any(isinstance(p, Mapping) and p.get("type") == "tool-invocation" for p in raw_parts):
             raw_parts += [{"type": "tool-invocation", "toolInvocation": i} for i in invocations]
     elif isinstance(content, list):
         raw_parts = content
@@ -89,17 +98,21 @@ def message_from_dict(value: Message | Mapping[str, Any] | str, *,
     for call in value.get("tool_calls") or ():  # OpenAI assistant message tool calls
         if isinstance(call, Mapping):
             function = call.get("function") or {}
-            raw_parts.append({"type": "tool_call", "id": call.get("id"),
-                              "name": function.get("name", call.get("name")),
-                              "arguments": function.get("arguments", call.get("arguments"))})
+            raw_parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": function.get("name", call.get("name")),
+                    "arguments": function.get("arguments", call.get("arguments")),
+                }
+            )
     if role == "tool" and value.get("tool_call_id") and isinstance(content, str):
-        raw_parts = [{"type": "tool_call_response", "id": value["tool_call_id"],
-                      "response": content}]
-    parts = tuple(part_from_dict(p) if isinstance(p, Mapping) else
-                  Part(type="text", content=str(p)) for p in raw_parts)
+        raw_parts = [{"type": "tool_call_response", "id": value["tool_call_id"], "response": content}]
+    parts = tuple(part_from_dict(p) if isinstance(p, Mapping) else Part(type="text", content=str(p)) for p in raw_parts)
     text = "\n".join(p.content for p in parts if p.type == "text" and p.content)
-    return Message(role=role, content=text, parts=parts,
-                   name=value.get("name") if isinstance(value.get("name"), str) else None)
+    return Message(
+        role=role, content=text, parts=parts, name=value.get("name") if isinstance(value.get("name"), str) else None
+    )
 
 
 def _messages(value: Any, role: str) -> tuple[Message, ...]:
@@ -113,9 +126,13 @@ def _messages(value: Any, role: str) -> tuple[Message, ...]:
 def _tool_call(value: ToolCall | Mapping[str, Any]) -> ToolCall:
     if isinstance(value, ToolCall):
         return value
-    return ToolCall(id=_first(value, "id", "toolCallId"), name=str(_first(value, "name", "toolName")),
-                    arguments=_first(value, "arguments", "args"),
-                    result=_first(value, "result", "output"), error=value.get("error"))
+    return ToolCall(
+        id=_first(value, "id", "toolCallId"),
+        name=str(_first(value, "name", "toolName")),
+        arguments=_first(value, "arguments", "args"),
+        result=_first(value, "result", "output"),
+        error=value.get("error"),
+    )
 
 
 def agent_input_from(value: Any) -> AgentInput:
@@ -131,7 +148,8 @@ def agent_input_from(value: Any) -> AgentInput:
         remembered_messages=_messages(value.get("remembered_messages"), "user"),
         system_messages=_messages(value.get("system_messages"), "system"),
         tagged_system_messages={str(k): _messages(v, "system") for k, v in tagged.items()},
-        tool_calls=tuple(_tool_call(t) for t in value.get("tool_calls") or ()))
+        tool_calls=tuple(_tool_call(t) for t in value.get("tool_calls") or ()),
+    )
 
 
 def _agent_output(value: Any) -> Any:
@@ -155,8 +173,11 @@ def run_from_mapping(data: Mapping[str, Any], *, agent: bool) -> ScorerRun[Any, 
     if agent:
         run_input, output = agent_input_from(run_input), _agent_output(output)
     run_id = data.get("run_id")
-    return ScorerRun(input=run_input, output=output,
-                     run_id=str(run_id) if run_id is not None else None,
-                     ground_truth=data.get("ground_truth"),
-                     request_context=data.get("request_context"),
-                     metadata=dict(data.get("metadata") or {}))
+    return ScorerRun(
+        input=run_input,
+        output=output,
+        run_id=str(run_id) if run_id is not None else None,
+        ground_truth=data.get("ground_truth"),
+        request_context=data.get("request_context"),
+        metadata=dict(data.get("metadata") or {}),
+    )

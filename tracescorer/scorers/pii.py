@@ -115,7 +115,8 @@ class IPv6Detector:
     kind = "ip"
     _CANDIDATE = re.compile(
         r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{0,4})"
-        r"(?:%[A-Za-z0-9_.\-]+)?(?![\w:])")
+        r"(?:%[A-Za-z0-9_.\-]+)?(?![\w:])"
+    )
 
     def find(self, text: str) -> Iterator[Span]:
         for match in self._CANDIDATE.finditer(text):
@@ -143,8 +144,7 @@ class PhoneDetector:
 
         seen: set[Span] = set()
         for region in self.regions:
-            matcher = phonenumbers.PhoneNumberMatcher(text, region,
-                                                      leniency=phonenumbers.Leniency.POSSIBLE)
+            matcher = phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.POSSIBLE)
             for match in matcher:
                 span = (match.start, match.end)
                 if span not in seen and self._accept(phonenumbers, match, region):
@@ -172,52 +172,93 @@ class PhoneDetector:
         return sum(ch.isdigit() for ch in raw) >= 10 and raw[:1] in ("+", "(", "0")
 
 
-_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-           r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
-_DATE = (rf"(?:\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[/.\-]\d{{1,2}}[/.\-]\d{{2,4}}"
-         rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?\s+\d{{4}}"
-         rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})")
-_STREET_TYPES = (r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|"
-                 r"Way|Place|Pl|Terrace|Terr|Close|Crescent|Cres|Square|Sq|Parkway|Pkwy|"
-                 r"Highway|Hwy|Circle|Cir|Row|Mews|Gardens|Gdns|Walk|Hill|Grove)")
+_MONTHS = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_DATE = (
+    rf"(?:\d{{4}}-\d{{1,2}}-\d{{1,2}}|\d{{1,2}}[/.\-]\d{{1,2}}[/.\-]\d{{2,4}}"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?\s+\d{{4}}"
+    rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})"
+)
+_STREET_TYPES = (
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|"
+    r"Way|Place|Pl|Terrace|Terr|Close|Crescent|Cres|Square|Sq|Parkway|Pkwy|"
+    r"Highway|Hwy|Circle|Cir|Row|Mews|Gardens|Gdns|Walk|Hill|Grove)"
+)
 
-API_KEY = RegexDetector(kind="api_key", pattern=re.compile(
-    r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*"
-    r"|\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}"
-    r"|\bAKIA[0-9A-Z]{16}\b"
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
-    r"|\bxox[abpr]-[A-Za-z0-9-]{10,}"
-    r"|\bAIza[0-9A-Za-z_\-]{35}\b"))
-EMAIL = RegexDetector(kind="email", pattern=re.compile(
-    r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b"))
+API_KEY = RegexDetector(
+    kind="api_key",
+    pattern=re.compile(
+        r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*"
+        r"|\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}"
+        r"|\bAKIA[0-9A-Z]{16}\b"
+        r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b"
+        r"|\bxox[abpr]-[A-Za-z0-9-]{10,}"
+        r"|\bAIza[0-9A-Za-z_\-]{35}\b"
+    ),
+)
+EMAIL = RegexDetector(kind="email", pattern=re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b"))
 CARD = RegexDetector(kind="card", pattern=re.compile(r"\b(?:\d[ \-]?){12,18}\d\b"), check=_card_ok)
 # SSA rules: area not 000, 666 or 9xx; group not 00; serial not 0000.
-SSN = RegexDetector(kind="ssn", pattern=re.compile(
-    r"\b(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}\b"))
+SSN = RegexDetector(kind="ssn", pattern=re.compile(r"\b(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}\b"))
 # Nine bare digits only right after the word SSN / social security: else any ID would match.
-SSN_UNFORMATTED = RegexDetector(kind="ssn", group=1, pattern=re.compile(
-    r"(?i:\b(?:ssn|social\s+security(?:\s+number|\s+no\.?)?)\b)[\s:#]*(?:is\s+)?"
-    r"((?!000|666|9\d\d)\d{3}(?!00)\d{2}(?!0000)\d{4})\b"))
-IPV4 = RegexDetector(kind="ip", pattern=re.compile(
-    r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.]*\d)"),
-    check=_ip_ok)
-DATE_OF_BIRTH = RegexDetector(kind="date_of_birth", group=1, pattern=re.compile(
-    rf"(?i:\b(?:born(?:\s+on)?|d\.?o\.?b\.?|date\s+of\s+birth|birth\s*date|birthday)\b)"
-    rf"[\s:,\-]*(?:is\s+|on\s+)?({_DATE})"))
-PASSPORT = RegexDetector(kind="passport", group=1, pattern=re.compile(
-    r"(?i:\bpassport(?:\s+(?:no\.?|number|num\.?|#))?\b)[\s:#.]*(?:is\s+)?"
-    r"((?=[A-Z0-9]*\d)[A-Z0-9]{6,9})\b"))
-ADDRESS = RegexDetector(kind="address", pattern=re.compile(
-    # "221B Baker Street", "1600 Pennsylvania Ave NW, Apt 4", plus UK postcodes ("SW1A 1AA")
-    rf"\b\d{{1,6}}[A-Za-z]?\s+(?:[A-Z][A-Za-z'\-]*\.?\s+){{1,4}}{_STREET_TYPES}\b\.?"
-    r"(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\b)?(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|Flat)\.?\s*#?\w+)?"
-    r"|\b(?:[A-Z]{1,2}\d[A-Z\d]?|GIR)\s?\d[ABD-HJLNP-UW-Z]{2}\b"))
+SSN_UNFORMATTED = RegexDetector(
+    kind="ssn",
+    group=1,
+    pattern=re.compile(
+        r"(?i:\b(?:ssn|social\s+security(?:\s+number|\s+no\.?)?)\b)[\s:#]*(?:is\s+)?"
+        r"((?!000|666|9\d\d)\d{3}(?!00)\d{2}(?!0000)\d{4})\b"
+    ),
+)
+IPV4 = RegexDetector(
+    kind="ip",
+    pattern=re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.]*\d)"),
+    check=_ip_ok,
+)
+DATE_OF_BIRTH = RegexDetector(
+    kind="date_of_birth",
+    group=1,
+    pattern=re.compile(
+        rf"(?i:\b(?:born(?:\s+on)?|d\.?o\.?b\.?|date\s+of\s+birth|birth\s*date|birthday)\b)"
+        rf"[\s:,\-]*(?:is\s+|on\s+)?({_DATE})"
+    ),
+)
+PASSPORT = RegexDetector(
+    kind="passport",
+    group=1,
+    pattern=re.compile(
+        r"(?i:\bpassport(?:\s+(?:no\.?|number|num\.?|#))?\b)[\s:#.]*(?:is\s+)?"
+        r"((?=[A-Z0-9]*\d)[A-Z0-9]{6,9})\b"
+    ),
+)
+ADDRESS = RegexDetector(
+    kind="address",
+    pattern=re.compile(
+        # "221B Baker Street", "1600 Pennsylvania Ave NW, Apt 4", plus UK postcodes ("SW1A 1AA")
+        rf"\b\d{{1,6}}[A-Za-z]?\s+(?:[A-Z][A-Za-z'\-]*\.?\s+){{1,4}}{_STREET_TYPES}\b\.?"
+        r"(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\b)?(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|Flat)\.?\s*#?\w+)?"
+        r"|\b(?:[A-Z]{1,2}\d[A-Z\d]?|GIR)\s?\d[ABD-HJLNP-UW-Z]{2}\b"
+    ),
+)
 
 
 def default_detectors() -> tuple[Detector, ...]:
     """The detectors :class:`RedactPII` uses unless given others, most specific first."""
-    return (API_KEY, EMAIL, IbanDetector(), CARD, SSN, SSN_UNFORMATTED, IPv6Detector(), IPV4,
-            DATE_OF_BIRTH, PASSPORT, PhoneDetector(), ADDRESS)
+    return (
+        API_KEY,
+        EMAIL,
+        IbanDetector(),
+        CARD,
+        SSN,
+        SSN_UNFORMATTED,
+        IPv6Detector(),
+        IPV4,
+        DATE_OF_BIRTH,
+        PASSPORT,
+        PhoneDetector(),
+        ADDRESS,
+    )
 
 
 PII_KINDS: tuple[str, ...] = tuple(dict.fromkeys(d.kind for d in default_detectors()))
@@ -260,8 +301,7 @@ class RedactPII:
             unknown = set(self.kinds) - known
             if unknown:
                 raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {sorted(known)}")
-            object.__setattr__(self, "detectors",
-                               tuple(d for d in self.detectors if d.kind in self.kinds))
+            object.__setattr__(self, "detectors", tuple(d for d in self.detectors if d.kind in self.kinds))
 
     def redact(self, text: str) -> str:
         """``text`` with every configured kind of personal data replaced."""
@@ -273,8 +313,11 @@ class RedactPII:
         for detector in self.detectors:
             for start, end in detector.find(text):
                 i = bisect.bisect_left(taken, (start, end))
-                if start < end and not (i > 0 and taken[i - 1][1] > start) and not (
-                        i < len(taken) and taken[i][0] < end):
+                if (
+                    start < end
+                    and not (i > 0 and taken[i - 1][1] > start)
+                    and not (i < len(taken) and taken[i][0] < end)
+                ):
                     taken.insert(i, (start, end, detector.kind))
         if not taken:
             return text, {}
@@ -289,8 +332,7 @@ class RedactPII:
         out.append(text[cursor:])
         return "".join(out), counts
 
-    def redact_messages(self, messages: list[dict[str, Any]]
-                        ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    def redact_messages(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
         """The messages redacted (string contents and text parts), with counts by kind."""
         counts: dict[str, int] = {}
 
@@ -306,10 +348,13 @@ class RedactPII:
             if isinstance(content, str):
                 message = {**message, "content": one(content)}
             elif isinstance(content, list):
-                message = {**message, "content": [
-                    {**p, "text": one(p["text"])}
-                    if isinstance(p, dict) and isinstance(p.get("text"), str) else p
-                    for p in content]}
+                message = {
+                    **message,
+                    "content": [
+                        {**p, "text": one(p["text"])} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
+                        for p in content
+                    ],
+                }
             out.append(message)
         return out, counts
 

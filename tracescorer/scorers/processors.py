@@ -24,9 +24,7 @@ class InputProcessor(Protocol):
     returns the messages to send, or an awaitable of them.
     """
 
-    def process_input(
-        self, messages: list[ChatMessage]
-    ) -> list[ChatMessage] | Awaitable[list[ChatMessage]]: ...
+    def process_input(self, messages: list[ChatMessage]) -> list[ChatMessage] | Awaitable[list[ChatMessage]]: ...
 
 
 @runtime_checkable
@@ -44,9 +42,7 @@ class Redactor(Protocol):
     kind in ``JudgeCall.redactions``, so a stored score says redaction ran.
     """
 
-    def redact_messages(
-        self, messages: list[ChatMessage]
-    ) -> tuple[list[ChatMessage], dict[str, int]]: ...
+    def redact_messages(self, messages: list[ChatMessage]) -> tuple[list[ChatMessage], dict[str, int]]: ...
 
 
 __all__ = ["ChatMessage", "InputProcessor", "OutputProcessor", "RedactPII", "Redactor"]

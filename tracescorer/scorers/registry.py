@@ -80,9 +80,12 @@ class ScorerRegistry:
         """
         scorer = self.get_scorer_by_id(result.scorer_id)
         if scorer is None:
-            log.warning("scorer %r is not registered: its score for run %s was not stored "
-                        "(register a scorer with this id to persist its scores)",
-                        result.scorer_id, result.run_id)
+            log.warning(
+                "scorer %r is not registered: its score for run %s was not stored "
+                "(register a scorer with this id to persist its scores)",
+                result.scorer_id,
+                result.run_id,
+            )
             return False
         await sink.save_score(result, scorer)
         return True

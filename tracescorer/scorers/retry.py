@@ -19,17 +19,38 @@ from typing import Any, Protocol, runtime_checkable
 DEFAULT_MAX_PROCESSOR_RETRIES = 10
 """Retry cap of a judge that has error processors but no ``max_processor_retries``."""
 
-_RETRYABLE_TYPES = frozenset({
-    "RateLimitError", "Timeout", "APITimeoutError", "APIConnectionError",
-    "ServiceUnavailableError", "InternalServerError", "TimeoutError", "ConnectionError",
-    "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
-    "ServerDisconnectedError", "ClientConnectionError", "RemoteProtocolError",
-})
-_FATAL_TYPES = frozenset({
-    "AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
-    "ContextWindowExceededError", "ContentPolicyViolationError", "UnprocessableEntityError",
-    "UnsupportedParamsError", "InvalidRequestError", "BudgetExceededError",
-})
+_RETRYABLE_TYPES = frozenset(
+    {
+        "RateLimitError",
+        "Timeout",
+        "APITimeoutError",
+        "APIConnectionError",
+        "ServiceUnavailableError",
+        "InternalServerError",
+        "TimeoutError",
+        "ConnectionError",
+        "ConnectionResetError",
+        "ConnectionRefusedError",
+        "ConnectionAbortedError",
+        "ServerDisconnectedError",
+        "ClientConnectionError",
+        "RemoteProtocolError",
+    }
+)
+_FATAL_TYPES = frozenset(
+    {
+        "AuthenticationError",
+        "PermissionDeniedError",
+        "BadRequestError",
+        "NotFoundError",
+        "ContextWindowExceededError",
+        "ContentPolicyViolationError",
+        "UnprocessableEntityError",
+        "UnsupportedParamsError",
+        "InvalidRequestError",
+        "BudgetExceededError",
+    }
+)
 _OVERLOADED = re.compile(r"overloaded|temporarily unavailable|try again later", re.IGNORECASE)
 
 
@@ -47,8 +68,9 @@ def error_chain(error: BaseException) -> list[BaseException]:
     while link is not None and id(link) not in seen and len(chain) < MAX_CHAIN:
         seen.add(id(link))
         chain.append(link)
-        link = link.__cause__ if link.__cause__ is not None else (
-            None if link.__suppress_context__ else link.__context__)
+        link = (
+            link.__cause__ if link.__cause__ is not None else (None if link.__suppress_context__ else link.__context__)
+        )
     return chain
 
 
@@ -92,9 +114,11 @@ def is_retryable(error: BaseException) -> bool | None:
 
 
 def _headers_of(error: BaseException) -> Mapping[str, Any] | None:
-    for candidate in (getattr(error, "litellm_response_headers", None),
-                      getattr(getattr(error, "response", None), "headers", None),
-                      getattr(error, "headers", None)):
+    for candidate in (
+        getattr(error, "litellm_response_headers", None),
+        getattr(getattr(error, "response", None), "headers", None),
+        getattr(error, "headers", None),
+    ):
         if candidate is not None and hasattr(candidate, "get"):
             return candidate  # type: ignore[no-any-return]
     return None
@@ -185,8 +209,7 @@ class ErrorProcessor(Protocol):
     must be stateless across calls: one instance serves concurrent judge calls.
     """
 
-    def process_api_error(self, *, error: BaseException, retry_count: int) -> RetryDecision | None:
-        ...
+    def process_api_error(self, *, error: BaseException, retry_count: int) -> RetryDecision | None: ...
 
 
 DelayFn = Callable[..., float]
@@ -239,8 +262,7 @@ class StreamErrorRetryProcessor:
 
     def delay_for(self, *, error: BaseException, retry_count: int) -> float:
         """Seconds to wait before the next attempt."""
-        configured = (self.delay_s(retry_count=retry_count, error=error)
-                      if callable(self.delay_s) else self.delay_s)
+        configured = self.delay_s(retry_count=retry_count, error=error) if callable(self.delay_s) else self.delay_s
         provider = provider_retry_after_s(error)
         capped = 0.0 if provider is None else min(provider, self.max_retry_after_s)
         return max(float(configured), capped, 0.0)

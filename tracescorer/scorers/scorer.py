@@ -60,8 +60,7 @@ class PromptStep:
     """
 
     description: str
-    create_prompt: Callable[..., str | NotScorable | SkipJudge
-                            | Awaitable[str | NotScorable | SkipJudge]]
+    create_prompt: Callable[..., str | NotScorable | SkipJudge | Awaitable[str | NotScorable | SkipJudge]]
     output_schema: OutputSchema | None = None
     judge: Judge | None = None
     calculate_score: Callable[..., Any] | None = None
@@ -106,17 +105,18 @@ class Scorer(Generic[InputT, OutputT]):
         schema: CompiledSchema | None = None
         if isinstance(step, PromptStep):
             if step.calculate_score is not None and name != "generate_score":
-                raise ScorerConfigError(f"scorer {self.id!r}: calculate_score is only for "
-                                        "generate_score")
+                raise ScorerConfigError(f"scorer {self.id!r}: calculate_score is only for generate_score")
             if name == "generate_score":
                 schema = compile_schema(step.output_schema or SCORE_SCHEMA)
             elif name != "generate_reason" and step.output_schema is not None:
                 schema = compile_schema(step.output_schema)
         elif not callable(step):
-            raise ScorerConfigError(f"scorer {self.id!r}: step {name!r} must be a function or a "
-                                    f"PromptStep, got {type(step).__name__}")
-        steps = sorted((*self._steps, _BoundStep(name=name, step=step, schema=schema)),
-                       key=lambda s: STEP_ORDER.index(s.name))
+            raise ScorerConfigError(
+                f"scorer {self.id!r}: step {name!r} must be a function or a PromptStep, got {type(step).__name__}"
+            )
+        steps = sorted(
+            (*self._steps, _BoundStep(name=name, step=step, schema=schema)), key=lambda s: STEP_ORDER.index(s.name)
+        )
         return dataclasses.replace(self, _steps=tuple(steps))
 
     def preprocess(self, step: Step) -> Scorer[InputT, OutputT]:
@@ -146,8 +146,7 @@ class Scorer(Generic[InputT, OutputT]):
         return tuple(s.step for s in self._steps if isinstance(s.step, PromptStep))
 
     # -- running -----------------------------------------------------------------------------
-    def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation
-                 | Mapping[str, Any]) -> ScorerResult:
+    def run_sync(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation | Mapping[str, Any]) -> ScorerResult:
         """:meth:`run` for synchronous code (not from inside a running event loop)."""
         try:
             asyncio.get_running_loop()
@@ -155,8 +154,7 @@ class Scorer(Generic[InputT, OutputT]):
             return asyncio.run(self.run(run))
         raise RuntimeError("run_sync() called from a running event loop; use 'await scorer.run()'")
 
-    async def run(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation
-                  | Mapping[str, Any]) -> ScorerResult:
+    async def run(self, run: ScorerRun[InputT, OutputT] | AgentRun | Conversation | Mapping[str, Any]) -> ScorerResult:
         """Score ``run``: a :class:`ScorerRun`; an AgentRun/Conversation (turned into the
         agent-typed run by :func:`~tracescorer.scorers.agent_io.agent_run_input`); or a plain
         mapping with the ScorerRun field names (``{"input": ..., "output": ...,
@@ -180,8 +178,9 @@ class Scorer(Generic[InputT, OutputT]):
 
             target = run_from_mapping(run, agent=self.type == "agent")
         else:
-            raise TypeError(f"scorer.run() takes a ScorerRun, a mapping, an AgentRun or a "
-                            f"Conversation, got {type(run).__name__}")
+            raise TypeError(
+                f"scorer.run() takes a ScorerRun, a mapping, an AgentRun or a Conversation, got {type(run).__name__}"
+            )
         if not target.run_id:
             target = dataclasses.replace(target, run_id=str(uuid.uuid4()))
         state = _RunState(self, target, started)
@@ -194,8 +193,7 @@ class Scorer(Generic[InputT, OutputT]):
             except Exception as exc:  # user code: reported as a failed run, never a crash
                 raise state.failure("prepare_run", exc) from exc
             if not isinstance(prepared, ScorerRun):
-                cause = TypeError(f"prepare_run must return a ScorerRun, got "
-                                  f"{type(prepared).__name__}")
+                cause = TypeError(f"prepare_run must return a ScorerRun, got {type(prepared).__name__}")
                 raise state.failure("prepare_run", cause)
             if not prepared.run_id:  # a rebuilt run keeps the id of the run it came from
                 prepared = dataclasses.replace(prepared, run_id=target.run_id)
@@ -227,11 +225,15 @@ class _RunState:
         self.score: float | None = None
         self.reason: str | None = None
 
-    def result(self, status: Literal["ok", "not_scorable", "error"], *,
-               reason: str | None = None, error: str | None = None) -> ScorerResult:
+    def result(
+        self, status: Literal["ok", "not_scorable", "error"], *, reason: str | None = None, error: str | None = None
+    ) -> ScorerResult:
         return ScorerResult(
-            scorer_id=self.scorer.id, scorer_name=self.scorer.name, run_id=str(self.run.run_id),
-            status=status, score=None if status == "not_scorable" else self.score,
+            scorer_id=self.scorer.id,
+            scorer_name=self.scorer.name,
+            run_id=str(self.run.run_id),
+            status=status,
+            score=None if status == "not_scorable" else self.score,
             reason=reason if reason is not None else self.reason,
             preprocess_step_result=self.results.preprocess_step_result,
             analyze_step_result=self.results.analyze_step_result,
@@ -241,7 +243,9 @@ class _RunState:
             generate_reason_prompt=self.prompts.get("generate_reason"),
             judge_calls=tuple(self.calls),
             duration_ms=(time.perf_counter() - self.started) * 1000.0,
-            error=error, run=self.run)
+            error=error,
+            run=self.run,
+        )
 
     def failure(self, step: str, cause: BaseException) -> ScorerRunError:
         if isinstance(cause, JudgeError) and cause.calls:
@@ -250,9 +254,13 @@ class _RunState:
                 self.prompts[step] = cause.calls[-1].prompt
         log.debug("scorer %s failed in %s: %s", self.scorer.id, step, type(cause).__name__)
         return ScorerRunError(
-            scorer_id=self.scorer.id, failed_step=step, completed_steps=tuple(self.completed),
-            steps=self.scorer.steps, cause=cause,
-            result=self.result("error", error=f"{type(cause).__name__}: {cause}"))
+            scorer_id=self.scorer.id,
+            failed_step=step,
+            completed_steps=tuple(self.completed),
+            steps=self.scorer.steps,
+            cause=cause,
+            result=self.result("error", error=f"{type(cause).__name__}: {cause}"),
+        )
 
     async def execute(self, bound: _BoundStep) -> Any:
         kwargs: dict[str, Any] = {"run": self.run, "results": self.results}
@@ -278,8 +286,7 @@ class _RunState:
             self.reason = value
         return value
 
-    async def _prompt_step(self, bound: _BoundStep, step: PromptStep,
-                           kwargs: Mapping[str, Any]) -> Any:
+    async def _prompt_step(self, bound: _BoundStep, step: PromptStep, kwargs: Mapping[str, Any]) -> Any:
         prompt = await _call(step.create_prompt, **kwargs)
         if isinstance(prompt, NotScorable):
             return prompt
@@ -290,23 +297,30 @@ class _RunState:
         base = self.scorer.judge
         judge = base.merged_with(step.judge) if base is not None else step.judge
         if judge is None:
-            raise ScorerConfigError(f"scorer {self.scorer.id!r}: prompt step {bound.name!r} "
-                                    "needs a judge (create_scorer(judge=...) or PromptStep(judge=...))")
+            raise ScorerConfigError(
+                f"scorer {self.scorer.id!r}: prompt step {bound.name!r} "
+                "needs a judge (create_scorer(judge=...) or PromptStep(judge=...))"
+            )
         reply = await call_judge(judge, step=bound.name, prompt=prompt, schema=bound.schema)
         self.calls.extend(reply.calls)
         self.prompts[bound.name] = reply.call.prompt  # as sent: after the input processors
         if bound.name != "generate_score":
             return reply.output
         if step.calculate_score is not None:
-            return await _call(step.calculate_score, run=self.run, results=self.results,
-                               output=reply.output)
+            return await _call(step.calculate_score, run=self.run, results=self.results, output=reply.output)
         output = reply.output
         return output.get("score") if isinstance(output, dict) else getattr(output, "score", None)
 
 
-def create_scorer(*, id: str, description: str = "", name: str | None = None,
-                  judge: Judge | None = None, type: str | None = None,
-                  prepare_run: PrepareRun | None = None) -> Scorer[Any, Any]:
+def create_scorer(
+    *,
+    id: str,
+    description: str = "",
+    name: str | None = None,
+    judge: Judge | None = None,
+    type: str | None = None,
+    prepare_run: PrepareRun | None = None,
+) -> Scorer[Any, Any]:
     """Start building a scorer; chain ``.preprocess()``, ``.analyze()``, ``.generate_score()``
     (required) and ``.generate_reason()``.
 
@@ -330,5 +344,4 @@ def create_scorer(*, id: str, description: str = "", name: str | None = None,
         raise ScorerConfigError("create_scorer() needs a non-empty id")
     if type not in (None, "agent"):
         raise ScorerConfigError(f"unknown scorer type {type!r} (use 'agent' or None)")
-    return Scorer(id=id, name=name or id, description=description, judge=judge, type=type,
-                  prepare_run=prepare_run)
+    return Scorer(id=id, name=name or id, description=description, judge=judge, type=type, prepare_run=prepare_run)

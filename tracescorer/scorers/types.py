@@ -186,8 +186,7 @@ class ScorerResult:
 def check_score(value: object) -> float:
     """A finite real number as ``float``, else TypeError/ValueError (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"generate_score must produce a number, got {type(value).__name__}: "
-                        f"{value!r:.80}")
+        raise TypeError(f"generate_score must produce a number, got {type(value).__name__}: {value!r:.80}")
     score = float(value)
     if not math.isfinite(score):
         raise ValueError(f"generate_score produced a non-finite score: {score}")

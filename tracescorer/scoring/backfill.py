@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracescorer.scoring.filters import RunFilter
 from tracescorer.scoring.decider import decide
+from tracescorer.scoring.filters import RunFilter
 from tracescorer.scoring.runner import Decision, ScoringRunner
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.store.base import Store
@@ -47,8 +47,14 @@ class BackfillProgress:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"total": self.total, "done": self.done, "decisions": dict(self.decisions),
-                "cost_usd": round(self.cost_usd, 6), "finished": self.finished, "error": self.error}
+        return {
+            "total": self.total,
+            "done": self.done,
+            "decisions": dict(self.decisions),
+            "cost_usd": round(self.cost_usd, 6),
+            "finished": self.finished,
+            "error": self.error,
+        }
 
 
 async def _load_targets(store: Store, scope: str, ids: list[str]) -> list[Target]:
@@ -62,8 +68,13 @@ async def _load_targets(store: Store, scope: str, ids: list[str]) -> list[Target
     return out
 
 
-async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress: BackfillProgress,
-                       *, on_progress: Callable[[BackfillProgress], None] | None = None) -> BackfillProgress:
+async def run_backfill(
+    runner: ScoringRunner,
+    request: BackfillRequest,
+    progress: BackfillProgress,
+    *,
+    on_progress: Callable[[BackfillProgress], None] | None = None,
+) -> BackfillProgress:
     """Score every stored target of the scorer's scope in the time range; fills ``progress``."""
     bound = runner.binding(request.scorer_id)
     if bound is None:
@@ -106,8 +117,13 @@ async def run_backfill(runner: ScoringRunner, request: BackfillRequest, progress
     return progress
 
 
-async def _drain(pending: list[asyncio.Future[Decision]], progress: BackfillProgress, runner: ScoringRunner,
-                 spent_before: float, on_progress: Callable[[BackfillProgress], None] | None) -> None:
+async def _drain(
+    pending: list[asyncio.Future[Decision]],
+    progress: BackfillProgress,
+    runner: ScoringRunner,
+    spent_before: float,
+    on_progress: Callable[[BackfillProgress], None] | None,
+) -> None:
     for fut in asyncio.as_completed(list(pending)):
         progress.decisions[await fut] += 1
         progress.done += 1

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.config import JudgeSettings, ScorerBinding
-from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.judge import Judge
+from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
 from tracescorer.scorers.scorer import PromptStep, Scorer
 
@@ -80,8 +80,7 @@ def uses_judge(scorer: Scorer[Any, Any]) -> bool:
     return bool(scorer.prompt_steps)
 
 
-def build_bindings(bindings: Sequence[ScorerBinding],
-                   judge_defaults: JudgeSettings) -> list[BoundScorer]:
+def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSettings) -> list[BoundScorer]:
     """Build the scorers of the enabled ``bindings`` (disabled ones are skipped).
 
     Raises :class:`BindingError` for the first binding that cannot be built.
@@ -125,8 +124,7 @@ def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
 def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
     factory = PREBUILT.get(name)
     if factory is None:
-        raise _Problem(f"unknown prebuilt scorer {name!r}; valid names: "
-                       f"{', '.join(sorted(PREBUILT))}")
+        raise _Problem(f"unknown prebuilt scorer {name!r}; valid names: {', '.join(sorted(PREBUILT))}")
     params = inspect.signature(factory).parameters
     kwargs = dict(binding.options)
     if "model" in params:
@@ -140,8 +138,7 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
     try:
         scorer = factory(**kwargs)
     except re.error as exc:  # a pattern option (matches) that does not compile
-        raise _Problem(f"bad options for prebuilt {name!r}: invalid regular expression: "
-                       f"{exc}") from exc
+        raise _Problem(f"bad options for prebuilt {name!r}: invalid regular expression: {exc}") from exc
     except (TypeError, ValueError) as exc:  # unknown/missing options, values out of range
         raise _Problem(f"bad options for prebuilt {name!r}: {exc}") from exc
     if scorer.id != binding.id:
@@ -151,15 +148,18 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
     return scorer
 
 
-def _judge_kwargs(binding: ScorerBinding, name: str, options: Mapping[str, Any],
-                  defaults: JudgeSettings) -> dict[str, Any]:
+def _judge_kwargs(
+    binding: ScorerBinding, name: str, options: Mapping[str, Any], defaults: JudgeSettings
+) -> dict[str, Any]:
     """model/api_base/api_key/timeout for an LLM factory: binding ``judge`` > ``options`` >
     the ``judge:`` defaults; other ``judge`` keys become Judge options."""
     override = _judge_override(binding)
     model = override.pop("model", None) or options.get("model") or defaults.model
     if not model:
-        raise _Problem(f"prebuilt {name!r} is an LLM judge and needs a model: set judge.model "
-                       "on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)")
+        raise _Problem(
+            f"prebuilt {name!r} is an LLM judge and needs a model: set judge.model "
+            "on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)"
+        )
     from_options = {k: options[k] for k in _CONNECTION_OPTIONS if k in options}
     return _drop_unset({**_connection(defaults), **from_options, **override, "model": model})
 
@@ -174,23 +174,20 @@ def _judge_override(binding: ScorerBinding) -> dict[str, Any]:
 
 def _connection(defaults: JudgeSettings) -> dict[str, Any]:
     """The Judge options the ``judge:`` defaults section provides."""
-    return _drop_unset({"api_base": defaults.api_base, "api_key": defaults.api_key,
-                        "timeout": defaults.timeout_s})
+    return _drop_unset({"api_base": defaults.api_base, "api_key": defaults.api_key, "timeout": defaults.timeout_s})
 
 
 def _drop_unset(options: dict[str, Any]) -> dict[str, Any]:
     # ``api_key: ${KEY:-}`` expands to "": leave the key out so litellm falls back to the
     # provider's environment variable instead of sending an empty key.
-    return {k: v for k, v in options.items()
-            if not (k in _CONNECTION_OPTIONS and (v is None or v == ""))}
+    return {k: v for k, v in options.items() if not (k in _CONNECTION_OPTIONS and (v is None or v == ""))}
 
 
 def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) -> Scorer[Any, Any]:
     target = _import(spec)
     if isinstance(target, Scorer):
         if binding.options:
-            raise _Problem(f"{spec!r} is a Scorer instance: 'options' need a function that "
-                           "returns a scorer")
+            raise _Problem(f"{spec!r} is a Scorer instance: 'options' need a function that returns a scorer")
         scorer = target
     elif callable(target):
         try:
@@ -200,11 +197,11 @@ def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) ->
         if not isinstance(scorer, Scorer):
             raise _Problem(f"{spec!r} returned {type(scorer).__name__}, not a Scorer")
     else:
-        raise _Problem(f"{spec!r} is {type(target).__name__}, not a Scorer or a function "
-                       "returning one")
+        raise _Problem(f"{spec!r} is {type(target).__name__}, not a Scorer or a function returning one")
     if scorer.id != binding.id:
-        raise _Problem(f"{spec!r} has id {scorer.id!r}; a python scorer's id must equal the "
-                       f"binding id (set id: {scorer.id})")
+        raise _Problem(
+            f"{spec!r} has id {scorer.id!r}; a python scorer's id must equal the binding id (set id: {scorer.id})"
+        )
     return _with_judge(scorer, binding, defaults)
 
 
@@ -217,8 +214,7 @@ def _import(spec: str) -> Any:
     except Exception as exc:  # an import runs user code: report whatever it raised
         missing = isinstance(exc, ModuleNotFoundError)
         hint = " (is it installed, or on PYTHONPATH?)" if missing else ""
-        raise _Problem(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
-                       f"{hint}") from exc
+        raise _Problem(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}{hint}") from exc
     for part in attribute.split("."):
         try:
             value = getattr(value, part)
@@ -227,8 +223,7 @@ def _import(spec: str) -> Any:
     return value
 
 
-def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
-                defaults: JudgeSettings) -> Scorer[Any, Any]:
+def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
     """A python scorer's judge: the binding's ``judge`` keys on top of the scorer's own judge;
     where a prompt step would have no model, the ``judge:`` defaults underneath."""
     steps = list(scorer.prompt_steps)
@@ -245,9 +240,11 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding,
         judge = judge.merged_with(extra) if judge is not None else extra
     if any(_model_of(judge, step) is None for step in steps):
         if not defaults.model:
-            raise _Problem("the scorer has a prompt step without a judge model: set judge.model "
-                           "on the binding, or the 'judge: model:' default "
-                           "(TRACESCORER_JUDGE_MODEL)")
+            raise _Problem(
+                "the scorer has a prompt step without a judge model: set judge.model "
+                "on the binding, or the 'judge: model:' default "
+                "(TRACESCORER_JUDGE_MODEL)"
+            )
         base = Judge(model=defaults.model, **_connection(defaults))
         judge = base.merged_with(judge)
     return dataclasses.replace(scorer, judge=judge) if judge is not scorer.judge else scorer

@@ -35,8 +35,14 @@ class Verdict:
     detail: str | None = None
 
 
-def decide(bound: BoundScorer, target: Target, *, budget_exhausted: bool, budget_detail: str = "",
-           extra_check: Callable[[Target], str | None] | None = None) -> Verdict:
+def decide(
+    bound: BoundScorer,
+    target: Target,
+    *,
+    budget_exhausted: bool,
+    budget_detail: str = "",
+    extra_check: Callable[[Target], str | None] | None = None,
+) -> Verdict:
     """The binding's filter (and ``extra_check``, e.g. a backfill's ``--filter``), then its sampling
     ratio on the target's sample key, then — for judge-using scorers — the daily budget."""
     binding = bound.binding

@@ -120,8 +120,9 @@ def _show(patterns: Sequence[str]) -> str:
     return repr(patterns[0]) if len(patterns) == 1 else f"any of {list(patterns)!r}"
 
 
-def _glob(field: str, patterns: Sequence[str], get: Callable[[AgentRun], str | None],
-          target: Target, runs: Sequence[AgentRun]) -> str | None:
+def _glob(
+    field: str, patterns: Sequence[str], get: Callable[[AgentRun], str | None], target: Target, runs: Sequence[AgentRun]
+) -> str | None:
     values = [get(r) for r in runs]
     if any(v is not None and fnmatch.fnmatchcase(v, p) for v in values for p in patterns):
         return None
@@ -162,8 +163,7 @@ def _status(wanted: str, target: Target, runs: Sequence[AgentRun]) -> str | None
     return f"status {status!r} is not {wanted!r}"
 
 
-def _duration(low: float | None, high: float | None, target: Target,
-              runs: Sequence[AgentRun]) -> str | None:
+def _duration(low: float | None, high: float | None, target: Target, runs: Sequence[AgentRun]) -> str | None:
     if not runs:
         return "duration unknown: the conversation has no runs"
     seconds = (max(r.ended_at for r in runs) - min(r.started_at for r in runs)) / _NANOS_PER_S
@@ -174,8 +174,7 @@ def _duration(low: float | None, high: float | None, target: Target,
     return None
 
 
-def _attribute(key: str, cond: AttributeCondition, target: Target,
-               runs: Sequence[AgentRun]) -> str | None:
+def _attribute(key: str, cond: AttributeCondition, target: Target, runs: Sequence[AgentRun]) -> str | None:
     failures = []
     for run in runs:
         failure = check_condition(cond, key in run.attributes, run.attributes.get(key))
@@ -189,9 +188,14 @@ def _attribute(key: str, cond: AttributeCondition, target: Target,
     return f"attributes.{key}: no run satisfies it ({'; '.join(_distinct(failures))})"
 
 
-def _search(field: str, what: str, pattern: re.Pattern[str],
-            get: Callable[[Target], Sequence[Message]], target: Target,
-            runs: Sequence[AgentRun]) -> str | None:
+def _search(
+    field: str,
+    what: str,
+    pattern: re.Pattern[str],
+    get: Callable[[Target], Sequence[Message]],
+    target: Target,
+    runs: Sequence[AgentRun],
+) -> str | None:
     texts = [m.content for m in get(target) if m.content]
     if any(pattern.search(text) for text in texts):
         return None

@@ -94,8 +94,13 @@ class SharedRateLimiter:
 class DailyBudget:
     """Judge spend per UTC day; ``exhausted`` once ``limit_usd`` is reached (None = no limit)."""
 
-    def __init__(self, limit_usd: float | None, *, spent_today_usd: float = 0.0,
-                 today: Callable[[], dt.date] = lambda: dt.datetime.now(dt.timezone.utc).date()) -> None:
+    def __init__(
+        self,
+        limit_usd: float | None,
+        *,
+        spent_today_usd: float = 0.0,
+        today: Callable[[], dt.date] = lambda: dt.datetime.now(dt.UTC).date(),
+    ) -> None:
         self.limit_usd = limit_usd
         self._today = today
         self._day = today()

@@ -95,7 +95,7 @@ class WorkerPool(Generic[T]):
                 await self._handle(item)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a worker must survive anything an item does
+            except Exception:  # a worker must survive anything an item does
                 log.exception("%s: handling an item failed", self.name)
             finally:
                 self._running.pop(task, None)
@@ -108,7 +108,7 @@ class WorkerPool(Generic[T]):
         """Wait until every item submitted so far was handled; False on timeout."""
         try:
             await asyncio.wait_for(self._idle.wait(), max(0.0, timeout_s))
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             return False
         return True
 

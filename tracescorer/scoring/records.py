@@ -13,13 +13,27 @@ from tracescorer.scoring.targets import Target, decision_id, score_id
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 
-def decision_record(bound: BoundScorer, target: Target, decision: Decision, detail: str | None, source: str,
-                    score_row_id: str | None = None) -> DecisionRecord:
+def decision_record(
+    bound: BoundScorer,
+    target: Target,
+    decision: Decision,
+    detail: str | None,
+    source: str,
+    score_row_id: str | None = None,
+) -> DecisionRecord:
     return DecisionRecord(
-        id=decision_id(bound.binding.id, target), scorer_id=bound.binding.id, target_type=target.kind,
-        target_id=target.id, trace_id=target.trace_id, conversation_id=target.conversation_id,
-        decision=decision.value, detail=detail, sample_rate=bound.binding.sampling.ratio, source=source,
-        score_id=score_row_id)
+        id=decision_id(bound.binding.id, target),
+        scorer_id=bound.binding.id,
+        target_type=target.kind,
+        target_id=target.id,
+        trace_id=target.trace_id,
+        conversation_id=target.conversation_id,
+        decision=decision.value,
+        detail=detail,
+        sample_rate=bound.binding.sampling.ratio,
+        source=source,
+        score_id=score_row_id,
+    )
 
 
 def decision_detail(record: ScoreRecord) -> str | None:
@@ -30,21 +44,42 @@ def decision_detail(record: ScoreRecord) -> str | None:
 
 
 def _judge_calls(result: ScorerResult) -> list[dict[str, Any]]:
-    return [{"step": c.step, "model": c.model, "status": c.status, "attempts": c.attempts, "error": c.error,
-             "cost_usd": c.cost_usd, "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-             "duration_ms": round(c.duration_ms, 2)} for c in result.judge_calls]
+    return [
+        {
+            "step": c.step,
+            "model": c.model,
+            "status": c.status,
+            "attempts": c.attempts,
+            "error": c.error,
+            "cost_usd": c.cost_usd,
+            "input_tokens": c.input_tokens,
+            "output_tokens": c.output_tokens,
+            "duration_ms": round(c.duration_ms, 2),
+        }
+        for c in result.judge_calls
+    ]
 
 
-def score_record(bound: BoundScorer, target: Target, source: str, result: ScorerResult | None,
-                 error: BaseException | None, seconds: float) -> ScoreRecord:
+def score_record(
+    bound: BoundScorer,
+    target: Target,
+    source: str,
+    result: ScorerResult | None,
+    error: BaseException | None,
+    seconds: float,
+) -> ScoreRecord:
     """The ``scores`` row of one run of ``bound`` on ``target``: ``result`` (None when the scorer
     raised) or ``error`` (a :class:`ScorerRunError` keeps the steps that completed)."""
     binding = bound.binding
     subject = target.subject
     run_ids = [r.run_id for r in subject.runs] if isinstance(subject, Conversation) else [target.run_id]
     last = subject.runs[-1] if isinstance(subject, Conversation) else subject
-    metadata: dict[str, Any] = {"run_ids": run_ids, "convention": last.convention, "model": last.model,
-                                "service_name": last.service_name}
+    metadata: dict[str, Any] = {
+        "run_ids": run_ids,
+        "convention": last.convention,
+        "model": last.model,
+        "service_name": last.service_name,
+    }
     status = "error" if error is not None else (result.status if result else "error")
     score = result.score if result is not None and status == "ok" else None
     label = None
@@ -58,15 +93,23 @@ def score_record(bound: BoundScorer, target: Target, source: str, result: Scorer
         metadata["judge_calls"] = _judge_calls(result)
     r = result
     return ScoreRecord(
-        id=score_id(binding.id, target), scorer_id=binding.id,
+        id=score_id(binding.id, target),
+        scorer_id=binding.id,
         scorer_name=getattr(bound.scorer, "name", binding.id) or binding.id,
-        run_id=target.run_id, trace_id=target.trace_id, span_id=target.span_id,
+        run_id=target.run_id,
+        trace_id=target.trace_id,
+        span_id=target.span_id,
         conversation_id=target.conversation_id,
-        entity_type="conversation" if target.kind == "conversation" else "agent", entity_id=target.agent_name,
-        source=source, score=score, reason=r.reason if r is not None else None, status=status,
+        entity_type="conversation" if target.kind == "conversation" else "agent",
+        entity_id=target.agent_name,
+        source=source,
+        score=score,
+        reason=r.reason if r is not None else None,
+        status=status,
         error=str(error) if error is not None else None,
         error_type=type(cause).__name__ if cause is not None else None,
-        label=label, threshold=binding.threshold,
+        label=label,
+        threshold=binding.threshold,
         preprocess_step_result=r.preprocess_step_result if r else None,
         analyze_step_result=r.analyze_step_result if r else None,
         preprocess_prompt=r.preprocess_prompt if r else None,
@@ -78,4 +121,7 @@ def score_record(bound: BoundScorer, target: Target, source: str, result: Scorer
         judge_output_tokens=r.judge_output_tokens if r else None,
         judge_cost_usd=r.judge_cost_usd if r else None,
         judge_attempts=r.judge_attempts if r else None,
-        duration_ms=round(seconds * 1000, 3), sample_rate=binding.sampling.ratio, metadata=metadata)
+        duration_ms=round(seconds * 1000, 3),
+        sample_rate=binding.sampling.ratio,
+        metadata=metadata,
+    )

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tracescorer.aio import cancel
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
@@ -39,19 +40,32 @@ from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.base import Store
 from tracescorer.store.records import ScoreRecord
-from tracescorer.aio import cancel
 
 log = logging.getLogger(__name__)
 
 # the decision strings, as before the split (backfill and tests use them)
 SCORED, SAMPLED_OUT, FILTERED_OUT = Decision.SCORED, Decision.SAMPLED_OUT, Decision.FILTERED_OUT
-NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = (Decision.NOT_SCORABLE, Decision.RATE_LIMITED,
-                                                        Decision.BUDGET_EXHAUSTED, Decision.FAILED)
+NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = (
+    Decision.NOT_SCORABLE,
+    Decision.RATE_LIMITED,
+    Decision.BUDGET_EXHAUSTED,
+    Decision.FAILED,
+)
 BUDGET_SYNC_S = 2.0
 WRITE_RESERVE_S = 0.25  # of a shutdown's time: kept for storing what finished
 
-__all__ = ["BUDGET_EXHAUSTED", "FAILED", "FILTERED_OUT", "NOT_SCORABLE", "RATE_LIMITED", "SAMPLED_OUT", "SCORED",
-           "Decision", "ScoreListener", "ScoringRunner"]
+__all__ = [
+    "BUDGET_EXHAUSTED",
+    "FAILED",
+    "FILTERED_OUT",
+    "NOT_SCORABLE",
+    "RATE_LIMITED",
+    "SAMPLED_OUT",
+    "SCORED",
+    "Decision",
+    "ScoreListener",
+    "ScoringRunner",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +79,17 @@ class _Task:
 class ScoringRunner:
     """Decides, queues and runs the bound scorers; runs on the daemon's event loop."""
 
-    def __init__(self, bound: Sequence[BoundScorer], store: Store, metrics: Metrics, settings: Settings, *,
-                 listeners: Sequence[ScoreListener] = (), rate: Limiter | None = None,
-                 shared_budget: bool = False) -> None:
+    def __init__(
+        self,
+        bound: Sequence[BoundScorer],
+        store: Store,
+        metrics: Metrics,
+        settings: Settings,
+        *,
+        listeners: Sequence[ScoreListener] = (),
+        rate: Limiter | None = None,
+        shared_budget: bool = False,
+    ) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
@@ -79,8 +101,9 @@ class ScoringRunner:
         self.budget = DailyBudget(judge.daily_budget_usd)
         self._shared_budget = shared_budget
         self.writer = ScoreWriter(store, listeners, refused=metrics.score_rows_refused)
-        self._judge = WorkerPool("judge", workers=judge.max_concurrency, max_queue=scoring.max_queue,
-                                 handle=self._run_task)
+        self._judge = WorkerPool(
+            "judge", workers=judge.max_concurrency, max_queue=scoring.max_queue, handle=self._run_task
+        )
         self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
@@ -136,8 +159,9 @@ class ScoringRunner:
 
     async def start_workers(self) -> None:
         """Only the workers and the writer (a one-off backfill needs no recovery)."""
-        self.budget = DailyBudget(self._settings.judge.daily_budget_usd,
-                                  spent_today_usd=await self._store.spent_today_usd())
+        self.budget = DailyBudget(
+            self._settings.judge.daily_budget_usd, spent_today_usd=await self._store.spent_today_usd()
+        )
         self.writer.start()
         self._judge.start()
         self._code.start()
@@ -155,8 +179,11 @@ class ScoringRunner:
         self._tasks = []
         drain_s = max(0.0, timeout_s * (1 - WRITE_RESERVE_S))
         abandoned = 0
-        for pool, left in zip((self._judge, self._code), await asyncio.gather(
-                self._judge.shutdown(drain_s), self._code.shutdown(drain_s))):
+        for pool, left in zip(
+            (self._judge, self._code),
+            await asyncio.gather(self._judge.shutdown(drain_s), self._code.shutdown(drain_s)),
+            strict=False,
+        ):
             for item in left:
                 if not item.done.done():
                     item.done.cancel()
@@ -177,13 +204,19 @@ class ScoringRunner:
             for bound in self._run_bindings:
                 self.decide(bound, target, "live")
 
-    def decide(self, bound: BoundScorer, target: Target, source: str,
-               extra_check: Callable[[Target], str | None] | None = None) -> Decision | asyncio.Future[Decision]:
+    def decide(
+        self, bound: BoundScorer, target: Target, source: str, extra_check: Callable[[Target], str | None] | None = None
+    ) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
         future of the decision it gets once the scorer ran)."""
         exhausted = bound.uses_judge and self.budget.exhausted
-        verdict = decide(bound, target, budget_exhausted=exhausted,
-                         budget_detail=self._budget_detail() if exhausted else "", extra_check=extra_check)
+        verdict = decide(
+            bound,
+            target,
+            budget_exhausted=exhausted,
+            budget_detail=self._budget_detail() if exhausted else "",
+            extra_check=extra_check,
+        )
         if verdict.decision is not Decision.RUN:
             self._record(bound, target, verdict.decision, verdict.detail, source)
             return verdict.decision
@@ -198,8 +231,15 @@ class ScoringRunner:
     def _budget_detail(self) -> str:
         return f"daily judge budget spent: ${self.budget.spent_usd:.4f} of ${self.budget.limit_usd:g}"
 
-    def _record(self, bound: BoundScorer, target: Target, decision: Decision, detail: str | None, source: str,
-                score: ScoreRecord | None = None) -> None:
+    def _record(
+        self,
+        bound: BoundScorer,
+        target: Target,
+        decision: Decision,
+        detail: str | None,
+        source: str,
+        score: ScoreRecord | None = None,
+    ) -> None:
         self._metrics.child(self._metrics.decisions, bound.binding.id, decision.value).inc()
         self.writer.add(decision_record(bound, target, decision, detail, source, score.id if score else None), score)
 
@@ -210,7 +250,7 @@ class ScoringRunner:
             decision = await self.execute(task.bound, task.target, task.source)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a worker must survive anything a task does
+        except Exception:  # a worker must survive anything a task does
             log.exception("scoring %s failed unexpectedly", task.bound.binding.id)
             decision = Decision.FAILED
         if not task.done.done():
@@ -260,17 +300,22 @@ class ScoringRunner:
 
     # --- conversations and recovery ----------------------------------------------------------
 
-    async def score_conversation(self, conversation_id: str, source: str,
-                                 extra_check: Callable[[Target], str | None] | None = None,
-                                 bindings: Sequence[BoundScorer] | None = None
-                                 ) -> list[Decision | asyncio.Future[Decision]]:
+    async def score_conversation(
+        self,
+        conversation_id: str,
+        source: str,
+        extra_check: Callable[[Target], str | None] | None = None,
+        bindings: Sequence[BoundScorer] | None = None,
+    ) -> list[Decision | asyncio.Future[Decision]]:
         """Decide every conversation-scope binding for the stored conversation (all its runs)."""
         conversation = await self._store.load_conversation(conversation_id)
         if conversation is None:
             return []
         target = conversation_target(conversation)
-        return [self.decide(bound, target, source, extra_check)
-                for bound in (bindings if bindings is not None else self._conv_bindings)]
+        return [
+            self.decide(bound, target, source, extra_check)
+            for bound in (bindings if bindings is not None else self._conv_bindings)
+        ]
 
     async def conversation_idle(self, conversation_id: str) -> bool:
         """ConversationSink: score a conversation that went idle; True once every binding's
@@ -303,14 +348,19 @@ class ScoringRunner:
             return
         try:
             pending = await self._store.unscored_recent(
-                [b.binding.id for b in self._run_bindings], window_s=window,
-                conversation_scorer_ids=[b.binding.id for b in self._conv_bindings])
-        except Exception:  # noqa: BLE001 - recovery is best effort
+                [b.binding.id for b in self._run_bindings],
+                window_s=window,
+                conversation_scorer_ids=[b.binding.id for b in self._conv_bindings],
+            )
+        except Exception:  # recovery is best effort
             log.exception("scoring recovery query failed")
             return
         if pending.runs or pending.conversation_ids:
-            log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(pending.runs),
-                     len(pending.conversation_ids))
+            log.info(
+                "scoring recovery: %d run(s), %d conversation(s) without a decision",
+                len(pending.runs),
+                len(pending.conversation_ids),
+            )
         for run in pending.runs:
             target = run_target(run)
             done = pending.decided.get(("run", run.run_id), frozenset())

@@ -32,15 +32,30 @@ class Target:
 
 
 def run_target(run: AgentRun) -> Target:
-    return Target(kind="run", id=run.run_id, subject=run, trace_id=run.trace_id, span_id=run.span_id,
-                  run_id=run.run_id, conversation_id=run.conversation_id, agent_name=run.agent_name)
+    return Target(
+        kind="run",
+        id=run.run_id,
+        subject=run,
+        trace_id=run.trace_id,
+        span_id=run.span_id,
+        run_id=run.run_id,
+        conversation_id=run.conversation_id,
+        agent_name=run.agent_name,
+    )
 
 
 def conversation_target(conversation: Conversation) -> Target:
     last = conversation.runs[-1]
-    return Target(kind="conversation", id=conversation.conversation_id, subject=conversation,
-                  trace_id=last.trace_id, span_id=last.span_id, run_id=last.run_id,
-                  conversation_id=conversation.conversation_id, agent_name=last.agent_name)
+    return Target(
+        kind="conversation",
+        id=conversation.conversation_id,
+        subject=conversation,
+        trace_id=last.trace_id,
+        span_id=last.span_id,
+        run_id=last.run_id,
+        conversation_id=conversation.conversation_id,
+        agent_name=last.agent_name,
+    )
 
 
 def stable_id(*parts: str) -> str:

@@ -42,8 +42,9 @@ class ScoreListener(Protocol):
 class ScoreWriter:
     """Batches rows for :meth:`ResultStore.write_scores` (see the module docstring)."""
 
-    def __init__(self, store: ResultStore, listeners: Sequence[ScoreListener] = (), *,
-                 refused: Counter | None = None) -> None:
+    def __init__(
+        self, store: ResultStore, listeners: Sequence[ScoreListener] = (), *, refused: Counter | None = None
+    ) -> None:
         self._store = store
         self._refused = refused  # counts the score rows the store refused
         self.listeners = list(listeners)
@@ -92,7 +93,7 @@ class ScoreWriter:
             self._dirty.clear()
             try:
                 await self.flush()
-            except Exception:  # noqa: BLE001 - rows stay pending and are retried with the next batch
+            except Exception:  # rows stay pending and are retried with the next batch
                 log.exception("storing scores failed; retrying")
                 await asyncio.sleep(RETRY_S)
                 self._dirty.set()
@@ -121,7 +122,7 @@ class ScoreWriter:
             for listener in self.listeners:
                 try:
                     listener.on_scores(stored)
-                except Exception:  # noqa: BLE001 - a listener must never fail score storage
+                except Exception:  # a listener must never fail score storage
                     log.exception("score listener %r failed", listener)
 
     async def _write(self, scores: list[ScoreRecord], decisions: list[DecisionRecord]) -> list[ScoreRecord]:
@@ -139,18 +140,27 @@ class ScoreWriter:
 
     async def _write_refused(self, unit: _Unit, exc: Exception) -> list[ScoreRecord]:
         score, decisions = unit
-        what = f"{score.scorer_id} on {score.run_id or score.conversation_id}" if score else \
-            ", ".join(f"{d.scorer_id} on {d.target_id}" for d in decisions)
+        what = (
+            f"{score.scorer_id} on {score.run_id or score.conversation_id}"
+            if score
+            else ", ".join(f"{d.scorer_id} on {d.target_id}" for d in decisions)
+        )
         error = f"the store refused this score row: {type(exc).__name__}: {exc}"
         if self._refused is not None:
             self._refused.inc()
-        rows = ([_error_row(score, error)] if score else [],
-                [replace(d, decision="failed" if d.decision == "scored" else d.decision, detail=error) for d in decisions])
+        rows = (
+            [_error_row(score, error)] if score else [],
+            [replace(d, decision="failed" if d.decision == "scored" else d.decision, detail=error) for d in decisions],
+        )
         try:
             await self._store.write_scores(*rows)
         except REFUSED as again:
-            log.error("the store refused the scoring rows of %s (%s), and their error rows too (%s): not stored",
-                      what, exc, again)
+            log.error(
+                "the store refused the scoring rows of %s (%s), and their error rows too (%s): not stored",
+                what,
+                exc,
+                again,
+            )
             return []
         log.warning("the store refused the score row of %s (%s): stored as an error row instead", what, exc)
         return rows[0]
@@ -177,8 +187,11 @@ class ScoreWriter:
                 waiter.cancel()
         self._waiters = []
         if left:
-            log.error("%d score/decision row(s) not stored before the deadline; their targets are scored again "
-                      "after the next start", left)
+            log.error(
+                "%d score/decision row(s) not stored before the deadline; their targets are scored again "
+                "after the next start",
+                left,
+            )
         return left == 0
 
 
@@ -193,7 +206,7 @@ def _units(scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -
     by_score: dict[str, list[DecisionRecord]] = {s.id: [] for s in scores}
     alone: list[DecisionRecord] = []
     for d in decisions:
-        (by_score[d.score_id] if d.score_id in by_score else alone).append(d)
+        (by_score.get(d.score_id, alone) if d.score_id is not None else alone).append(d)
     return [(s, by_score[s.id]) for s in scores] + [(None, [d]) for d in alone]
 
 
@@ -205,7 +218,22 @@ def _error_row(score: ScoreRecord, error: str) -> ScoreRecord:
     """``score`` as an error row that says why it was refused, without what the scorer returned
     (any of which may be what the store refused); the judge's cost is kept for the budget."""
     meta = {k: v for k, v in (score.metadata or {}).items() if k in _KEPT_METADATA}
-    return replace(score, score=None, reason=None, status="error", error=error, error_type="StoreRefused",
-                   label=None, preprocess_step_result=None, analyze_step_result=None, preprocess_prompt=None,
-                   analyze_prompt=None, generate_score_prompt=None, generate_reason_prompt=None,
-                   judge_input_tokens=None, judge_output_tokens=None, judge_attempts=None, metadata=meta)
+    return replace(
+        score,
+        score=None,
+        reason=None,
+        status="error",
+        error=error,
+        error_type="StoreRefused",
+        label=None,
+        preprocess_step_result=None,
+        analyze_step_result=None,
+        preprocess_prompt=None,
+        analyze_prompt=None,
+        generate_score_prompt=None,
+        generate_reason_prompt=None,
+        judge_input_tokens=None,
+        judge_output_tokens=None,
+        judge_attempts=None,
+        metadata=meta,
+    )

@@ -13,26 +13,63 @@ import pyarrow as pa
 
 from tracescorer.store.upsert import unregister
 
-
 _S, _U, _I = pa.string(), pa.uint64(), pa.int64()
 
 # The columns built from Python for each table, in order; the TIMESTAMPTZ columns are computed
 # in SQL from the microsecond values.
-SPAN_INPUT = pa.schema([
-    ("trace_id", _S), ("span_id", _S), ("parent_span_id", _S), ("trace_state", _S), ("flags", _U),
-    ("name", _S), ("kind", _S), ("start_us", _I), ("end_us", _I), ("start_ns", _U), ("end_ns", _U),
-    ("status_code", _S), ("status_message", _S), ("service_name", _S), ("scope_name", _S),
-    ("scope_version", _S), ("resource_attributes", _S), ("scope_attributes", _S), ("attributes", _S),
-    ("events", _S), ("links", _S), ("dropped_attributes_count", _U), ("dropped_events_count", _U),
-    ("dropped_links_count", _U), ("resource_schema_url", _S), ("scope_schema_url", _S),
-])
+SPAN_INPUT = pa.schema(
+    [
+        ("trace_id", _S),
+        ("span_id", _S),
+        ("parent_span_id", _S),
+        ("trace_state", _S),
+        ("flags", _U),
+        ("name", _S),
+        ("kind", _S),
+        ("start_us", _I),
+        ("end_us", _I),
+        ("start_ns", _U),
+        ("end_ns", _U),
+        ("status_code", _S),
+        ("status_message", _S),
+        ("service_name", _S),
+        ("scope_name", _S),
+        ("scope_version", _S),
+        ("resource_attributes", _S),
+        ("scope_attributes", _S),
+        ("attributes", _S),
+        ("events", _S),
+        ("links", _S),
+        ("dropped_attributes_count", _U),
+        ("dropped_events_count", _U),
+        ("dropped_links_count", _U),
+        ("resource_schema_url", _S),
+        ("scope_schema_url", _S),
+    ]
+)
 
-LOG_INPUT = pa.schema([
-    ("time_ns", _U), ("observed_ns", _U), ("severity_number", pa.int32()), ("severity_text", _S),
-    ("event_name", _S), ("body", _S), ("attributes", _S), ("trace_id", _S), ("span_id", _S), ("flags", _U),
-    ("dropped_attributes_count", _U), ("service_name", _S), ("scope_name", _S), ("scope_version", _S),
-    ("resource_attributes", _S), ("scope_attributes", _S), ("resource_schema_url", _S), ("scope_schema_url", _S),
-])
+LOG_INPUT = pa.schema(
+    [
+        ("time_ns", _U),
+        ("observed_ns", _U),
+        ("severity_number", pa.int32()),
+        ("severity_text", _S),
+        ("event_name", _S),
+        ("body", _S),
+        ("attributes", _S),
+        ("trace_id", _S),
+        ("span_id", _S),
+        ("flags", _U),
+        ("dropped_attributes_count", _U),
+        ("service_name", _S),
+        ("scope_name", _S),
+        ("scope_version", _S),
+        ("resource_attributes", _S),
+        ("scope_attributes", _S),
+        ("resource_schema_url", _S),
+        ("scope_schema_url", _S),
+    ]
+)
 
 SPAN_INSERT = """
 INSERT INTO {catalog}.spans SELECT
@@ -57,7 +94,9 @@ FROM log_batch
 
 
 def _table(schema: pa.Schema, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
-    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
+    return pa.Table.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=False), schema, strict=False)], schema=schema
+    )
 
 
 def span_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:

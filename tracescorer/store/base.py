@@ -56,8 +56,11 @@ class DataError(StoreError):
 REFUSED: tuple[type[Exception], ...] = (DataError, TypeError, ValueError, OverflowError)
 
 
-async def write_narrowing(items: list[T], write: Callable[[list[T], bool], Awaitable[None]],
-                          refused: Callable[[T, Exception], Awaitable[None]]) -> list[T]:
+async def write_narrowing(
+    items: list[T],
+    write: Callable[[list[T], bool], Awaitable[None]],
+    refused: Callable[[T, Exception], Awaitable[None]],
+) -> list[T]:
     """``write(items, False)``; when the store refuses them as data (:data:`REFUSED`), write them
     by halves (``write(part, True)``: a retry) down to single items and hand each one still refused
     to ``refused``, so one bad item cannot hold back the others for good. Returns the items written
@@ -87,7 +90,7 @@ class QueryResult:
     truncated: bool = False
 
     def dicts(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row)) for row in self.rows]
+        return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +156,9 @@ class SpanLog(Protocol):
         :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`; items
         whose values cannot be stored are refused one by one in the outcome."""
 
-    async def load_traces(self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
-                          ) -> dict[str, TraceData]:
+    async def load_traces(
+        self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
+    ) -> dict[str, TraceData]:
         """Every stored span/log record of the given traces; ``received`` (epoch seconds, from
         :class:`AppendOutcome`) bounds the read to the items received in that range."""
 
@@ -183,8 +187,9 @@ class SpanLog(Protocol):
 class ResultStore(Protocol):
     """Runs, conversations, scores, decisions: the history people query."""
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
-                          new_traces: Collection[str] = ()) -> None:
+    async def upsert_runs(
+        self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
+    ) -> None:
         """Insert or update runs by run id; for the traces in ``replace_traces`` (re-assembled),
         runs not in ``runs`` are deleted. ``new_traces``: as for :meth:`SpanLog.record_assembly`."""
 
@@ -193,8 +198,7 @@ class ResultStore(Protocol):
     async def load_conversation(self, conversation_id: str) -> Conversation | None:
         """Every stored run of the conversation, by start time."""
 
-    async def target_ids(self, scope: str, *, since: dt.datetime | None,
-                         until: dt.datetime | None) -> list[str]:
+    async def target_ids(self, scope: str, *, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
         """Run ids (``scope='run'``) or conversation ids started in the time range, oldest first."""
 
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
@@ -208,8 +212,9 @@ class ResultStore(Protocol):
         ``older_than`` (None: none for their age). A store whose key indexes are held in memory
         also deletes the oldest results, and assembly records, past its index budget."""
 
-    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
-                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
@@ -222,8 +227,9 @@ class ResultStore(Protocol):
     async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
         """Claim score versions for ``owner``; ``{score_id: attempts so far}`` of those claimed."""
 
-    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
-                                all_sinks: Sequence[str]) -> int:
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
         """Store attempt outcomes, release the claims; rows updated."""
 
     async def next_delivery_due_in(self, sink: str) -> float | None:
@@ -266,8 +272,9 @@ class SharedCoordination(Protocol):
     requests-per-minute bucket is one shared bucket.
     """
 
-    async def claim_conversations(self, *, idle_s: float, lease_s: float, limit: int,
-                                  max_age_s: float) -> list[ConversationClaim]:
+    async def claim_conversations(
+        self, *, idle_s: float, lease_s: float, limit: int, max_age_s: float
+    ) -> list[ConversationClaim]:
         """Claim up to ``limit`` conversations idle for ``idle_s`` (activity within ``max_age_s``)
         that nobody holds a live lease on, for ``lease_s``."""
 

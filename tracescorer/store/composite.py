@@ -87,8 +87,13 @@ class CompositeStore:
         except BaseException:
             await self.span_log.close(5.0)
             raise
-        log.info("results in PostgreSQL (%s, schema %s); span log %s (instance %s)",
-                 mask_dsn(self.results.dsn), self.results.schema, self.span_log.path, instance)
+        log.info(
+            "results in PostgreSQL (%s, schema %s); span log %s (instance %s)",
+            mask_dsn(self.results.dsn),
+            self.results.schema,
+            self.span_log.path,
+            instance,
+        )
 
     async def close(self, timeout_s: float = 30.0) -> bool:
         results_ok = await self.results.close(min(5.0, timeout_s))
@@ -119,8 +124,9 @@ class CompositeStore:
     async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
         return await self.span_log.append(spans, logs)
 
-    async def load_traces(self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
-                          ) -> dict[str, TraceData]:
+    async def load_traces(
+        self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
+    ) -> dict[str, TraceData]:
         return await self.span_log.load_traces(trace_ids, received=received)
 
     async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
@@ -140,8 +146,9 @@ class CompositeStore:
 
     # --- ResultStore: PostgreSQL ------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
-                          new_traces: Collection[str] = ()) -> None:
+    async def upsert_runs(
+        self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
+    ) -> None:
         await self.results.upsert_runs(runs, replace_traces=replace_traces, new_traces=new_traces)
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
@@ -162,13 +169,16 @@ class CompositeStore:
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         shared = await self.results.prune_results(older_than)
         own = await self.span_log.prune_results(None)  # the span log's assembly records, within its index budget
-        return dataclasses.replace(own, deleted={**own.deleted, **shared.deleted},
-                                   transactions=own.transactions + shared.transactions)
+        return dataclasses.replace(
+            own, deleted={**own.deleted, **shared.deleted}, transactions=own.transactions + shared.transactions
+        )
 
-    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
-                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
-        return await self.results.unscored_recent(run_scorer_ids, window_s=window_s,
-                                                  conversation_scorer_ids=conversation_scorer_ids)
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
+        return await self.results.unscored_recent(
+            run_scorer_ids, window_s=window_s, conversation_scorer_ids=conversation_scorer_ids
+        )
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
         return await self.results.due_deliveries(sink, owner, limit, ignore_backoff)
@@ -176,8 +186,9 @@ class CompositeStore:
     async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
         return await self.results.claim_deliveries(sink, owner, lease_s, claims)
 
-    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
-                                all_sinks: Sequence[str]) -> int:
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
         return await self.results.record_deliveries(sink, owner, outcomes, all_sinks)
 
     async def next_delivery_due_in(self, sink: str) -> float | None:
@@ -210,8 +221,9 @@ class CompositeStore:
 
     # --- SharedCoordination: PostgreSQL -------------------------------------------------------------
 
-    async def claim_conversations(self, *, idle_s: float, lease_s: float, limit: int,
-                                  max_age_s: float) -> list[ConversationClaim]:
+    async def claim_conversations(
+        self, *, idle_s: float, lease_s: float, limit: int, max_age_s: float
+    ) -> list[ConversationClaim]:
         return await self.results.claim_conversations(idle_s=idle_s, lease_s=lease_s, limit=limit, max_age_s=max_age_s)
 
     async def renew_conversations(self, conversation_ids: Sequence[str], lease_s: float) -> list[str]:

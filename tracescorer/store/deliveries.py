@@ -138,8 +138,9 @@ def settled_mark(con: Any, sink: str) -> int | None:
     return int(row[0][0] if row[0][0] is not None else row[0][1])
 
 
-def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool = False,
-             mark: int | None = None) -> tuple[list[DueScore], int | None]:
+def read_due(
+    con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool = False, mark: int | None = None
+) -> tuple[list[DueScore], int | None]:
     """The oldest ``limit`` score versions ``sink`` has not delivered or given up on, and the
     settled mark to pass next time (``mark``: the one from the last call, None the first time).
 
@@ -171,8 +172,14 @@ def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool =
                 continue  # waiting for its retry
             if d[4] is not None and d[4] > now and d[5] != owner:
                 continue  # another daemon holds it
-            due.append(DueScore(**dict(zip(_SCORE_FIELDS, row[:n])), version=version,
-                                attempts=d[2] if current else 0, delivered_version=d[6]))
+            due.append(
+                DueScore(
+                    **dict(zip(_SCORE_FIELDS, row[:n], strict=False)),
+                    version=version,
+                    attempts=d[2] if current else 0,
+                    delivered_version=d[6],
+                )
+            )
             if len(due) >= limit:
                 break
         after, after_id = page[-1][n], page[-1][0]
@@ -180,8 +187,12 @@ def read_due(con: Any, sink: str, owner: str, limit: int, ignore_backoff: bool =
             break
     next_mark = first_unsettled if first_unsettled is not None else max(mark, after)
     runs = _run_rows(con, [d.run_id for d in due if d.run_id is not None])  # for the due rows only
-    due = [dataclasses.replace(d, scored_end_unix_nano=runs[d.run_id][0], service_name=runs[d.run_id][1])
-           if d.run_id in runs else d for d in due]
+    due = [
+        dataclasses.replace(d, scored_end_unix_nano=runs[d.run_id][0], service_name=runs[d.run_id][1])
+        if d.run_id in runs
+        else d
+        for d in due
+    ]
     conversations = conversations_of(due)
     if conversations:
         first = {c: (t, s) for c, t, s in con.execute(_FIRST_RUNS_SQL, [conversations]).fetchall()}
@@ -199,9 +210,10 @@ def _delivery_rows(con: Any, sink: str, score_ids: list[str]) -> dict[str, tuple
     out: dict[str, tuple[Any, ...]] = {}
     for part in chunks(score_ids):
         for r in con.execute(
-                "SELECT score_id, score_version, status, attempts, epoch_us(next_attempt_at), epoch_us(claimed_until), "
-                f"claimed_by, delivered_version FROM score_deliveries WHERE {key_in('score_id', len(part))} AND sink = ?",
-                [*part, sink]).fetchall():
+            "SELECT score_id, score_version, status, attempts, epoch_us(next_attempt_at), epoch_us(claimed_until), "
+            f"claimed_by, delivered_version FROM score_deliveries WHERE {key_in('score_id', len(part))} AND sink = ?",
+            [*part, sink],
+        ).fetchall():
             out[r[0]] = tuple(r[1:])
     return out
 
@@ -210,8 +222,8 @@ def _run_rows(con: Any, run_ids: list[str]) -> dict[str, tuple[Any, Any]]:
     out: dict[str, tuple[Any, Any]] = {}
     for part in chunks(sorted(set(run_ids))):
         for run_id, ended, service in con.execute(
-                f"SELECT run_id, ended_at_unix_nano, service_name FROM runs WHERE {key_in('run_id', len(part))}",
-                part).fetchall():
+            f"SELECT run_id, ended_at_unix_nano, service_name FROM runs WHERE {key_in('run_id', len(part))}", part
+        ).fetchall():
             out[run_id] = (ended, service)
     return out
 
@@ -304,8 +316,10 @@ def _mark_exported(con: Any, score_ids: Sequence[str], all_sinks: Sequence[str])
         versions = dict(con.execute(f"SELECT id, epoch_us(updated_at) FROM scores WHERE {marks}", part).fetchall())
         delivered: dict[str, set[str]] = {}
         for score_id, sink, version in con.execute(
-                f"SELECT score_id, sink, score_version FROM score_deliveries WHERE {key_in('score_id', len(part))} "
-                "AND status = 'delivered'", part).fetchall():
+            f"SELECT score_id, sink, score_version FROM score_deliveries WHERE {key_in('score_id', len(part))} "
+            "AND status = 'delivered'",
+            part,
+        ).fetchall():
             if sink in sinks and versions.get(score_id) == version:
                 delivered.setdefault(score_id, set()).add(sink)
         done = [score_id for score_id, got in delivered.items() if got == sinks]
@@ -326,10 +340,20 @@ def record(con: Any, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
     for start in range(0, len(outcomes), PAGE):
         part = outcomes[start : start + PAGE]
         ids = [o.score_id for o in part]
-        row = con.execute(_record_sql(len(set(ids))), [
-            ids, [o.version for o in part], [o.status for o in part], [o.attempts for o in part],
-            [o.error for o in part], [int(max(0.0, o.retry_in_s) * 1e6) for o in part], *sorted(set(ids)), sink, owner,
-        ]).fetchall()
+        row = con.execute(
+            _record_sql(len(set(ids))),
+            [
+                ids,
+                [o.version for o in part],
+                [o.status for o in part],
+                [o.attempts for o in part],
+                [o.error for o in part],
+                [int(max(0.0, o.retry_in_s) * 1e6) for o in part],
+                *sorted(set(ids)),
+                sink,
+                owner,
+            ],
+        ).fetchall()
         updated += int(row[0][0]) if row else 0
     delivered = [o.score_id for o in outcomes if o.status == DELIVERED]
     if delivered:
@@ -358,4 +382,4 @@ def states(con: Any, sink: str | None = None) -> list[dict[str, Any]]:
         params,
     )
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=False)) for r in cur.fetchall()]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
+from tracescorer.monitors.evaluator import MonitorState
 from tracescorer.sizes import size_bytes
 from tracescorer.store import deliveries, keys, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
@@ -41,12 +42,11 @@ from tracescorer.store.base import (
     StoreError,
     TraceData,
 )
-from tracescorer.store.ipc import AsyncChannel, encode
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
-from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
-from tracescorer.monitors.evaluator import MonitorState
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.fresh import NewTraces
+from tracescorer.store.ipc import AsyncChannel, encode
+from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
 
@@ -110,9 +110,15 @@ class DuckDBStore:
         self.path = str(path)
         self.max_queue_items = max_queue_items
         self._options = wire.EngineOptions(
-            path=self.path, memory_limit=memory_limit, checkpoint_threshold=checkpoint_threshold,
-            max_batch_items=max_batch_items, readers=readers, compression=compression,
-            duckdb_threads=threads, results_delay_s=results_delay_s, settings=dict(duckdb_settings or {}),
+            path=self.path,
+            memory_limit=memory_limit,
+            checkpoint_threshold=checkpoint_threshold,
+            max_batch_items=max_batch_items,
+            readers=readers,
+            compression=compression,
+            duckdb_threads=threads,
+            results_delay_s=results_delay_s,
+            settings=dict(duckdb_settings or {}),
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
@@ -151,10 +157,17 @@ class DuckDBStore:
         parent, child = socket.socketpair()
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tracescorer.store.engine", "--fd", str(child.fileno()),
-                "--options", json.dumps(self._options.to_json()),
-                "--log-level", logging.getLevelName(log.getEffectiveLevel()),
-                pass_fds=(child.fileno(),), stdin=asyncio.subprocess.DEVNULL,
+                sys.executable,
+                "-m",
+                "tracescorer.store.engine",
+                "--fd",
+                str(child.fileno()),
+                "--options",
+                json.dumps(self._options.to_json()),
+                "--log-level",
+                logging.getLevelName(log.getEffectiveLevel()),
+                pass_fds=(child.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL,
             )
         finally:
             child.close()
@@ -183,12 +196,12 @@ class DuckDBStore:
             channel.send(encode((0, wire.CLOSE, timeout_s)))
             try:
                 drained = await asyncio.wait_for(asyncio.shield(closed), timeout_s + 10)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 drained = False
         if self._process is not None:
             try:
                 await asyncio.wait_for(self._process.wait(), 10)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 log.error("store process did not exit; killing it")
                 self._process.kill()
                 await self._process.wait()
@@ -264,9 +277,11 @@ class DuckDBStore:
         if self._process is not None:
             try:
                 status = await asyncio.wait_for(self._process.wait(), 10)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
-        why = " (DuckDB invalidated its database: see the store's error above)" if status == wire.EXIT_INVALIDATED else ""
+        why = (
+            " (DuckDB invalidated its database: see the store's error above)" if status == wire.EXIT_INVALIDATED else ""
+        )
         log.error("store process exited unexpectedly with status %s%s; restarting it", status, why)
         delay = 0.5
         while not self._closing:
@@ -330,21 +345,26 @@ class DuckDBStore:
         if self._pending_items and self._pending_items + items > self.max_queue_items:
             raise QueueFull(f"write queue full ({self._pending_items} items waiting)")
         stored, rejected, detail, first, last = await self._request(
-            wire.TELEMETRY, (span_rows or None, log_rows or None), items)
+            wire.TELEMETRY, (span_rows or None, log_rows or None), items
+        )
         if detail:
             message = "; ".join(filter(None, (message, detail)))
-        return AppendOutcome(stored=stored, rejected=rejected + len(bad), message=message, received_from=first,
-                             received_to=last)
+        return AppendOutcome(
+            stored=stored, rejected=rejected + len(bad), message=message, received_from=first, received_to=last
+        )
 
-    async def load_traces(self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
-                          ) -> dict[str, TraceData]:
+    async def load_traces(
+        self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
+    ) -> dict[str, TraceData]:
         found = await self.read(ops.load_traces, list(trace_ids), received)
-        return {tid: TraceData(spans=tuple(rows.span_from_row(r) for r in s), logs=tuple(rows.log_from_row(r) for r in lg))
-                for tid, (s, lg) in found.items()}
+        return {
+            tid: TraceData(spans=tuple(rows.span_from_row(r) for r in s), logs=tuple(rows.log_from_row(r) for r in lg))
+            for tid, (s, lg) in found.items()
+        }
 
     async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
         marker = await self.read(ops.read_marker, _WATERMARK)
-        since = dt.datetime.fromtimestamp(0, dt.timezone.utc)
+        since = dt.datetime.fromtimestamp(0, dt.UTC)
         if marker:
             since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
         return await self.read(ops.pending_traces, since, limit)
@@ -357,7 +377,9 @@ class DuckDBStore:
 
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         new = set(new_traces)
-        await self.write(ops.record_assembly, [_assembly_values(r) for r in records], [r.trace_id in new for r in records])
+        await self.write(
+            ops.record_assembly, [_assembly_values(r) for r in records], [r.trace_id in new for r in records]
+        )
 
     async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
         deleted: dict[str, int] = {}
@@ -368,12 +390,14 @@ class DuckDBStore:
 
     # --- ResultStore ------------------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
-                          new_traces: Collection[str] = ()) -> None:
+    async def upsert_runs(
+        self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
+    ) -> None:
         new = set(new_traces)
         self._new_traces.assembled(new, [*replace_traces, *(r.trace_id for r in runs if r.trace_id not in new)])
-        await self.write(ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces),
-                         [r.trace_id in new for r in runs])
+        await self.write(
+            ops.upsert_runs, [run_to_row(r) for r in runs], list(replace_traces), [r.trace_id in new for r in runs]
+        )
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
         return [run_from_row(r) for r in await self.read(ops.load_runs, list(run_ids))]
@@ -388,8 +412,13 @@ class DuckDBStore:
 
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
         fresh = self._new_traces
-        await self.write(ops.write_scores, [score_values(s) for s in scores], [decision_values(d) for d in decisions],
-                         [fresh.score(s) for s in scores], [fresh.decision(d) for d in decisions])
+        await self.write(
+            ops.write_scores,
+            [score_values(s) for s in scores],
+            [decision_values(d) for d in decisions],
+            [fresh.score(s) for s in scores],
+            [fresh.decision(d) for d in decisions],
+        )
 
     async def spent_today_usd(self) -> float:
         return await self.read(ops.spent_today)
@@ -397,39 +426,50 @@ class DuckDBStore:
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         marker = await self.read(ops.read_marker, _WATERMARK)
         # traces recovery may still look at keep their assembly records (else they would be assembled again)
-        keep_after = (dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker
-                      else dt.datetime.fromtimestamp(0, dt.timezone.utc))
+        keep_after = (
+            dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker else dt.datetime.fromtimestamp(0, dt.UTC)
+        )
         plan = await self.read(keys.plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
         deleted: dict[str, int] = {}
         for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them
             for table, count in (await self.write(keys.delete_before, before, keep_after)).items():
                 deleted[table] = deleted.get(table, 0) + count
         cutoff = plan["budget_cutoff"]
-        return ResultsPruned(deleted=deleted, keys=plan["keys"], max_keys=self.max_index_keys,
-                             index_bytes=await self.read(keys.index_bytes), transactions=len(plan["steps"]),
-                             budget_cutoff=None if cutoff is None else dt.datetime.fromtimestamp(cutoff, dt.timezone.utc))
+        return ResultsPruned(
+            deleted=deleted,
+            keys=plan["keys"],
+            max_keys=self.max_index_keys,
+            index_bytes=await self.read(keys.index_bytes),
+            transactions=len(plan["steps"]),
+            budget_cutoff=None if cutoff is None else dt.datetime.fromtimestamp(cutoff, dt.UTC),
+        )
 
-    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
-                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
-        runs, conversations = await self.read(ops.unscored_recent, list(run_scorer_ids),
-                                              list(conversation_scorer_ids), window_s)
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
+        runs, conversations = await self.read(
+            ops.unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s
+        )
         decided = {("run", r[0]): frozenset(d) for r, d in runs}
         decided.update({("conversation", c): frozenset(d) for c, d in conversations})
-        return PendingRecovery(runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations],
-                               decided=decided)
+        return PendingRecovery(
+            runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations], decided=decided
+        )
 
     # --- export deliveries (tracescorer.store.deliveries) ------------------------------------------
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
-        due, self._settled[sink] = await self.read(deliveries.read_due, sink, owner, limit, ignore_backoff,
-                                                   self._settled.get(sink))
+        due, self._settled[sink] = await self.read(
+            deliveries.read_due, sink, owner, limit, ignore_backoff, self._settled.get(sink)
+        )
         return due
 
     async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
         return await self.write(deliveries.claim, sink, owner, lease_s, list(claims))
 
-    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
-                                all_sinks: Sequence[str]) -> int:
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
         return await self.write(deliveries.record, sink, owner, list(outcomes), list(all_sinks))
 
     async def next_delivery_due_in(self, sink: str) -> float | None:
@@ -458,8 +498,18 @@ class DuckDBStore:
 
 
 def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
-    return (record.trace_id, record.reason, record.incomplete, record.span_count, record.log_count,
-            record.run_count, record.unmatched_reason, record.service_name, record.root_name, record.last_received_at)
+    return (
+        record.trace_id,
+        record.reason,
+        record.incomplete,
+        record.span_count,
+        record.log_count,
+        record.run_count,
+        record.unmatched_reason,
+        record.service_name,
+        record.root_name,
+        record.last_received_at,
+    )
 
 
 # --- read-only access (CLI without a running daemon) -----------------------------------------------

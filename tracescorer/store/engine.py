@@ -190,10 +190,14 @@ class Engine:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._threads.append(threading.Thread(target=self._writer, args=(self._telemetry, False),
-                                              name="store-telemetry-writer", daemon=True))
-        self._threads.append(threading.Thread(target=self._writer, args=(self._stage, True),
-                                              name="store-stage-writer", daemon=True))
+        self._threads.append(
+            threading.Thread(
+                target=self._writer, args=(self._telemetry, False), name="store-telemetry-writer", daemon=True
+            )
+        )
+        self._threads.append(
+            threading.Thread(target=self._writer, args=(self._stage, True), name="store-stage-writer", daemon=True)
+        )
         for i in range(self.options.readers):
             self._threads.append(threading.Thread(target=self._reader, name=f"store-reader-{i}", daemon=True))
         if self.options.path != ":memory:":  # joined at shutdown too: it must not checkpoint a closed database
@@ -313,8 +317,11 @@ class Engine:
                 return None
             if q.delay_s:
                 until = q.jobs[0].queued_at + q.delay_s
-                while (not q.closing and sum(job.items for job in q.jobs) < self.options.max_batch_items
-                       and (left := until - time.monotonic()) > 0):
+                while (
+                    not q.closing
+                    and sum(job.items for job in q.jobs) < self.options.max_batch_items
+                    and (left := until - time.monotonic()) > 0
+                ):
                     q.cond.wait(left)
             batch = [q.jobs.popleft()]
             if _alone(batch[0]):
@@ -341,7 +348,7 @@ class Engine:
                             con.close()
                         except duckdb.Error:
                             pass  # closing a cursor must not stop the writer
-            except BaseException as exc:  # noqa: BLE001 - the writer must outlive anything a job does
+            except BaseException as exc:  # the writer must outlive anything a job does
                 log.exception("writer failed")
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
@@ -353,8 +360,10 @@ class Engine:
             if job.kind == TELEMETRY and job.arrow is None:
                 span_rows, log_rows = job.payload
                 try:
-                    job.arrow = (appends.span_table(span_rows) if span_rows else None,
-                                 appends.log_table(log_rows) if log_rows else None)
+                    job.arrow = (
+                        appends.span_table(span_rows) if span_rows else None,
+                        appends.log_table(log_rows) if log_rows else None,
+                    )
                 except _DATA_ERRORS:
                     job.arrow = None
 
@@ -413,9 +422,13 @@ class Engine:
             self._release_log()
         commit_id = self._commit_id = next(self._commits)
         self._failing = None
-        commit = {"commit_id": commit_id, "commit_s": time.perf_counter() - started,
-                  "spans": sum(t.num_rows for t in spans), "logs": sum(t.num_rows for t in logs)}
-        for job, result in zip(batch, results):
+        commit = {
+            "commit_id": commit_id,
+            "commit_s": time.perf_counter() - started,
+            "spans": sum(t.num_rows for t in spans),
+            "logs": sum(t.num_rows for t in logs),
+        }
+        for job, result in zip(batch, results, strict=False):
             if job.kind == TELEMETRY:
                 result = (job.items, 0, "", received, received)
             self._reply(job.req_id, True, result, {**self._meta(), **commit})
@@ -460,8 +473,10 @@ class Engine:
         times: list[float] = []
         stored = 0
         try:
-            for rows, table_of, insert in ((span_rows, appends.span_table, appends.insert_spans),
-                                           (log_rows, appends.log_table, appends.insert_logs)):
+            for rows, table_of, insert in (
+                (span_rows, appends.span_table, appends.insert_spans),
+                (log_rows, appends.log_table, appends.insert_logs),
+            ):
                 if rows:
                     stored += self._store_halves(rows, table_of, insert, errors, times)
         except duckdb.Error as exc:  # not the data: the database is failing
@@ -471,12 +486,21 @@ class Engine:
         rejected = job.items - stored
         message = f"{rejected} item(s) could not be stored: {errors[0]}" if errors else ""
         now = time.time()
-        self._reply(job.req_id, True, (stored, rejected, message, min(times, default=now), max(times, default=now)),
-                    self._meta())
+        self._reply(
+            job.req_id,
+            True,
+            (stored, rejected, message, min(times, default=now), max(times, default=now)),
+            self._meta(),
+        )
 
-    def _store_halves(self, rows: Sequence[tuple[Any, ...]], table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
-                      insert: Callable[[Connection, Sequence[pa.Table], float, str], None], errors: list[str],
-                      times: list[float]) -> int:
+    def _store_halves(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
+        insert: Callable[[Connection, Sequence[pa.Table], float, str], None],
+        errors: list[str],
+        times: list[float],
+    ) -> int:
         n = len(rows)
         if n == 0:
             return 0
@@ -502,15 +526,22 @@ class Engine:
         times.append(received)
         return n
 
-    def _halve(self, rows: Sequence[tuple[Any, ...]], table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
-               insert: Callable[[Connection, Sequence[pa.Table], float, str], None], errors: list[str],
-               times: list[float], exc: BaseException) -> int:
+    def _halve(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
+        insert: Callable[[Connection, Sequence[pa.Table], float, str], None],
+        errors: list[str],
+        times: list[float],
+        exc: BaseException,
+    ) -> int:
         if len(rows) == 1:
             errors.append(str(exc).splitlines()[0][:300])
             return 0
         mid = len(rows) // 2
-        return (self._store_halves(rows[:mid], table_of, insert, errors, times)
-                + self._store_halves(rows[mid:], table_of, insert, errors, times))
+        return self._store_halves(rows[:mid], table_of, insert, errors, times) + self._store_halves(
+            rows[mid:], table_of, insert, errors, times
+        )
 
     @staticmethod
     def _rollback(con: Connection) -> None:

@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from tracescorer.store.composite import CompositeStore
 
 
-def build_store(settings: Settings, *, observer: CommitObserver | None = None,
-                owner: str = "") -> DuckDBStore | CompositeStore:
+def build_store(
+    settings: Settings, *, observer: CommitObserver | None = None, owner: str = ""
+) -> DuckDBStore | CompositeStore:
     """A new (unopened) store; ``owner`` names this process in claims (postgres mode)."""
     s = settings.store
     span_log = DuckDBStore(
@@ -34,6 +35,12 @@ def build_store(settings: Settings, *, observer: CommitObserver | None = None,
 
     pg = s.postgres
     results = PostgresResultStore(
-        pg.dsn, schema=pg.schema_name, pool_min_size=pg.pool_min_size, pool_max_size=pg.pool_max_size,
-        connect_timeout_s=pg.connect_timeout_s, query_role=pg.query_role or None, owner=owner)
+        pg.dsn,
+        schema=pg.schema_name,
+        pool_min_size=pg.pool_min_size,
+        pool_max_size=pg.pool_max_size,
+        connect_timeout_s=pg.connect_timeout_s,
+        query_role=pg.query_role or None,
+        owner=owner,
+    )
     return CompositeStore(span_log, results)

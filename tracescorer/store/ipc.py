@@ -28,8 +28,10 @@ def encode(message: Any) -> bytes:
 
 def enlarge_buffers(sock: socket.socket) -> None:
     """Ask for socket buffers of a few MB (privileged processes may exceed the system default)."""
-    for force, plain in ((getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF),
-                         (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF)):
+    for force, plain in (
+        (getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF),
+        (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF),
+    ):
         for option in (force, plain):
             if option is None:
                 continue

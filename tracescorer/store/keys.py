@@ -46,13 +46,19 @@ def _count(con: Any, table: str) -> int:
 def index_bytes(con: Any) -> int:
     """Memory DuckDB holds for key indexes now (what is loaded: after a checkpoint an index is
     read back by the next write that touches its table)."""
-    rows = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
-                       ).fetchall()
+    rows = con.execute(
+        "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ART_INDEX'"
+    ).fetchall()
     return int(rows[0][0])
 
 
-def plan_prune(con: Any, older_than: dt.datetime | None, budget: int | None,
-               keep_assembly_after: dt.datetime, slice_keys: int = 20_000) -> dict[str, Any]:
+def plan_prune(
+    con: Any,
+    older_than: dt.datetime | None,
+    budget: int | None,
+    keep_assembly_after: dt.datetime,
+    slice_keys: int = 20_000,
+) -> dict[str, Any]:
     """Plan a retention pass (on a read cursor): results last written before ``older_than`` go and,
     when the tables hold more than ``budget`` keys, the oldest until they hold :data:`REFILL` of
     it; assembly records written after ``keep_assembly_after`` stay whatever the budget (recovery
@@ -67,15 +73,25 @@ def plan_prune(con: Any, older_than: dt.datetime | None, budget: int | None,
     counts = {table: _count(con, table) for table in _TABLES}
     keys = sum(counts[table] * per_row for table, (per_row, _) in _TABLES.items())
     # the times rows were written, one per key (a run has two), of the rows that may go
-    times = " UNION ALL ".join([
-        *(f"SELECT {column} AS t FROM {table}" for table, (per_row, column) in _TABLES.items()
-          for _ in range(per_row) if table not in ("score_deliveries", "assembled_traces")),
-        "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?"])
+    times = " UNION ALL ".join(
+        [
+            *(
+                f"SELECT {column} AS t FROM {table}"
+                for table, (per_row, column) in _TABLES.items()
+                for _ in range(per_row)
+                if table not in ("score_deliveries", "assembled_traces")
+            ),
+            "SELECT assembled_at FROM assembled_traces WHERE assembled_at < ?",
+        ]
+    )
     cutoff = older_than
     budget_cutoff: dt.datetime | None = None
     if budget is not None and keys > budget:
-        kept = int(con.execute("SELECT count(*) FROM assembled_traces WHERE assembled_at >= ?",
-                               [keep_assembly_after]).fetchall()[0][0])
+        kept = int(
+            con.execute(
+                "SELECT count(*) FROM assembled_traces WHERE assembled_at >= ?", [keep_assembly_after]
+            ).fetchall()[0][0]
+        )
         share = min(1.0, 1.0 - max(0.0, budget * REFILL - kept) / max(1, keys - kept))
         found = con.execute(f"SELECT quantile_disc(t, ?) FROM ({times})", [share, keep_assembly_after]).fetchall()
         budget_cutoff = found[0][0] if found else None
@@ -85,16 +101,22 @@ def plan_prune(con: Any, older_than: dt.datetime | None, budget: int | None,
             cutoff = budget_cutoff
     steps: list[dt.datetime] = []
     if cutoff is not None:
-        going = int(con.execute(f"SELECT count(*) FROM ({times}) WHERE t < ?",
-                                [keep_assembly_after, cutoff]).fetchall()[0][0])
+        going = int(
+            con.execute(f"SELECT count(*) FROM ({times}) WHERE t < ?", [keep_assembly_after, cutoff]).fetchall()[0][0]
+        )
         slices = -(-going // max(1, slice_keys))
         if slices > 1:
-            found = con.execute(f"SELECT quantile_disc(t, ?) FROM ({times}) WHERE t < ?",
-                                [[i / slices for i in range(1, slices)], keep_assembly_after, cutoff]).fetchall()
+            found = con.execute(
+                f"SELECT quantile_disc(t, ?) FROM ({times}) WHERE t < ?",
+                [[i / slices for i in range(1, slices)], keep_assembly_after, cutoff],
+            ).fetchall()
             steps = sorted(set(found[0][0] or ()))
         steps.append(cutoff)
-    return {"keys": keys, "steps": steps,
-            "budget_cutoff": budget_cutoff.timestamp() if budget_cutoff is not None else None}
+    return {
+        "keys": keys,
+        "steps": steps,
+        "budget_cutoff": budget_cutoff.timestamp() if budget_cutoff is not None else None,
+    }
 
 
 def delete_before(con: Any, before: dt.datetime, keep_assembly_after: dt.datetime) -> dict[str, int]:

@@ -120,8 +120,10 @@ def _split(con: Any) -> bool:
 
 
 def _has(con: Any, listing: str, column: str) -> bool:
-    rows = con.execute(f"SELECT count(*) FROM {listing} WHERE database_name = current_database() "
-                       f"AND schema_name = 'main' AND {column} = 'spans'").fetchall()
+    rows = con.execute(
+        f"SELECT count(*) FROM {listing} WHERE database_name = current_database() "
+        f"AND schema_name = 'main' AND {column} = 'spans'"
+    ).fetchall()
     return bool(rows and rows[0][0])
 
 
@@ -138,11 +140,13 @@ def attach(con: Any, path: str | Path, *, read_only: bool = False) -> bool:
     missing = [p for p in paths if p != MEMORY and not os.path.exists(p)]
     if missing:
         if _split(con):
-            raise LayoutError(f"the span log {missing[0]} of database {path} is missing; restore it beside the "
-                              "database (the files belong together) or use another store.path")
+            raise LayoutError(
+                f"the span log {missing[0]} of database {path} is missing; restore it beside the "
+                "database (the files belong together) or use another store.path"
+            )
         if read_only:
             return False
-    for catalog, log_path in zip(SPAN_LOGS, paths):
+    for catalog, log_path in zip(SPAN_LOGS, paths, strict=False):
         options = "READ_ONLY" if read_only else f"ROW_GROUP_SIZE {ROW_GROUP_SIZE}"
         con.execute(f"ATTACH IF NOT EXISTS {_literal(log_path)} AS {catalog} ({options})")
     return True

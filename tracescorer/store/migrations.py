@@ -30,14 +30,26 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "delivery state of exported scores, per export sink", deliveries.DDL),
     Migration(3, "state and events of the built-in monitors", monitor_tables.DDL),
-    Migration(4, "assembly records remember the newest item they assembled", (
-        "ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS last_received_at TIMESTAMPTZ",)),
-    Migration(5, "delivery rows are looked up by score", (
-        "CREATE INDEX IF NOT EXISTS score_deliveries_score ON score_deliveries (score_id)",)),
+    Migration(
+        4,
+        "assembly records remember the newest item they assembled",
+        ("ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS last_received_at TIMESTAMPTZ",),
+    ),
+    Migration(
+        5,
+        "delivery rows are looked up by score",
+        ("CREATE INDEX IF NOT EXISTS score_deliveries_score ON score_deliveries (score_id)",),
+    ),
     # the rows were copied to the first span log before this runs (_span_logs)
-    Migration(6, "the span log in two files of its own, read through views", tuple(
-        statement for name in reversed(SPAN_LOG_TABLES)
-        for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name)))),
+    Migration(
+        6,
+        "the span log in two files of its own, read through views",
+        tuple(
+            statement
+            for name in reversed(SPAN_LOG_TABLES)
+            for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name))
+        ),
+    ),
 )
 
 BASELINE_VERSION = 1
@@ -82,7 +94,9 @@ def _span_logs(con: Any) -> None:
                 if copy and catalog == SPAN_LOGS[0]:
                     names = ", ".join(column_names(columns))
                     con.execute(f"DELETE FROM {catalog}.{name}")
-                    con.execute(f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {layout.quote(main)}.main.{name}")
+                    con.execute(
+                        f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {layout.quote(main)}.main.{name}"
+                    )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -21,8 +21,17 @@ EVENT_RETENTION_DAYS = 90
 
 DDL = monitor_tables.DDL
 
-_STATE_COLUMNS = ("monitor_id", "state", "since", "value", "samples", "evaluated_at", "notified_at",
-                  "firing_notified", "pending")
+_STATE_COLUMNS = (
+    "monitor_id",
+    "state",
+    "since",
+    "value",
+    "samples",
+    "evaluated_at",
+    "notified_at",
+    "firing_notified",
+    "pending",
+)
 _TS = "to_timestamp(?::DOUBLE)"
 
 
@@ -67,17 +76,36 @@ def prune_events(con: Any, now: float, keep_days: float = EVENT_RETENTION_DAYS) 
 
 def save(con: Any, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
     """Upsert monitor states and append events (one writer job)."""
-    rows = [[s.monitor_id, s.state, s.since, s.value, s.samples, s.evaluated_at, s.notified_at, s.firing_notified,
-             s.pending] for s in states]
-    upsert(con, "monitor_state", _STATE_COLUMNS, "monitor_id", rows,
-           expressions={c: "to_timestamp({})" for c in ("since", "evaluated_at", "notified_at")},
-           stamps={"updated_at": "now()"})
+    rows = [
+        [
+            s.monitor_id,
+            s.state,
+            s.since,
+            s.value,
+            s.samples,
+            s.evaluated_at,
+            s.notified_at,
+            s.firing_notified,
+            s.pending,
+        ]
+        for s in states
+    ]
+    upsert(
+        con,
+        "monitor_state",
+        _STATE_COLUMNS,
+        "monitor_id",
+        rows,
+        expressions=dict.fromkeys(("since", "evaluated_at", "notified_at"), "to_timestamp({})"),
+        stamps={"updated_at": "now()"},
+    )
     if events:
         marks = "(?, " + _TS + ", ?, ?, ?, ?, ?, ?)"
-        con.execute("INSERT INTO monitor_events (monitor_id, event_at, event, state, value, samples, target, detail) VALUES "
-                    + ", ".join([marks] * len(events)),
-                    [v for e in events for v in (e.monitor_id, e.at, e.event, e.state, e.value, e.samples, e.target,
-                                                e.detail)])
+        con.execute(
+            "INSERT INTO monitor_events (monitor_id, event_at, event, state, value, samples, target, detail) VALUES "
+            + ", ".join([marks] * len(events)),
+            [v for e in events for v in (e.monitor_id, e.at, e.event, e.state, e.value, e.samples, e.target, e.detail)],
+        )
 
 
 def load_states(con: Any, monitor_ids: Sequence[str]) -> list[MonitorState]:
@@ -86,26 +114,43 @@ def load_states(con: Any, monitor_ids: Sequence[str]) -> list[MonitorState]:
     rows = con.execute(
         "SELECT monitor_id, state, epoch(since), value, samples, epoch(evaluated_at), epoch(notified_at), "
         "firing_notified, pending FROM monitor_state WHERE list_contains(?::VARCHAR[], monitor_id)",
-        [list(monitor_ids)]).fetchall()
-    return [MonitorState(monitor_id=r[0], state=r[1], since=r[2], value=r[3], samples=int(r[4] or 0),
-                         evaluated_at=r[5], notified_at=r[6], firing_notified=bool(r[7]), pending=r[8])
-            for r in rows]
+        [list(monitor_ids)],
+    ).fetchall()
+    return [
+        MonitorState(
+            monitor_id=r[0],
+            state=r[1],
+            since=r[2],
+            value=r[3],
+            samples=int(r[4] or 0),
+            evaluated_at=r[5],
+            notified_at=r[6],
+            firing_notified=bool(r[7]),
+            pending=r[8],
+        )
+        for r in rows
+    ]
 
 
 def _specs_cte(specs: Sequence[WindowSpec]) -> tuple[str, list[Any]]:
     values = ", ".join(["(?::INTEGER, ?::VARCHAR[], ?::DOUBLE, ?::DOUBLE, ?::VARCHAR, ?::DOUBLE)"] * len(specs))
-    params: list[Any] = [v for s in specs for v in (s.index, list(s.scorer_ids), s.since, s.width_s, s.example_kind,
-                                                    s.threshold)]
+    params: list[Any] = [
+        v for s in specs for v in (s.index, list(s.scorer_ids), s.since, s.width_s, s.example_kind, s.threshold)
+    ]
     return f"m(idx, ids, since, width, kind, threshold) AS (VALUES {values})", params
 
 
-_MATCH = ("FROM scores s JOIN m ON list_contains(m.ids, s.scorer_id) AND s.updated_at >= to_timestamp(m.since) "
-          "WHERE s.source = 'live' AND s.updated_at >= to_timestamp(?::DOUBLE)")
+_MATCH = (
+    "FROM scores s JOIN m ON list_contains(m.ids, s.scorer_id) AND s.updated_at >= to_timestamp(m.since) "
+    "WHERE s.source = 'live' AND s.updated_at >= to_timestamp(?::DOUBLE)"
+)
 
-_EXAMPLE = ("((m.kind = 'fail' AND s.label = 'fail') OR (m.kind = 'pass' AND s.label = 'pass') "
-            "OR (m.kind = 'error' AND s.status = 'error') OR (m.kind = 'ok' AND s.status = 'ok') "
-            "OR (m.kind = 'below' AND s.status = 'ok' AND s.score < m.threshold) "
-            "OR (m.kind = 'above' AND s.status = 'ok' AND s.score > m.threshold) OR m.kind = 'any')")
+_EXAMPLE = (
+    "((m.kind = 'fail' AND s.label = 'fail') OR (m.kind = 'pass' AND s.label = 'pass') "
+    "OR (m.kind = 'error' AND s.status = 'error') OR (m.kind = 'ok' AND s.status = 'ok') "
+    "OR (m.kind = 'below' AND s.status = 'ok' AND s.score < m.threshold) "
+    "OR (m.kind = 'above' AND s.status = 'ok' AND s.score > m.threshold) OR m.kind = 'any')"
+)
 
 
 def rebuild(con: Any, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
@@ -120,31 +165,62 @@ def rebuild(con: Any, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt
         "count(*) FILTER (s.status = 'ok' AND s.score IS NOT NULL), "
         "coalesce(sum(s.score) FILTER (s.status = 'ok' AND s.score IS NOT NULL), 0), "
         "count(*) FILTER (s.label = 'pass'), count(*) FILTER (s.label = 'fail'), count(*) FILTER (s.status = 'error') "
-        f"{_MATCH} GROUP BY ALL ORDER BY 1, 2", [*params, oldest]).fetchall()
-    buckets = [(int(r[0]), int(r[1]), Counts(n=int(r[2]), ok=int(r[3]), score_sum=float(r[4]), passed=int(r[5]),
-                                             failed=int(r[6]), errors=int(r[7]))) for r in rows]
+        f"{_MATCH} GROUP BY ALL ORDER BY 1, 2",
+        [*params, oldest],
+    ).fetchall()
+    buckets = [
+        (
+            int(r[0]),
+            int(r[1]),
+            Counts(
+                n=int(r[2]), ok=int(r[3]), score_sum=float(r[4]), passed=int(r[5]), failed=int(r[6]), errors=int(r[7])
+            ),
+        )
+        for r in rows
+    ]
     rows = con.execute(
         f"WITH {cte}, x AS (SELECT m.idx, epoch(s.updated_at) AS stored_at, s.id, s.scorer_id, s.status, s.score, s.label, "
         "s.trace_id, s.conversation_id, s.run_id, s.entity_id, coalesce(s.reason, s.error) AS reason, "
         f"row_number() OVER (PARTITION BY m.idx ORDER BY s.updated_at DESC, s.id) AS rn {_MATCH} AND {_EXAMPLE}) "
         "SELECT idx, stored_at, id, scorer_id, status, score, label, trace_id, conversation_id, run_id, entity_id, reason "
-        "FROM x WHERE rn <= ? ORDER BY idx, stored_at", [*params, oldest, max_examples]).fetchall()
-    examples = [(int(r[0]), Sample(at=float(r[1]), score_id=r[2], scorer_id=r[3], status=r[4], score=r[5], label=r[6],
-                                   trace_id=r[7], conversation_id=r[8], run_id=r[9], agent=r[10], reason=r[11]))
-                for r in rows]
+        "FROM x WHERE rn <= ? ORDER BY idx, stored_at",
+        [*params, oldest, max_examples],
+    ).fetchall()
+    examples = [
+        (
+            int(r[0]),
+            Sample(
+                at=float(r[1]),
+                score_id=r[2],
+                scorer_id=r[3],
+                status=r[4],
+                score=r[5],
+                label=r[6],
+                trace_id=r[7],
+                conversation_id=r[8],
+                run_id=r[9],
+                agent=r[10],
+                reason=r[11],
+            ),
+        )
+        for r in rows
+    ]
     return Rebuilt(buckets, examples)
 
 
 # --- SQL text for the read commands (the query endpoint takes text) ---------------------------------
 
-TABLES_SQL = ("SELECT table_name FROM information_schema.tables "
-              "WHERE table_name IN ('monitor_state', 'monitor_events')")
+TABLES_SQL = "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
 
-STATE_SQL = ("SELECT monitor_id, state, since, value, samples, evaluated_at, notified_at, pending "
-             "FROM monitor_state ORDER BY monitor_id")
+STATE_SQL = (
+    "SELECT monitor_id, state, since, value, samples, evaluated_at, notified_at, pending "
+    "FROM monitor_state ORDER BY monitor_id"
+)
 
 
 def events_sql(monitor_id: str | None = None) -> str:
     where = "" if monitor_id is None else " WHERE monitor_id = '" + monitor_id.replace("'", "''") + "'"
-    return ("SELECT event_at, monitor_id, event, state, value, samples, target, detail FROM monitor_events"
-            f"{where} ORDER BY event_at DESC")
+    return (
+        "SELECT event_at, monitor_id, event, state, value, samples, target, detail FROM monitor_events"
+        f"{where} ORDER BY event_at DESC"
+    )

@@ -33,8 +33,7 @@ def where_sql(clauses: Sequence[str]) -> str:
     return f" WHERE {' AND '.join(clauses)}" if clauses else ""
 
 
-def runs(*, trace_id: str | None = None, conversation_id: str | None = None,
-         since: dt.datetime | None = None) -> str:
+def runs(*, trace_id: str | None = None, conversation_id: str | None = None, since: dt.datetime | None = None) -> str:
     """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first."""
     where = []
     if trace_id:
@@ -53,12 +52,19 @@ def unmatched_traces(*, trace_id: str | None = None, since: dt.datetime | None =
         where.append(f"trace_id = {sql_str(trace_id.lower())}")
     if since:
         where.append(f"assembled_at >= {time_literal(since)}")
-    return ("SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
-            f"FROM assembled_traces{where_sql(where)} ORDER BY assembled_at")
+    return (
+        "SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
+        f"FROM assembled_traces{where_sql(where)} ORDER BY assembled_at"
+    )
 
 
-def scores(*, scorer_id: str | None = None, since: dt.datetime | None = None, status: str | None = None,
-           all_columns: bool = False) -> str:
+def scores(
+    *,
+    scorer_id: str | None = None,
+    since: dt.datetime | None = None,
+    status: str | None = None,
+    all_columns: bool = False,
+) -> str:
     """Stored scores, oldest update first: the summary columns, or every column."""
     where = []
     if scorer_id:
@@ -72,35 +78,45 @@ def scores(*, scorer_id: str | None = None, since: dt.datetime | None = None, st
 
 
 def trace_runs(trace_id: str) -> str:
-    return ("SELECT run_id, agent_name, conversation_id, convention, status FROM runs "
-            f"WHERE trace_id = {sql_str(trace_id.lower())} ORDER BY started_at_unix_nano, run_id")
+    return (
+        "SELECT run_id, agent_name, conversation_id, convention, status FROM runs "
+        f"WHERE trace_id = {sql_str(trace_id.lower())} ORDER BY started_at_unix_nano, run_id"
+    )
 
 
 def assembled_trace(trace_id: str) -> str:
-    return ("SELECT reason, incomplete, span_count, unmatched_reason, assembled_at FROM assembled_traces "
-            f"WHERE trace_id = {sql_str(trace_id.lower())}")
+    return (
+        "SELECT reason, incomplete, span_count, unmatched_reason, assembled_at FROM assembled_traces "
+        f"WHERE trace_id = {sql_str(trace_id.lower())}"
+    )
 
 
 def trace_spans_summary(trace_id: str) -> str:
     """Span count, first/last receipt and whether a root span arrived, for a trace not assembled yet."""
-    return ("SELECT count(*) AS spans, min(received_at) AS first_received, max(received_at) AS last_received, "
-            "count(*) FILTER (parent_span_id IS NULL OR parent_span_id = '') AS roots "
-            f"FROM spans WHERE trace_id = {sql_str(trace_id.lower())}")
+    return (
+        "SELECT count(*) AS spans, min(received_at) AS first_received, max(received_at) AS last_received, "
+        "count(*) FILTER (parent_span_id IS NULL OR parent_span_id = '') AS roots "
+        f"FROM spans WHERE trace_id = {sql_str(trace_id.lower())}"
+    )
 
 
 def conversation_runs(conversation_id: str) -> str:
     """A conversation's runs with when each was last (re)written: the conversation's activity."""
-    return ("SELECT run_id, agent_name, trace_id, updated_at FROM runs "
-            f"WHERE conversation_id = {sql_str(conversation_id)} ORDER BY started_at_unix_nano, run_id")
+    return (
+        "SELECT run_id, agent_name, trace_id, updated_at FROM runs "
+        f"WHERE conversation_id = {sql_str(conversation_id)} ORDER BY started_at_unix_nano, run_id"
+    )
 
 
 def decisions(targets: Sequence[tuple[str, str]]) -> str:
     """Latest decisions (with their score) for ``(target_type, target_id)`` pairs."""
     pairs = ", ".join(f"({sql_str(kind)}, {sql_str(target)})" for kind, target in targets) or "(NULL, NULL)"
-    return ("SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
-            "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd FROM scoring_decisions d "
-            "LEFT JOIN scores s ON s.id = d.score_id "
-            f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})")
+    return (
+        "SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
+        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd FROM scoring_decisions d "
+        "LEFT JOIN scores s ON s.id = d.score_id "
+        f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})"
+    )
 
 
 def scores_count() -> str:

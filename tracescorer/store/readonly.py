@@ -29,8 +29,18 @@ import duckdb
 from tracescorer.store import layout
 from tracescorer.store.base import QueryResult
 
-__all__ = ["QUERY_CONFIG", "PURE_TABLE_FUNCTIONS", "QueryError", "QueryRefused", "QueryResult",
-           "check_statement", "connect", "lock_down", "readable_tables", "run_guarded"]
+__all__ = [
+    "PURE_TABLE_FUNCTIONS",
+    "QUERY_CONFIG",
+    "QueryError",
+    "QueryRefused",
+    "QueryResult",
+    "check_statement",
+    "connect",
+    "lock_down",
+    "readable_tables",
+    "run_guarded",
+]
 
 # What a query connection must have (DuckDB 2.0 option names). lock_configuration comes last in
 # effect: nothing a statement says can turn the others back on.
@@ -44,10 +54,19 @@ QUERY_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 }
 
 # Table functions that read nothing but their arguments and the database's own catalog.
-PURE_TABLE_FUNCTIONS = frozenset({
-    "range", "generate_series", "unnest", "json_each", "json_tree",
-    "duckdb_tables", "duckdb_views", "duckdb_columns", "pragma_table_info",
-})
+PURE_TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "generate_series",
+        "unnest",
+        "json_each",
+        "json_tree",
+        "duckdb_tables",
+        "duckdb_views",
+        "duckdb_columns",
+        "pragma_table_info",
+    }
+)
 _SCHEMAS_BROWSABLE = frozenset({"information_schema"})
 # Table reference kinds that only combine or contain other references (walked further).
 _CONTAINER_REFS = frozenset({"SUBQUERY", "JOIN", "EXPRESSION_LIST", "EMPTY", "EMPTY_FROM", "PIVOT"})
@@ -167,20 +186,25 @@ def _check_table(ref: dict[str, Any], tables: frozenset[str], ctes: frozenset[st
     if schema in _SCHEMAS_BROWSABLE and not catalog:
         return
     if catalog or schema not in ("", "main"):
-        raise QueryRefused(f"{'.'.join(p for p in (catalog, schema, name) if p)!r}: only the database's own "
-                           "tables and views can be queried")
+        raise QueryRefused(
+            f"{'.'.join(p for p in (catalog, schema, name) if p)!r}: only the database's own "
+            "tables and views can be queried"
+        )
     if name.lower() not in tables:
         hint = " (a file path: reading files is not allowed)" if "/" in name or "." in name else ""
-        raise QueryRefused(f"{name!r} is not a table or view of this database{hint}; tables: "
-                           f"{', '.join(sorted(tables)) or 'none'}")
+        raise QueryRefused(
+            f"{name!r} is not a table or view of this database{hint}; tables: {', '.join(sorted(tables)) or 'none'}"
+        )
 
 
 def _check_table_function(ref: dict[str, Any]) -> None:
     function = ref.get("function") or {}
     name = str(function.get("function_name", "")).lower()
     if function.get("catalog") or function.get("schema") or name not in PURE_TABLE_FUNCTIONS:
-        raise QueryRefused(f"table function {name}() is not allowed (it may read files, the network or other "
-                           f"queries); allowed: {', '.join(sorted(PURE_TABLE_FUNCTIONS))}")
+        raise QueryRefused(
+            f"table function {name}() is not allowed (it may read files, the network or other "
+            f"queries); allowed: {', '.join(sorted(PURE_TABLE_FUNCTIONS))}"
+        )
 
 
 def _check_show(ref: dict[str, Any], tables: frozenset[str], ctes: frozenset[str]) -> None:
@@ -193,8 +217,15 @@ def _check_show(ref: dict[str, Any], tables: frozenset[str], ctes: frozenset[str
         raise QueryRefused(f"SHOW/DESCRIBE {name!r}: not a table or view of this database")
 
 
-def run_guarded(con: duckdb.DuckDBPyConnection, sql: str, *, max_rows: int, timeout_s: float,
-                tables: frozenset[str] | None = None, params: Sequence[Any] = ()) -> QueryResult:
+def run_guarded(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    max_rows: int,
+    timeout_s: float,
+    tables: frozenset[str] | None = None,
+    params: Sequence[Any] = (),
+) -> QueryResult:
     """Check ``sql`` (:func:`check_statement`) and run it (with ``?`` parameters) in a READ ONLY
     transaction on ``con``, returning at most ``max_rows`` rows; interrupted after ``timeout_s``."""
     check_statement(con, sql, tables)

@@ -71,16 +71,36 @@ def span_rows(spans: Sequence[Span]) -> tuple[list[tuple[Any, ...]], Rejected]:
     rejected: Rejected = []
     for i, s in enumerate(spans):
         try:
-            out.append((
-                s.trace_id, s.span_id, s.parent_span_id, s.trace_state, s.flags, s.name, s.kind,
-                s.start_time_unix_nano // 1000, s.end_time_unix_nano // 1000,
-                s.start_time_unix_nano, s.end_time_unix_nano, s.status_code, s.status_message,
-                s.resource.service_name, s.scope.name, s.scope.version,
-                cache(s.resource, s.resource.attributes), cache(s.scope, s.scope.attributes),
-                dumpb(s.attributes), _events_json(s.events), _links_json(s.links),
-                s.dropped_attributes_count, s.dropped_events_count, s.dropped_links_count,
-                s.resource.schema_url, s.scope.schema_url,
-            ))
+            out.append(
+                (
+                    s.trace_id,
+                    s.span_id,
+                    s.parent_span_id,
+                    s.trace_state,
+                    s.flags,
+                    s.name,
+                    s.kind,
+                    s.start_time_unix_nano // 1000,
+                    s.end_time_unix_nano // 1000,
+                    s.start_time_unix_nano,
+                    s.end_time_unix_nano,
+                    s.status_code,
+                    s.status_message,
+                    s.resource.service_name,
+                    s.scope.name,
+                    s.scope.version,
+                    cache(s.resource, s.resource.attributes),
+                    cache(s.scope, s.scope.attributes),
+                    dumpb(s.attributes),
+                    _events_json(s.events),
+                    _links_json(s.links),
+                    s.dropped_attributes_count,
+                    s.dropped_events_count,
+                    s.dropped_links_count,
+                    s.resource.schema_url,
+                    s.scope.schema_url,
+                )
+            )
         except (TypeError, ValueError) as exc:  # a value JSON cannot carry (e.g. a lone surrogate)
             rejected.append((i, f"span {s.name[:60]!r}: {exc}"))
     return out, rejected
@@ -93,13 +113,28 @@ def log_rows(records: Sequence[LogRecord]) -> tuple[list[tuple[Any, ...]], Rejec
     rejected: Rejected = []
     for i, r in enumerate(records):
         try:
-            out.append((
-                r.time_unix_nano, r.observed_time_unix_nano, r.severity_number, r.severity_text,
-                r.event_name, dumpb(r.body), dumpb(r.attributes), r.trace_id, r.span_id, r.flags,
-                r.dropped_attributes_count, r.resource.service_name, r.scope.name, r.scope.version,
-                cache(r.resource, r.resource.attributes), cache(r.scope, r.scope.attributes),
-                r.resource.schema_url, r.scope.schema_url,
-            ))
+            out.append(
+                (
+                    r.time_unix_nano,
+                    r.observed_time_unix_nano,
+                    r.severity_number,
+                    r.severity_text,
+                    r.event_name,
+                    dumpb(r.body),
+                    dumpb(r.attributes),
+                    r.trace_id,
+                    r.span_id,
+                    r.flags,
+                    r.dropped_attributes_count,
+                    r.resource.service_name,
+                    r.scope.name,
+                    r.scope.version,
+                    cache(r.resource, r.resource.attributes),
+                    cache(r.scope, r.scope.attributes),
+                    r.resource.schema_url,
+                    r.scope.schema_url,
+                )
+            )
         except (TypeError, ValueError) as exc:
             rejected.append((i, f"log record: {exc}"))
     return out, rejected
@@ -149,9 +184,7 @@ def span_from_row(row: Sequence[Any]) -> Span:
         ),
         links=tuple(SpanLink(**link) for link in loads(links)),
         resource=Resource(attributes=loads(res_attrs), schema_url=res_url),
-        scope=Scope(
-            name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url
-        ),
+        scope=Scope(name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url),
         trace_state=trace_state,
         flags=flags,
         dropped_attributes_count=d_attrs,
@@ -177,7 +210,5 @@ def log_from_row(row: Sequence[Any]) -> LogRecord:
         flags=flags,
         dropped_attributes_count=d_attrs,
         resource=Resource(attributes=loads(res_attrs), schema_url=res_url),
-        scope=Scope(
-            name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url
-        ),
+        scope=Scope(name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url),
     )

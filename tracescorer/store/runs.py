@@ -17,9 +17,17 @@ _TIME_COLUMNS = ("started_at", "ended_at")
 def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool] | None = None) -> int:
     """Insert or update :func:`run_to_row` rows by ``run_id`` (store side); ``new``: see
     :func:`~tracescorer.store.upsert.upsert`."""
-    return upsert(con, "runs", _DATA_COLUMNS, "run_id", rows,
-                  expressions={c: "make_timestamp({})::TIMESTAMPTZ" for c in _TIME_COLUMNS},
-                  stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",), new=new)
+    return upsert(
+        con,
+        "runs",
+        _DATA_COLUMNS,
+        "run_id",
+        rows,
+        expressions=dict.fromkeys(_TIME_COLUMNS, "make_timestamp({})::TIMESTAMPTZ"),
+        stamps={"created_at": "now()", "updated_at": "now()"},
+        keep=("created_at",),
+        new=new,
+    )
 
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"
@@ -82,7 +90,7 @@ def _message(d: dict[str, Any]) -> Message:
 
 def run_from_row(row: Sequence[Any]) -> AgentRun:
     """Rebuild an :class:`AgentRun` from a :data:`RUN_SELECT` row."""
-    r = dict(zip((name for name, _ in RUN_COLUMNS), row))
+    r = dict(zip((name for name, _ in RUN_COLUMNS), row, strict=False))
     return AgentRun(
         run_id=r["run_id"],
         trace_id=r["trace_id"],

@@ -109,8 +109,9 @@ def _sql_type(f: dataclasses.Field[object]) -> str:
     return _BASE_TYPES[base]
 
 
-def record_columns(record: type, *, key: str, not_null: tuple[str, ...] = (),
-                   before: Columns = (), after: Columns = ()) -> Columns:
+def record_columns(
+    record: type, *, key: str, not_null: tuple[str, ...] = (), before: Columns = (), after: Columns = ()
+) -> Columns:
     """Columns of a record's table: ``key`` first (primary key), ``before`` right after it, then the
     other fields in declaration order, then ``after`` (columns the store sets itself)."""
     cols: list[tuple[str, str]] = []
@@ -124,8 +125,12 @@ def record_columns(record: type, *, key: str, not_null: tuple[str, ...] = (),
 
 
 _STAMP = "TIMESTAMPTZ"
-SCORE_COLUMNS = record_columns(ScoreRecord, key="id", not_null=("scorer_id",),
-                               after=(("created_at", _STAMP), ("updated_at", _STAMP), ("exported_at", _STAMP)))
+SCORE_COLUMNS = record_columns(
+    ScoreRecord,
+    key="id",
+    not_null=("scorer_id",),
+    after=(("created_at", _STAMP), ("updated_at", _STAMP), ("exported_at", _STAMP)),
+)
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
 

@@ -24,9 +24,18 @@ _BATCH = "upsert_batch"
 _KEPT = "upsert_kept"
 
 
-def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequence[Sequence[Any]], *,
-           expressions: Mapping[str, str] | None = None, stamps: Mapping[str, str] | None = None,
-           keep: Sequence[str] = (), new: Sequence[bool] | None = None) -> int:
+def upsert(
+    con: Any,
+    table: str,
+    columns: Sequence[str],
+    key: str,
+    rows: Sequence[Sequence[Any]],
+    *,
+    expressions: Mapping[str, str] | None = None,
+    stamps: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
+    new: Sequence[bool] | None = None,
+) -> int:
     """Insert or replace ``rows`` (values in ``columns`` order) keyed by ``key``; returns rows written.
 
     ``expressions`` turns a batch column into its stored value, ``{}`` standing for the column
@@ -54,13 +63,19 @@ def upsert(con: Any, table: str, columns: Sequence[str], key: str, rows: Sequenc
     exprs = expressions or {}
     extra = dict(stamps or {})
     select = [exprs.get(c, "{}").format(f"b.{c}") for c in columns]
-    select += [f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
-               for c, v in extra.items()]
+    select += [
+        f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
+        for c, v in extra.items()
+    ]
     source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if kept else "")
-    con.register(_BATCH, pa.Table.from_arrays([column(list(col)) for col in zip(*unique)], names=list(columns)))
+    con.register(
+        _BATCH, pa.Table.from_arrays([column(list(col)) for col in zip(*unique, strict=False)], names=list(columns))
+    )
     try:
         if kept:
-            con.register(_KEPT, pa.Table.from_arrays([column(list(col)) for col in zip(*kept)], names=[key, *keep]))
+            con.register(
+                _KEPT, pa.Table.from_arrays([column(list(col)) for col in zip(*kept, strict=False)], names=[key, *keep])
+            )
         con.execute(f"INSERT INTO {table} ({', '.join([*columns, *extra])}) SELECT {', '.join(select)} FROM {source}")
     finally:
         unregister(con, _BATCH)

@@ -8,18 +8,35 @@ from tracescorer.model import AgentRun, Message
 
 def run(rid: str, conv: str | None, start: int, text: str = "q") -> AgentRun:
     return AgentRun(
-        run_id=rid, trace_id="t" * 32, span_id="s" * 16, parent_span_id=None, conversation_id=conv,
-        resource_id=None, agent_name="a", agent_id=None, service_name=None, convention="genai",
-        model=None, started_at=start, ended_at=start + 1, status="ok", error=None,
+        run_id=rid,
+        trace_id="t" * 32,
+        span_id="s" * 16,
+        parent_span_id=None,
+        conversation_id=conv,
+        resource_id=None,
+        agent_name="a",
+        agent_id=None,
+        service_name=None,
+        convention="genai",
+        model=None,
+        started_at=start,
+        ended_at=start + 1,
+        status="ok",
+        error=None,
         input_messages=(Message(role="user", content=text),),
     )
 
 
 def test_group_orders_by_start_and_dedupes_by_run_id() -> None:
-    convs = group_conversations([
-        run("r3", "c1", 30), run("r1", "c1", 10), run("x", None, 5), run("r2", "c2", 20),
-        run("r1", "c1", 10, "updated"),
-    ])
+    convs = group_conversations(
+        [
+            run("r3", "c1", 30),
+            run("r1", "c1", 10),
+            run("x", None, 5),
+            run("r2", "c2", 20),
+            run("r1", "c1", 10, "updated"),
+        ]
+    )
     assert [c.conversation_id for c in convs] == ["c1", "c2"]
     c1 = convs[0]
     assert [r.run_id for r in c1.runs] == ["r1", "r3"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from support.db import fetch, scalar
 from support.spans import agent_root
+
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
@@ -66,8 +67,11 @@ async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_c
         stored = {row[0] for row in await fetch(real, "SELECT trace_id FROM runs")}
         assert stored == {s.trace_id for s in spans} - poison
         assert sorted(heard.traces) == sorted(stored)  # scoring hears of the stored runs only
-        refused = await fetch(real, "SELECT trace_id, run_count, unmatched_reason FROM assembled_traces "
-                                    "WHERE unmatched_reason IS NOT NULL ORDER BY trace_id")
+        refused = await fetch(
+            real,
+            "SELECT trace_id, run_count, unmatched_reason FROM assembled_traces "
+            "WHERE unmatched_reason IS NOT NULL ORDER BY trace_id",
+        )
         assert [(tid, n) for tid, n, _ in refused] == sorted((tid, 0) for tid in poison)
         assert all("runs not stored" in reason and "out of range" in reason for _, _, reason in refused)
         assert await scalar(real, "SELECT count(*) FROM assembled_traces") == 40

@@ -9,6 +9,7 @@ from typing import Any
 
 from support.db import scalar
 from support.spans import agent_root
+
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics

@@ -7,6 +7,7 @@ import asyncio
 
 from support.db import scalar
 from support.spans import agent_root
+
 from tracescorer.assembly.stage import SLICE, AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics

@@ -24,8 +24,16 @@ class Clock:
 
 
 def span(trace: str, sid: str, parent: str | None = None, flags: int = 0) -> Span:
-    return Span(trace_id=trace, span_id=sid, parent_span_id=parent, name="s", kind="internal",
-                start_time_unix_nano=1, end_time_unix_nano=2, flags=flags)
+    return Span(
+        trace_id=trace,
+        span_id=sid,
+        parent_span_id=parent,
+        name="s",
+        kind="internal",
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+        flags=flags,
+    )
 
 
 T1, T2, T3 = "1" * 32, "2" * 32, "3" * 32
@@ -72,10 +80,12 @@ def test_duplicates_kept_once_and_logs_join_their_trace() -> None:
     buf = TraceBuffer(idle_s=1, clock=clock)
     root = span(T1, "a" * 16)
     buf.add_spans([root, root])
-    buf.add_logs([
-        LogRecord(time_unix_nano=0, observed_time_unix_nano=0, trace_id=T1, span_id="a" * 16),
-        LogRecord(time_unix_nano=0, observed_time_unix_nano=0),  # no trace id: counted only
-    ])
+    buf.add_logs(
+        [
+            LogRecord(time_unix_nano=0, observed_time_unix_nano=0, trace_id=T1, span_id="a" * 16),
+            LogRecord(time_unix_nano=0, observed_time_unix_nano=0),  # no trace id: counted only
+        ]
+    )
     clock.t += 2
     (done,) = buf.pop_complete()
     assert len(done.spans) == 1 and len(done.logs) == 1
@@ -121,7 +131,9 @@ def test_pending_traces_from_the_span_log_complete_at_once_oldest_first() -> Non
     assert buf.add_pending([(T1, 900.0, 950.0, False)]) == 0  # already tracked
     out = buf.pop_complete()
     assert [(t.trace_id, t.reason, t.late, t.spilled, t.incomplete) for t in out] == [
-        (T1, "recovered", False, True, False), (T2, "recovered", True, True, False)]
+        (T1, "recovered", False, True, False),
+        (T2, "recovered", True, True, False),
+    ]
     assert buf.oldest_received() == 1000.0 and buf.tracking(T3) and not buf.tracking(T1)
 
 
@@ -156,10 +168,20 @@ def test_bad_settings_rejected() -> None:
 def test_split_out_of_order_delivery_then_upsert_by_run_id(case: str) -> None:
     """A capture sent one span per request, reversed, logs late: same runs, same ids after
     re-extracting the stored spans (what the daemon does for a late entry)."""
-    spans = [s for f in sorted((CAPTURES / case / "requests").glob("*.pb"))
-             for s in decode_traces_protobuf(f.read_bytes()).spans]
-    logs = [r for f in sorted((CAPTURES / case / "logs").glob("*.pb"))
-            for r in decode_logs_protobuf(f.read_bytes()).records] if (CAPTURES / case / "logs").is_dir() else []
+    spans = [
+        s
+        for f in sorted((CAPTURES / case / "requests").glob("*.pb"))
+        for s in decode_traces_protobuf(f.read_bytes()).spans
+    ]
+    logs = (
+        [
+            r
+            for f in sorted((CAPTURES / case / "logs").glob("*.pb"))
+            for r in decode_logs_protobuf(f.read_bytes()).records
+        ]
+        if (CAPTURES / case / "logs").is_dir()
+        else []
+    )
     expected = json.loads((CAPTURES / case / "expected.json").read_text())
     clock = Clock()
     buf = TraceBuffer(idle_s=5, clock=clock)

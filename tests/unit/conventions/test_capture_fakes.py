@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import openai
+from fakes.agent_openai import AutoAgentOpenAI
+from fakes.otlp_capture import OtlpCapture
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -15,13 +17,20 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from fakes.agent_openai import AutoAgentOpenAI
-from fakes.otlp_capture import OtlpCapture
-
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-EXPERT = {"type": "function", "function": {"name": "local_expert", "parameters": {
-    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+EXPERT = {
+    "type": "function",
+    "function": {
+        "name": "local_expert",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+}
 
 
 def test_auto_agent_calls_tools_answers_results_and_streams() -> None:
@@ -32,17 +41,33 @@ def test_auto_agent_calls_tools_answers_results_and_streams() -> None:
         (call,) = msg.tool_calls or []
         # The first tool whose arguments the turn supplies; the first city named in the turn.
         assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
-            "call_get_weather_1", "get_weather", {"city": "Berlin"})
-        named = client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "Ask the local_expert about Oslo."}],
-            tools=[WEATHER, EXPERT]).choices[0].message
+            "call_get_weather_1",
+            "get_weather",
+            {"city": "Berlin"},
+        )
+        named = (
+            client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "Ask the local_expert about Oslo."}],
+                tools=[WEATHER, EXPERT],
+            )
+            .choices[0]
+            .message
+        )
         assert named.tool_calls and named.tool_calls[0].function.name == "local_expert"
-        after = [*ask, {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-                 {"role": "tool", "tool_call_id": call.id, "content": "Cloudy"}]
-        chunks = list(client.chat.completions.create(model="m", messages=after, tools=[WEATHER], stream=True,
-                                                     stream_options={"include_usage": True}))
+        after = [
+            *ask,
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "Cloudy"},
+        ]
+        chunks = list(
+            client.chat.completions.create(
+                model="m", messages=after, tools=[WEATHER], stream=True, stream_options={"include_usage": True}
+            )
+        )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-            "Result from get_weather: Cloudy")
+            "Result from get_weather: Cloudy"
+        )
         assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
         streamed = list(client.chat.completions.create(model="m", messages=ask, tools=[WEATHER], stream=True))
         calls = [tc for c in streamed if c.choices for tc in c.choices[0].delta.tool_calls or ()]
@@ -58,8 +83,10 @@ def test_capture_server_keeps_trace_and_log_bodies_over_both_transports() -> Non
         with tp.get_tracer("t").start_as_current_span("s"):
             pass
         tp.shutdown()
-        for exporter in (HttpLogExporter(endpoint=capture.http_base_url + "/v1/logs"),
-                         GrpcLogExporter(endpoint=capture.grpc_endpoint, insecure=True)):
+        for exporter in (
+            HttpLogExporter(endpoint=capture.http_base_url + "/v1/logs"),
+            GrpcLogExporter(endpoint=capture.grpc_endpoint, insecure=True),
+        ):
             lp = LoggerProvider()
             lp.add_log_record_processor(SimpleLogRecordProcessor(exporter))
             lp.get_logger("l").emit(body="hello", attributes={"event.name": "gen_ai.user.message"})

@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.captures import CASES, CONTRACT_KEYS, check_parents, check_run, load_case
+
 from tracescorer.conventions import extract_runs
+
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_capture_gives_expected_runs(case: Path) -> None:
@@ -21,7 +22,7 @@ def test_capture_gives_expected_runs(case: Path) -> None:
     extraction = extract_runs(spans, logs)
     assert extraction.unmatched_reason is None
     assert len(extraction.runs) == len(expected["runs"])
-    for got, want in zip(extraction.runs, expected["runs"]):
+    for got, want in zip(extraction.runs, expected["runs"], strict=False):
         check_run(got.to_dict(), want, expected)
     check_parents([r.to_dict() for r in extraction.runs], expected)
     # The jsonl contract: exactly these keys, and re-extraction gives the same run ids.
@@ -30,8 +31,6 @@ def test_capture_gives_expected_runs(case: Path) -> None:
     for r in extraction.runs:
         assert list(r.to_dict()) == CONTRACT_KEYS
         json.dumps(r.to_dict())
-
-
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

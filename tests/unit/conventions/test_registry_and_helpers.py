@@ -22,15 +22,30 @@ from tracescorer.model import Message, Part, Span
 
 
 def span(sid: str, trace: str = "1" * 32, parent: str | None = None, name: str = "s", **attrs: Any) -> Span:
-    return Span(trace_id=trace, span_id=sid, parent_span_id=parent, name=name, kind="internal",
-                start_time_unix_nano=int(sid, 16), end_time_unix_nano=int(sid, 16) + 10, attributes=attrs)
+    return Span(
+        trace_id=trace,
+        span_id=sid,
+        parent_span_id=parent,
+        name=name,
+        kind="internal",
+        start_time_unix_nano=int(sid, 16),
+        end_time_unix_nano=int(sid, 16) + 10,
+        attributes=attrs,
+    )
 
 
 def chat(sid: str, trace: str = "1" * 32, parent: str | None = None, **attrs: Any) -> Span:
-    return span(sid, trace, parent, "chat", **{
-        "gen_ai.operation.name": "chat",
-        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "q"}]}]),
-        **attrs})
+    return span(
+        sid,
+        trace,
+        parent,
+        "chat",
+        **{
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "q"}]}]),
+            **attrs,
+        },
+    )
 
 
 def test_no_convention_gives_a_reason_not_an_exception() -> None:
@@ -92,13 +107,20 @@ def test_system_instructions_forms() -> None:
 
 
 def test_parts_of_every_type_are_kept() -> None:
-    (msg,) = parse_messages([{"role": "user", "parts": [
-        {"type": "text", "content": "look"},
-        {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "AAA="},
-        {"type": "uri", "modality": "image", "uri": "https://x/y.png"},
-        {"type": "file", "file_id": "f1", "modality": "document"},
-        {"type": "reasoning", "content": "hmm"},
-    ]}])
+    (msg,) = parse_messages(
+        [
+            {
+                "role": "user",
+                "parts": [
+                    {"type": "text", "content": "look"},
+                    {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "AAA="},
+                    {"type": "uri", "modality": "image", "uri": "https://x/y.png"},
+                    {"type": "file", "file_id": "f1", "modality": "document"},
+                    {"type": "reasoning", "content": "hmm"},
+                ],
+            }
+        ]
+    )
     assert [p.type for p in msg.parts] == ["text", "blob", "uri", "file", "reasoning"]
     assert msg.content == "look"
     assert msg.parts[2].extra["uri"] == "https://x/y.png"

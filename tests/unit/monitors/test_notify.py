@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import aiohttp
 import pytest
-
 from fakes.webhook_receiver import WebhookReceiver
 from support.daemon import wait_for_async
+
 from tracescorer.monitors.config import NotifySettings
 from tracescorer.monitors.messages import Example, Notification, encode, slack_body, webhook_body
 from tracescorer.monitors.notify import Delivery, Dispatcher, deliver
@@ -24,13 +23,35 @@ def target(url: str, **extra: object) -> NotifySettings:
 
 
 def notification(**extra: object) -> Notification:
-    base: dict[str, object] = dict(
-        monitor_id="support-quality", kind="firing", scorer="judge-*", aggregate="pass_rate", comparison="below",
-        threshold=0.8, window="30m", window_s=1800.0, value=0.5, samples=20, min_samples=20, since=1.7e9, at=1.7e9,
-        examples=(Example(scorer_id="judge-a", trace_id="ab" * 16, conversation_id="conv <1>", run_id="r1",
-                          agent="bot", score=0.0, label="fail", status="ok",
-                          reason="Ignored <@U123> & the <!channel> <script>alert(1)</script>",
-                          url="https://ui.example/trace/abab?x=1&y=2"),))
+    base: dict[str, object] = {
+        "monitor_id": "support-quality",
+        "kind": "firing",
+        "scorer": "judge-*",
+        "aggregate": "pass_rate",
+        "comparison": "below",
+        "threshold": 0.8,
+        "window": "30m",
+        "window_s": 1800.0,
+        "value": 0.5,
+        "samples": 20,
+        "min_samples": 20,
+        "since": 1.7e9,
+        "at": 1.7e9,
+        "examples": (
+            Example(
+                scorer_id="judge-a",
+                trace_id="ab" * 16,
+                conversation_id="conv <1>",
+                run_id="r1",
+                agent="bot",
+                score=0.0,
+                label="fail",
+                status="ok",
+                reason="Ignored <@U123> & the <!channel> <script>alert(1)</script>",
+                url="https://ui.example/trace/abab?x=1&y=2",
+            ),
+        ),
+    }
     return Notification(**{**base, **extra})  # type: ignore[arg-type]
 
 
@@ -83,7 +104,12 @@ async def test_extra_headers_are_sent(receiver):
 def test_webhook_body_names_monitor_value_window_and_examples():
     body = webhook_body(notification())
     assert body["type"] == "tracescorer.monitor" and body["version"] == 1 and body["status"] == "firing"
-    assert (body["monitor"], body["value"], body["window"], body["window_seconds"]) == ("support-quality", 0.5, "30m", 1800)
+    assert (body["monitor"], body["value"], body["window"], body["window_seconds"]) == (
+        "support-quality",
+        0.5,
+        "30m",
+        1800,
+    )
     assert body["since"].startswith("2023-11-14T22:13:20")
     [example] = body["examples"]
     assert example["trace_id"] == "ab" * 16 and example["conversation_id"] == "conv <1>"

@@ -36,7 +36,15 @@ def test_the_config_shape_of_the_issue_loads(tmp_path):
     settings = load_settings(path, env={"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/secret"})
     [m] = settings.monitors
     assert (m.id, m.scorer, m.aggregate, m.window_s, m.comparison, m.threshold, m.min_samples, m.cooldown_s) == (
-        "support-quality", "multi-turn-judge-*", "pass_rate", 1800, "below", 0.8, 20, 3600)
+        "support-quality",
+        "multi-turn-judge-*",
+        "pass_rate",
+        1800,
+        "below",
+        0.8,
+        20,
+        3600,
+    )
     assert [n.kind for n in m.notify] == ["webhook", "slack"]
     assert m.notify[1].url.endswith("/secret")
     assert "secret" not in m.notify[1].display
@@ -53,33 +61,45 @@ def test_an_unset_slack_variable_is_a_clear_error(tmp_path):
         load_settings(path, env={"SLACK_WEBHOOK_URL": ""})
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"window": "30 minutes"}, "not a duration"),
-    ({"window": "0s"}, "between 1s and 366d"),
-    ({"below": None}, "exactly one of 'below' or 'above'"),
-    ({"above": 0.5}, "exactly one of 'below' or 'above'"),
-    ({"below": 80}, "fraction between 0 and 1"),
-    ({"aggregate": "median"}, "aggregate"),
-    ({"min_samples": 0}, "min_samples"),
-    ({"cooldown": "-1h"}, "not a duration"),
-    ({"colour": "red"}, "unknown key"),
-    ({"notify": [{"webhook": "ftp://x/y"}]}, "expected an http"),
-    ({"notify": [{"webhook": "https://a/b", "slack": "https://c/d"}]}, "exactly one of 'webhook' or 'slack'"),
-    ({"scorer": "nothing-*"}, "matches no scorer binding"),
-    ({"trace_url": "https://ui/{span}"}, "placeholders"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"window": "30 minutes"}, "not a duration"),
+        ({"window": "0s"}, "between 1s and 366d"),
+        ({"below": None}, "exactly one of 'below' or 'above'"),
+        ({"above": 0.5}, "exactly one of 'below' or 'above'"),
+        ({"below": 80}, "fraction between 0 and 1"),
+        ({"aggregate": "median"}, "aggregate"),
+        ({"min_samples": 0}, "min_samples"),
+        ({"cooldown": "-1h"}, "not a duration"),
+        ({"colour": "red"}, "unknown key"),
+        ({"notify": [{"webhook": "ftp://x/y"}]}, "expected an http"),
+        ({"notify": [{"webhook": "https://a/b", "slack": "https://c/d"}]}, "exactly one of 'webhook' or 'slack'"),
+        ({"scorer": "nothing-*"}, "matches no scorer binding"),
+        ({"trace_url": "https://ui/{span}"}, "placeholders"),
+    ],
+)
 def test_bad_monitors_fail_at_start_naming_the_key(tmp_path, change: dict[str, Any], message: str):
     monitor = {"id": "m", "scorer": "judge", "aggregate": "pass_rate", "window": "30m", "below": 0.8, **change}
     monitor = {k: v for k, v in monitor.items() if v is not None}
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"scorers": [{"id": "judge", "prebuilt": "includes", "options": {"text": "x"},
-                                                 "threshold": 1}], "monitors": [monitor]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "scorers": [{"id": "judge", "prebuilt": "includes", "options": {"text": "x"}, "threshold": 1}],
+                "monitors": [monitor],
+            }
+        )
+    )
     with pytest.raises(ConfigError, match=message):
         load_settings(path, env={})
 
 
 def test_pass_rate_needs_a_threshold_and_ids_are_unique():
-    scorers = [{"id": "a", "prebuilt": "non_empty_response"}, {"id": "b", "prebuilt": "non_empty_response", "threshold": 1}]
+    scorers = [
+        {"id": "a", "prebuilt": "non_empty_response"},
+        {"id": "b", "prebuilt": "non_empty_response", "threshold": 1},
+    ]
     m = {"scorer": "a", "aggregate": "pass_rate", "window": "1h", "below": 0.5}
     with pytest.raises(ValueError, match="pass_rate needs a 'threshold'"):
         Settings.model_validate({"scorers": scorers, "monitors": [{"id": "x", **m}]})
@@ -89,19 +109,38 @@ def test_pass_rate_needs_a_threshold_and_ids_are_unique():
     assert ok.monitors[0].matches("a") and not ok.monitors[0].matches("b")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1h", 3600), ("1d", 86400),
-                                               ("1h30m", 5400), ("2w", 1209600), ("500ms", 0.5), (45, 45)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("1h", 3600),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("2w", 1209600),
+        ("500ms", 0.5),
+        (45, 45),
+    ],
+)
 def test_durations(text: str | int, seconds: float):
     assert parse_duration(text) == seconds
 
 
 def test_format_duration():
-    assert [format_duration(s) for s in (90, 1800, 5400, 86400, 0.5, 0)] == ["1m30s", "30m", "1h30m", "1d", "0.5s", "0s"]
+    assert [format_duration(s) for s in (90, 1800, 5400, 86400, 0.5, 0)] == [
+        "1m30s",
+        "30m",
+        "1h30m",
+        "1d",
+        "0.5s",
+        "0s",
+    ]
 
 
 def _monitor(**extra: Any) -> MonitorSettings:
-    return MonitorSettings.model_validate({"id": "m", "scorer": "s", "aggregate": "pass_rate", "window": "60s",
-                                           "below": 0.5, "min_samples": 2, **extra})
+    return MonitorSettings.model_validate(
+        {"id": "m", "scorer": "s", "aggregate": "pass_rate", "window": "60s", "below": 0.5, "min_samples": 2, **extra}
+    )
 
 
 def _sample(at: float, label: str | None = "fail", *, status: str = "ok", score: float | None = 0.0) -> Sample:
@@ -122,8 +161,12 @@ def test_window_buckets_evict_whole_buckets_and_bound_memory():
 
 def test_window_aggregates():
     t = 5000.0
-    samples = [_sample(t, "pass", score=1.0), _sample(t, "fail", score=0.2), _sample(t, None, status="error", score=None),
-               _sample(t, None, status="not_scorable", score=None)]
+    samples = [
+        _sample(t, "pass", score=1.0),
+        _sample(t, "fail", score=0.2),
+        _sample(t, None, status="error", score=None),
+        _sample(t, None, status="not_scorable", score=None),
+    ]
 
     def read(aggregate: str) -> Reading:
         w = Window(_monitor(aggregate=aggregate, below=0.5 if aggregate != "count" else 3))

@@ -12,14 +12,14 @@ import time
 from typing import Any
 
 import pytest
-
 from fakes.webhook_receiver import WebhookReceiver
+from support import store_ops
 from support.daemon import wait_for_async
+from support.db import fetch
+
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, MonitorSettings
 from tracescorer.store.duckdb import DuckDBStore
-from support import store_ops
-from support.db import fetch
 from tracescorer.store.records import ScoreRecord
 
 SCORERS = ["quality-judge", "quality-code", "other"]
@@ -36,22 +36,48 @@ class Clock:
 _counter = iter(range(1_000_000))
 
 
-def score(label: str | None, *, scorer: str = "quality-judge", status: str = "ok", value: float | None = None,
-          source: str = "live", reason: str = "judge said so") -> ScoreRecord:
+def score(
+    label: str | None,
+    *,
+    scorer: str = "quality-judge",
+    status: str = "ok",
+    value: float | None = None,
+    source: str = "live",
+    reason: str = "judge said so",
+) -> ScoreRecord:
     i = next(_counter)
     if value is None and status == "ok":
         value = 1.0 if label == "pass" else 0.0
-    return ScoreRecord(id=f"s{i}", scorer_id=scorer, scorer_name=scorer, run_id=f"run-{i}", trace_id=f"{i:032x}",
-                       span_id=f"{i:016x}", conversation_id=f"conv-{i}", entity_type="conversation",
-                       entity_id="support-bot", source=source, score=value if status == "ok" else None,
-                       reason=f"{reason} #{i}" if status == "ok" else None, status=status,
-                       error="judge down" if status == "error" else None, label=label,
-                       threshold=1.0 if label else None)
+    return ScoreRecord(
+        id=f"s{i}",
+        scorer_id=scorer,
+        scorer_name=scorer,
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        conversation_id=f"conv-{i}",
+        entity_type="conversation",
+        entity_id="support-bot",
+        source=source,
+        score=value if status == "ok" else None,
+        reason=f"{reason} #{i}" if status == "ok" else None,
+        status=status,
+        error="judge down" if status == "error" else None,
+        label=label,
+        threshold=1.0 if label else None,
+    )
 
 
 def monitor(**overrides: Any) -> MonitorSettings:
-    base: dict[str, Any] = {"id": "support-quality", "scorer": "quality-*", "aggregate": "pass_rate", "window": "1h",
-                            "below": 0.8, "min_samples": 4, "cooldown": "1h"}
+    base: dict[str, Any] = {
+        "id": "support-quality",
+        "scorer": "quality-*",
+        "aggregate": "pass_rate",
+        "window": "1h",
+        "below": 0.8,
+        "min_samples": 4,
+        "cooldown": "1h",
+    }
     return MonitorSettings.model_validate({**base, **overrides})
 
 
@@ -90,21 +116,22 @@ class Harness:
 
     async def idle(self) -> None:
         """Every decided notification was attempted to the end (and its outcome stored)."""
-        await wait_for_async(lambda: self.service._dispatcher.outstanding == 0, what="notifications sent")  # noqa: SLF001
+        await wait_for_async(lambda: self.service._dispatcher.outstanding == 0, what="notifications sent")
         await asyncio.sleep(0)
 
 
 async def test_fires_once_after_min_samples_then_resolves(store, receiver):
     clock = Clock()
-    m = monitor(notify=[{"webhook": receiver.url + "/q", "retries": 0},
-                        {"slack": receiver.url + "/slack", "retries": 0}],
-                trace_url="https://traces.example/trace/{trace_id}")
+    m = monitor(
+        notify=[{"webhook": receiver.url + "/q", "retries": 0}, {"slack": receiver.url + "/slack", "retries": 0}],
+        trace_url="https://traces.example/trace/{trace_id}",
+    )
     h = Harness(store, [m], clock)
     await h.service.start()
     try:
         await h.commit(*(score("fail") for _ in range(3)))
         assert h.state().state == "ok" and h.state().samples == 3  # below min_samples: no verdict
-        assert h.service._dispatcher.outstanding == 0 and receiver.requests == []  # noqa: SLF001
+        assert h.service._dispatcher.outstanding == 0 and receiver.requests == []
 
         await h.commit(score("fail", scorer="quality-code"))  # the glob covers both scorers
         assert h.state().state == "firing" and h.state().value == 0.0
@@ -136,8 +163,12 @@ async def test_fires_once_after_min_samples_then_resolves(store, receiver):
         resolved = receiver.at("/q")[-1].body
         assert resolved["status"] == "resolved" and resolved["value"] == 0.8 and resolved["examples"] == []
         assert len(receiver.at("/q")) == 2 and len(receiver.at("/slack")) == 2
-        assert h.metric("tracescorer_monitor_notifications_total", monitor="support-quality", channel="webhook",
-                        result="sent") == 2
+        assert (
+            h.metric(
+                "tracescorer_monitor_notifications_total", monitor="support-quality", channel="webhook", result="sent"
+            )
+            == 2
+        )
         assert h.metric("tracescorer_monitor_state", monitor="support-quality", state="resolved") == 1
         assert h.metric("tracescorer_monitor_state", monitor="support-quality", state="firing") == 0
         assert h.metric("tracescorer_monitor_samples", monitor="support-quality") == 35
@@ -163,8 +194,15 @@ async def test_cooldown_suppresses_a_second_firing_until_it_passed(store, receiv
         assert h.state().state == "firing"
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved"]
-        assert h.metric("tracescorer_monitor_notifications_total", monitor="support-quality", channel="webhook",
-                        result="suppressed") == 1
+        assert (
+            h.metric(
+                "tracescorer_monitor_notifications_total",
+                monitor="support-quality",
+                channel="webhook",
+                result="suppressed",
+            )
+            == 1
+        )
         await h.commit(*(score("pass") for _ in range(4)))  # 8/14: resolves; that firing was never notified
         assert h.state().state == "resolved"
         await h.idle()
@@ -197,7 +235,7 @@ async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(sto
         state = second.state()
         assert state.state == "firing" and state.samples == 6 and state.value == pytest.approx(1 / 6)
         assert state.since == pytest.approx(first.state().since)
-        assert second.service._dispatcher.outstanding == 0  # noqa: SLF001
+        assert second.service._dispatcher.outstanding == 0
         await second.commit(score("fail"))
         second.service.evaluate_now()
         await second.idle()
@@ -220,8 +258,11 @@ async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, r
     assert h.state().samples == 3
     await h.service.stop(5)
     # an hour-old score is outside the window
-    await store.write(store_ops.execute,
-                      "UPDATE scores SET updated_at = now() - INTERVAL 2 HOUR WHERE id = (SELECT min(id) FROM scores)", [])
+    await store.write(
+        store_ops.execute,
+        "UPDATE scores SET updated_at = now() - INTERVAL 2 HOUR WHERE id = (SELECT min(id) FROM scores)",
+        [],
+    )
     again = Harness(store, [m], clock)
     await again.service.start()
     try:
@@ -232,8 +273,13 @@ async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, r
 
 async def test_window_slides_and_an_empty_window_resolves(store, receiver):
     clock = Clock()
-    m = monitor(aggregate="mean", window="90s", below=0.5, min_samples=2,
-                notify=[{"webhook": receiver.url + "/w", "retries": 0}])
+    m = monitor(
+        aggregate="mean",
+        window="90s",
+        below=0.5,
+        min_samples=2,
+        notify=[{"webhook": receiver.url + "/w", "retries": 0}],
+    )
     h = Harness(store, [m], clock)
     await h.service.start()
     try:
@@ -257,7 +303,9 @@ async def test_window_slides_and_an_empty_window_resolves(store, receiver):
 async def test_count_and_error_rate_monitors(store, receiver):
     clock = Clock()
     quiet = monitor(id="no-scores", aggregate="count", window="10m", below=1, notify=[])
-    errors = monitor(id="judge-errors", aggregate="error_rate", window="10m", below=None, above=0.25, min_samples=4, notify=[])
+    errors = monitor(
+        id="judge-errors", aggregate="error_rate", window="10m", below=None, above=0.25, min_samples=4, notify=[]
+    )
     h = Harness(store, [quiet, errors], clock)
     await h.service.start()
     try:

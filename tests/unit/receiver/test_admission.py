@@ -3,12 +3,13 @@ and bytes announced by a request are held while it is received."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 
 from tracescorer.metrics import Metrics
-from tracescorer.receiver.ingest import SHED_FROM, IngestRefused, Ingestor, Signal
+from tracescorer.receiver.ingest import SHED_FROM, Ingestor, IngestRefused, Signal
 
 
 def _ingestor(**kw) -> Ingestor:
@@ -66,7 +67,7 @@ def test_a_share_of_new_requests_growing_with_a_stages_load_is_refused_evenly():
     assert all(_admitted(ing, 50, "scoring"))  # below SHED_FROM nothing is refused
     load[0] = SHED_FROM + (1 - SHED_FROM) / 2  # half way to the bound: every other request
     got = _admitted(ing, 40, "scoring")
-    assert got.count(False) in (19, 20) and not any(a == b is False for a, b in zip(got, got[1:])), got
+    assert got.count(False) in (19, 20) and not any(a == b is False for a, b in itertools.pairwise(got)), got
     load[0] = 1.2
     assert not any(_admitted(ing, 10, "scoring"))
     load[0] = 0.0

@@ -12,10 +12,15 @@ def _span_json(**fields):
 
 
 def test_snake_case_keys_enum_names_and_special_doubles_are_accepted():
-    body = _span_json(kind="SPAN_KIND_PRODUCER", start_time_unix_nano="5",
-                      attributes=[{"key": "nan", "value": {"doubleValue": "NaN"}},
-                                  {"key": "inf", "value": {"double_value": "-Infinity"}}],
-                      status={"code": "STATUS_CODE_OK"})
+    body = _span_json(
+        kind="SPAN_KIND_PRODUCER",
+        start_time_unix_nano="5",
+        attributes=[
+            {"key": "nan", "value": {"doubleValue": "NaN"}},
+            {"key": "inf", "value": {"double_value": "-Infinity"}},
+        ],
+        status={"code": "STATUS_CODE_OK"},
+    )
     span = decode_traces_json(body).spans[0]
     assert (span.kind, span.start_time_unix_nano, span.status_code) == ("producer", 5, "ok")
     assert math.isnan(span.attributes["nan"]) and span.attributes["inf"] == -math.inf
@@ -27,8 +32,15 @@ def test_lone_surrogates_become_replacement_characters():
     assert decode_traces_json(body).spans[0].name == "a\ufffdb"
 
 
-@pytest.mark.parametrize("body", [b"[]", b'{"resourceSpans": {}}', b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 5}]}]}]}',
-                                  _span_json(startTimeUnixNano="soon")])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'{"resourceSpans": {}}',
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 5}]}]}]}',
+        _span_json(startTimeUnixNano="soon"),
+    ],
+)
 def test_wrong_json_types_are_decode_errors(body):
     with pytest.raises(DecodeError):
         decode_traces_json(body)

@@ -19,7 +19,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from tests.fakes import FakeOpenAI  # noqa: E402
 
 
-
 @pytest.fixture(scope="session")
 def _fake_server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:

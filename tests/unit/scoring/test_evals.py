@@ -9,9 +9,9 @@ import pytest
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import ScorerRun, create_scorer, not_scorable, run_evals
-from tracescorer.scorers.evals import Threshold
 from tracescorer.model import Message
 from tracescorer.prebuilt import create_includes_check, create_multi_turn_judge_scorer
+from tracescorer.scorers.evals import Threshold
 
 from .helpers import MODEL
 
@@ -26,14 +26,16 @@ async def test_single_turn_with_threshold() -> None:
 
     def target(messages: list[Message]) -> dict[str, str]:  # sync target returning a dict
         seen.append([m.content for m in messages])
-        return {"role": "assistant", "content": "Paris" if "France" in messages[-1].content
-                else "no idea"}
+        return {"role": "assistant", "content": "Paris" if "France" in messages[-1].content else "no idea"}
 
     result = await run_evals(
         data=[{"input": "Capital of France?"}, {"input": "Capital of Peru?"}],
         target=target,
-        scorers=[{"scorer": create_includes_check("Paris"), "threshold": 0.5},
-                 create_includes_check("idea", id="says-no-idea")])
+        scorers=[
+            {"scorer": create_includes_check("Paris"), "threshold": 0.5},
+            create_includes_check("idea", id="says-no-idea"),
+        ],
+    )
     assert seen == [["Capital of France?"], ["Capital of Peru?"]]
     summary = result.scorers["includes-check"]
     assert summary.average == 0.5 and summary.threshold == Threshold(min=0.5)
@@ -44,8 +46,9 @@ async def test_single_turn_with_threshold() -> None:
     assert result.scorers["says-no-idea"].average == 0.5
     assert result.passed
     with pytest.raises(ValueError, match="duplicates"):
-        await run_evals(data=[{"input": "x"}], target=target,
-                        scorers=[create_includes_check("a"), create_includes_check("b")])
+        await run_evals(
+            data=[{"input": "x"}], target=target, scorers=[create_includes_check("a"), create_includes_check("b")]
+        )
 
 
 async def test_multi_turn_history_and_accumulated_output() -> None:
@@ -55,37 +58,38 @@ async def test_multi_turn_history_and_accumulated_output() -> None:
         captured.append(run)
         return float(len(run.output))
 
-    counter = create_scorer(id="turns").generate_score(
-        lambda *, run, results: score(run=run, results=results) / 4)
+    counter = create_scorer(id="turns").generate_score(lambda *, run, results: score(run=run, results=results) / 4)
     histories: list[list[str]] = []
 
     async def target(messages: list[Message]) -> str:
         histories.append([f"{m.role}:{m.content}" for m in messages])
         return await echo_agent(messages)
 
-    result = await run_evals(data=[{"inputs": ["a", "b", "c"]}], target=target,
-                             scorers=[{"scorer": counter, "threshold": 1}])
+    result = await run_evals(
+        data=[{"inputs": ["a", "b", "c"]}], target=target, scorers=[{"scorer": counter, "threshold": 1}]
+    )
     assert histories == [
         ["user:a"],
         ["user:a", "assistant:echo a (turn 1)", "user:b"],
-        ["user:a", "assistant:echo a (turn 1)", "user:b", "assistant:echo b (turn 2)", "user:c"]]
+        ["user:a", "assistant:echo a (turn 1)", "user:b", "assistant:echo b (turn 2)", "user:c"],
+    ]
     run = captured[0]
-    assert [m.content for m in run.output] == ["echo a (turn 1)", "echo b (turn 2)",
-                                               "echo c (turn 3)"]
+    assert [m.content for m in run.output] == ["echo a (turn 1)", "echo b (turn 2)", "echo c (turn 3)"]
     assert [m.content for m in run.input.input_messages] == ["a", "b", "c"]
     assert result.scorers["turns"].average == 0.75 and result.scorers["turns"].passed is False
     assert not result.passed
 
 
-async def test_multi_turn_judge_with_run_evals(fake: FakeOpenAI,
-                                               judge_opts: dict[str, Any]) -> None:
+async def test_multi_turn_judge_with_run_evals(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
     fake.script("echo London", Reply.json({"satisfied": True, "reasoning": "all cities"}))
     fake.script("echo Oslo", Reply.json({"satisfied": False, "reasoning": "missing"}))
-    judge = create_multi_turn_judge_scorer(model=MODEL, criterion="Covers every city",
-                                           **judge_opts)
+    judge = create_multi_turn_judge_scorer(model=MODEL, criterion="Covers every city", **judge_opts)
     result = await run_evals(
         data=[{"inputs": ["London", "Paris"]}, {"inputs": ["Oslo"]}],
-        target=echo_agent, scorers=[{"scorer": judge, "threshold": 1}], concurrency=2)
+        target=echo_agent,
+        scorers=[{"scorer": judge, "threshold": 1}],
+        concurrency=2,
+    )
     scores = [item.results["multi-turn-judge-scorer"].score for item in result.items]
     assert scores == [1.0, 0.0]
     summary = result.scorers["multi-turn-judge-scorer"]
@@ -101,8 +105,9 @@ async def test_errors_and_not_scorable_are_counted() -> None:
 
     broken = create_scorer(id="broken").generate_score(boom)
     skip = create_scorer(id="skip").generate_score(lambda *, run, results: not_scorable("x"))
-    result = await run_evals(data=[{"input": "q"}], target=echo_agent,
-                             scorers=[{"scorer": broken, "threshold": 1}, skip])
+    result = await run_evals(
+        data=[{"input": "q"}], target=echo_agent, scorers=[{"scorer": broken, "threshold": 1}, skip]
+    )
     assert "nope" in result.items[0].errors["broken"]
     assert result.scorers["broken"].errors == 1 and result.scorers["broken"].average is None
     assert result.scorers["broken"].passed is False
@@ -123,8 +128,9 @@ async def test_concurrency_is_bounded() -> None:
         active -= 1
         return "ok"
 
-    await run_evals(data=[{"input": str(i)} for i in range(9)], target=target,
-                    scorers=[create_includes_check("ok")], concurrency=3)
+    await run_evals(
+        data=[{"input": str(i)} for i in range(9)], target=target, scorers=[create_includes_check("ok")], concurrency=3
+    )
     assert peak == 3
 
 

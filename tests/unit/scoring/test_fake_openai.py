@@ -13,8 +13,9 @@ from tests.fakes import FakeOpenAI, Reply, fake_openai
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
             return resp.status, dict(resp.headers), resp.read()
@@ -27,19 +28,19 @@ def chat(content: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_scripting_paths_and_counts(fake: FakeOpenAI) -> None:
-    fake.script("alpha", [Reply.rate_limited(retry_after_s=2, retry_after_ms=1500),
-                          Reply.json({"ok": 1})])
+    fake.script("alpha", [Reply.rate_limited(retry_after_s=2, retry_after_ms=1500), Reply.json({"ok": 1})])
     fake.script(lambda r: r.body.get("model") == "special", Reply.text("special reply"))
     status, headers, body = post(f"{fake.base_url}/chat/completions", chat("alpha one"))
     assert status == 429 and headers["Retry-After"] == "2" and headers["retry-after-ms"] == "1500"
     assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
     base = fake.base_url.removesuffix("/v1")
-    status, _, body = post(f"{base}/chat/completions",  # no /v1 prefix
-                           chat("alpha one", response_format={"type": "json_object"}))
+    status, _, body = post(
+        f"{base}/chat/completions",  # no /v1 prefix
+        chat("alpha one", response_format={"type": "json_object"}),
+    )
     data = json.loads(body)
     assert status == 200 and json.loads(data["choices"][0]["message"]["content"]) == {"ok": 1}
-    assert data["usage"]["total_tokens"] == data["usage"]["prompt_tokens"] + \
-        data["usage"]["completion_tokens"]
+    assert data["usage"]["total_tokens"] == data["usage"]["prompt_tokens"] + data["usage"]["completion_tokens"]
     _, _, body = post(f"{fake.base_url}/chat/completions", {**chat("x"), "model": "special"})
     assert json.loads(body)["choices"][0]["message"]["content"] == "special reply"
     rf = {"type": "json_object"}

@@ -29,11 +29,14 @@ def test_agent_run_input_from_agent_run() -> None:
 
 
 def test_agent_run_input_from_conversation() -> None:
-    first = make_run(run_id="a", user="u1", output=(tool_message("lookup"),
-                                                    text_message("assistant", "a1")))
+    first = make_run(run_id="a", user="u1", output=(tool_message("lookup"), text_message("assistant", "a1")))
     second = make_run(run_id="b", user="u2", output=(text_message("assistant", "a2"),))
-    second = type(second)(**{**{f: getattr(second, f) for f in second.__dataclass_fields__},
-                             "system_messages": (text_message("system", "other"),)})
+    second = type(second)(
+        **{
+            **{f: getattr(second, f) for f in second.__dataclass_fields__},
+            "system_messages": (text_message("system", "other"),),
+        }
+    )
     run = agent_run_input(Conversation(conversation_id="conv", runs=(first, second)))
     assert isinstance(run.input, AgentInput)
     assert [m.content for m in run.input.input_messages] == ["u1", "u2"]
@@ -49,18 +52,29 @@ def test_agent_run_input_from_conversation() -> None:
 
 
 def _msg(*types: str, tool: str | None = None) -> Message:
-    return Message(role="assistant", content="x", parts=tuple(
-        Part(type=t, content="x", name=tool if t == "tool_call" else None) for t in types))
+    return Message(
+        role="assistant",
+        content="x",
+        parts=tuple(Part(type=t, content="x", name=tool if t == "tool_call" else None) for t in types),
+    )
 
 
 def _run(remembered: tuple[Message, ...], output: tuple[Message, ...]) -> ScorerRun[Any, Any]:
-    return ScorerRun(input=AgentInput(remembered_messages=remembered), output=output,
-                     ground_truth="gt", request_context={"user": "u"})
+    return ScorerRun(
+        input=AgentInput(remembered_messages=remembered),
+        output=output,
+        ground_truth="gt",
+        request_context={"user": "u"},
+    )
 
 
 def test_filter_part_types() -> None:
-    text, tool, reasoning, plain = (_msg("text"), _msg("tool_call", tool="search"),
-                                    _msg("reasoning"), Message(role="user", content="plain"))
+    text, tool, reasoning, plain = (
+        _msg("text"),
+        _msg("tool_call", tool="search"),
+        _msg("reasoning"),
+        Message(role="user", content="plain"),
+    )
     run = _run((text, tool, reasoning, plain), (tool, text))
     out = filter_run(part_types=["text"])(run)
     assert out.input.remembered_messages == (text, plain)  # plain content always kept
@@ -71,8 +85,11 @@ def test_filter_part_types() -> None:
 
 def test_filter_tool_names_prefix_and_non_tool_unaffected() -> None:
     text = _msg("text")
-    write, view, other = (_msg("text", "tool_call", tool="write_file"),
-                          _msg("tool_call", tool="view"), _msg("tool_call", tool="delete"))
+    write, view, other = (
+        _msg("text", "tool_call", tool="write_file"),
+        _msg("tool_call", tool="view"),
+        _msg("tool_call", tool="delete"),
+    )
     run = _run((text, write, view, other), (write, other, text))
     out = filter_run(tool_names=["write", "view"])(run)
     assert out.input.remembered_messages == (text, write, view)
@@ -84,8 +101,9 @@ def test_filter_tool_names_prefix_and_non_tool_unaffected() -> None:
 def test_filter_limits_and_drops() -> None:
     msgs = tuple(text_message("user", str(i)) for i in range(10))
     run = _run(msgs, msgs)
-    out = filter_run(max_remembered_messages=3, max_output_messages=2, drop_ground_truth=True,
-                     drop_request_context=True)(run)
+    out = filter_run(
+        max_remembered_messages=3, max_output_messages=2, drop_ground_truth=True, drop_request_context=True
+    )(run)
     assert [m.content for m in out.input.remembered_messages] == ["7", "8", "9"]
     assert [m.content for m in out.output] == ["8", "9"]
     assert out.ground_truth is None and out.request_context is None
@@ -106,8 +124,9 @@ def test_filter_on_non_agent_runs_is_harmless() -> None:
 
 
 async def test_filter_run_as_prepare_run() -> None:
-    scorer = create_scorer(id="f", type="agent", prepare_run=filter_run(max_output_messages=1)
-                           ).generate_score(lambda *, run, results: float(len(run.output)))
+    scorer = create_scorer(id="f", type="agent", prepare_run=filter_run(max_output_messages=1)).generate_score(
+        lambda *, run, results: float(len(run.output))
+    )
     run = make_run(output=(text_message("assistant", "a"), text_message("assistant", "b")))
     result = await scorer.run(run)
     assert result.score == 1.0

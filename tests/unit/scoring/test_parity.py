@@ -39,17 +39,25 @@ def judge(opts: dict[str, Any], **kw: Any) -> Judge:
 
 
 def verdict_scorer(opts: dict[str, Any], **kw: Any) -> Any:
-    return (create_scorer(id="v", judge=judge(opts, **kw))
-            .analyze(PromptStep(description="label", output_schema=Verdict,
-                                create_prompt=lambda *, run, results: f"LABEL {run.output}"))
-            .generate_score(lambda *, run, results: results.analyze_step_result.confidence))
+    return (
+        create_scorer(id="v", judge=judge(opts, **kw))
+        .analyze(
+            PromptStep(
+                description="label", output_schema=Verdict, create_prompt=lambda *, run, results: f"LABEL {run.output}"
+            )
+        )
+        .generate_score(lambda *, run, results: results.analyze_step_result.confidence)
+    )
 
 
 # -- 1. structured-output fallback ----------------------------------------------------------------
 async def test_unparseable_native_reply_falls_back_to_the_schema_in_the_prompt(
-        fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
-    fake.script("LABEL", [Reply.text("Sure! The label is good, confidence high."),
-                          Reply.json({"label": "good", "confidence": 0.9})])
+    fake: FakeOpenAI, judge_opts: dict[str, Any]
+) -> None:
+    fake.script(
+        "LABEL",
+        [Reply.text("Sure! The label is good, confidence high."), Reply.json({"label": "good", "confidence": 0.9})],
+    )
     result = await verdict_scorer(judge_opts).run(ScorerRun(output="answer"))
     assert result.status == "ok" and result.score == 0.9
     assert result.analyze_step_result == Verdict(label="good", confidence=0.9)
@@ -69,30 +77,36 @@ async def test_unparseable_native_reply_falls_back_to_the_schema_in_the_prompt(
 
 
 async def test_schema_mismatch_also_falls_back(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
-    fake.script("LABEL", [Reply.json({"label": "good"}),  # valid JSON, confidence missing
-                          Reply.json({"label": "good", "confidence": 0.4})])
+    fake.script(
+        "LABEL",
+        [
+            Reply.json({"label": "good"}),  # valid JSON, confidence missing
+            Reply.json({"label": "good", "confidence": 0.4}),
+        ],
+    )
     result = await verdict_scorer(judge_opts).run(ScorerRun(output="a"))
     assert result.score == 0.4 and [c.status for c in result.judge_calls] == ["error", "ok"]
 
 
 async def test_exhausted_fallback_is_one_failed_run_with_both_attempts(
-        fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
+    fake: FakeOpenAI, judge_opts: dict[str, Any]
+) -> None:
     fake.script("LABEL", [Reply.text("no json here"), Reply.text("still {not json")])
     with pytest.raises(ScorerRunError) as info:
         await verdict_scorer(judge_opts).run(ScorerRun(output="a"))
     err = info.value
     assert err.failed_step == "analyze" and isinstance(err.__cause__, JudgeOutputError)
     calls = err.result.judge_calls
-    assert [(c.status, c.structured_output) for c in calls] == [("error", "native"),
-                                                               ("error", "prompt")]
+    assert [(c.status, c.structured_output) for c in calls] == [("error", "native"), ("error", "prompt")]
     assert [c.raw_output for c in calls] == ["no json here", "still {not json"]
     assert err.result.status == "error" and err.result.analyze_prompt == "LABEL a"
     assert fake.attempts("LABEL") == 2
 
 
 @pytest.mark.parametrize(("mode", "structured"), [(False, "native"), (True, "prompt")])
-async def test_explicit_modes_make_one_call(fake: FakeOpenAI, judge_opts: dict[str, Any],
-                                           mode: bool, structured: str) -> None:
+async def test_explicit_modes_make_one_call(
+    fake: FakeOpenAI, judge_opts: dict[str, Any], mode: bool, structured: str
+) -> None:
     fake.script("LABEL", [Reply.text("not json"), Reply.json({"label": "x", "confidence": 1})])
     with pytest.raises(ScorerRunError) as info:
         await verdict_scorer(judge_opts, json_prompt_injection=mode).run(ScorerRun(output="a"))
@@ -100,8 +114,7 @@ async def test_explicit_modes_make_one_call(fake: FakeOpenAI, judge_opts: dict[s
     assert [c.structured_output for c in info.value.result.judge_calls] == [structured]
 
 
-async def test_output_processor_failure_does_not_fall_back(fake: FakeOpenAI,
-                                                           judge_opts: dict[str, Any]) -> None:
+async def test_output_processor_failure_does_not_fall_back(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
     class Broken:
         def process_output(self, text: str) -> str:
             raise RuntimeError("moderation service down")
@@ -118,8 +131,7 @@ def test_bad_json_mode_is_refused() -> None:
 
 
 # -- 2. run() accepts a plain mapping -------------------------------------------------------------
-async def test_run_accepts_a_mapping_with_python_field_names(fake: FakeOpenAI,
-                                                            judge_opts: dict[str, Any]) -> None:
+async def test_run_accepts_a_mapping_with_python_field_names(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
     seen: list[ScorerRun[Any, Any]] = []
 
     def score(*, run: ScorerRun[Any, Any], results: Any) -> float:
@@ -127,23 +139,42 @@ async def test_run_accepts_a_mapping_with_python_field_names(fake: FakeOpenAI,
         return 1.0
 
     plain = create_scorer(id="plain").generate_score(score)
-    result = await plain.run({"input": "q", "output": "a", "ground_truth": "g",
-                              "request_context": {"user": "u"}, "run_id": "r-1"})
+    result = await plain.run(
+        {"input": "q", "output": "a", "ground_truth": "g", "request_context": {"user": "u"}, "run_id": "r-1"}
+    )
     assert result.run_id == "r-1" and result.score == 1.0
     assert (seen[0].input, seen[0].output, seen[0].ground_truth) == ("q", "a", "g")
     assert seen[0].request_context == {"user": "u"}
 
     fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "forecast given"}))
-    judge_scorer = create_multi_turn_judge_scorer(model=MODEL, criterion="Gives a forecast",
-                                                  **judge_opts)
-    result = await judge_scorer.run({
-        "input": {"input_messages": [{"role": "user", "content": "Weather in Paris?"}]},
-        "output": [{"role": "assistant", "content": [{"type": "text", "text": "Sunny, 21C."}]},
-                   {"role": "assistant", "content": {"format": 2, "parts": [
-                       {"type": "tool-invocation", "toolInvocation": {
-                           "toolCallId": "c1", "toolName": "weather", "args": {"city": "Paris"},
-                           "result": {"t": 21}, "state": "result"}},
-                       {"type": "text", "text": "Tomorrow rain."}]}}]})
+    judge_scorer = create_multi_turn_judge_scorer(model=MODEL, criterion="Gives a forecast", **judge_opts)
+    result = await judge_scorer.run(
+        {
+            "input": {"input_messages": [{"role": "user", "content": "Weather in Paris?"}]},
+            "output": [
+                {"role": "assistant", "content": [{"type": "text", "text": "Sunny, 21C."}]},
+                {
+                    "role": "assistant",
+                    "content": {
+                        "format": 2,
+                        "parts": [
+                            {
+                                "type": "tool-invocation",
+                                "toolInvocation": {
+                                    "toolCallId": "c1",
+                                    "toolName": "weather",
+                                    "args": {"city": "Paris"},
+                                    "result": {"t": 21},
+                                    "state": "result",
+                                },
+                            },
+                            {"type": "text", "text": "Tomorrow rain."},
+                        ],
+                    },
+                },
+            ],
+        }
+    )
     assert result.score == 1.0
     run = result.run
     assert run is not None and isinstance(run.input, AgentInput)
@@ -168,31 +199,35 @@ async def _echo(messages: list[Message]) -> str:
     return f"echo {messages[-1].content}"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"data": []}, "data is empty"),
-    ({"data": [{"inputs": []}]}, "'inputs' is empty"),
-    ({"data": [{"inputs": "not a list"}]}, "must be a list"),
-    ({"data": [{"text": "x"}]}, "needs 'input' or 'inputs'"),
-    ({"scorers": []}, "scorers is empty"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": 1.5}]}, "0..1"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": -0.1}]}, "0..1"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": math.nan}]}, "0..1"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": {"min": 0.8, "max": 0.2}}]},
-     "above max"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": {"low": 0.2}}]},
-     "unknown keys"),
-    ({"scorers": [{"scorer": create_includes_check("a"), "threshold": "high"}]}, "a number"),
-])
-async def test_run_evals_rejects_bad_input_before_running(kwargs: dict[str, Any],
-                                                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"data": []}, "data is empty"),
+        ({"data": [{"inputs": []}]}, "'inputs' is empty"),
+        ({"data": [{"inputs": "not a list"}]}, "must be a list"),
+        ({"data": [{"text": "x"}]}, "needs 'input' or 'inputs'"),
+        ({"scorers": []}, "scorers is empty"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": 1.5}]}, "0..1"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": -0.1}]}, "0..1"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": math.nan}]}, "0..1"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": {"min": 0.8, "max": 0.2}}]}, "above max"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": {"low": 0.2}}]}, "unknown keys"),
+        ({"scorers": [{"scorer": create_includes_check("a"), "threshold": "high"}]}, "a number"),
+    ],
+)
+async def test_run_evals_rejects_bad_input_before_running(kwargs: dict[str, Any], message: str) -> None:
     calls: list[Any] = []
 
     def target(messages: list[Message]) -> str:
         calls.append(messages)
         return "x"
 
-    args: dict[str, Any] = {"data": [{"input": "q"}], "target": target,
-                            "scorers": [create_includes_check("x")], **kwargs}
+    args: dict[str, Any] = {
+        "data": [{"input": "q"}],
+        "target": target,
+        "scorers": [create_includes_check("x")],
+        **kwargs,
+    }
     with pytest.raises(ValueError, match=message):
         await run_evals(**args)
     assert calls == []  # validated before any target call
@@ -201,13 +236,16 @@ async def test_run_evals_rejects_bad_input_before_running(kwargs: dict[str, Any]
 async def test_thresholds_are_numbers_or_ranges_checked_against_the_average() -> None:
     data = [{"input": "apple"}, {"input": "pear"}, {"input": "apple pie"}, {"input": "plum"}]
     apple = create_includes_check("apple")  # scores 1, 0, 1, 0: average 0.5
-    result = await run_evals(data=data, target=_echo, scorers=[
-        {"scorer": apple, "threshold": 0.5},
-        {"scorer": create_includes_check("apple", id="in-range"), "threshold": {"min": 0.4,
-                                                                                 "max": 0.6}},
-        {"scorer": create_includes_check("apple", id="too-high"), "threshold": {"max": 0.3}},
-        {"scorer": create_includes_check("apple", id="too-low"), "threshold": {"min": 0.75}},
-    ])
+    result = await run_evals(
+        data=data,
+        target=_echo,
+        scorers=[
+            {"scorer": apple, "threshold": 0.5},
+            {"scorer": create_includes_check("apple", id="in-range"), "threshold": {"min": 0.4, "max": 0.6}},
+            {"scorer": create_includes_check("apple", id="too-high"), "threshold": {"max": 0.3}},
+            {"scorer": create_includes_check("apple", id="too-low"), "threshold": {"min": 0.75}},
+        ],
+    )
     s = result.scorers
     assert s["includes-check"].average == 0.5 and s["includes-check"].passed is True
     assert s["in-range"].passed is True and s["too-high"].passed is False
@@ -218,8 +256,7 @@ async def test_thresholds_are_numbers_or_ranges_checked_against_the_average() ->
 
 
 # -- 6. the retry processor walks the cause chain -------------------------------------------------
-async def test_wrapped_retryable_error_still_retries(fake: FakeOpenAI,
-                                                     judge_opts: dict[str, Any]) -> None:
+async def test_wrapped_retryable_error_still_retries(fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
     retry = StreamErrorRetryProcessor(max_retries=2)
 
     class WrappingRetry:
@@ -234,11 +271,10 @@ async def test_wrapped_retryable_error_still_retries(fake: FakeOpenAI,
             except ValueError as outer:
                 return retry.process_api_error(error=outer, retry_count=retry_count)
 
-    fake.script("GRADE", [Reply.rate_limited(retry_after_s=0), Reply.server_error(503),
-                          Reply.json({"score": 1})])
-    scorer = create_scorer(id="w", judge=judge(judge_opts, error_processors=[WrappingRetry()],
-                                               max_processor_retries=2)).generate_score(
-        PromptStep(description="s", create_prompt=lambda *, run, results: "GRADE"))
+    fake.script("GRADE", [Reply.rate_limited(retry_after_s=0), Reply.server_error(503), Reply.json({"score": 1})])
+    scorer = create_scorer(
+        id="w", judge=judge(judge_opts, error_processors=[WrappingRetry()], max_processor_retries=2)
+    ).generate_score(PromptStep(description="s", create_prompt=lambda *, run, results: "GRADE"))
     result = await scorer.run(ScorerRun(output="x"))
     assert result.score == 1.0 and result.judge_calls[0].attempts == 3
 
@@ -272,14 +308,15 @@ def test_error_chain_and_classification_through_wrappers() -> None:
 
 # -- 7. partial results keep the score -------------------------------------------------------------
 async def test_failed_reason_keeps_the_score_in_the_partial_result(
-        fake: FakeOpenAI, judge_opts: dict[str, Any]) -> None:
+    fake: FakeOpenAI, judge_opts: dict[str, Any]
+) -> None:
     fake.script("SCORE", Reply.json({"score": 0.7}))
     fake.script("EXPLAIN", Reply.unauthorized())
-    scorer = (create_scorer(id="p", judge=judge(judge_opts))
-              .generate_score(PromptStep(description="s",
-                                         create_prompt=lambda *, run, results: "SCORE"))
-              .generate_reason(PromptStep(description="r", create_prompt=lambda *, run, results,
-                                          score: f"EXPLAIN {score}")))
+    scorer = (
+        create_scorer(id="p", judge=judge(judge_opts))
+        .generate_score(PromptStep(description="s", create_prompt=lambda *, run, results: "SCORE"))
+        .generate_reason(PromptStep(description="r", create_prompt=lambda *, run, results, score: f"EXPLAIN {score}"))
+    )
     with pytest.raises(ScorerRunError) as info:
         await scorer.run(ScorerRun(output="x"))
     partial = info.value.result

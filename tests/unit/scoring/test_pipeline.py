@@ -38,8 +38,13 @@ async def test_function_steps_run_in_order_with_results() -> None:
         return f"{results.analyze_step_result} -> {score} ({results.generate_score_step_result})"
 
     # steps given out of order still run preprocess -> analyze -> score -> reason
-    scorer = (create_scorer(id="len", description="length")
-              .generate_reason(reason).generate_score(score).analyze(analyze).preprocess(preprocess))
+    scorer = (
+        create_scorer(id="len", description="length")
+        .generate_reason(reason)
+        .generate_score(score)
+        .analyze(analyze)
+        .preprocess(preprocess)
+    )
     assert scorer.name == "len"
     assert scorer.steps == ("preprocess", "analyze", "generate_score", "generate_reason")
     result = await scorer.run(ScorerRun(input="q", output="ab"))
@@ -96,8 +101,12 @@ async def test_failing_step_raises_scorer_run_error_with_partial_result() -> Non
     def analyze(*, run: Any, results: Any) -> Any:
         raise RuntimeError("boom")
 
-    scorer = (create_scorer(id="f").preprocess(lambda *, run, results: "pre")
-              .analyze(analyze).generate_score(lambda *, run, results: 1))
+    scorer = (
+        create_scorer(id="f")
+        .preprocess(lambda *, run, results: "pre")
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: 1)
+    )
     with pytest.raises(ScorerRunError) as info:
         await scorer.run(ScorerRun(output="x", run_id="r"))
     err = info.value
@@ -126,9 +135,7 @@ async def test_not_scorable_stops_without_score() -> None:
         called.append("score")
         return 1.0
 
-    scorer = (create_scorer(id="ns")
-              .preprocess(lambda *, run, results: not_scorable("no text"))
-              .generate_score(score))
+    scorer = create_scorer(id="ns").preprocess(lambda *, run, results: not_scorable("no text")).generate_score(score)
     result = await scorer.run(ScorerRun(output=""))
     assert result.status == "not_scorable"
     assert result.score is None
@@ -141,13 +148,15 @@ async def test_prepare_run_sync_and_async() -> None:
         return ScorerRun(input=run.input, output=str(run.output).upper())
 
     scorer = create_scorer(id="p", prepare_run=prepare).generate_score(
-        lambda *, run, results: 1.0 if run.output == "ABC" else 0.0)
+        lambda *, run, results: 1.0 if run.output == "ABC" else 0.0
+    )
     result = await scorer.run(ScorerRun(output="abc", run_id="keep-me"))
     assert result.score == 1.0 and result.run_id == "keep-me"
     assert result.run is not None and result.run.output == "ABC"
 
     bad = create_scorer(id="p2", prepare_run=lambda run: "nope").generate_score(  # type: ignore[arg-type,return-value]
-        lambda *, run, results: 1)
+        lambda *, run, results: 1
+    )
     with pytest.raises(ScorerRunError) as info:
         await bad.run(ScorerRun(output="abc"))
     assert info.value.failed_step == "prepare_run"
@@ -172,10 +181,13 @@ async def test_agent_type_accepts_agent_run_and_conversation() -> None:
     scorer = create_scorer(id="agent", type="agent").generate_score(score)
     single = await scorer.run(make_run())
     assert single.score == 11 and single.run_id == "run-1"
-    conv = Conversation(conversation_id="c1", runs=(
-        make_run(run_id="a", user="one", output=(text_message("assistant", "1"),)),
-        make_run(run_id="b", user="two", output=(text_message("assistant", "2"),
-                                                 text_message("assistant", "2b")))))
+    conv = Conversation(
+        conversation_id="c1",
+        runs=(
+            make_run(run_id="a", user="one", output=(text_message("assistant", "1"),)),
+            make_run(run_id="b", user="two", output=(text_message("assistant", "2"), text_message("assistant", "2b"))),
+        ),
+    )
     result = await scorer.run(conv)
     assert result.score == 23 and result.run_id == "c1"
 

@@ -40,8 +40,7 @@ async def score(scorer: Any, run: Any) -> float:
 
 async def test_completeness() -> None:
     s = create_completeness_scorer()
-    assert await score(s, run_of("Paris weather: sunny", "weather in Paris and London")) == \
-        pytest.approx(2 / 3)
+    assert await score(s, run_of("Paris weather: sunny", "weather in Paris and London")) == pytest.approx(2 / 3)
     assert await score(s, run_of("anything", "the of and")) == 1.0
     result = await s.run(run_of("cats", "cats dogs"))
     assert result.analyze_step_result["missing"] == ["dogs"]
@@ -56,15 +55,13 @@ async def test_keyword_coverage() -> None:
     cs = create_keyword_coverage_scorer(keywords=["Sorry"], case_sensitive=True)
     assert await score(cs, run_of("sorry")) == 0.0
     from_input = create_keyword_coverage_scorer()
-    assert await score(from_input, run_of("billing address", "update billing address")) == \
-        pytest.approx(2 / 3)
+    assert await score(from_input, run_of("billing address", "update billing address")) == pytest.approx(2 / 3)
 
 
 async def test_content_similarity_and_textual_difference() -> None:
     sim = create_content_similarity_scorer()
     assert await score(sim, run_of("Hello  World", "hello world")) == 1.0
-    assert await score(create_content_similarity_scorer(ignore_case=False),
-                       run_of("HELLO", "hello")) == 0.0
+    assert await score(create_content_similarity_scorer(ignore_case=False), run_of("HELLO", "hello")) == 0.0
     assert 0 < await score(sim, run_of("hello there", ground_truth="hello world")) < 1
     diff = create_textual_difference_scorer()
     result = await diff.run(run_of("abcdef", ground_truth="abcxef"))
@@ -94,8 +91,7 @@ async def test_tool_call_accuracy() -> None:
     assert await score(strict, calls("weather")) == 1.0
     assert await score(lenient, calls()) == 0.0
     order = create_tool_call_accuracy_scorer(expected_tool_order=["geo", "weather"])
-    strict_order = create_tool_call_accuracy_scorer(expected_tool_order=["geo", "weather"],
-                                                    strict_mode=True)
+    strict_order = create_tool_call_accuracy_scorer(expected_tool_order=["geo", "weather"], strict_mode=True)
     assert await score(order, calls("geo", "log", "weather")) == 1.0
     assert await score(order, calls("weather", "geo")) == 0.0
     assert await score(strict_order, calls("geo", "log", "weather")) == 0.0
@@ -119,13 +115,13 @@ async def test_quick_checks() -> None:
     assert await score(create_matches_check(r"^\d+$"), r) == 0.0
     assert await score(create_non_empty_response_check(), r) == 1.0
     assert await score(create_non_empty_response_check(scale=3), run_of("  ")) == 0.0
-    assert await score(create_non_empty_response_check(),
-                       make_run(output=(tool_message("x"),))) == 0.0
+    assert await score(create_non_empty_response_check(), make_run(output=(tool_message("x"),))) == 0.0
 
 
 async def test_tool_quick_checks() -> None:
-    failing = make_run(tool_calls=(ToolCall(id="1", name="search"),
-                                   ToolCall(id="2", name="charge", error="card declined")))
+    failing = make_run(
+        tool_calls=(ToolCall(id="1", name="search"), ToolCall(id="2", name="charge", error="card declined"))
+    )
     assert await score(create_called_tool_check("search"), failing) == 1.0
     assert await score(create_called_tool_check("refund"), failing) == 0.0
     assert await score(create_did_not_call_check("charge"), failing) == 0.0
@@ -139,9 +135,13 @@ async def test_tool_quick_checks() -> None:
 
 async def test_code_scorers_are_deterministic() -> None:
     r = run_of("The weather in Paris is sunny and warm", "weather Paris warm?", "Sunny in Paris")
-    for factory in (create_completeness_scorer, create_keyword_coverage_scorer,
-                    create_content_similarity_scorer, create_textual_difference_scorer,
-                    create_tone_consistency_scorer):
+    for factory in (
+        create_completeness_scorer,
+        create_keyword_coverage_scorer,
+        create_content_similarity_scorer,
+        create_textual_difference_scorer,
+        create_tone_consistency_scorer,
+    ):
         scorer = factory()
         assert {(await scorer.run(r)).score for _ in range(3)} == {(await scorer.run(r)).score}
 

@@ -30,7 +30,9 @@ def non_loopback():
     return [a for a in ATTEMPTS if a[1] not in ("127.0.0.1", "localhost", "::1")]
 """
 
-_LAG = _AUDIT + """
+_LAG = (
+    _AUDIT
+    + """
 import asyncio, json, threading, time
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, ScorerRun, create_scorer
@@ -70,16 +72,16 @@ async def main():
 
 asyncio.run(main())
 """
+)
 
 
 def _run(code: str, env_drop: tuple[str, ...] = ()) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k not in env_drop}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=180)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("REPORT "))
-    report: dict[str, object] = json.loads(line[len("REPORT "):])
+    report: dict[str, object] = json.loads(line[len("REPORT ") :])
     return report
 
 
@@ -100,7 +102,9 @@ def test_first_judge_call_after_preload_does_not_stall_the_event_loop() -> None:
 
 
 def test_preload_is_what_imports_litellm_and_is_idempotent() -> None:
-    code = _AUDIT + """
+    code = (
+        _AUDIT
+        + """
 import json, threading
 import tracescorer, tracescorer.prebuilt
 from tracescorer.prebuilt import create_multi_turn_judge_scorer
@@ -116,9 +120,9 @@ print("REPORT " + json.dumps({"before": before, "after": "litellm" in sys.module
                               "phonenumbers": "phonenumbers" in sys.modules,
                               "network": non_loopback()}))
 """
+    )
     report = _run(code, env_drop=("LITELLM_LOCAL_MODEL_COST_MAP",))
-    assert report == {"before": False, "after": True, "jsonschema": True, "phonenumbers": True,
-                      "network": []}
+    assert report == {"before": False, "after": True, "jsonschema": True, "phonenumbers": True, "network": []}
 
 
 def test_an_explicit_cost_map_setting_is_kept() -> None:
@@ -131,8 +135,7 @@ print("REPORT " + json.dumps({"env": os.environ["LITELLM_LOCAL_MODEL_COST_MAP"]}
     env_value = "true"  # the user's own spelling: left exactly as it is
     os.environ["_TS_COST_MAP"] = env_value
     try:
-        report = _run("import os; os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = "
-                      "os.environ['_TS_COST_MAP']\n" + code)
+        report = _run("import os; os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = os.environ['_TS_COST_MAP']\n" + code)
     finally:
         del os.environ["_TS_COST_MAP"]
     assert report == {"env": "true"}

@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_public_names_importable() -> None:
+    import tracescorer
+    import tracescorer.prebuilt as prebuilt
     from tracescorer import (  # noqa: F401
         Judge,
         PromptStep,
@@ -24,8 +26,6 @@ def test_public_names_importable() -> None:
         not_scorable,
         run_evals,
     )
-    import tracescorer
-    import tracescorer.prebuilt as prebuilt
 
     assert tracescorer.__version__
     for name in tracescorer.__all__:
@@ -36,12 +36,13 @@ def test_public_names_importable() -> None:
 
 
 def test_import_does_not_load_litellm() -> None:
-    code = ("import sys, tracescorer, tracescorer.prebuilt, tracescorer.scorers, tracescorer.scoring;"
-            "from tracescorer.prebuilt import create_multi_turn_judge_scorer;"
-            "create_multi_turn_judge_scorer(model='openai/x', criterion='c');"
-            "print('litellm' in sys.modules, 'jsonschema' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, check=True)
+    code = (
+        "import sys, tracescorer, tracescorer.prebuilt, tracescorer.scorers, tracescorer.scoring;"
+        "from tracescorer.prebuilt import create_multi_turn_judge_scorer;"
+        "create_multi_turn_judge_scorer(model='openai/x', criterion='c');"
+        "print('litellm' in sys.modules, 'jsonschema' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "False"], out.stderr
 
 
@@ -49,6 +50,9 @@ def test_judge_is_the_only_litellm_importer() -> None:
     import re
 
     pattern = re.compile(r"^\s*(import litellm|from litellm)", re.MULTILINE)
-    importers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tracescorer").rglob("*.py")
-                       if pattern.search(p.read_text(encoding="utf-8")))
+    importers = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tracescorer").rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    )
     assert importers == ["tracescorer/scorers/judge.py"]

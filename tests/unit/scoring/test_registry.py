@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from tracescorer import ScorerRegistry, ScorerRun, create_scorer
-from tracescorer.scorers import InMemoryScoreSink, ScoreSink, ScorerLike
+from tracescorer.scorers import InMemoryScoreSink, ScorerLike, ScoreSink
 
 
 def scorer(id: str) -> object:

@@ -29,8 +29,9 @@ def test_pydantic_and_dict_schemas() -> None:
     assert model.name == "Verdict" and "ok" in model.prompt_instructions
     with pytest.raises(JudgeOutputError, match="Verdict"):
         model.validate({"ok": "maybe?"})
-    titled = compile_schema({"title": "My Output!", "type": "object",
-                             "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    titled = compile_schema(
+        {"title": "My Output!", "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    )
     assert titled.name == "My_Output_"
     assert titled.validate({"n": 2}) == {"n": 2}
     with pytest.raises(JudgeOutputError, match="'n' is a required property"):
@@ -44,7 +45,7 @@ def test_pydantic_and_dict_schemas() -> None:
 def test_parse_json_text() -> None:
     assert parse_json_text('{"a": 1}') == {"a": 1}
     assert parse_json_text('Sure!\n```json\n{"a": 1}\n```') == {"a": 1}
-    assert parse_json_text('```\n[1, 2]\n```') == [1, 2]
+    assert parse_json_text("```\n[1, 2]\n```") == [1, 2]
     assert parse_json_text('verdict: {"a": {"b": 2}} done') == {"a": {"b": 2}}
     for bad in ("", "   ", None, "no json here", "{broken", "```json\n{nope}\n```"):
         with pytest.raises(JudgeOutputError):

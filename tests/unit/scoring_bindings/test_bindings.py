@@ -16,6 +16,8 @@ import pytest
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.prebuilt import MULTI_TURN_JUDGE_ID
 from tracescorer.scorers import prebuilt as prebuilt_module
+from tracescorer.scorers.judge import Judge
+from tracescorer.scorers.scorer import Scorer
 from tracescorer.scoring.bindings import (
     PREBUILT,
     BindingError,
@@ -25,32 +27,53 @@ from tracescorer.scoring.bindings import (
     uses_judge,
 )
 from tracescorer.scoring.filters import RunFilter
-from tracescorer.scorers.judge import Judge
-from tracescorer.scorers.scorer import Scorer
 
 SAMPLES = "unit.scoring_bindings.sample_scorers"
 MODEL = "openai/gpt-4o-mini"
-DEFAULTS = JudgeSettings(model=MODEL, api_base="http://judge.local/v1", api_key="sk-default",
-                         timeout_s=12)
+DEFAULTS = JudgeSettings(model=MODEL, api_base="http://judge.local/v1", api_key="sk-default", timeout_s=12)
 NO_MODEL = JudgeSettings()
 
-LLM = {"multi_turn_judge": {"criterion": "Answers every question."},
-       "answer_relevancy": {}, "faithfulness": {}, "hallucination": {}, "toxicity": {},
-       "bias": {}, "prompt_alignment": {}, "tool_call_appropriateness": {},
-       "rubric": {"criteria": ["Is polite"]}, "answer_similarity": {},
-       "context_precision": {}, "context_relevance": {}, "context_recall": {},
-       "noise_sensitivity": {"baseline_response": "Paris.", "noisy_query": "Capital? (ignore)"},
-       "summarization": {}, "trajectory_accuracy_llm": {}}
-CODE = {"completeness": {}, "keyword_coverage": {"keywords": ["refund"]},
-        "content_similarity": {}, "textual_difference": {}, "tone_consistency": {},
-        "tool_call_accuracy": {"expected_tool": "search"},
-        "trajectory_accuracy": {"expected_trajectory": ["search", "answer"]}}
-QUICK = {"includes": {"text": "refund"}, "excludes": {"text": ["secret"]},
-         "matches": {"pattern": r"\d+"}, "called_tool": {"tool_name": "search"},
-         "did_not_call": {"tool_name": "delete"}, "max_tool_calls": {"max_calls": 3},
-         "no_tool_errors": {}, "non_empty_response": {}, "equals": {"text": "Paris"},
-         "similarity": {"text": "Paris", "threshold": 0.8}, "tool_order": {"order": ["a", "b"]},
-         "used_no_tools": {}}
+LLM = {
+    "multi_turn_judge": {"criterion": "Answers every question."},
+    "answer_relevancy": {},
+    "faithfulness": {},
+    "hallucination": {},
+    "toxicity": {},
+    "bias": {},
+    "prompt_alignment": {},
+    "tool_call_appropriateness": {},
+    "rubric": {"criteria": ["Is polite"]},
+    "answer_similarity": {},
+    "context_precision": {},
+    "context_relevance": {},
+    "context_recall": {},
+    "noise_sensitivity": {"baseline_response": "Paris.", "noisy_query": "Capital? (ignore)"},
+    "summarization": {},
+    "trajectory_accuracy_llm": {},
+}
+CODE = {
+    "completeness": {},
+    "keyword_coverage": {"keywords": ["refund"]},
+    "content_similarity": {},
+    "textual_difference": {},
+    "tone_consistency": {},
+    "tool_call_accuracy": {"expected_tool": "search"},
+    "trajectory_accuracy": {"expected_trajectory": ["search", "answer"]},
+}
+QUICK = {
+    "includes": {"text": "refund"},
+    "excludes": {"text": ["secret"]},
+    "matches": {"pattern": r"\d+"},
+    "called_tool": {"tool_name": "search"},
+    "did_not_call": {"tool_name": "delete"},
+    "max_tool_calls": {"max_calls": 3},
+    "no_tool_errors": {},
+    "non_empty_response": {},
+    "equals": {"text": "Paris"},
+    "similarity": {"text": "Paris", "threshold": 0.8},
+    "tool_order": {"order": ["a", "b"]},
+    "used_no_tools": {},
+}
 
 
 def binding(**data: Any) -> ScorerBinding:
@@ -73,8 +96,7 @@ def error_of(defaults: JudgeSettings = DEFAULTS, **data: Any) -> str:
 # -- the prebuilt table --------------------------------------------------------------------------
 def test_prebuilt_table_covers_every_factory() -> None:
     assert set(PREBUILT) == set(LLM) | set(CODE) | set(QUICK)
-    factories = {getattr(prebuilt_module, n) for n in prebuilt_module.__all__
-                 if n.startswith("create_")}
+    factories = {getattr(prebuilt_module, n) for n in prebuilt_module.__all__ if n.startswith("create_")}
     assert set(PREBUILT.values()) == factories
     for name, factory in PREBUILT.items():
         assert factory.__name__ in (f"create_{name}_scorer", f"create_{name}_check")
@@ -98,18 +120,21 @@ def test_every_prebuilt_builds_under_the_binding_id(name: str) -> None:
 
 
 def test_fixed_id_prebuilt_keeps_its_id_and_name_when_they_agree() -> None:
-    bound = build_one(id=MULTI_TURN_JUDGE_ID, prebuilt="multi_turn_judge",
-                      options={"criterion": "c"})
+    bound = build_one(id=MULTI_TURN_JUDGE_ID, prebuilt="multi_turn_judge", options={"criterion": "c"})
     assert bound.scorer.id == MULTI_TURN_JUDGE_ID
     assert bound.scorer.name == "Multi-turn Judge"
 
 
 def test_fixed_id_prebuilt_is_renamed_so_it_can_be_bound_twice() -> None:
-    bound = build_bindings([
-        binding(id=MULTI_TURN_JUDGE_ID, prebuilt="multi_turn_judge", options={"criterion": "a"}),
-        binding(id="refunds-resolved", prebuilt="multi_turn_judge", options={"criterion": "b"},
-                scope="conversation"),
-    ], DEFAULTS)
+    bound = build_bindings(
+        [
+            binding(id=MULTI_TURN_JUDGE_ID, prebuilt="multi_turn_judge", options={"criterion": "a"}),
+            binding(
+                id="refunds-resolved", prebuilt="multi_turn_judge", options={"criterion": "b"}, scope="conversation"
+            ),
+        ],
+        DEFAULTS,
+    )
     assert [b.scorer.id for b in bound] == [MULTI_TURN_JUDGE_ID, "refunds-resolved"]
     assert bound[1].scorer.name == "Multi-turn Judge"  # display name kept
     assert bound[1].scorer.steps == bound[0].scorer.steps
@@ -142,8 +167,7 @@ def judge_of(bound: BoundScorer) -> Judge:
 def test_llm_prebuilt_gets_the_judge_defaults() -> None:
     judge = judge_of(build_one(prebuilt="toxicity"))
     assert judge.model == MODEL
-    assert dict(judge.options) == {"api_base": "http://judge.local/v1", "api_key": "sk-default",
-                                   "timeout": 12.0}
+    assert dict(judge.options) == {"api_base": "http://judge.local/v1", "api_key": "sk-default", "timeout": 12.0}
 
 
 def test_unset_defaults_are_not_passed() -> None:
@@ -161,22 +185,36 @@ def test_empty_connection_settings_are_left_out() -> None:
 
 
 def test_model_from_options_over_defaults() -> None:
-    judge = judge_of(build_one(prebuilt="bias", options={"model": "anthropic/claude-haiku-4-5",
-                                                         "api_base": "http://other/v1"}))
+    judge = judge_of(
+        build_one(prebuilt="bias", options={"model": "anthropic/claude-haiku-4-5", "api_base": "http://other/v1"})
+    )
     assert judge.model == "anthropic/claude-haiku-4-5"
     assert judge.options["api_base"] == "http://other/v1"
     assert judge.options["api_key"] == "sk-default"
 
 
 def test_binding_judge_over_options_and_defaults() -> None:
-    judge = judge_of(build_one(
-        prebuilt="multi_turn_judge",
-        options={"criterion": "c", "model": "openai/from-options", "timeout": 5},
-        judge={"model": "openai/gpt-4o", "api_key": "sk-binding", "timeout_s": 30,
-               "temperature": 0, "max_tokens": 300}))
+    judge = judge_of(
+        build_one(
+            prebuilt="multi_turn_judge",
+            options={"criterion": "c", "model": "openai/from-options", "timeout": 5},
+            judge={
+                "model": "openai/gpt-4o",
+                "api_key": "sk-binding",
+                "timeout_s": 30,
+                "temperature": 0,
+                "max_tokens": 300,
+            },
+        )
+    )
     assert judge.model == "openai/gpt-4o"
-    assert dict(judge.options) == {"api_base": "http://judge.local/v1", "api_key": "sk-binding",
-                                   "timeout": 30, "temperature": 0, "max_tokens": 300}
+    assert dict(judge.options) == {
+        "api_base": "http://judge.local/v1",
+        "api_key": "sk-binding",
+        "timeout": 30,
+        "temperature": 0,
+        "max_tokens": 300,
+    }
 
 
 def test_timeout_from_options_over_defaults() -> None:
@@ -192,8 +230,10 @@ def test_judge_instructions_override_reaches_the_judge() -> None:
 # -- errors of prebuilt bindings -----------------------------------------------------------------
 def test_unknown_prebuilt_lists_valid_names() -> None:
     message = error_of(id="x", prebuilt="multiturn_judge")
-    assert message.startswith("scorers[0] (x): unknown prebuilt scorer 'multiturn_judge'; "
-                              "valid names: answer_relevancy, answer_similarity, bias, ")
+    assert message.startswith(
+        "scorers[0] (x): unknown prebuilt scorer 'multiturn_judge'; "
+        "valid names: answer_relevancy, answer_similarity, bias, "
+    )
     assert message.endswith(", trajectory_accuracy, trajectory_accuracy_llm, used_no_tools")
     assert all(name in message for name in PREBUILT)
 
@@ -201,14 +241,15 @@ def test_unknown_prebuilt_lists_valid_names() -> None:
 @pytest.mark.parametrize("name", sorted(LLM))
 def test_llm_prebuilt_without_any_model(name: str) -> None:
     message = error_of(NO_MODEL, id="judge-it", prebuilt=name, options=LLM[name])
-    assert message == (f"scorers[0] (judge-it): prebuilt {name!r} is an LLM judge and needs a "
-                       "model: set judge.model on the binding, or the 'judge: model:' default "
-                       "(TRACESCORER_JUDGE_MODEL)")
+    assert message == (
+        f"scorers[0] (judge-it): prebuilt {name!r} is an LLM judge and needs a "
+        "model: set judge.model on the binding, or the 'judge: model:' default "
+        "(TRACESCORER_JUDGE_MODEL)"
+    )
 
 
 def test_llm_prebuilt_with_binding_model_needs_no_default() -> None:
-    assert judge_of(build_one(NO_MODEL, prebuilt="bias", judge={"model": "openai/x"})).model \
-        == "openai/x"
+    assert judge_of(build_one(NO_MODEL, prebuilt="bias", judge={"model": "openai/x"})).model == "openai/x"
 
 
 def test_unknown_option_gives_the_type_error() -> None:
@@ -219,53 +260,61 @@ def test_unknown_option_gives_the_type_error() -> None:
 
 def test_unexpected_option_of_code_scorer() -> None:
     message = error_of(id="c", prebuilt="completeness", options={"scale": 1, "keywords": ["a"]})
-    assert message == ("scorers[0] (c): bad options for prebuilt 'completeness': "
-                       "create_completeness_scorer() got an unexpected keyword argument "
-                       "'keywords'")
+    assert message == (
+        "scorers[0] (c): bad options for prebuilt 'completeness': "
+        "create_completeness_scorer() got an unexpected keyword argument "
+        "'keywords'"
+    )
 
 
 def test_missing_required_option() -> None:
     message = error_of(id="inc", prebuilt="includes")
-    assert message == ("scorers[0] (inc): bad options for prebuilt 'includes': "
-                       "create_includes_check() missing 1 required positional argument: 'text'")
+    assert message == (
+        "scorers[0] (inc): bad options for prebuilt 'includes': "
+        "create_includes_check() missing 1 required positional argument: 'text'"
+    )
 
 
 def test_invalid_option_value_gives_the_value_error() -> None:
     assert error_of(id="mt", prebuilt="multi_turn_judge", options={"criterion": " "}) == (
-        "scorers[0] (mt): bad options for prebuilt 'multi_turn_judge': "
-        "criterion must be a non-empty string")
+        "scorers[0] (mt): bad options for prebuilt 'multi_turn_judge': criterion must be a non-empty string"
+    )
     assert error_of(id="m", prebuilt="matches", options={"pattern": "("}) == (
         "scorers[0] (m): bad options for prebuilt 'matches': invalid regular expression: "
-        "missing ), unterminated subpattern at position 0")
+        "missing ), unterminated subpattern at position 0"
+    )
 
 
 def test_bad_judge_option_is_reported() -> None:
     message = error_of(id="b", prebuilt="bias", judge={"num_retries": 3})
-    assert message.startswith("scorers[0] (b): bad options for prebuilt 'bias': Judge option "
-                              "num_retries=3")
+    assert message.startswith("scorers[0] (b): bad options for prebuilt 'bias': Judge option num_retries=3")
 
 
 def test_options_id_of_quick_check_is_refused() -> None:
     assert error_of(id="inc", prebuilt="includes", options={"text": "a", "id": "other"}) == (
-        "scorers[0] (inc): options.id is not allowed: the binding id is the scorer id")
+        "scorers[0] (inc): options.id is not allowed: the binding id is the scorer id"
+    )
 
 
 def test_judge_on_code_prebuilt_is_refused() -> None:
     assert error_of(id="ne", prebuilt="non_empty_response", judge={"model": "openai/x"}) == (
-        "scorers[0] (ne): 'judge' is set but prebuilt 'non_empty_response' is a code scorer "
-        "that uses no judge")
+        "scorers[0] (ne): 'judge' is set but prebuilt 'non_empty_response' is a code scorer that uses no judge"
+    )
 
 
 @pytest.mark.parametrize("key", ["max_concurrency", "requests_per_minute", "daily_budget_usd"])
 def test_global_judge_limits_are_refused_per_binding(key: str) -> None:
     assert error_of(id="b", prebuilt="bias", judge={key: 1}) == (
-        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section")
+        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section"
+    )
 
 
 def test_error_index_counts_disabled_bindings_and_disabled_are_skipped() -> None:
-    bindings = [binding(id="off", prebuilt="no_such_thing", enabled=False),
-                binding(id="ok", prebuilt="no_tool_errors"),
-                binding(id="bad", prebuilt="includes")]
+    bindings = [
+        binding(id="off", prebuilt="no_such_thing", enabled=False),
+        binding(id="ok", prebuilt="no_tool_errors"),
+        binding(id="bad", prebuilt="includes"),
+    ]
     with pytest.raises(BindingError, match=re.escape("scorers[2] (bad): bad options")):
         build_bindings(bindings, DEFAULTS)
     bound = build_bindings(bindings[:2], DEFAULTS)
@@ -274,8 +323,14 @@ def test_error_index_counts_disabled_bindings_and_disabled_are_skipped() -> None
 
 
 def test_bound_scorer_keeps_the_binding() -> None:
-    b = binding(id="e", prebuilt="excludes", options={"text": "x"}, threshold=1,
-                sampling={"ratio": 0.25}, filter={"agent_name": "a*"})
+    b = binding(
+        id="e",
+        prebuilt="excludes",
+        options={"text": "x"},
+        threshold=1,
+        sampling={"ratio": 0.25},
+        filter={"agent_name": "a*"},
+    )
     (bound,) = build_bindings([b], DEFAULTS)
     assert bound.binding is b
     assert bound.binding.filter == RunFilter(agent_name="a*")
@@ -314,41 +369,50 @@ def test_python_factory_called_with_options() -> None:
 def test_python_id_mismatch() -> None:
     assert error_of(id="my-quality", python=f"{SAMPLES}:quality") == (
         f"scorers[0] (my-quality): '{SAMPLES}:quality' has id 'quality'; a python scorer's id "
-        "must equal the binding id (set id: quality)")
+        "must equal the binding id (set id: quality)"
+    )
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("no_colon_here", "python: 'no_colon_here' is not of the form 'package.module:attribute'"),
-    (f"{SAMPLES}:", f"python: '{SAMPLES}:' is not of the form 'package.module:attribute'"),
-    (":quality", "python: ':quality' is not of the form 'package.module:attribute'"),
-    ("nonexistent_pkg_xyz.scorers:quality",
-     "cannot import module 'nonexistent_pkg_xyz.scorers': ModuleNotFoundError: No module named "
-     "'nonexistent_pkg_xyz' (is it installed, or on PYTHONPATH?)"),
-    ("unit.scoring_bindings.broken_module:x",
-     "cannot import module 'unit.scoring_bindings.broken_module': ImportError: missing optional "
-     "dependency 'numpy'"),
-    (f"{SAMPLES}:missing", f"module '{SAMPLES}' has no attribute 'missing'"),
-    (f"{SAMPLES}:Holder.missing", f"module '{SAMPLES}' has no attribute 'Holder.missing'"),
-    (f"{SAMPLES}:not_a_scorer",
-     f"'{SAMPLES}:not_a_scorer' is int, not a Scorer or a function returning one"),
-    (f"{SAMPLES}:returns_text", f"'{SAMPLES}:returns_text' returned str, not a Scorer"),
-    (f"{SAMPLES}:raises",
-     f"calling '{SAMPLES}:raises' failed: RuntimeError: no database configured"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("no_colon_here", "python: 'no_colon_here' is not of the form 'package.module:attribute'"),
+        (f"{SAMPLES}:", f"python: '{SAMPLES}:' is not of the form 'package.module:attribute'"),
+        (":quality", "python: ':quality' is not of the form 'package.module:attribute'"),
+        (
+            "nonexistent_pkg_xyz.scorers:quality",
+            "cannot import module 'nonexistent_pkg_xyz.scorers': ModuleNotFoundError: No module named "
+            "'nonexistent_pkg_xyz' (is it installed, or on PYTHONPATH?)",
+        ),
+        (
+            "unit.scoring_bindings.broken_module:x",
+            "cannot import module 'unit.scoring_bindings.broken_module': ImportError: missing optional "
+            "dependency 'numpy'",
+        ),
+        (f"{SAMPLES}:missing", f"module '{SAMPLES}' has no attribute 'missing'"),
+        (f"{SAMPLES}:Holder.missing", f"module '{SAMPLES}' has no attribute 'Holder.missing'"),
+        (f"{SAMPLES}:not_a_scorer", f"'{SAMPLES}:not_a_scorer' is int, not a Scorer or a function returning one"),
+        (f"{SAMPLES}:returns_text", f"'{SAMPLES}:returns_text' returned str, not a Scorer"),
+        (f"{SAMPLES}:raises", f"calling '{SAMPLES}:raises' failed: RuntimeError: no database configured"),
+    ],
+)
 def test_python_errors(spec: str, message: str) -> None:
     assert error_of(id="user", python=spec) == f"scorers[0] (user): {message}"
 
 
 def test_python_factory_bad_options() -> None:
     message = error_of(id="length", python=f"{SAMPLES}:make_length", options={"max": 5})
-    assert message == (f"scorers[0] (length): calling '{SAMPLES}:make_length' failed: "
-                       "TypeError: make_length() got an unexpected keyword argument 'max'")
+    assert message == (
+        f"scorers[0] (length): calling '{SAMPLES}:make_length' failed: "
+        "TypeError: make_length() got an unexpected keyword argument 'max'"
+    )
 
 
 def test_python_instance_with_options_is_refused() -> None:
     assert error_of(id="quality", python=f"{SAMPLES}:quality", options={"a": 1}) == (
         f"scorers[0] (quality): '{SAMPLES}:quality' is a Scorer instance: 'options' need a "
-        "function that returns a scorer")
+        "function that returns a scorer"
+    )
 
 
 def test_python_llm_scorer_without_model_gets_the_defaults() -> None:
@@ -356,19 +420,22 @@ def test_python_llm_scorer_without_model_gets_the_defaults() -> None:
     assert bound.uses_judge
     judge = judge_of(bound)
     assert judge.model == MODEL
-    assert dict(judge.options) == {"timeout": 12.0, "api_base": "http://judge.local/v1",
-                                   "api_key": "sk-default"}
+    assert dict(judge.options) == {"timeout": 12.0, "api_base": "http://judge.local/v1", "api_key": "sk-default"}
 
 
 def test_python_llm_scorer_without_any_model_is_an_error() -> None:
     assert error_of(NO_MODEL, id="politeness", python=f"{SAMPLES}:politeness") == (
         "scorers[0] (politeness): the scorer has a prompt step without a judge model: set "
-        "judge.model on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)")
+        "judge.model on the binding, or the 'judge: model:' default (TRACESCORER_JUDGE_MODEL)"
+    )
 
 
 def test_python_llm_scorer_model_from_binding_judge() -> None:
-    judge = judge_of(build_one(NO_MODEL, id="politeness", python=f"{SAMPLES}:politeness",
-                               judge={"model": "openai/x", "timeout_s": 9}))
+    judge = judge_of(
+        build_one(
+            NO_MODEL, id="politeness", python=f"{SAMPLES}:politeness", judge={"model": "openai/x", "timeout_s": 9}
+        )
+    )
     assert judge.model == "openai/x"
     assert dict(judge.options) == {"timeout": 9}
 
@@ -382,29 +449,34 @@ def test_python_scorer_with_own_judge_is_left_alone() -> None:
 
 
 def test_python_scorer_own_judge_with_binding_overrides() -> None:
-    judge = judge_of(build_one(id="own-judge", python=f"{SAMPLES}:own_judge",
-                               judge={"temperature": 0.5, "api_base": "http://x/v1"}))
+    judge = judge_of(
+        build_one(id="own-judge", python=f"{SAMPLES}:own_judge", judge={"temperature": 0.5, "api_base": "http://x/v1"})
+    )
     assert judge.model == "anthropic/claude-haiku-4-5"
     assert dict(judge.options) == {"temperature": 0.5, "api_base": "http://x/v1"}
 
 
 def test_python_bad_judge_settings() -> None:
-    message = error_of(id="own-judge", python=f"{SAMPLES}:own_judge",
-                       judge={"max_retries": 2})
-    assert message.startswith("scorers[0] (own-judge): bad judge settings: Judge option "
-                              "max_retries=2")
+    message = error_of(id="own-judge", python=f"{SAMPLES}:own_judge", judge={"max_retries": 2})
+    assert message.startswith("scorers[0] (own-judge): bad judge settings: Judge option max_retries=2")
 
 
 def test_python_code_scorer_with_judge_is_refused() -> None:
     assert error_of(id="quality", python=f"{SAMPLES}:quality", judge={"model": "openai/x"}) == (
-        "scorers[0] (quality): 'judge' is set but the scorer has no prompt step that uses a judge")
+        "scorers[0] (quality): 'judge' is set but the scorer has no prompt step that uses a judge"
+    )
 
 
 # -- registry ------------------------------------------------------------------------------------
 def test_registry_from_holds_exactly_the_bound_ids() -> None:
-    bound = build_bindings([binding(id="quality", python=f"{SAMPLES}:quality"),
-                            binding(id="a", prebuilt="no_tool_errors"),
-                            binding(id="b", prebuilt="bias", enabled=False)], DEFAULTS)
+    bound = build_bindings(
+        [
+            binding(id="quality", python=f"{SAMPLES}:quality"),
+            binding(id="a", prebuilt="no_tool_errors"),
+            binding(id="b", prebuilt="bias", enabled=False),
+        ],
+        DEFAULTS,
+    )
     registry = registry_from(bound)
     assert sorted(s.id for s in registry) == ["a", "quality"]
     assert "b" not in registry

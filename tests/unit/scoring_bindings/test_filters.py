@@ -53,24 +53,35 @@ def test_bad_attribute_regex_names_the_attribute() -> None:
     assert "invalid regular expression" in error["msg"]
 
 
-@pytest.mark.parametrize("cond, message", [
-    ({"equals": 1, "exists": True},
-     "exactly one of 'equals', 'in', 'regex', 'exists' (got equals, exists)"),
-    ({}, "exactly one of"),
-    ({"contains": "x"}, "Extra inputs are not permitted"),
-    (None, "null is not a condition; use {exists: false}"),
-    (["a", "b"], "a list is not a condition; use {in: [...]}"),
-])
+@pytest.mark.parametrize(
+    "cond, message",
+    [
+        ({"equals": 1, "exists": True}, "exactly one of 'equals', 'in', 'regex', 'exists' (got equals, exists)"),
+        ({}, "exactly one of"),
+        ({"contains": "x"}, "Extra inputs are not permitted"),
+        (None, "null is not a condition; use {exists: false}"),
+        (["a", "b"], "a list is not a condition; use {in: [...]}"),
+    ],
+)
 def test_bad_attribute_conditions(cond: Any, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         rf(attributes={"tenant": cond})
 
 
-@pytest.mark.parametrize("data", [
-    {"status": "failed"}, {"min_duration_s": -1}, {"max_duration_s": "long"},
-    {"convention": "otel"}, {"convention": ["genai", "otel"]}, {"agent_name": []},
-    {"service_name": 3}, {"has_conversation": "maybe"}, {"attributes": ["tenant"]},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"status": "failed"},
+        {"min_duration_s": -1},
+        {"max_duration_s": "long"},
+        {"convention": "otel"},
+        {"convention": ["genai", "otel"]},
+        {"agent_name": []},
+        {"service_name": 3},
+        {"has_conversation": "maybe"},
+        {"attributes": ["tenant"]},
+    ],
+)
 def test_bad_values_name_the_field(data: dict[str, Any]) -> None:
     (field,) = data
     with pytest.raises(ValidationError) as err:
@@ -84,10 +95,20 @@ def test_min_above_max_is_an_error() -> None:
 
 
 def test_binding_filter_is_a_run_filter_and_round_trips() -> None:
-    data = {"id": "x", "prebuilt": "includes",
-            "filter": {"agent_name": ["support-*", "sales"], "input_regex": "(?i)refund",
-                       "attributes": {"tenant": {"in": ["acme", "b"]}, "tier": 2,
-                                      "region": {"regex": "^eu-"}, "beta": {"exists": False}}}}
+    data = {
+        "id": "x",
+        "prebuilt": "includes",
+        "filter": {
+            "agent_name": ["support-*", "sales"],
+            "input_regex": "(?i)refund",
+            "attributes": {
+                "tenant": {"in": ["acme", "b"]},
+                "tier": 2,
+                "region": {"regex": "^eu-"},
+                "beta": {"exists": False},
+            },
+        },
+    }
     binding = ScorerBinding.model_validate(data)
     assert isinstance(binding.filter, RunFilter)
     dumped = binding.model_dump(mode="json")
@@ -103,49 +124,49 @@ def test_binding_filter_is_a_run_filter_and_round_trips() -> None:
 def test_agent_name_glob() -> None:
     assert rf(agent_name="support-*").check(run()) is None
     assert rf(agent_name="support-bo?").check(run()) is None
-    assert (rf(agent_name="support-*").check(run(agent_name="billing"))
-            == "agent_name 'billing' does not match 'support-*'")
+    assert (
+        rf(agent_name="support-*").check(run(agent_name="billing")) == "agent_name 'billing' does not match 'support-*'"
+    )
     # fnmatchcase: case-sensitive on every OS
-    assert (rf(agent_name="Support-*").check(run())
-            == "agent_name 'support-bot' does not match 'Support-*'")
+    assert rf(agent_name="Support-*").check(run()) == "agent_name 'support-bot' does not match 'Support-*'"
 
 
 def test_agent_name_list() -> None:
     f = rf(agent_name=["billing", "support-*"])
     assert f.check(run()) is None
     assert f.check(run(agent_name="billing")) is None
-    assert (f.check(run(agent_name="sales"))
-            == "agent_name 'sales' does not match any of ['billing', 'support-*']")
+    assert f.check(run(agent_name="sales")) == "agent_name 'sales' does not match any of ['billing', 'support-*']"
 
 
 def test_agent_name_missing() -> None:
-    assert (rf(agent_name="*").check(run(agent_name=None))
-            == "agent_name is not set; does not match '*'")
+    assert rf(agent_name="*").check(run(agent_name=None)) == "agent_name is not set; does not match '*'"
 
 
 def test_agent_name_on_conversation_any_run() -> None:
     conv = conversation(run(agent_name="router"), run(run_id="r2", agent_name="support-bot"))
     assert rf(agent_name="support-*").check(conv) is None
-    conv = conversation(run(agent_name="router"), run(run_id="r2", agent_name="billing"),
-                        run(run_id="r3", agent_name="router"))
-    assert (rf(agent_name="support-*").check(conv)
-            == "agent_name (of its runs) ['router', 'billing'] does not match 'support-*'")
-    assert (rf(agent_name="support-*").check(conversation(run(agent_name="x")))
-            == "agent_name 'x' does not match 'support-*'")
+    conv = conversation(
+        run(agent_name="router"), run(run_id="r2", agent_name="billing"), run(run_id="r3", agent_name="router")
+    )
+    assert (
+        rf(agent_name="support-*").check(conv)
+        == "agent_name (of its runs) ['router', 'billing'] does not match 'support-*'"
+    )
+    assert (
+        rf(agent_name="support-*").check(conversation(run(agent_name="x")))
+        == "agent_name 'x' does not match 'support-*'"
+    )
     assert rf(agent_name="*").check(conversation()) == "agent_name is not set; does not match '*'"
 
 
 def test_service_name() -> None:
     assert rf(service_name="help*").check(run()) is None
     assert rf(service_name=["a", "helpdesk"]).check(run()) is None
-    assert (rf(service_name="shop").check(run())
-            == "service_name 'helpdesk' does not match 'shop'")
-    assert (rf(service_name="shop").check(run(service_name=None))
-            == "service_name is not set; does not match 'shop'")
+    assert rf(service_name="shop").check(run()) == "service_name 'helpdesk' does not match 'shop'"
+    assert rf(service_name="shop").check(run(service_name=None)) == "service_name is not set; does not match 'shop'"
     conv = conversation(run(service_name="gateway"), run(run_id="r2", service_name="shop"))
     assert rf(service_name="shop").check(conv) is None
-    assert (rf(service_name="x*").check(conv)
-            == "service_name (of its runs) ['gateway', 'shop'] does not match 'x*'")
+    assert rf(service_name="x*").check(conv) == "service_name (of its runs) ['gateway', 'shop'] does not match 'x*'"
 
 
 # -- convention ----------------------------------------------------------------------------------
@@ -153,25 +174,22 @@ def test_convention() -> None:
     assert rf(convention="genai").check(run()) is None
     assert rf(convention=["vercel", "genai"]).check(run()) is None
     assert rf(convention="mastra").check(run()) == "convention 'genai' is not 'mastra'"
-    assert (rf(convention=["mastra", "vercel"]).check(run())
-            == "convention 'genai' is not one of ['mastra', 'vercel']")
+    assert rf(convention=["mastra", "vercel"]).check(run()) == "convention 'genai' is not one of ['mastra', 'vercel']"
     conv = conversation(run(), run(run_id="r2", convention="openinference"))
     assert rf(convention="openinference").check(conv) is None
-    assert (rf(convention="mastra").check(conv)
-            == "convention (of its runs) ['genai', 'openinference'] is not 'mastra'")
+    assert rf(convention="mastra").check(conv) == "convention (of its runs) ['genai', 'openinference'] is not 'mastra'"
 
 
 # -- has_conversation ----------------------------------------------------------------------------
 def test_has_conversation() -> None:
     assert rf(has_conversation=True).check(run()) is None
     assert rf(has_conversation=False).check(run(conversation_id=None)) is None
-    assert (rf(has_conversation=True).check(run(conversation_id=None))
-            == "has_conversation: the run has no conversation id")
-    assert (rf(has_conversation=False).check(run())
-            == "has_conversation: the run belongs to conversation 'c1'")
+    assert (
+        rf(has_conversation=True).check(run(conversation_id=None)) == "has_conversation: the run has no conversation id"
+    )
+    assert rf(has_conversation=False).check(run()) == "has_conversation: the run belongs to conversation 'c1'"
     assert rf(has_conversation=True).check(conversation(run())) is None
-    assert (rf(has_conversation=False).check(conversation(run()))
-            == "has_conversation: the target is a conversation")
+    assert rf(has_conversation=False).check(conversation(run())) == "has_conversation: the target is a conversation"
 
 
 # -- status --------------------------------------------------------------------------------------
@@ -185,8 +203,7 @@ def test_status_run() -> None:
 def test_status_conversation_errors_if_any_run_errored() -> None:
     conv = conversation(run(), run(run_id="r2", status="error"), run(run_id="r3"))
     assert rf(status="error").check(conv) is None
-    assert (rf(status="ok").check(conv)
-            == "status 'error' is not 'ok' (1 of 3 run(s) errored)")
+    assert rf(status="ok").check(conv) == "status 'error' is not 'ok' (1 of 3 run(s) errored)"
     ok = conversation(run(), run(run_id="r2"))
     assert rf(status="ok").check(ok) is None
     assert rf(status="error").check(ok) == "status 'ok' is not 'error' (no run errored)"
@@ -203,36 +220,39 @@ def test_duration_run() -> None:
 
 
 def test_duration_conversation_first_start_to_last_end() -> None:
-    conv = conversation(run(started_at=100 * S, duration_s=1),
-                        run(run_id="r2", started_at=160 * S, duration_s=4),
-                        run(run_id="r3", started_at=130 * S, duration_s=1))
+    conv = conversation(
+        run(started_at=100 * S, duration_s=1),
+        run(run_id="r2", started_at=160 * S, duration_s=4),
+        run(run_id="r3", started_at=130 * S, duration_s=1),
+    )
     assert rf(min_duration_s=64, max_duration_s=64).check(conv) is None
     assert rf(max_duration_s=60).check(conv) == "duration 64s is above max_duration_s 60"
     assert rf(min_duration_s=65).check(conv) == "duration 64s is below min_duration_s 65"
-    assert (rf(min_duration_s=1).check(conversation())
-            == "duration unknown: the conversation has no runs")
+    assert rf(min_duration_s=1).check(conversation()) == "duration unknown: the conversation has no runs"
 
 
 # -- attributes ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("cond, failure", [
-    ("acme", None),
-    ("other", "attributes.tenant: 'acme' != 'other'"),
-    ({"equals": "acme"}, None),
-    ({"equals": "ACME"}, "attributes.tenant: 'acme' != 'ACME'"),
-    ({"in": ["a", "acme"]}, None),
-    ({"in": ["a", "b"]}, "attributes.tenant: 'acme' not in ['a', 'b']"),
-    ({"regex": "^ac"}, None),
-    ({"regex": "(?i)^AC"}, None),
-    ({"regex": "^me"}, "attributes.tenant: 'acme' does not match /^me/"),
-    ({"exists": True}, None),
-    ({"exists": False}, "attributes.tenant: present ('acme'), expected absent"),
-])
+@pytest.mark.parametrize(
+    "cond, failure",
+    [
+        ("acme", None),
+        ("other", "attributes.tenant: 'acme' != 'other'"),
+        ({"equals": "acme"}, None),
+        ({"equals": "ACME"}, "attributes.tenant: 'acme' != 'ACME'"),
+        ({"in": ["a", "acme"]}, None),
+        ({"in": ["a", "b"]}, "attributes.tenant: 'acme' not in ['a', 'b']"),
+        ({"regex": "^ac"}, None),
+        ({"regex": "(?i)^AC"}, None),
+        ({"regex": "^me"}, "attributes.tenant: 'acme' does not match /^me/"),
+        ({"exists": True}, None),
+        ({"exists": False}, "attributes.tenant: present ('acme'), expected absent"),
+    ],
+)
 def test_attribute_string_conditions(cond: Any, failure: str | None) -> None:
     assert rf(attributes={"tenant": cond}).check(run()) == failure
 
 
-@pytest.mark.parametrize("cond", ["acme", {"equals": "x"}, {"in": ["acme"]}, {"regex": "."},
-                                  {"exists": True}])
+@pytest.mark.parametrize("cond", ["acme", {"equals": "x"}, {"in": ["acme"]}, {"regex": "."}, {"exists": True}])
 def test_attribute_missing(cond: Any) -> None:
     assert rf(attributes={"region": cond}).check(run()) == "attributes.region: missing"
 
@@ -264,12 +284,13 @@ def test_attributes_on_conversation_any_run() -> None:
     conv = conversation(run(attributes={"tenant": "a"}), run(run_id="r2", attributes={}))
     assert rf(attributes={"tenant": "a"}).check(conv) is None
     assert rf(attributes={"tenant": {"exists": False}}).check(conv) is None  # r2 has none
-    assert (rf(attributes={"tenant": {"in": ["x", "y"]}}).check(conv)
-            == "attributes.tenant: no run satisfies it ('a' not in ['x', 'y']; missing)")
+    assert (
+        rf(attributes={"tenant": {"in": ["x", "y"]}}).check(conv)
+        == "attributes.tenant: no run satisfies it ('a' not in ['x', 'y']; missing)"
+    )
     same = conversation(run(attributes={"t": 1}), run(run_id="r2", attributes={"t": 1}))
     assert rf(attributes={"t": 2}).check(same) == "attributes.t: no run satisfies it (1 != 2)"
-    assert (rf(attributes={"t": 2}).check(conversation())
-            == "attributes.t: the conversation has no runs")
+    assert rf(attributes={"t": 2}).check(conversation()) == "attributes.t: the conversation has no runs"
 
 
 def test_attribute_clauses_satisfied_by_different_runs() -> None:
@@ -287,8 +308,7 @@ def test_input_regex_run_only_user_turns() -> None:
     # history and system messages are not the run's input
     assert rf(input_regex="HISTORY").check(r) == "input_regex: no input message matches /HISTORY/"
     assert rf(input_regex="SYSTEM").check(r) == "input_regex: no input message matches /SYSTEM/"
-    assert (rf(input_regex="x").check(run(user=""))
-            == "input_regex: no input message has text to match /x/")
+    assert rf(input_regex="x").check(run(user="")) == "input_regex: no input message has text to match /x/"
 
 
 def test_input_regex_matches_any_message() -> None:
@@ -300,28 +320,30 @@ def test_output_regex_run() -> None:
     r = run(answer=("", "Open Settings > Billing."))
     assert rf(output_regex=r"Settings > Billing\.$").check(r) is None
     assert rf(output_regex="refund").check(r) == "output_regex: no output message matches /refund/"
-    assert (rf(output_regex="x").check(run(answer=""))
-            == "output_regex: no output message has text to match /x/")
+    assert rf(output_regex="x").check(run(answer="")) == "output_regex: no output message has text to match /x/"
 
 
 def test_message_regexes_on_conversation() -> None:
-    conv = conversation(run(user="hello", answer="Hi, how can I help?"),
-                        run(run_id="r2", user="refund my order", answer="Done: refund issued."))
+    conv = conversation(
+        run(user="hello", answer="Hi, how can I help?"),
+        run(run_id="r2", user="refund my order", answer="Done: refund issued."),
+    )
     assert rf(input_regex="^refund").check(conv) is None
     assert rf(input_regex="^hello$").check(conv) is None
     assert rf(output_regex="^Done").check(conv) is None
     assert rf(output_regex="help").check(conv) is None
-    assert (rf(input_regex="HISTORY").check(conv)
-            == "input_regex: no input message matches /HISTORY/")
+    assert rf(input_regex="HISTORY").check(conv) == "input_regex: no input message matches /HISTORY/"
     assert rf(output_regex="sorry").check(conv) == "output_regex: no output message matches /sorry/"
     assert rf(input_regex="refund").check(conversation()) == (
-        "input_regex: no input message has text to match /refund/")
+        "input_regex: no input message has text to match /refund/"
+    )
 
 
 # -- combination ---------------------------------------------------------------------------------
 def test_first_failing_clause_is_reported_in_order() -> None:
-    f = rf(agent_name="support-*", status="ok", attributes={"tenant": "acme"},
-           input_regex="refund", output_regex="Billing")
+    f = rf(
+        agent_name="support-*", status="ok", attributes={"tenant": "acme"}, input_regex="refund", output_regex="Billing"
+    )
     assert f.check(run()) is None
     assert f.matches(run())
     bad = run(agent_name="billing", status="error", attributes={}, user="hi", answer="no")

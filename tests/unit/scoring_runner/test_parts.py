@@ -7,8 +7,8 @@ import asyncio
 import time
 
 import pytest
-
 from support.daemon import wait_for_async
+
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.model import AgentRun, Message
 from tracescorer.scoring.bindings import build_bindings
@@ -22,10 +22,24 @@ from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 
 def _run(i: int, agent: str = "support") -> AgentRun:
-    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
-                    conversation_id=None, resource_id=None, agent_name=agent, agent_id=None, service_name="svc",
-                    convention="genai", model="m", started_at=i, ended_at=i + 1, status="ok", error=None,
-                    output=(Message(role="assistant", content="hi"),))
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=None,
+        resource_id=None,
+        agent_name=agent,
+        agent_id=None,
+        service_name="svc",
+        convention="genai",
+        model="m",
+        started_at=i,
+        ended_at=i + 1,
+        status="ok",
+        error=None,
+        output=(Message(role="assistant", content="hi"),),
+    )
 
 
 def _bound(**binding: object):
@@ -50,7 +64,12 @@ def test_the_decider_filters_then_samples_then_checks_the_budget():
 def test_score_records_map_results_and_errors():
     bound, target = _bound(threshold=0.5), run_target(_run(2))
     record = score_record(bound, target, "live", None, RuntimeError("boom"), 0.25)
-    assert (record.status, record.error, record.error_type, record.duration_ms) == ("error", "boom", "RuntimeError", 250.0)
+    assert (record.status, record.error, record.error_type, record.duration_ms) == (
+        "error",
+        "boom",
+        "RuntimeError",
+        250.0,
+    )
     decision = decision_record(bound, target, Decision.FAILED, record.error, "live", record.id)
     assert decision.score_id == record.id and decision.decision == "failed" and decision.target_id == "run-2"
 
@@ -122,14 +141,37 @@ class _Store:
 
 
 def _decision(i: int) -> DecisionRecord:
-    return DecisionRecord(id=f"d{i}", scorer_id="s", target_type="run", target_id=f"r{i}", trace_id=None,
-                          conversation_id=None, decision="scored", detail=None, sample_rate=1.0, source="live")
+    return DecisionRecord(
+        id=f"d{i}",
+        scorer_id="s",
+        target_type="run",
+        target_id=f"r{i}",
+        trace_id=None,
+        conversation_id=None,
+        decision="scored",
+        detail=None,
+        sample_rate=1.0,
+        source="live",
+    )
 
 
 def _score(i: int) -> ScoreRecord:
-    return ScoreRecord(id=f"s{i}", scorer_id="s", scorer_name="s", run_id=None, trace_id=None, span_id=None,
-                       conversation_id=None, entity_type="agent", entity_id=None, source="live", score=1.0, reason=None,
-                       status="ok", judge_cost_usd=0.5)
+    return ScoreRecord(
+        id=f"s{i}",
+        scorer_id="s",
+        scorer_name="s",
+        run_id=None,
+        trace_id=None,
+        span_id=None,
+        conversation_id=None,
+        entity_type="agent",
+        entity_id=None,
+        source="live",
+        score=1.0,
+        reason=None,
+        status="ok",
+        judge_cost_usd=0.5,
+    )
 
 
 async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying_failures(monkeypatch):
@@ -164,6 +206,7 @@ async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_a
     from dataclasses import replace
 
     from support.db import fetch
+
     from tracescorer.store.duckdb import DuckDBStore
 
     store = DuckDBStore(tmp_path / "ts.duckdb")
@@ -184,8 +227,10 @@ async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_a
             writer.add(replace(_decision(i), score_id=score.id), score)
         writer.add(_decision(99))  # a decision without a score row
         await writer.flush()
-        rows = {r[0]: r[1:] for r in await fetch(store, "SELECT id, status, error_type, error, reason, judge_cost_usd "
-                                                        "FROM scores")}
+        rows = {
+            r[0]: r[1:]
+            for r in await fetch(store, "SELECT id, status, error_type, error, reason, judge_cost_usd FROM scores")
+        }
         assert len(rows) == 40 and writer.waiting == 0
         for i in range(40):
             status, error_type, error, reason, cost = rows[f"s{i}"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.db import fetch
 
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
@@ -12,26 +13,41 @@ from tracescorer.model import AgentRun, Message, Part
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.runner import ScoringRunner
-from support.db import fetch
 from tracescorer.store.duckdb import DuckDBStore
 
 
 def _run(i: int) -> AgentRun:
-    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
-                    conversation_id=None, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
-                    convention="genai", model="m", started_at=i, ended_at=i + 1, status="ok", error=None,
-                    output=(Message(role="assistant", content=f"answer {i}", parts=(Part(type="text", content=f"answer {i}"),)),))
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=None,
+        resource_id=None,
+        agent_name="a",
+        agent_id=None,
+        service_name="svc",
+        convention="genai",
+        model="m",
+        started_at=i,
+        ended_at=i + 1,
+        status="ok",
+        error=None,
+        output=(Message(role="assistant", content=f"answer {i}", parts=(Part(type="text", content=f"answer {i}"),)),),
+    )
 
 
 def _settings(tmp_path, **scoring) -> Settings:
-    return Settings.model_validate({
-        "store": {"path": str(tmp_path / "r.duckdb")},
-        "scoring": {"recover_window_s": 0, **scoring},
-        "scorers": [
-            {"id": "non-empty", "prebuilt": "non_empty_response"},
-            {"id": "boom", "python": "unit.scoring_runner.test_runner:exploding"},
-        ],
-    })
+    return Settings.model_validate(
+        {
+            "store": {"path": str(tmp_path / "r.duckdb")},
+            "scoring": {"recover_window_s": 0, **scoring},
+            "scorers": [
+                {"id": "non-empty", "prebuilt": "non_empty_response"},
+                {"id": "boom", "python": "unit.scoring_runner.test_runner:exploding"},
+            ],
+        }
+    )
 
 
 def exploding():  # a user scorer whose step raises: must become an error row, not a crash
@@ -66,7 +82,9 @@ async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_pa
     assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent
     errors = await _rows(store, "SELECT error, error_type, status FROM scores WHERE scorer_id = 'boom'")
     assert errors and all(e[2] == "error" and e[1] == "RuntimeError" and "scorer bug" in e[0] for e in errors)
-    failed = await _rows(store, "SELECT count(*) FROM scoring_decisions WHERE scorer_id = 'boom' AND decision = 'failed'")
+    failed = await _rows(
+        store, "SELECT count(*) FROM scoring_decisions WHERE scorer_id = 'boom' AND decision = 'failed'"
+    )
     assert failed[0][0] == len(errors)
 
 

@@ -18,9 +18,21 @@ N = deliveries.PAGE * 2 + 500  # three pages
 
 
 def _score(i: int, score: float = 0.5) -> ScoreRecord:
-    return ScoreRecord(id=f"score-{i:05d}", scorer_id="s", scorer_name="S", run_id=None, trace_id=f"{i:032x}",
-                       span_id=f"{i:016x}", conversation_id=None, entity_type="agent", entity_id="a", source="live",
-                       score=score, reason="ok", status="ok")
+    return ScoreRecord(
+        id=f"score-{i:05d}",
+        scorer_id="s",
+        scorer_name="S",
+        run_id=None,
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        conversation_id=None,
+        entity_type="agent",
+        entity_id="a",
+        source="live",
+        score=score,
+        reason="ok",
+        status="ok",
+    )
 
 
 def _write(con, scores):
@@ -32,8 +44,13 @@ def _write(con, scores):
 def _record(con, due, status, owner="me", **kw):
     con.execute("BEGIN")
     deliveries.claim(con, "otlp", owner, 30, [Claim(score_id=d.id, version=d.version) for d in due])
-    deliveries.record(con, "otlp", owner, [DeliveryOutcome(score_id=d.id, version=d.version, status=status,
-                                                           attempts=1, **kw) for d in due], ["otlp"])
+    deliveries.record(
+        con,
+        "otlp",
+        owner,
+        [DeliveryOutcome(score_id=d.id, version=d.version, status=status, attempts=1, **kw) for d in due],
+        ["otlp"],
+    )
     con.execute("COMMIT")
 
 
@@ -67,7 +84,9 @@ def test_due_rows_and_the_settled_mark_over_several_pages(con):
 
     due, mark2 = deliveries.read_due(con, "otlp", "me", 10, mark=mark)
     assert due == [] and mark2 == pending.version  # everything older is settled; the pending row holds the mark
-    assert [d.id for d in deliveries.read_due(con, "otlp", "me", 10, ignore_backoff=True, mark=mark2)[0]] == [pending.id]
+    assert [d.id for d in deliveries.read_due(con, "otlp", "me", 10, ignore_backoff=True, mark=mark2)[0]] == [
+        pending.id
+    ]
     # the mark is kept: a fresh full pass agrees with it
     assert deliveries.settled_mark(con, "otlp") == mark2
 
@@ -85,6 +104,8 @@ def test_delivery_rows_are_indexed_by_score():
     con = duckdb.connect()
     layout.attach(con, layout.MEMORY)
     migrations.migrate(con)
-    names = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'score_deliveries'")
-             .fetchall()}
+    names = {
+        r[0]
+        for r in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = 'score_deliveries'").fetchall()
+    }
     assert "score_deliveries_score" in names

@@ -11,17 +11,39 @@ T1, T2, T3 = "1" * 32, "2" * 32, "3" * 32
 
 
 def _score(trace: str, **kw: object) -> ScoreRecord:
-    fields: dict[str, object] = dict(id="s", scorer_id="b", scorer_name="b", run_id="r", trace_id=trace, span_id=None,
-                                     conversation_id=None, entity_type="agent", entity_id="a", source="live",
-                                     score=1.0, reason=None, status="ok")
+    fields: dict[str, object] = {
+        "id": "s",
+        "scorer_id": "b",
+        "scorer_name": "b",
+        "run_id": "r",
+        "trace_id": trace,
+        "span_id": None,
+        "conversation_id": None,
+        "entity_type": "agent",
+        "entity_id": "a",
+        "source": "live",
+        "score": 1.0,
+        "reason": None,
+        "status": "ok",
+    }
     fields.update(kw)
     return ScoreRecord(**fields)  # type: ignore[arg-type]
 
 
 def _decision(trace: str, **kw: object) -> DecisionRecord:
-    fields: dict[str, object] = dict(id="d", scorer_id="b", target_type="run", target_id="r", trace_id=trace,
-                                     conversation_id=None, decision="scored", detail=None, sample_rate=1.0,
-                                     source="live", score_id="s")
+    fields: dict[str, object] = {
+        "id": "d",
+        "scorer_id": "b",
+        "target_type": "run",
+        "target_id": "r",
+        "trace_id": trace,
+        "conversation_id": None,
+        "decision": "scored",
+        "detail": None,
+        "sample_rate": 1.0,
+        "source": "live",
+        "score_id": "s",
+    }
     fields.update(kw)
     return DecisionRecord(**fields)  # type: ignore[arg-type]
 
@@ -32,7 +54,9 @@ def test_live_run_rows_of_traces_assembled_for_the_first_time_are_new():
     assert new.score(_score(T1)) and new.decision(_decision(T1))
     assert not new.score(_score(T2)) and not new.decision(_decision(T2))  # never said to be new
     # conversations are re-scored as they grow; backfill re-scores what was scored before
-    assert not new.score(_score(T1, entity_type="conversation")) and not new.decision(_decision(T1, target_type="conversation"))
+    assert not new.score(_score(T1, entity_type="conversation")) and not new.decision(
+        _decision(T1, target_type="conversation")
+    )
     assert not new.score(_score(T1, source="backfill")) and not new.decision(_decision(T1, source="backfill"))
     assert not new.score(dataclasses.replace(_score(T1), trace_id=None))
     new.assembled([], again=[T1])  # late items: assembled again, its rows are re-scores

@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 from prometheus_client import generate_latest
-
 from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
+
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message, Span
 from tracescorer.store import layout, ops, readonly, wire
@@ -23,9 +23,19 @@ from tracescorer.store.engine import Engine
 
 
 def _spans(batch: int, n: int = 50) -> list[Span]:
-    return [Span(trace_id=f"{batch:032x}", span_id=f"{batch * 1000 + i + 1:016x}", parent_span_id=None,
-                 name="step", kind="internal", start_time_unix_nano=i, end_time_unix_nano=i + 1,
-                 attributes={"payload": "x" * 400, "i": i}) for i in range(n)]
+    return [
+        Span(
+            trace_id=f"{batch:032x}",
+            span_id=f"{batch * 1000 + i + 1:016x}",
+            parent_span_id=None,
+            name="step",
+            kind="internal",
+            start_time_unix_nano=i,
+            end_time_unix_nano=i + 1,
+            attributes={"payload": "x" * 400, "i": i},
+        )
+        for i in range(n)
+    ]
 
 
 def _rows_per_file(path: Path) -> list[int]:
@@ -39,8 +49,14 @@ def _rows_per_file(path: Path) -> list[int]:
 def test_file_names_follow_the_database():
     assert layout.span_log_paths("/data/ts.duckdb") == ["/data/ts.spans-a.duckdb", "/data/ts.spans-b.duckdb"]
     assert layout.span_log_paths("/data/ts") == ["/data/ts.spans-a", "/data/ts.spans-b"]
-    assert layout.files("/d/x.db") == ["/d/x.db", "/d/x.db.wal", "/d/x.spans-a.db", "/d/x.spans-a.db.wal",
-                                       "/d/x.spans-b.db", "/d/x.spans-b.db.wal"]
+    assert layout.files("/d/x.db") == [
+        "/d/x.db",
+        "/d/x.db.wal",
+        "/d/x.spans-a.db",
+        "/d/x.spans-a.db.wal",
+        "/d/x.spans-b.db",
+        "/d/x.spans-b.db.wal",
+    ]
     assert layout.files(":memory:") == []
 
 
@@ -53,11 +69,13 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
     await store.open()
     batches = 0
     try:
+
         async def both_logs_hold_rows() -> bool:
             nonlocal batches
             await store.append(_spans(batches))
             batches += 1
             return min(await store.read(store_ops.span_log_counts)) > 0
+
         await wait_for_async(both_logs_hold_rows, timeout_s=60, what="appends in both span logs")
         for _ in range(3):
             await store.append(_spans(batches))
@@ -68,8 +86,11 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
         await store.close()
     # each checkpoint was reported with a later reply: operators see how long commits waited
     exposed = generate_latest(metrics.registry).decode()
-    counted = [float(x.rpartition(" ")[2]) for x in exposed.splitlines()
-               if x.startswith('tracescorer_store_checkpoint_seconds_count{database="span_log"}')]
+    counted = [
+        float(x.rpartition(" ")[2])
+        for x in exposed.splitlines()
+        if x.startswith('tracescorer_store_checkpoint_seconds_count{database="span_log"}')
+    ]
     assert counted and counted[0] >= 1
     per_file = _rows_per_file(path)
     assert sum(per_file) == batches * 50 and min(per_file) > 0
@@ -117,8 +138,11 @@ async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
         await store.close()
     metrics = Metrics()
     metrics.track_db_size(layout.files(path))
-    line = next(x for x in generate_latest(metrics.registry).decode().splitlines()
-                if x.startswith("tracescorer_store_db_size_bytes"))
+    line = next(
+        x
+        for x in generate_latest(metrics.registry).decode().splitlines()
+        if x.startswith("tracescorer_store_db_size_bytes")
+    )
     assert float(line.split()[-1]) == sum(os.path.getsize(p) for p in layout.files(path) if os.path.exists(p))
     assert sum(os.path.getsize(p) for p in layout.span_log_paths(path)) > 0
 
@@ -141,10 +165,16 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
     """A DuckDB transaction writes one file: the prune of a span log is never batched with the
     main database's writes (the batch would fail and be retried job by job)."""
     engine = Engine(wire.EngineOptions(path=":memory:"), lambda *a: None)
-    old = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    old = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
     scores = (ops.write_scores, ([], [], [], []))
-    jobs = [scores, scores, (ops.prune_spans, (layout.SPAN_LOGS[0], old)), scores,
-            (ops.prune_spans, (layout.SPAN_LOGS[1], old)), scores]
+    jobs = [
+        scores,
+        scores,
+        (ops.prune_spans, (layout.SPAN_LOGS[0], old)),
+        scores,
+        (ops.prune_spans, (layout.SPAN_LOGS[1], old)),
+        scores,
+    ]
     for i, job in enumerate(jobs):
         engine.dispatch(i, wire.WRITE, job)
     batches = []
@@ -155,17 +185,35 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
 
 
 def _rows_per_row_group(con: duckdb.DuckDBPyConnection, table: str) -> list[int]:
-    rows = con.execute(f"SELECT row_group_id, sum(count) FROM pragma_storage_info('{table}') "
-                       "WHERE column_id = 0 AND column_path = '[0]' GROUP BY ALL ORDER BY 1").fetchall()
+    rows = con.execute(
+        f"SELECT row_group_id, sum(count) FROM pragma_storage_info('{table}') "
+        "WHERE column_id = 0 AND column_path = '[0]' GROUP BY ALL ORDER BY 1"
+    ).fetchall()
     return [int(n) for _, n in rows]
 
 
 def _runs(first: int, n: int) -> list[AgentRun]:
-    return [AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i + 1:016x}", parent_span_id=None,
-                     conversation_id=None, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
-                     model="m", error=None, convention="genai", started_at=i, ended_at=i + 1, status="ok",
-                     input_messages=(Message(role="user", content=f"q{i}"),))
-            for i in range(first, first + n)]
+    return [
+        AgentRun(
+            run_id=f"run-{i}",
+            trace_id=f"{i:032x}",
+            span_id=f"{i + 1:016x}",
+            parent_span_id=None,
+            conversation_id=None,
+            resource_id=None,
+            agent_name="a",
+            agent_id=None,
+            service_name="svc",
+            model="m",
+            error=None,
+            convention="genai",
+            started_at=i,
+            ended_at=i + 1,
+            status="ok",
+            input_messages=(Message(role="user", content=f"q{i}"),),
+        )
+        for i in range(first, first + n)
+    ]
 
 
 async def test_every_database_is_written_in_row_groups_of_the_layouts_size(tmp_path):

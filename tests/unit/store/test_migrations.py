@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from support.db import fetch
+
 from tracescorer.store import layout, readonly
 from tracescorer.store.base import StoreError
 from tracescorer.store.duckdb import DuckDBStore
@@ -22,8 +22,10 @@ def _v1_database(path: Path) -> None:
     con.execute(V1.read_text())  # every statement of the file
     con.execute("INSERT INTO runs (run_id, trace_id, agent_name) VALUES ('r1', 't1', 'old-agent')")
     con.execute("INSERT INTO scores (id, scorer_id, score, status) VALUES ('s1', 'judge', 0.5, 'ok')")
-    con.execute("INSERT INTO spans (trace_id, span_id, name, received_at) VALUES "
-                "('t1', 's1', 'old-span', now()), ('t1', 's2', 'old-child', now())")
+    con.execute(
+        "INSERT INTO spans (trace_id, span_id, name, received_at) VALUES "
+        "('t1', 's1', 'old-span', now()), ('t1', 's2', 'old-child', now())"
+    )
     con.execute("INSERT INTO log_records (trace_id, body, received_at) VALUES ('t1', '\"old-log\"', now())")
     con.close()
 
@@ -31,8 +33,10 @@ def _v1_database(path: Path) -> None:
 def _columns(path: Path) -> dict[str, list[tuple[str, str]]]:
     con = readonly.connect(path)  # both files: the main database and its span log
     try:
-        rows = con.execute("SELECT CASE WHEN table_catalog = current_database() THEN 'main' ELSE table_catalog END, "
-                           "table_name, column_name, data_type FROM information_schema.columns ORDER BY ALL").fetchall()
+        rows = con.execute(
+            "SELECT CASE WHEN table_catalog = current_database() THEN 'main' ELSE table_catalog END, "
+            "table_name, column_name, data_type FROM information_schema.columns ORDER BY ALL"
+        ).fetchall()
     finally:
         con.close()
     out: dict[str, list[tuple[str, str]]] = {}
@@ -50,14 +54,16 @@ async def test_first_release_database_opens_upgraded_with_its_rows(tmp_path):
         if path == old:
             assert await fetch(store, "SELECT agent_name FROM runs") == [("old-agent",)]
             assert await fetch(store, "SELECT score FROM scores") == [(0.5,)]
-            assert await fetch(store, "SELECT value FROM schema_info WHERE key = 'version'") == [(str(latest_version()),)]
+            assert await fetch(store, "SELECT value FROM schema_info WHERE key = 'version'") == [
+                (str(latest_version()),)
+            ]
             # the span log moved to its own file, read through views of the same names
             assert await fetch(store, "SELECT name FROM spans ORDER BY span_id") == [("old-span",), ("old-child",)]
             assert await fetch(store, "SELECT body FROM log_records") == [('"old-log"',)]
         await store.close()
     assert _columns(old) == _columns(fresh)  # version 1 + every migration == the latest schema
     assert {"main.spans", "ts_spans_a.spans", "ts_spans_b.log_records"} <= set(_columns(fresh))
-    for name, n in zip(layout.span_log_paths(old), (2, 0)):  # the first span log file has the rows
+    for name, n in zip(layout.span_log_paths(old), (2, 0), strict=False):  # the first span log file has the rows
         con = duckdb.connect(name, read_only=True)
         assert con.execute("SELECT count(*) FROM spans").fetchall() == [(n,)]
         con.close()
@@ -107,11 +113,20 @@ def test_migrations_apply_in_order_and_roll_back_on_failure(tmp_path):
     _v1_database(path)
     con = duckdb.connect(str(path))
     layout.attach(con, path)
-    steps = [*MIGRATIONS, Migration(latest_version() + 1, "add a column", ("ALTER TABLE runs ADD COLUMN extra INTEGER",))]
+    steps = [
+        *MIGRATIONS,
+        Migration(latest_version() + 1, "add a column", ("ALTER TABLE runs ADD COLUMN extra INTEGER",)),
+    ]
     assert migrate(con, steps) == (1, latest_version() + 1)
     assert "extra" in [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
-    broken = [*steps, Migration(latest_version() + 2, "breaks", ("ALTER TABLE runs ADD COLUMN more INTEGER",
-                                                                  "ALTER TABLE no_such ADD COLUMN x INTEGER"))]
+    broken = [
+        *steps,
+        Migration(
+            latest_version() + 2,
+            "breaks",
+            ("ALTER TABLE runs ADD COLUMN more INTEGER", "ALTER TABLE no_such ADD COLUMN x INTEGER"),
+        ),
+    ]
     with pytest.raises(duckdb.Error):
         migrate(con, broken)
     assert con.execute("SELECT value FROM schema_info WHERE key = 'version'").fetchone() == (str(latest_version() + 1),)

@@ -19,16 +19,43 @@ from tracescorer.store.records import ScoreRecord
 
 
 def _run(i: int, conversation: str) -> AgentRun:
-    return AgentRun(run_id=f"run-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", parent_span_id=None,
-                    conversation_id=conversation, resource_id=None, agent_name="a", agent_id=None, service_name="svc",
-                    model="m", error=None, convention="genai", started_at=i, ended_at=i + 1, status="ok",
-                    input_messages=(Message(role="user", content=f"q{i}\x00"),))
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=conversation,
+        resource_id=None,
+        agent_name="a",
+        agent_id=None,
+        service_name="svc",
+        model="m",
+        error=None,
+        convention="genai",
+        started_at=i,
+        ended_at=i + 1,
+        status="ok",
+        input_messages=(Message(role="user", content=f"q{i}\x00"),),
+    )
 
 
 def _score(i: int, cost: float | None = None) -> ScoreRecord:
-    return ScoreRecord(id=f"score-{i}", scorer_id="s", scorer_name="S", run_id=f"run-{i}", trace_id=None, span_id=None,
-                       conversation_id=None, entity_type="agent", entity_id=None, source="live", score=1.0,
-                       reason="fine\x00", status="ok", judge_cost_usd=cost)
+    return ScoreRecord(
+        id=f"score-{i}",
+        scorer_id="s",
+        scorer_name="S",
+        run_id=f"run-{i}",
+        trace_id=None,
+        span_id=None,
+        conversation_id=None,
+        entity_type="agent",
+        entity_id=None,
+        source="live",
+        score=1.0,
+        reason="fine\x00",
+        status="ok",
+        judge_cost_usd=cost,
+    )
 
 
 @pytest.fixture
@@ -43,7 +70,7 @@ async def stores(pg_dsn, tmp_path):
 
 
 async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
-    a, _ = stores
+    _a, _ = stores
     with psycopg.connect(pg_dsn, autocommit=True) as con:
         assert con.execute("SELECT value FROM tracescorer.schema_info").fetchone() == (str(latest_version()),)
         con.execute("UPDATE tracescorer.schema_info SET value = '99'")
@@ -55,7 +82,7 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
 async def test_conversations_are_claimed_by_one_owner_and_due_again_after_a_new_turn(stores, pg_dsn):
     a, b = stores
     await a.upsert_runs([_run(i, f"c{i % 4}") for i in range(8)])
-    claim = dict(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
+    claim = {"idle_s": 0, "lease_s": 30, "limit": 10, "max_age_s": 3600}
     got_a, got_b = await asyncio.gather(a.claim_conversations(**claim), b.claim_conversations(**claim))
     ids_a = {c.conversation_id for c in got_a}
     ids_b = {c.conversation_id for c in got_b}
@@ -88,8 +115,10 @@ async def test_a_restarted_daemon_releases_its_previous_claims(stores, pg_dsn):
     restarted = PostgresResultStore(pg_dsn, owner="a2", instance_id="inst-a")  # same span log, new process
     await restarted.open()
     try:
-        assert [c.conversation_id for c in await restarted.claim_conversations(
-            idle_s=0, lease_s=300, limit=5, max_age_s=3600)] == ["c1"]
+        assert [
+            c.conversation_id
+            for c in await restarted.claim_conversations(idle_s=0, lease_s=300, limit=5, max_age_s=3600)
+        ] == ["c1"]
     finally:
         await restarted.close()
 
@@ -102,7 +131,8 @@ async def test_shared_token_bucket_and_spend(stores):
     await b.write_scores([_score(2, 0.5)], [])
     assert await a.spent_today_usd() == await b.spent_today_usd() == 0.75
     assert (await a.query("SELECT reason FROM scores WHERE id = 'score-1'", max_rows=1, timeout_s=5)).rows == [
-        ("fine\ufffd",)]  # NUL cannot be stored in PostgreSQL text: replaced, not a failed batch
+        ("fine\ufffd",)
+    ]  # NUL cannot be stored in PostgreSQL text: replaced, not a failed batch
 
 
 async def test_each_score_version_is_claimed_for_export_by_one_owner(stores):
@@ -110,11 +140,13 @@ async def test_each_score_version_is_claimed_for_export_by_one_owner(stores):
     await a.write_scores([_score(i) for i in range(20)], [])
     due = await a.due_deliveries("otlp", "a", 100)
     claims = [Claim(score_id=d.id, version=d.version) for d in due]
-    got_a, got_b = await asyncio.gather(a.claim_deliveries("otlp", "a", 30, claims),
-                                        b.claim_deliveries("otlp", "b", 30, claims))
+    got_a, got_b = await asyncio.gather(
+        a.claim_deliveries("otlp", "a", 30, claims), b.claim_deliveries("otlp", "b", 30, claims)
+    )
     assert len(got_a) + len(got_b) == 20 and not set(got_a) & set(got_b)
-    assert await b.due_deliveries("otlp", "b", 100) == [d for d in await b.due_deliveries("otlp", "b", 100)
-                                                         if d.id in got_b]
+    assert await b.due_deliveries("otlp", "b", 100) == [
+        d for d in await b.due_deliveries("otlp", "b", 100) if d.id in got_b
+    ]
 
 
 @pytest.fixture
@@ -168,8 +200,12 @@ async def test_postgres_itself_refuses_what_a_guard_might_miss(composite):
 
 async def test_queries_route_by_table_with_parameters_and_limits(composite):
     await composite.write_scores([_score(i) for i in range(2, 6)], [])
-    result = await composite.query("SELECT id FROM scores WHERE id <> ? AND reason LIKE '%fine%' ORDER BY id",
-                                   max_rows=2, timeout_s=5, params=["score-1"])
+    result = await composite.query(
+        "SELECT id FROM scores WHERE id <> ? AND reason LIKE '%fine%' ORDER BY id",
+        max_rows=2,
+        timeout_s=5,
+        params=["score-1"],
+    )
     assert result.rows == [("score-2",), ("score-3",)] and result.truncated and result.types == ["text"]
     spans = await composite.query("SELECT count(*) AS n FROM spans", max_rows=1, timeout_s=5)  # the local span log
     assert spans.rows == [(0,)]
@@ -184,13 +220,18 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
 
     await composite.upsert_runs([_run(1, "c1"), _run(2, "c1")])
     await composite.write_scores([_score(1, 0.1), _score(2)], [])
-    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     statements = [
-        report_sql.summary_sql(since, None), report_sql.trend_sql(since, "s", 3600),
-        report_sql.distribution_sql(since, None, 10), report_sql.worst_sql(since, None, 5),
+        report_sql.summary_sql(since, None),
+        report_sql.trend_sql(since, "s", 3600),
+        report_sql.distribution_sql(since, None, 10),
+        report_sql.worst_sql(since, None, 5),
         report_sql.transcripts_sql(["run-1"], ["c1"], 3),
-        queries.runs(conversation_id="c1"), queries.scores(since=since, all_columns=True),
-        queries.trace_runs(f"{1:032x}"), queries.conversation_runs("c1"), queries.decisions([("run", "run-1")]),
+        queries.runs(conversation_id="c1"),
+        queries.scores(since=since, all_columns=True),
+        queries.trace_runs(f"{1:032x}"),
+        queries.conversation_runs("c1"),
+        queries.decisions([("run", "run-1")]),
     ]
     results = [await composite.query(sql, max_rows=100, timeout_s=10) for sql in statements]
     summary = results[0].dicts()

@@ -17,10 +17,24 @@ from tracescorer.store.scores import SCORE_FIELDS, score_values
 
 def test_json_fields_round_trip_what_plain_json_cannot_hold():
     metadata = {"x": float("nan"), "big": float("inf"), "inner": {"$bytes": "abc"}, "raw": b"\x00\x01"}
-    record = ScoreRecord(id="s1", scorer_id="s", scorer_name="S", run_id=None, trace_id=None, span_id=None,
-                         conversation_id=None, entity_type="agent", entity_id=None, source="live", score=None,
-                         reason=None, status="ok", metadata=metadata, analyze_step_result=[1.5, float("-inf")])
-    row = dict(zip(SCORE_FIELDS, score_values(record)))
+    record = ScoreRecord(
+        id="s1",
+        scorer_id="s",
+        scorer_name="S",
+        run_id=None,
+        trace_id=None,
+        span_id=None,
+        conversation_id=None,
+        entity_type="agent",
+        entity_id=None,
+        source="live",
+        score=None,
+        reason=None,
+        status="ok",
+        metadata=metadata,
+        analyze_step_result=[1.5, float("-inf")],
+    )
+    row = dict(zip(SCORE_FIELDS, score_values(record), strict=False))
     back = loads(row["metadata"])
     assert math.isnan(back["x"]) and back["big"] == float("inf")
     assert back["inner"] == {"$bytes": "abc"} and back["raw"] == b"\x00\x01"
@@ -49,11 +63,34 @@ def test_plain_turns_models_dataclasses_and_subclasses_into_json_data():
         def __repr__(self) -> str:
             return "<odd>"
 
-    value = {"n": 1, "f": 0.5, "t": True, "none": None, "b": b"\x00", 3: "int key", "tuple": (1, "x"),
-             "colour": Colour.RED, "pair": Pair(1, "y"), "model": Model(when=1.5, tags=("a",)),
-             "step": Step("s", (1, 2)), "odd": Odd(), "nested": [{"k": (Odd(),)}]}
-    assert plain(value) == {"n": 1, "f": 0.5, "t": True, "none": None, "b": b"\x00", "3": "int key",
-                            "tuple": [1, "x"], "colour": Colour.RED, "pair": [1, "y"],
-                            "model": {"when": 1.5, "tags": ["a"]}, "step": {"name": "s", "pair": [1, 2]},
-                            "odd": "<odd>", "nested": [{"k": ["<odd>"]}]}
+    value = {
+        "n": 1,
+        "f": 0.5,
+        "t": True,
+        "none": None,
+        "b": b"\x00",
+        3: "int key",
+        "tuple": (1, "x"),
+        "colour": Colour.RED,
+        "pair": Pair(1, "y"),
+        "model": Model(when=1.5, tags=("a",)),
+        "step": Step("s", (1, 2)),
+        "odd": Odd(),
+        "nested": [{"k": (Odd(),)}],
+    }
+    assert plain(value) == {
+        "n": 1,
+        "f": 0.5,
+        "t": True,
+        "none": None,
+        "b": b"\x00",
+        "3": "int key",
+        "tuple": [1, "x"],
+        "colour": Colour.RED,
+        "pair": [1, "y"],
+        "model": {"when": 1.5, "tags": ["a"]},
+        "step": {"name": "s", "pair": [1, 2]},
+        "odd": "<odd>",
+        "nested": [{"k": ["<odd>"]}],
+    }
     assert type(plain(value)["colour"]) is Colour  # a str subclass stays itself, as before

@@ -10,23 +10,29 @@ import os
 import signal
 
 import pytest
-
 from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from support.gate import WriterGate
+
 from tracescorer.model import AgentRun, LogRecord, Message, Span
 from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.deliveries import Claim, DeliveryOutcome
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.layout import SPAN_LOGS
+from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:
-    fields: dict[str, object] = dict(trace_id=f"{trace if trace is not None else i:032x}", span_id=f"{i + 1:016x}",
-                                     parent_span_id=None, name=f"s{i}", kind="internal",
-                                     start_time_unix_nano=i, end_time_unix_nano=i + 1)
+    fields: dict[str, object] = {
+        "trace_id": f"{trace if trace is not None else i:032x}",
+        "span_id": f"{i + 1:016x}",
+        "parent_span_id": None,
+        "name": f"s{i}",
+        "kind": "internal",
+        "start_time_unix_nano": i,
+        "end_time_unix_nano": i + 1,
+    }
     fields.update(kw)
     return Span(**fields)  # type: ignore[arg-type]
 
@@ -111,7 +117,9 @@ async def test_queue_bound_refuses_then_recovers(store, tmp_path):
         with pytest.raises(QueueFull):
             await store.append([_span(1000 + i) for i in range(20)])
         # a stage's own write (runs, scores) is never refused by the bound meant for clients
-        stage_write = asyncio.create_task(store.write(store_ops.execute, "INSERT INTO schema_info VALUES ('k', 'v')", []))
+        stage_write = asyncio.create_task(
+            store.write(store_ops.execute, "INSERT INTO schema_info VALUES ('k', 'v')", [])
+        )
         await asyncio.sleep(0)
     await first
     await stage_write
@@ -182,18 +190,26 @@ async def test_values_json_cannot_carry_are_rejected_before_the_store(store):
 async def test_prune_deletes_by_received_at(store):
     await store.append([_span(1), _span(2)])
     for catalog in SPAN_LOGS:  # s1 is in one of them
-        await store.write(store_ops.execute, f"UPDATE {catalog}.spans SET received_at = now() - INTERVAL 40 DAY "
-                          "WHERE name = 's1'", [])
-    deleted = await store.prune_span_log(dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30))
+        await store.write(
+            store_ops.execute, f"UPDATE {catalog}.spans SET received_at = now() - INTERVAL 40 DAY WHERE name = 's1'", []
+        )
+    deleted = await store.prune_span_log(dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
     assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0}
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
 
 
 async def test_span_log_reads_and_assembly_bookkeeping(store):
-    log = LogRecord(time_unix_nano=5, observed_time_unix_nano=6, trace_id=f"{7:032x}", span_id=f"{8:016x}",
-                    body={"content": "hi"}, attributes={"event.name": "gen_ai.user.message"})
-    await store.append([_span(7, attributes={"k": [1, 2.5, b"\x00"]}), _span(8, trace=7, parent_span_id=f"{8:016x}"),
-                        _span(9)])
+    log = LogRecord(
+        time_unix_nano=5,
+        observed_time_unix_nano=6,
+        trace_id=f"{7:032x}",
+        span_id=f"{8:016x}",
+        body={"content": "hi"},
+        attributes={"event.name": "gen_ai.user.message"},
+    )
+    await store.append(
+        [_span(7, attributes={"k": [1, 2.5, b"\x00"]}), _span(8, trace=7, parent_span_id=f"{8:016x}"), _span(9)]
+    )
     await store.append([], [log])
     loaded = await store.load_traces([f"{7:032x}", f"{42:032x}"])
     assert sorted(s.name for s in loaded[f"{7:032x}"].spans) == ["s7", "s8"]
@@ -207,22 +223,47 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
     assert [s.name for s in (await store.load_traces([f"{7:032x}"], received=window))[f"{7:032x}"].spans] == ["s10"]
     pending = await store.pending_traces(limit=10)
     assert {p[0] for p in pending} == {f"{7:032x}", f"{9:032x}"} and not any(p[3] for p in pending)
-    await store.record_assembly([AssemblyRecord(trace_id=f"{7:032x}", reason="complete", incomplete=False, span_count=2,
-                                                log_count=1, run_count=0, unmatched_reason="no agent", service_name=None,
-                                                root_name="s7")])
+    await store.record_assembly(
+        [
+            AssemblyRecord(
+                trace_id=f"{7:032x}",
+                reason="complete",
+                incomplete=False,
+                span_count=2,
+                log_count=1,
+                run_count=0,
+                unmatched_reason="no agent",
+                service_name=None,
+                root_name="s7",
+            )
+        ]
+    )
     assert [p[0] for p in await store.pending_traces(limit=10)] == [f"{9:032x}"]
     # a watermark past every span: recovery looks only at the recent end of the log
-    await store.set_assembled_through(dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1))
+    await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     assert await store.pending_traces(limit=10) == []
 
 
 def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
-    return AgentRun(run_id=f"run-{i}", trace_id=f"{trace if trace is not None else i:032x}", span_id=f"{i:016x}",
-                    parent_span_id=None, conversation_id=conversation, resource_id=None, agent_name="support",
-                    agent_id=None, service_name="svc", model="m", error=None, convention="genai",
-                    started_at=i * 1000, ended_at=i * 1000 + 5, status="ok",
-                    input_messages=(Message(role="user", content=f"q{i}"),),
-                    output=(Message(role="assistant", content=f"a{i}"),))
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{trace if trace is not None else i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=conversation,
+        resource_id=None,
+        agent_name="support",
+        agent_id=None,
+        service_name="svc",
+        model="m",
+        error=None,
+        convention="genai",
+        started_at=i * 1000,
+        ended_at=i * 1000 + 5,
+        status="ok",
+        input_messages=(Message(role="user", content=f"q{i}"),),
+        output=(Message(role="assistant", content=f"a{i}"),),
+    )
 
 
 async def test_runs_upsert_replace_and_load(any_store):
@@ -242,19 +283,42 @@ async def test_runs_upsert_replace_and_load(any_store):
 
 
 def _score(i: int, cost: float | None = None, **kw: object) -> ScoreRecord:
-    fields: dict[str, object] = dict(id=f"score-{i}", scorer_id="s", scorer_name="S", run_id=f"run-{i}",
-                                     trace_id=f"{i:032x}", span_id=f"{i:016x}", conversation_id=None,
-                                     entity_type="agent", entity_id="support", source="live", score=0.5,
-                                     reason="ok", status="ok", judge_cost_usd=cost,
-                                     analyze_step_result={"facts": [1, 2]}, metadata={"run_ids": [f"run-{i}"]})
+    fields: dict[str, object] = {
+        "id": f"score-{i}",
+        "scorer_id": "s",
+        "scorer_name": "S",
+        "run_id": f"run-{i}",
+        "trace_id": f"{i:032x}",
+        "span_id": f"{i:016x}",
+        "conversation_id": None,
+        "entity_type": "agent",
+        "entity_id": "support",
+        "source": "live",
+        "score": 0.5,
+        "reason": "ok",
+        "status": "ok",
+        "judge_cost_usd": cost,
+        "analyze_step_result": {"facts": [1, 2]},
+        "metadata": {"run_ids": [f"run-{i}"]},
+    }
     fields.update(kw)
     return ScoreRecord(**fields)  # type: ignore[arg-type]
 
 
 def _decision(i: int, decision: str = "scored") -> DecisionRecord:
-    return DecisionRecord(id=f"d-{i}", scorer_id="s", target_type="run", target_id=f"run-{i}", trace_id=None,
-                          conversation_id=None, decision=decision, detail=None, sample_rate=1.0, source="live",
-                          score_id=f"score-{i}")
+    return DecisionRecord(
+        id=f"d-{i}",
+        scorer_id="s",
+        target_type="run",
+        target_id=f"run-{i}",
+        trace_id=None,
+        conversation_id=None,
+        decision=decision,
+        detail=None,
+        sample_rate=1.0,
+        source="live",
+        score_id=f"score-{i}",
+    )
 
 
 async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store):
@@ -277,7 +341,8 @@ async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store)
     due = await store.due_deliveries("otlp", "me", 10)
     assert [(d.id, d.score, d.service_name) for d in due] == [("score-1", 0.9, "svc")]
     assert await store.claim_deliveries("otlp", "other", 30, [Claim(score_id="score-1", version=due[0].version)]) == {
-        "score-1": 0}
+        "score-1": 0
+    }
     assert await store.due_deliveries("otlp", "me", 10) == []  # held by "other"
     outcome = DeliveryOutcome(score_id="score-1", version=due[0].version, status="delivered", attempts=1)
     assert await store.record_deliveries("otlp", "other", [outcome], ["otlp"]) == 1
@@ -291,8 +356,9 @@ async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store)
 async def test_query_is_read_only_with_parameters_limit_and_errors(any_store):
     store = any_store
     await store.append([_span(i) for i in range(5)])
-    result = await store.query("SELECT name FROM spans WHERE name <> ? ORDER BY name", max_rows=3, timeout_s=10,
-                               params=["s0"])
+    result = await store.query(
+        "SELECT name FROM spans WHERE name <> ? ORDER BY name", max_rows=3, timeout_s=10, params=["s0"]
+    )
     assert result.rows == [("s1",), ("s2",), ("s3",)] and result.truncated and result.columns == ["name"]
     for sql in ("DELETE FROM spans", "SELECT 1; SELECT 2", "CREATE TABLE x (a INT)"):
         with pytest.raises(ReadOnlyViolation):
@@ -370,8 +436,12 @@ async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: 
     if met_by == "query":  # no write needed for the process to go
         await wait_for_async(lambda: store.process_pid not in (None, pid), 20, what="a new store process")
     # the store process exits and is started again; until then writes fail as retryable, never stored
-    await wait_for_async(lambda: _succeeds(lambda: store.append([_span(2)])), 30, interval_s=0.05, what="the span written")
-    await wait_for_async(lambda: _succeeds(lambda: store.upsert_runs([_run(2)])), 30, interval_s=0.05, what="the run written")
+    await wait_for_async(
+        lambda: _succeeds(lambda: store.append([_span(2)])), 30, interval_s=0.05, what="the span written"
+    )
+    await wait_for_async(
+        lambda: _succeeds(lambda: store.upsert_runs([_run(2)])), 30, interval_s=0.05, what="the run written"
+    )
     assert store.process_pid not in (None, pid) and store.write_failure is None
     # what was committed before is there, once
     assert await fetch(store, "SELECT name FROM spans ORDER BY name") == [("s1",), ("s2",)]
@@ -404,8 +474,17 @@ async def test_open_names_the_file_when_it_cannot(tmp_path):
 
 
 def _record(i: int) -> AssemblyRecord:
-    return AssemblyRecord(trace_id=f"{i:032x}", reason="complete", incomplete=False, span_count=1, log_count=0,
-                          run_count=0, unmatched_reason=None, service_name=None, root_name=None)
+    return AssemblyRecord(
+        trace_id=f"{i:032x}",
+        reason="complete",
+        incomplete=False,
+        span_count=1,
+        log_count=0,
+        run_count=0,
+        unmatched_reason=None,
+        service_name=None,
+        root_name=None,
+    )
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 30.0])
@@ -448,15 +527,20 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
     changed = dataclasses.replace(run, status="error", error="late root")
     # alone, then batched with another trace's correct belief (one group commit: it fails as a whole)
     await store.upsert_runs([changed], new_traces=[trace])
-    await asyncio.gather(store.upsert_runs([changed], new_traces=[trace]),
-                         store.upsert_runs([_run(2)], new_traces=[f"{2:032x}"]),
-                         store.record_assembly([dataclasses.replace(_record(1), span_count=9)], new_traces=[trace]),
-                         store.record_assembly([_record(2)], new_traces=[f"{2:032x}"]))
+    await asyncio.gather(
+        store.upsert_runs([changed], new_traces=[trace]),
+        store.upsert_runs([_run(2)], new_traces=[f"{2:032x}"]),
+        store.record_assembly([dataclasses.replace(_record(1), span_count=9)], new_traces=[trace]),
+        store.record_assembly([_record(2)], new_traces=[f"{2:032x}"]),
+    )
     assert await fetch(store, "SELECT run_id, status, error, epoch_us(created_at) FROM runs ORDER BY run_id") == [
-        ("run-1", "error", "late root", created), ("run-2", "ok", None, await scalar(
-            store, "SELECT epoch_us(created_at) FROM runs WHERE run_id = 'run-2'"))]
+        ("run-1", "error", "late root", created),
+        ("run-2", "ok", None, await scalar(store, "SELECT epoch_us(created_at) FROM runs WHERE run_id = 'run-2'")),
+    ]
     assert await fetch(store, "SELECT trace_id, span_count FROM assembled_traces ORDER BY trace_id") == [
-        (trace, 9), (f"{2:032x}", 1)]
+        (trace, 9),
+        (f"{2:032x}", 1),
+    ]
     assert await store.assembled_before([trace, "f" * 32]) == {trace} and await store.assembled_before([]) == set()
 
 
@@ -468,11 +552,14 @@ async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces
     created = await scalar(store, "SELECT epoch_us(created_at) FROM scores")
     # the same pair scored again while the trace is still believed new (say the reply was lost and
     # the writer retried): both rows meet their keys, the job is done again as a replace
-    await asyncio.gather(store.write_scores([_score(3, reason="again")], [dataclasses.replace(decision, detail="x")]),
-                         store.write_scores([_score(4)], [_decision(4)]))
+    await asyncio.gather(
+        store.write_scores([_score(3, reason="again")], [dataclasses.replace(decision, detail="x")]),
+        store.write_scores([_score(4)], [_decision(4)]),
+    )
     assert await fetch(store, "SELECT id, reason, epoch_us(created_at) FROM scores ORDER BY id") == [
-        ("score-3", "again", created), ("score-4", "ok", await scalar(store, "SELECT epoch_us(created_at) FROM scores "
-                                                                             "WHERE id = 'score-4'"))]
+        ("score-3", "again", created),
+        ("score-4", "ok", await scalar(store, "SELECT epoch_us(created_at) FROM scores WHERE id = 'score-4'")),
+    ]
     assert await fetch(store, "SELECT id, detail FROM scoring_decisions ORDER BY id") == [("d-3", "x"), ("d-4", None)]
 
 
@@ -490,19 +577,29 @@ async def test_results_retention_deletes_results_last_written_before_the_cutoff(
     await _write_results(store, range(1, 4))
     due = await store.due_deliveries("otlp", "me", 10)
     await store.claim_deliveries("otlp", "me", 30, [Claim(score_id=d.id, version=d.version) for d in due])
-    assert await store.record_deliveries("otlp", "me", [DeliveryOutcome(score_id=d.id, version=d.version,
-                                                                        status="delivered", attempts=1) for d in due],
-                                         ["otlp"]) == 3
+    assert (
+        await store.record_deliveries(
+            "otlp",
+            "me",
+            [DeliveryOutcome(score_id=d.id, version=d.version, status="delivered", attempts=1) for d in due],
+            ["otlp"],
+        )
+        == 3
+    )
     await asyncio.sleep(0.05)
-    cutoff = dt.datetime.now(dt.timezone.utc)
+    cutoff = dt.datetime.now(dt.UTC)
     await asyncio.sleep(0.05)
     await _write_results(store, range(4, 6))
     await store.write_scores([_score(1, score=0.1)], [])  # a re-score is written now: kept, its run is not
     assert await _results(store) == (5, 5, 5, 3)
     assert (await store.prune_results(None)).deleted == {}  # no age given, far within any index budget
     pruned = await store.prune_results(cutoff)
-    assert {t: n for t, n in pruned.deleted.items() if n} == {"runs": 3, "scores": 2, "scoring_decisions": 3,
-                                                              "score_deliveries": 3}
+    assert {t: n for t, n in pruned.deleted.items() if n} == {
+        "runs": 3,
+        "scores": 2,
+        "scoring_decisions": 3,
+        "score_deliveries": 3,
+    }
     assert await fetch(store, "SELECT run_id FROM runs ORDER BY run_id") == [("run-4",), ("run-5",)]
     assert await fetch(store, "SELECT id FROM scores ORDER BY id") == [("score-1",), ("score-4",), ("score-5",)]
     assert sorted(r.run_id for r in await store.load_runs(["run-1", "run-4"])) == ["run-4"]
@@ -521,8 +618,10 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
             ids = range(batch * 60, (batch + 1) * 60)
             await store.record_assembly([_record(i) for i in ids])
             await store.upsert_runs([_run(i) for i in ids])
-            await store.write_scores([_score(i) for i in ids] + [_score(i, id=f"other-{i}", scorer_id="o") for i in ids],
-                                     [_decision(i) for i in ids] + [_decision(-1 - i) for i in ids])
+            await store.write_scores(
+                [_score(i) for i in ids] + [_score(i, id=f"other-{i}", scorer_id="o") for i in ids],
+                [_decision(i) for i in ids] + [_decision(-1 - i) for i in ids],
+            )
         pruned = await store.prune_results(None)
         assert pruned.keys == 12 * 60 * 7 and pruned.max_keys == 1250 and pruned.budget_cutoff is not None
         assert pruned.index_bytes is not None and pruned.index_bytes > 0  # DuckDB's own figure
@@ -537,7 +636,7 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
         assert kept and min(kept) > 0 and sorted(kept) == list(range(min(kept), 12 * 60))  # the newest, all of them
         assert (await store.prune_results(None)).budget_cutoff is None  # within the budget now
         # once assembly went past them, the assembly records go too
-        await store.set_assembled_through(dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1))
+        await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
         await _write_results(store, range(5000, 5200))
         again = await store.prune_results(None)
         assert again.deleted.get("assembled_traces", 0) > 0 and again.keys is not None and again.keys > 1250

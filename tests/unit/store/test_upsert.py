@@ -25,8 +25,9 @@ def con(tmp_path):
 
 def _upsert(con, rows):
     con.execute("BEGIN")
-    n = upsert(con, "t", COLUMNS, "id", rows, stamps={"created_at": "now()", "updated_at": "now()"},
-               keep=("created_at",))
+    n = upsert(
+        con, "t", COLUMNS, "id", rows, stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",)
+    )
     con.execute("COMMIT")
     return n
 
@@ -59,8 +60,10 @@ def test_existing_keys_are_found_through_the_index(con):
     con.execute("CHECKPOINT")
     keys = [hashlib.md5(str(i).encode()).hexdigest() for i in range(0, 20000, 20)] + [f"x{i}" for i in range(1000)]
     # the plan is settled at execution: EXPLAIN ANALYZE shows the scan that ran
-    plan = "\n".join(str(r[1]) for r in con.execute(
-        f"EXPLAIN ANALYZE SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall())
+    plan = "\n".join(
+        str(r[1])
+        for r in con.execute(f"EXPLAIN ANALYZE SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall()
+    )
     assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
     assert len(con.execute(f"SELECT id FROM t WHERE {key_in('id', len(keys))}", keys).fetchall()) == 1000
 
@@ -71,31 +74,65 @@ def test_rows_said_to_be_new_are_inserted_without_looking_their_key_up(con):
     # "new" is not stored: inserted; "old" is believed new but stored: nothing looked it up, nothing
     # replaced it, so the insert meets the primary key (the store's writer then retries without hints)
     with pytest.raises(duckdb.ConstraintException):
-        upsert(con, "t", COLUMNS, "id", [("new", 2), ("old", 3)], stamps={"created_at": "now()", "updated_at": "now()"},
-               keep=("created_at",), new=[True, True])
+        upsert(
+            con,
+            "t",
+            COLUMNS,
+            "id",
+            [("new", 2), ("old", 3)],
+            stamps={"created_at": "now()", "updated_at": "now()"},
+            keep=("created_at",),
+            new=[True, True],
+        )
     con.execute("ROLLBACK")
     con.execute("BEGIN")
-    assert upsert(con, "t", COLUMNS, "id", [("new", 2), ("old", 3)], stamps={"created_at": "now()", "updated_at": "now()"},
-                  keep=("created_at",), new=[True, False]) == 2
+    assert (
+        upsert(
+            con,
+            "t",
+            COLUMNS,
+            "id",
+            [("new", 2), ("old", 3)],
+            stamps={"created_at": "now()", "updated_at": "now()"},
+            keep=("created_at",),
+            new=[True, False],
+        )
+        == 2
+    )
     con.execute("COMMIT")
     assert sorted(con.execute("SELECT id, value FROM t").fetchall()) == [("new", 2), ("old", 3)]
 
 
 def test_batch_columns_are_typed_from_their_values_and_nothing_is_truncated(con):
     con.execute("CREATE TABLE v (id VARCHAR PRIMARY KEY, x DOUBLE, ok BOOLEAN, note VARCHAR, raw BLOB, n BIGINT)")
-    rows = [("a", 1, True, None, b"\x00\x01", None), ("b", 0.5, False, "two", None, 2**40), ("c", None, None, None, None, 3)]
+    rows = [
+        ("a", 1, True, None, b"\x00\x01", None),
+        ("b", 0.5, False, "two", None, 2**40),
+        ("c", None, None, None, None, 3),
+    ]
     con.execute("BEGIN")
     assert upsert(con, "v", ["id", "x", "ok", "note", "raw", "n"], "id", rows) == 3
     con.execute("COMMIT")
     # an int first and a float after: typing the column int64 from the first value would store 0
     assert con.execute("SELECT * FROM v ORDER BY id").fetchall() == [
-        ("a", 1.0, True, None, b"\x00\x01", None), ("b", 0.5, False, "two", None, 2**40), ("c", None, None, None, None, 3)]
+        ("a", 1.0, True, None, b"\x00\x01", None),
+        ("b", 0.5, False, "two", None, 2**40),
+        ("c", None, None, None, None, 3),
+    ]
 
 
-@pytest.mark.parametrize("values, kind", [
-    (["a", None], "string"), ([None, 2, 3], "int64"), ([1, 0.5], "double"), ([0.5, 1], "double"),
-    ([True, None], "bool"), ([b"x"], "binary"), ([None, None], "null"),
-])
+@pytest.mark.parametrize(
+    "values, kind",
+    [
+        (["a", None], "string"),
+        ([None, 2, 3], "int64"),
+        ([1, 0.5], "double"),
+        ([0.5, 1], "double"),
+        ([True, None], "bool"),
+        ([b"x"], "binary"),
+        ([None, None], "null"),
+    ],
+)
 def test_column_types(values, kind):
     array = column(values)
     assert str(array.type) == kind and array.to_pylist() == values

@@ -61,8 +61,8 @@ from tracescorer.scorers.prebuilt.trajectory import (
 
 __all__ = [
     "MULTI_TURN_JUDGE_ID",
-    "MultiTurnVerdict",
     "PREBUILT",
+    "MultiTurnVerdict",
     "compare_trajectory",
     "create_answer_relevancy_scorer",
     "create_answer_similarity_scorer",

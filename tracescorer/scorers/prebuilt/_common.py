@@ -27,8 +27,7 @@ def make_judge(model: str, instructions: str, options: Mapping[str, Any]) -> Jud
 def check_scale(scale: float) -> float:
     """``scale`` as a float; ValueError unless it is a positive finite number (NaN and
     infinities are refused when the scorer is built, not when it first runs)."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(
-            scale) or scale <= 0:
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     return float(scale)
 
@@ -48,12 +47,20 @@ def ground_truth_text(run: ScorerRun[Any, Any]) -> str:
     return gt if isinstance(gt, str) else message_text(gt) or json.dumps(gt, default=str)
 
 
-def llm_scorer(*, id: str, name: str, description: str, model: str, instructions: str,
-               options: Mapping[str, Any],
-               create_prompt: Callable[..., str | NotScorable | SkipJudge],
-               output_schema: type[BaseModel],
-               score: Callable[[Any, ScorerRun[Any, Any]], float],
-               reason: Callable[[Any, float], str], analyze_description: str) -> Scorer[Any, Any]:
+def llm_scorer(
+    *,
+    id: str,
+    name: str,
+    description: str,
+    model: str,
+    instructions: str,
+    options: Mapping[str, Any],
+    create_prompt: Callable[..., str | NotScorable | SkipJudge],
+    output_schema: type[BaseModel],
+    score: Callable[[Any, ScorerRun[Any, Any]], float],
+    reason: Callable[[Any, float], str],
+    analyze_description: str,
+) -> Scorer[Any, Any]:
     """The common shape of the prebuilt LLM judges: the judge analyses (structured output),
     a function computes the score from that analysis, another writes the reason."""
     judge = make_judge(model, instructions, options)
@@ -64,8 +71,9 @@ def llm_scorer(*, id: str, name: str, description: str, model: str, instructions
     def generate_reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         return reason(results.analyze_step_result, score)
 
-    return (create_scorer(id=id, name=name, description=description, judge=judge, type="agent")
-            .analyze(PromptStep(description=analyze_description, create_prompt=create_prompt,
-                                output_schema=output_schema))
-            .generate_score(generate_score)
-            .generate_reason(generate_reason))
+    return (
+        create_scorer(id=id, name=name, description=description, judge=judge, type="agent")
+        .analyze(PromptStep(description=analyze_description, create_prompt=create_prompt, output_schema=output_schema))
+        .generate_score(generate_score)
+        .generate_reason(generate_reason)
+    )

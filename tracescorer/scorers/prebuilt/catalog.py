@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tracescorer.scorers.prebuilt import code, context, llm_judges, multi_turn, quick, reference
-from tracescorer.scorers.prebuilt import trajectory
+from tracescorer.scorers.prebuilt import code, context, llm_judges, multi_turn, quick, reference, trajectory
 from tracescorer.scorers.scorer import Scorer
 
 PREBUILT: dict[str, Callable[..., Scorer[Any, Any]]] = {

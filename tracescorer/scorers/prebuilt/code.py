@@ -16,14 +16,140 @@ from tracescorer.scorers.prebuilt._common import check_scale
 from tracescorer.scorers.scorer import Scorer, create_scorer
 from tracescorer.scorers.types import ScorerRun, StepResults
 
-STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because
-been before being below between both but by can could did do does doing down during each few for
-from further had has have having he her here hers herself him himself his how i if in into is it
-its itself just me more most my myself no nor not now of off on once only or other our ours
-ourselves out over own same she should so some such than that the their theirs them themselves
-then there these they this those through to too under until up very was we were what when where
-which while who whom why will with would you your yours yourself yourselves please tell give
-let""".split())
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "please",
+        "tell",
+        "give",
+        "let",
+    ]
+)
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 
 
@@ -52,9 +178,15 @@ def _reference(run: ScorerRun[Any, Any]) -> str:
     return message_text(run.ground_truth) if run.ground_truth is not None else input_text(run)
 
 
-def _coverage_scorer(*, id: str, name: str, description: str, scale: float, noun: str,
-                     split: Callable[[ScorerRun[Any, Any]], tuple[list[str], list[str]]],
-                     ) -> Scorer[Any, Any]:
+def _coverage_scorer(
+    *,
+    id: str,
+    name: str,
+    description: str,
+    scale: float,
+    noun: str,
+    split: Callable[[ScorerRun[Any, Any]], tuple[list[str], list[str]]],
+) -> Scorer[Any, Any]:
     """A scorer of the share of wanted items found: ``split(run) -> (wanted, found)``.
 
     Analysis result: ``{"wanted", "found", "missing"}``; nothing wanted scores ``scale``.
@@ -71,11 +203,16 @@ def _coverage_scorer(*, id: str, name: str, description: str, scale: float, noun
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         a = results.analyze_step_result
-        return (f"Found {len(a['found'])} of {len(a['wanted'])} {noun}"
-                + (f"; missing: {', '.join(a['missing'][:20])}" if a["missing"] else ""))
+        return f"Found {len(a['found'])} of {len(a['wanted'])} {noun}" + (
+            f"; missing: {', '.join(a['missing'][:20])}" if a["missing"] else ""
+        )
 
-    return (create_scorer(id=id, name=name, description=description, type="agent")
-            .analyze(analyze).generate_score(score).generate_reason(reason))
+    return (
+        create_scorer(id=id, name=name, description=description, type="agent")
+        .analyze(analyze)
+        .generate_score(score)
+        .generate_reason(reason)
+    )
 
 
 def create_completeness_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
@@ -90,14 +227,19 @@ def create_completeness_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
         have = {_stem(w) for w in words(output_text(run))}
         return wanted, [t for t in wanted if _stem(t) in have]
 
-    return _coverage_scorer(id="completeness-scorer", name="Completeness", scale=scale,
-                            description="How much of the input the output covers",
-                            noun="input terms", split=split)
+    return _coverage_scorer(
+        id="completeness-scorer",
+        name="Completeness",
+        scale=scale,
+        description="How much of the input the output covers",
+        noun="input terms",
+        split=split,
+    )
 
 
-def create_keyword_coverage_scorer(*, keywords: Sequence[str] | None = None,
-                                   case_sensitive: bool = False,
-                                   scale: float = 1) -> Scorer[Any, Any]:
+def create_keyword_coverage_scorer(
+    *, keywords: Sequence[str] | None = None, case_sensitive: bool = False, scale: float = 1
+) -> Scorer[Any, Any]:
     """Share of keywords present in the output: ``keywords=`` (phrases allowed, matched on word
     boundaries), else the input's content words. No keywords scores ``scale``."""
     flags = 0 if case_sensitive else re.IGNORECASE
@@ -107,9 +249,14 @@ def create_keyword_coverage_scorer(*, keywords: Sequence[str] | None = None,
         out = output_text(run)
         return wanted, [k for k in wanted if re.search(rf"(?<!\w){re.escape(k)}(?!\w)", out, flags)]
 
-    return _coverage_scorer(id="keyword-coverage-scorer", name="Keyword Coverage", scale=scale,
-                            description="Share of keywords found in the output",
-                            noun="keywords", split=split)
+    return _coverage_scorer(
+        id="keyword-coverage-scorer",
+        name="Keyword Coverage",
+        scale=scale,
+        description="Share of keywords found in the output",
+        noun="keywords",
+        split=split,
+    )
 
 
 def _normalise(text: str, ignore_case: bool, ignore_whitespace: bool) -> str:
@@ -120,8 +267,9 @@ def _normalise(text: str, ignore_case: bool, ignore_whitespace: bool) -> str:
     return text
 
 
-def create_content_similarity_scorer(*, ignore_case: bool = True, ignore_whitespace: bool = True,
-                                     scale: float = 1) -> Scorer[Any, Any]:
+def create_content_similarity_scorer(
+    *, ignore_case: bool = True, ignore_whitespace: bool = True, scale: float = 1
+) -> Scorer[Any, Any]:
     """Character-level similarity (difflib ratio, 0-1) between the output and the reference:
     the ground truth when given, else the input."""
     factor = check_scale(scale)
@@ -131,10 +279,16 @@ def create_content_similarity_scorer(*, ignore_case: bool = True, ignore_whitesp
         b = _normalise(output_text(run), ignore_case, ignore_whitespace)
         return SequenceMatcher(None, a, b, autojunk=False).ratio() * factor
 
-    return (create_scorer(id="content-similarity-scorer", name="Content Similarity", type="agent",
-                          description="Textual similarity of output and reference")
-            .generate_score(score)
-            .generate_reason(lambda *, run, results, score: f"Similarity {score:.3g}"))
+    return (
+        create_scorer(
+            id="content-similarity-scorer",
+            name="Content Similarity",
+            type="agent",
+            description="Textual similarity of output and reference",
+        )
+        .generate_score(score)
+        .generate_reason(lambda *, run, results, score: f"Similarity {score:.3g}")
+    )
 
 
 def create_textual_difference_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
@@ -147,27 +301,86 @@ def create_textual_difference_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
         matcher = SequenceMatcher(None, a, b, autojunk=False)
         changes = sum(1 for op in matcher.get_opcodes() if op[0] != "equal")
         longest = max(len(a), len(b)) or 1
-        return {"ratio": matcher.ratio(), "changes": changes,
-                "length_diff": abs(len(a) - len(b)) / longest}
+        return {"ratio": matcher.ratio(), "changes": changes, "length_diff": abs(len(a) - len(b)) / longest}
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         a = results.analyze_step_result
-        return (f"Similarity {a['ratio']:.3g} with {a['changes']} change(s); length differs by "
-                f"{a['length_diff']:.0%}")
+        return f"Similarity {a['ratio']:.3g} with {a['changes']} change(s); length differs by {a['length_diff']:.0%}"
 
-    return (create_scorer(id="textual-difference-scorer", name="Textual Difference", type="agent",
-                          description="Difference between output and reference")
-            .analyze(analyze)
-            .generate_score(lambda *, run, results: results.analyze_step_result["ratio"] * factor)
-            .generate_reason(reason))
+    return (
+        create_scorer(
+            id="textual-difference-scorer",
+            name="Textual Difference",
+            type="agent",
+            description="Difference between output and reference",
+        )
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: results.analyze_step_result["ratio"] * factor)
+        .generate_reason(reason)
+    )
 
 
-POSITIVE = frozenset("""good great excellent happy glad pleased love wonderful fantastic amazing
-helpful thanks thank appreciate awesome perfect nice enjoy delighted positive best brilliant
-welcome sure certainly excited success successful""".split())
-NEGATIVE = frozenset("""bad terrible awful sad angry upset hate horrible poor wrong unfortunately
-sorry fail failed failure problem issue annoyed disappointed worst useless broken stupid
-negative frustrated""".split())
+POSITIVE = frozenset(
+    [
+        "good",
+        "great",
+        "excellent",
+        "happy",
+        "glad",
+        "pleased",
+        "love",
+        "wonderful",
+        "fantastic",
+        "amazing",
+        "helpful",
+        "thanks",
+        "thank",
+        "appreciate",
+        "awesome",
+        "perfect",
+        "nice",
+        "enjoy",
+        "delighted",
+        "positive",
+        "best",
+        "brilliant",
+        "welcome",
+        "sure",
+        "certainly",
+        "excited",
+        "success",
+        "successful",
+    ]
+)
+NEGATIVE = frozenset(
+    [
+        "bad",
+        "terrible",
+        "awful",
+        "sad",
+        "angry",
+        "upset",
+        "hate",
+        "horrible",
+        "poor",
+        "wrong",
+        "unfortunately",
+        "sorry",
+        "fail",
+        "failed",
+        "failure",
+        "problem",
+        "issue",
+        "annoyed",
+        "disappointed",
+        "worst",
+        "useless",
+        "broken",
+        "stupid",
+        "negative",
+        "frustrated",
+    ]
+)
 
 
 def sentiment(text: str) -> float:
@@ -188,8 +401,7 @@ def create_tone_consistency_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
         out = output_text(run)
         ref = _reference(run)
         if ref.strip():
-            return {"mode": "reference", "output_sentiment": sentiment(out),
-                    "reference_sentiment": sentiment(ref)}
+            return {"mode": "reference", "output_sentiment": sentiment(out), "reference_sentiment": sentiment(ref)}
         values = [sentiment(s) for s in re.split(r"[.!?]+", out) if s.strip()]
         mean = sum(values) / len(values) if values else 0.0
         var = sum((v - mean) ** 2 for v in values) / len(values) if values else 0.0
@@ -201,17 +413,23 @@ def create_tone_consistency_scorer(*, scale: float = 1) -> Scorer[Any, Any]:
             return (1 - abs(float(a["output_sentiment"]) - float(a["reference_sentiment"])) / 2) * factor
         return max(0.0, 1 - float(a["variance"])) * factor
 
-    return (create_scorer(id="tone-consistency-scorer", name="Tone Consistency", type="agent",
-                          description="Consistency of sentiment")
-            .analyze(analyze).generate_score(score)
-            .generate_reason(lambda *, run, results, score:
-                             f"Tone consistency {score:.3g} ({results.analyze_step_result})"))
+    return (
+        create_scorer(
+            id="tone-consistency-scorer", name="Tone Consistency", type="agent", description="Consistency of sentiment"
+        )
+        .analyze(analyze)
+        .generate_score(score)
+        .generate_reason(lambda *, run, results, score: f"Tone consistency {score:.3g} ({results.analyze_step_result})")
+    )
 
 
-def create_tool_call_accuracy_scorer(*, expected_tool: str | None = None,
-                                     expected_tool_order: Sequence[str] | None = None,
-                                     strict_mode: bool = False,
-                                     scale: float = 1) -> Scorer[Any, Any]:
+def create_tool_call_accuracy_scorer(
+    *,
+    expected_tool: str | None = None,
+    expected_tool_order: Sequence[str] | None = None,
+    strict_mode: bool = False,
+    scale: float = 1,
+) -> Scorer[Any, Any]:
     """Whether the agent called the expected tool(s). Binary: ``scale`` or 0.
 
     - ``expected_tool``: called at all; in ``strict_mode``, it must be the only tool called.
@@ -238,12 +456,19 @@ def create_tool_call_accuracy_scorer(*, expected_tool: str | None = None,
         a = results.analyze_step_result
         want = expected_tool if expected_tool is not None else " -> ".join(order)
         mode = "strict" if strict_mode else "lenient"
-        return (f"{'Correct' if a['correct'] else 'Incorrect'} ({mode}): expected {want}, "
-                f"called {', '.join(a['called']) or 'no tools'}")
+        return (
+            f"{'Correct' if a['correct'] else 'Incorrect'} ({mode}): expected {want}, "
+            f"called {', '.join(a['called']) or 'no tools'}"
+        )
 
-    return (create_scorer(id="tool-call-accuracy-scorer", name="Tool Call Accuracy", type="agent",
-                          description="Whether the expected tools were called")
-            .analyze(analyze)
-            .generate_score(lambda *, run, results:
-                            factor if results.analyze_step_result["correct"] else 0.0)
-            .generate_reason(reason))
+    return (
+        create_scorer(
+            id="tool-call-accuracy-scorer",
+            name="Tool Call Accuracy",
+            type="agent",
+            description="Whether the expected tools were called",
+        )
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: factor if results.analyze_step_result["correct"] else 0.0)
+        .generate_reason(reason)
+    )

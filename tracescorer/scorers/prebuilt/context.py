@@ -21,8 +21,10 @@ from tracescorer.scorers.prebuilt._common import check_scale, check_unit, ground
 from tracescorer.scorers.scorer import Scorer
 from tracescorer.scorers.types import NotScorable, ScorerRun, not_scorable
 
-_EVALUATOR = ("You are a precise, impartial evaluator of retrieval-augmented AI agents. You "
-              "judge the context an agent retrieved against the user's question and answers.")
+_EVALUATOR = (
+    "You are a precise, impartial evaluator of retrieval-augmented AI agents. You "
+    "judge the context an agent retrieved against the user's question and answers."
+)
 # Keys under which retriever tools commonly return their documents, and the text of one.
 _LIST_KEYS = ("documents", "results", "chunks", "contexts", "context", "matches", "hits", "items")
 _TEXT_KEYS = ("page_content", "content", "text", "document", "chunk", "snippet", "body")
@@ -54,8 +56,9 @@ def _pieces(result: Any) -> list[str]:
     return [str(result)]
 
 
-def retrieved_context(run: ScorerRun[Any, Any], context: Sequence[str] | None = None,
-                      context_tools: Sequence[str] | None = None) -> list[str]:
+def retrieved_context(
+    run: ScorerRun[Any, Any], context: Sequence[str] | None = None, context_tools: Sequence[str] | None = None
+) -> list[str]:
     """The context pieces a scorer judges: ``context`` when given, else the pieces of the
     run's tool results (of tools whose name starts with one of ``context_tools``, when given),
     in call order."""
@@ -75,8 +78,7 @@ def _numbered(pieces: Sequence[str]) -> str:
 
 def _check_context(context: Sequence[str] | None) -> None:
     if context is not None and (isinstance(context, str) or not list(context)):
-        raise ValueError("context must be a non-empty list of strings (or None to read the "
-                         "run's tool results)")
+        raise ValueError("context must be a non-empty list of strings (or None to read the run's tool results)")
 
 
 class PieceVerdict(BaseModel):
@@ -89,9 +91,14 @@ class PrecisionVerdicts(BaseModel):
     verdicts: list[PieceVerdict] = Field(default_factory=list)
 
 
-def create_context_precision_scorer(*, model: str, context: Sequence[str] | None = None,
-                                    context_tools: Sequence[str] | None = None,
-                                    scale: float = 1, **judge_options: Any) -> Scorer[Any, Any]:
+def create_context_precision_scorer(
+    *,
+    model: str,
+    context: Sequence[str] | None = None,
+    context_tools: Sequence[str] | None = None,
+    scale: float = 1,
+    **judge_options: Any,
+) -> Scorer[Any, Any]:
     """Whether the useful context was ranked first: the judge marks each piece useful (yes/no)
     for arriving at the expected answer (the ground truth, else the agent's response); the
     score is the mean average precision of that ranking times ``scale`` (0 when no piece is
@@ -106,13 +113,15 @@ def create_context_precision_scorer(*, model: str, context: Sequence[str] | None
         expected = ground_truth_text(run) or output_text(run)
         if not expected.strip():
             return not_scorable("no expected answer (ground truth) and no response text")
-        return (f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
-                f"Expected answer:\n{fence(expected, 'EXPECTED_ANSWER')}\n\n"
-                f"Retrieved context pieces, in retrieval order:\n"
-                f"{fence(_numbered(pieces), 'CONTEXT')}\n\n"
-                f"For every context piece (context_index 0 to {len(pieces) - 1}), give verdict "
-                "'yes' if it was useful for arriving at the expected answer, 'no' if not, with "
-                "a short reason.")
+        return (
+            f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
+            f"Expected answer:\n{fence(expected, 'EXPECTED_ANSWER')}\n\n"
+            f"Retrieved context pieces, in retrieval order:\n"
+            f"{fence(_numbered(pieces), 'CONTEXT')}\n\n"
+            f"For every context piece (context_index 0 to {len(pieces) - 1}), give verdict "
+            "'yes' if it was useful for arriving at the expected answer, 'no' if not, with "
+            "a short reason."
+        )
 
     def score(v: PrecisionVerdicts, run: ScorerRun[Any, Any]) -> float:
         relevant, total = 0, 0.0
@@ -124,14 +133,23 @@ def create_context_precision_scorer(*, model: str, context: Sequence[str] | None
 
     def reason(v: PrecisionVerdicts, s: float) -> str:
         useful = [str(x.context_index) for x in v.verdicts if x.verdict == "yes"]
-        return (f"Context precision {s:.3g}: {len(useful)} of {len(v.verdicts)} piece(s) useful"
-                + (f" (pieces {', '.join(useful)})" if useful else ""))
+        return f"Context precision {s:.3g}: {len(useful)} of {len(v.verdicts)} piece(s) useful" + (
+            f" (pieces {', '.join(useful)})" if useful else ""
+        )
 
-    return llm_scorer(id="context-precision-scorer", name="Context Precision", model=model,
-                      description="Whether useful retrieved context is ranked first",
-                      instructions=_EVALUATOR, options=judge_options, create_prompt=prompt,
-                      output_schema=PrecisionVerdicts, score=score, reason=reason,
-                      analyze_description="Judge each context piece's usefulness")
+    return llm_scorer(
+        id="context-precision-scorer",
+        name="Context Precision",
+        model=model,
+        description="Whether useful retrieved context is ranked first",
+        instructions=_EVALUATOR,
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=PrecisionVerdicts,
+        score=score,
+        reason=reason,
+        analyze_description="Judge each context piece's usefulness",
+    )
 
 
 class RelevanceEvaluation(BaseModel):
@@ -151,10 +169,16 @@ RELEVANCE_WEIGHTS = {"high": 1.0, "medium": 0.7, "low": 0.3, "none": 0.0}
 
 
 def create_context_relevance_scorer(
-        *, model: str, context: Sequence[str] | None = None,
-        context_tools: Sequence[str] | None = None, unused_high_relevance_penalty: float = 0.1,
-        missing_context_penalty: float = 0.15, max_missing_context_penalty: float = 0.5,
-        scale: float = 1, **judge_options: Any) -> Scorer[Any, Any]:
+    *,
+    model: str,
+    context: Sequence[str] | None = None,
+    context_tools: Sequence[str] | None = None,
+    unused_high_relevance_penalty: float = 0.1,
+    missing_context_penalty: float = 0.15,
+    max_missing_context_penalty: float = 0.5,
+    scale: float = 1,
+    **judge_options: Any,
+) -> Scorer[Any, Any]:
     """How relevant and useful the retrieved context was for the response (Mastra's formula).
 
     The judge rates each piece's relevance (high 1.0, medium 0.7, low 0.3, none 0), says
@@ -164,9 +188,11 @@ def create_context_relevance_scorer(
     """
     _check_context(context)
     factor = check_scale(scale)
-    for name, value in (("unused_high_relevance_penalty", unused_high_relevance_penalty),
-                        ("missing_context_penalty", missing_context_penalty),
-                        ("max_missing_context_penalty", max_missing_context_penalty)):
+    for name, value in (
+        ("unused_high_relevance_penalty", unused_high_relevance_penalty),
+        ("missing_context_penalty", missing_context_penalty),
+        ("max_missing_context_penalty", max_missing_context_penalty),
+    ):
         check_unit(name, value)
 
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
@@ -176,35 +202,45 @@ def create_context_relevance_scorer(
         response = output_text(run)
         if not response.strip():
             return not_scorable("the run has no output text")
-        return (f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
-                f"Agent response:\n{fence(response, 'AGENT_RESPONSE')}\n\n"
-                f"Context pieces the agent had:\n{fence(_numbered(pieces), 'CONTEXT')}\n\n"
-                f"For every context piece (context_index 0 to {len(pieces) - 1}) rate "
-                "relevance_level to the user input (high, medium, low, none) and say whether "
-                "the response used it (was_used), with reasoning. In missing_context list "
-                "information the agent needed but the context lacked. Add an "
-                "overall_assessment.")
+        return (
+            f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n"
+            f"Agent response:\n{fence(response, 'AGENT_RESPONSE')}\n\n"
+            f"Context pieces the agent had:\n{fence(_numbered(pieces), 'CONTEXT')}\n\n"
+            f"For every context piece (context_index 0 to {len(pieces) - 1}) rate "
+            "relevance_level to the user input (high, medium, low, none) and say whether "
+            "the response used it (was_used), with reasoning. In missing_context list "
+            "information the agent needed but the context lacked. Add an "
+            "overall_assessment."
+        )
 
     def score(a: RelevanceAnalysis, run: ScorerRun[Any, Any]) -> float:
         if not a.evaluations:
             return 0.0 if a.missing_context else factor
         base = sum(RELEVANCE_WEIGHTS[e.relevance_level] for e in a.evaluations) / len(a.evaluations)
         unused = sum(1 for e in a.evaluations if e.relevance_level == "high" and not e.was_used)
-        missing = min(len(a.missing_context) * missing_context_penalty,
-                      max_missing_context_penalty)
+        missing = min(len(a.missing_context) * missing_context_penalty, max_missing_context_penalty)
         return max(0.0, base - unused * unused_high_relevance_penalty - missing) * factor
 
     def reason(a: RelevanceAnalysis, s: float) -> str:
-        levels = ", ".join(f"[{e.context_index}] {e.relevance_level}"
-                           + ("" if e.was_used else " (unused)") for e in a.evaluations[:20])
+        levels = ", ".join(
+            f"[{e.context_index}] {e.relevance_level}" + ("" if e.was_used else " (unused)") for e in a.evaluations[:20]
+        )
         missing = f" Missing: {'; '.join(a.missing_context[:5])}." if a.missing_context else ""
         return f"Context relevance {s:.3g}: {levels}.{missing} {a.overall_assessment}".strip()
 
-    return llm_scorer(id="context-relevance-scorer", name="Context Relevance", model=model,
-                      description="How relevant and useful the retrieved context was",
-                      instructions=_EVALUATOR, options=judge_options, create_prompt=prompt,
-                      output_schema=RelevanceAnalysis, score=score, reason=reason,
-                      analyze_description="Rate each context piece's relevance and use")
+    return llm_scorer(
+        id="context-relevance-scorer",
+        name="Context Relevance",
+        model=model,
+        description="How relevant and useful the retrieved context was",
+        instructions=_EVALUATOR,
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=RelevanceAnalysis,
+        score=score,
+        reason=reason,
+        analyze_description="Rate each context piece's relevance and use",
+    )
 
 
 class ClaimAttribution(BaseModel):
@@ -217,9 +253,14 @@ class RecallVerdicts(BaseModel):
     verdicts: list[ClaimAttribution] = Field(default_factory=list)
 
 
-def create_context_recall_scorer(*, model: str, context: Sequence[str] | None = None,
-                                 context_tools: Sequence[str] | None = None,
-                                 scale: float = 1, **judge_options: Any) -> Scorer[Any, Any]:
+def create_context_recall_scorer(
+    *,
+    model: str,
+    context: Sequence[str] | None = None,
+    context_tools: Sequence[str] | None = None,
+    scale: float = 1,
+    **judge_options: Any,
+) -> Scorer[Any, Any]:
     """How much of the reference answer the retrieved context covers: the judge splits the
     ground truth into atomic claims and marks each attributable to the context (yes/no);
     score = attributable / claims * ``scale`` (0 when the reference has no claims). Needs a
@@ -234,11 +275,13 @@ def create_context_recall_scorer(*, model: str, context: Sequence[str] | None = 
         pieces = retrieved_context(run, context, context_tools)
         if not pieces:
             return not_scorable("no retrieved context in the run (no context= and no tool results)")
-        return (f"Reference answer:\n{fence(reference, 'REFERENCE')}\n\n"
-                f"Retrieved context:\n{fence(_numbered(pieces), 'CONTEXT')}\n\n"
-                "Split the reference answer into its atomic factual claims. For each claim give "
-                "verdict 'yes' if it can be attributed to the retrieved context, 'no' if not, "
-                "with a short reason.")
+        return (
+            f"Reference answer:\n{fence(reference, 'REFERENCE')}\n\n"
+            f"Retrieved context:\n{fence(_numbered(pieces), 'CONTEXT')}\n\n"
+            "Split the reference answer into its atomic factual claims. For each claim give "
+            "verdict 'yes' if it can be attributed to the retrieved context, 'no' if not, "
+            "with a short reason."
+        )
 
     def score(v: RecallVerdicts, run: ScorerRun[Any, Any]) -> float:
         n = len(v.verdicts)
@@ -246,12 +289,21 @@ def create_context_recall_scorer(*, model: str, context: Sequence[str] | None = 
 
     def reason(v: RecallVerdicts, s: float) -> str:
         missed = [c.claim for c in v.verdicts if c.verdict == "no"]
-        return (f"Context recall {s:.3g}: {len(v.verdicts) - len(missed)} of {len(v.verdicts)} "
-                "reference claim(s) found in the context"
-                + (f"; not found: {'; '.join(missed[:5])}" if missed else ""))
+        return (
+            f"Context recall {s:.3g}: {len(v.verdicts) - len(missed)} of {len(v.verdicts)} "
+            "reference claim(s) found in the context" + (f"; not found: {'; '.join(missed[:5])}" if missed else "")
+        )
 
-    return llm_scorer(id="context-recall-scorer", name="Context Recall", model=model,
-                      description="How much of the reference answer the context covers",
-                      instructions=_EVALUATOR, options=judge_options, create_prompt=prompt,
-                      output_schema=RecallVerdicts, score=score, reason=reason,
-                      analyze_description="Attribute each reference claim to the context")
+    return llm_scorer(
+        id="context-recall-scorer",
+        name="Context Recall",
+        model=model,
+        description="How much of the reference answer the context covers",
+        instructions=_EVALUATOR,
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=RecallVerdicts,
+        score=score,
+        reason=reason,
+        analyze_description="Attribute each reference claim to the context",
+    )

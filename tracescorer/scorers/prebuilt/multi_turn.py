@@ -20,8 +20,10 @@ INSTRUCTIONS = (
 )
 
 
-NO_ASSISTANT_MESSAGES = ("There were no assistant messages with text to grade, so the "
-                         "criterion cannot be satisfied (no judge call was made).")
+NO_ASSISTANT_MESSAGES = (
+    "There were no assistant messages with text to grade, so the "
+    "criterion cannot be satisfied (no judge call was made)."
+)
 
 
 class MultiTurnVerdict(BaseModel):
@@ -31,8 +33,9 @@ class MultiTurnVerdict(BaseModel):
     reasoning: str
 
 
-def create_multi_turn_judge_scorer(*, model: str, criterion: str, scale: float = 1,
-                                   **judge_options: Any) -> Scorer[Any, Any]:
+def create_multi_turn_judge_scorer(
+    *, model: str, criterion: str, scale: float = 1, **judge_options: Any
+) -> Scorer[Any, Any]:
     """A binary LLM judge of a whole conversation (id ``multi-turn-judge-scorer``).
 
     Every assistant message with text in ``run.output`` is shown in order as a numbered
@@ -55,8 +58,7 @@ def create_multi_turn_judge_scorer(*, model: str, criterion: str, scale: float =
     def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | SkipJudge:
         turns = assistant_texts(run)
         if not turns:
-            return skip_judge(MultiTurnVerdict(
-                satisfied=False, reasoning=NO_ASSISTANT_MESSAGES))
+            return skip_judge(MultiTurnVerdict(satisfied=False, reasoning=NO_ASSISTANT_MESSAGES))
         return (
             "Decide whether the conversation below satisfies this criterion.\n\n"
             f"Criterion: {criterion.strip()}\n\n"
@@ -75,8 +77,15 @@ def create_multi_turn_judge_scorer(*, model: str, criterion: str, scale: float =
         return f"{label}. Criterion: {criterion.strip().rstrip('.')}. Explanation: {verdict.reasoning}"
 
     return llm_scorer(
-        id=MULTI_TURN_JUDGE_ID, name="Multi-turn Judge", model=model, options=judge_options,
+        id=MULTI_TURN_JUDGE_ID,
+        name="Multi-turn Judge",
+        model=model,
+        options=judge_options,
         description=f"Whether the conversation satisfies: {criterion.strip()}",
-        instructions=INSTRUCTIONS, create_prompt=create_prompt, output_schema=MultiTurnVerdict,
-        score=score, reason=reason,
-        analyze_description="Grade the assistant's turns against the criterion")
+        instructions=INSTRUCTIONS,
+        create_prompt=create_prompt,
+        output_schema=MultiTurnVerdict,
+        score=score,
+        reason=reason,
+        analyze_description="Grade the assistant's turns against the criterion",
+    )

@@ -17,9 +17,14 @@ from tracescorer.scorers.scorer import Scorer, create_scorer
 from tracescorer.scorers.types import ScorerRun, StepResults
 
 
-def _check(id: str, name: str, description: str, scale: float,
-           test: Callable[[ScorerRun[Any, Any]], tuple[bool, str]],
-           custom_id: str | None = None) -> Scorer[Any, Any]:
+def _check(
+    id: str,
+    name: str,
+    description: str,
+    scale: float,
+    test: Callable[[ScorerRun[Any, Any]], tuple[bool, str]],
+    custom_id: str | None = None,
+) -> Scorer[Any, Any]:
     factor = check_scale(scale)
     id = custom_id or id
 
@@ -27,22 +32,31 @@ def _check(id: str, name: str, description: str, scale: float,
         passed, detail = test(run)
         return {"passed": passed, "detail": detail}
 
-    return (create_scorer(id=id, name=name, description=description, type="agent")
-            .analyze(analyze)
-            .generate_score(lambda *, run, results:
-                            factor if results.analyze_step_result["passed"] else 0.0)
-            .generate_reason(lambda *, run, results, score:
-                             ("Passed: " if results.analyze_step_result["passed"] else "Failed: ")
-                             + results.analyze_step_result["detail"]))
+    return (
+        create_scorer(id=id, name=name, description=description, type="agent")
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: factor if results.analyze_step_result["passed"] else 0.0)
+        .generate_reason(
+            lambda *, run, results, score: (
+                ("Passed: " if results.analyze_step_result["passed"] else "Failed: ")
+                + results.analyze_step_result["detail"]
+            )
+        )
+    )
 
 
 def _as_list(value: str | Sequence[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def create_includes_check(text: str | Sequence[str], *, case_sensitive: bool = False,
-                          match_all: bool = True, scale: float = 1,
-        id: str | None = None) -> Scorer[Any, Any]:
+def create_includes_check(
+    text: str | Sequence[str],
+    *,
+    case_sensitive: bool = False,
+    match_all: bool = True,
+    scale: float = 1,
+    id: str | None = None,
+) -> Scorer[Any, Any]:
     """The output contains ``text`` (all of the strings, or any with ``match_all=False``)."""
     wanted = _as_list(text)
 
@@ -55,9 +69,9 @@ def create_includes_check(text: str | Sequence[str], *, case_sensitive: bool = F
     return _check("includes-check", "Includes", f"Output includes {wanted!r}", scale, test, id)
 
 
-def create_excludes_check(text: str | Sequence[str], *, case_sensitive: bool = False,
-                          scale: float = 1,
-        id: str | None = None) -> Scorer[Any, Any]:
+def create_excludes_check(
+    text: str | Sequence[str], *, case_sensitive: bool = False, scale: float = 1, id: str | None = None
+) -> Scorer[Any, Any]:
     """The output contains none of the strings."""
     banned = _as_list(text)
 
@@ -69,21 +83,20 @@ def create_excludes_check(text: str | Sequence[str], *, case_sensitive: bool = F
     return _check("excludes-check", "Excludes", f"Output excludes {banned!r}", scale, test, id)
 
 
-def create_matches_check(pattern: str, *, flags: int = 0, scale: float = 1,
-        id: str | None = None) -> Scorer[Any, Any]:
+def create_matches_check(pattern: str, *, flags: int = 0, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """The output matches the regular expression ``pattern`` (``re.search``)."""
     compiled = re.compile(pattern, flags)
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
         match = compiled.search(output_text(run))
-        return match is not None, (f"matched {match.group(0)[:80]!r}" if match
-                                   else f"no match for /{pattern}/")
+        return match is not None, (f"matched {match.group(0)[:80]!r}" if match else f"no match for /{pattern}/")
 
     return _check("matches-check", "Matches", f"Output matches /{pattern}/", scale, test, id)
 
 
-def create_called_tool_check(tool_name: str, *, times: int = 1, scale: float = 1,
-                             id: str | None = None) -> Scorer[Any, Any]:
+def create_called_tool_check(
+    tool_name: str, *, times: int = 1, scale: float = 1, id: str | None = None
+) -> Scorer[Any, Any]:
     """The agent called ``tool_name`` at least ``times`` times (default once)."""
     if isinstance(times, bool) or not isinstance(times, int) or times < 1:
         raise ValueError(f"times must be a whole number >= 1, got {times!r}")
@@ -92,36 +105,32 @@ def create_called_tool_check(tool_name: str, *, times: int = 1, scale: float = 1
         called = [c.name for c in tool_calls_of(run)]
         count = called.count(tool_name)
         want = f"{times} time(s)" if times > 1 else "once"
-        return count >= times, (f"{tool_name} called {count} time(s), wanted at least {want}; "
-                                f"called {called or 'no tools'}")
+        return count >= times, (
+            f"{tool_name} called {count} time(s), wanted at least {want}; called {called or 'no tools'}"
+        )
 
     more = f" at least {times} times" if times > 1 else ""
-    return _check("called-tool-check", "Called Tool", f"Agent called {tool_name}{more}", scale,
-                  test, id)
+    return _check("called-tool-check", "Called Tool", f"Agent called {tool_name}{more}", scale, test, id)
 
 
-def create_did_not_call_check(tool_name: str, *, scale: float = 1,
-        id: str | None = None) -> Scorer[Any, Any]:
+def create_did_not_call_check(tool_name: str, *, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """The agent never called ``tool_name``."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
         called = [c.name for c in tool_calls_of(run)]
         return tool_name not in called, f"called {called or 'no tools'}"
 
-    return _check("did-not-call-check", "Did Not Call", f"Agent did not call {tool_name}",
-                  scale, test, id)
+    return _check("did-not-call-check", "Did Not Call", f"Agent did not call {tool_name}", scale, test, id)
 
 
-def create_max_tool_calls_check(max_calls: int, *, scale: float = 1,
-        id: str | None = None) -> Scorer[Any, Any]:
+def create_max_tool_calls_check(max_calls: int, *, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """The agent made at most ``max_calls`` tool calls."""
 
     def test(run: ScorerRun[Any, Any]) -> tuple[bool, str]:
         n = len(tool_calls_of(run))
         return n <= max_calls, f"{n} tool call(s), limit {max_calls}"
 
-    return _check("max-tool-calls-check", "Max Tool Calls", f"At most {max_calls} tool calls",
-                  scale, test, id)
+    return _check("max-tool-calls-check", "Max Tool Calls", f"At most {max_calls} tool calls", scale, test, id)
 
 
 def create_no_tool_errors_check(*, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
@@ -141,12 +150,12 @@ def create_non_empty_response_check(*, scale: float = 1, id: str | None = None) 
         n = len(output_text(run).strip())
         return n > 0, f"{n} character(s) of text"
 
-    return _check("non-empty-response-check", "Non-empty Response", "Output has text", scale,
-                  test, id)
+    return _check("non-empty-response-check", "Non-empty Response", "Output has text", scale, test, id)
 
 
-def create_equals_check(text: str, *, case_sensitive: bool = False, scale: float = 1,
-                        id: str | None = None) -> Scorer[Any, Any]:
+def create_equals_check(
+    text: str, *, case_sensitive: bool = False, scale: float = 1, id: str | None = None
+) -> Scorer[Any, Any]:
     """The output text equals ``text`` (ignoring case unless ``case_sensitive``, and
     surrounding whitespace)."""
     if not isinstance(text, str):
@@ -160,7 +169,8 @@ def create_equals_check(text: str, *, case_sensitive: bool = False, scale: float
         out = output_text(run)
         ok = norm(out) == norm(text)
         return ok, "output equals the expected text" if ok else (
-            f"output {out.strip()[:80]!r} differs from {text[:80]!r}")
+            f"output {out.strip()[:80]!r} differs from {text[:80]!r}"
+        )
 
     return _check("equals-check", "Equals", f"Output equals {text[:80]!r}", scale, test, id)
 
@@ -173,19 +183,19 @@ def dice_similarity(a: str, b: str) -> float:
         return 1.0
     if len(a) < 2 or len(b) < 2:
         return 0.0
-    bigrams = Counter(a[i:i + 2] for i in range(len(a) - 1))
+    bigrams = Counter(a[i : i + 2] for i in range(len(a) - 1))
     shared = 0
     for i in range(len(b) - 1):
-        pair = b[i:i + 2]
+        pair = b[i : i + 2]
         if bigrams[pair] > 0:
             bigrams[pair] -= 1
             shared += 1
     return 2.0 * shared / (len(a) + len(b) - 2)
 
 
-def create_similarity_check(text: str, *, threshold: float | None = None,
-                            case_sensitive: bool = False, scale: float = 1,
-                            id: str | None = None) -> Scorer[Any, Any]:
+def create_similarity_check(
+    text: str, *, threshold: float | None = None, case_sensitive: bool = False, scale: float = 1, id: str | None = None
+) -> Scorer[Any, Any]:
     """String similarity of the output and ``text`` (:func:`dice_similarity`, 0-1).
 
     Without ``threshold`` the score is the similarity times ``scale``; with one (0..1) it is
@@ -208,17 +218,22 @@ def create_similarity_check(text: str, *, threshold: float | None = None,
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         value = results.analyze_step_result["similarity"]
-        bar = "" if threshold is None else (
-            f" ({'reaches' if value >= threshold else 'below'} threshold {threshold:g})")
+        bar = (
+            "" if threshold is None else (f" ({'reaches' if value >= threshold else 'below'} threshold {threshold:g})")
+        )
         return f"Similarity {value:.3g} to {text[:80]!r}{bar}"
 
-    return (create_scorer(id=id or "similarity-check", name="Similarity", type="agent",
-                          description=f"Output similar to {text[:80]!r}")
-            .analyze(analyze).generate_score(score).generate_reason(reason))
+    return (
+        create_scorer(
+            id=id or "similarity-check", name="Similarity", type="agent", description=f"Output similar to {text[:80]!r}"
+        )
+        .analyze(analyze)
+        .generate_score(score)
+        .generate_reason(reason)
+    )
 
 
-def create_tool_order_check(order: Sequence[str], *, scale: float = 1,
-                            id: str | None = None) -> Scorer[Any, Any]:
+def create_tool_order_check(order: Sequence[str], *, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:
     """The tools in ``order`` were called in that order (other calls may come in between)."""
     expected = [str(name) for name in order]
     if not expected:
@@ -230,11 +245,11 @@ def create_tool_order_check(order: Sequence[str], *, scale: float = 1,
         for name in called:
             if matched < len(expected) and name == expected[matched]:
                 matched += 1
-        return matched == len(expected), (f"expected {' -> '.join(expected)}, called "
-                                           f"{' -> '.join(called) or 'no tools'}")
+        return matched == len(expected), (
+            f"expected {' -> '.join(expected)}, called {' -> '.join(called) or 'no tools'}"
+        )
 
-    return _check("tool-order-check", "Tool Order", f"Tools called in order {expected}", scale,
-                  test, id)
+    return _check("tool-order-check", "Tool Order", f"Tools called in order {expected}", scale, test, id)
 
 
 def create_used_no_tools_check(*, scale: float = 1, id: str | None = None) -> Scorer[Any, Any]:

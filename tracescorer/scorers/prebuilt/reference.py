@@ -45,10 +45,17 @@ class SimilarityAnalysis(BaseModel):
 
 
 def create_answer_similarity_scorer(
-        *, model: str, require_ground_truth: bool = True, semantic_threshold: float = 0.8,
-        exact_match_bonus: float = 0.2, missing_penalty: float = 0.15,
-        contradiction_penalty: float = 1.0, extra_info_penalty: float = 0.05, scale: float = 1,
-        **judge_options: Any) -> Scorer[Any, Any]:
+    *,
+    model: str,
+    require_ground_truth: bool = True,
+    semantic_threshold: float = 0.8,
+    exact_match_bonus: float = 0.2,
+    missing_penalty: float = 0.15,
+    contradiction_penalty: float = 1.0,
+    extra_info_penalty: float = 0.05,
+    scale: float = 1,
+    **judge_options: Any,
+) -> Scorer[Any, Any]:
     """How closely the response matches the ground truth, unit by unit (Mastra's formula).
 
     The judge splits the ground truth into semantic units and matches each in the response
@@ -72,21 +79,22 @@ def create_answer_similarity_scorer(
             if require_ground_truth:
                 return not_scorable("answer similarity needs a ground truth")
             return skip_judge(SimilarityAnalysis())
-        return (f"Ground truth answer:\n{fence(reference, 'GROUND_TRUTH')}\n\n"
-                f"Agent response:\n{fence(output_text(run), 'AGENT_RESPONSE')}\n\n"
-                "Split the ground truth into its semantic units (facts, values, steps). For "
-                "each unit give the matching part of the agent response (output_unit, null "
-                "when absent) and match_type: 'exact' (same information, same wording), "
-                "'semantic' (same information, different wording), 'partial' (some of it) or "
-                "'missing'. List in extra_in_output the response's information that is not in "
-                "the ground truth, and in contradictions every place where the response "
-                "contradicts the ground truth.")
+        return (
+            f"Ground truth answer:\n{fence(reference, 'GROUND_TRUTH')}\n\n"
+            f"Agent response:\n{fence(output_text(run), 'AGENT_RESPONSE')}\n\n"
+            "Split the ground truth into its semantic units (facts, values, steps). For "
+            "each unit give the matching part of the agent response (output_unit, null "
+            "when absent) and match_type: 'exact' (same information, same wording), "
+            "'semantic' (same information, different wording), 'partial' (some of it) or "
+            "'missing'. List in extra_in_output the response's information that is not in "
+            "the ground truth, and in contradictions every place where the response "
+            "contradicts the ground truth."
+        )
 
     def score(a: SimilarityAnalysis, run: ScorerRun[Any, Any]) -> float:
         if not a.matches:
             return 0.0
-        weights = {"exact": 1.0 + bonus, "semantic": semantic, "partial": semantic * 0.5,
-                   "missing": -missing}
+        weights = {"exact": 1.0 + bonus, "semantic": semantic, "partial": semantic * 0.5, "missing": -missing}
         value = sum(weights[m.match_type] for m in a.matches) / (len(a.matches) * (1.0 + bonus))
         value -= len(a.contradictions) * contradiction
         value -= min(len(a.extra_in_output) * extra, 0.2)
@@ -95,18 +103,24 @@ def create_answer_similarity_scorer(
     def reason(a: SimilarityAnalysis, s: float) -> str:
         if not a.matches:
             return f"Answer similarity {s:.3g}: no ground truth units to compare"
-        kinds = {k: sum(1 for m in a.matches if m.match_type == k)
-                 for k in ("exact", "semantic", "partial", "missing")}
+        kinds = {k: sum(1 for m in a.matches if m.match_type == k) for k in ("exact", "semantic", "partial", "missing")}
         counts = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
-        notes = "".join(f" Contradiction: {c.explanation or c.output_unit}."
-                        for c in a.contradictions[:3])
+        notes = "".join(f" Contradiction: {c.explanation or c.output_unit}." for c in a.contradictions[:3])
         return f"Answer similarity {s:.3g}: {counts} of {len(a.matches)} unit(s).{notes}"
 
-    return llm_scorer(id="answer-similarity-scorer", name="Answer Similarity", model=model,
-                      description="How similar the response is to the ground truth",
-                      instructions=_EVALUATOR, options=judge_options, create_prompt=prompt,
-                      output_schema=SimilarityAnalysis, score=score, reason=reason,
-                      analyze_description="Match ground truth units in the response")
+    return llm_scorer(
+        id="answer-similarity-scorer",
+        name="Answer Similarity",
+        model=model,
+        description="How similar the response is to the ground truth",
+        instructions=_EVALUATOR,
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=SimilarityAnalysis,
+        score=score,
+        reason=reason,
+        analyze_description="Match ground truth units in the response",
+    )
 
 
 class NoiseDimension(BaseModel):
@@ -123,15 +137,22 @@ class NoiseAnalysis(BaseModel):
     robustness_score: float = Field(ge=0, le=1)
 
 
-IMPACT_WEIGHTS = {"none": 1.0, "minimal": 0.85, "moderate": 0.6, "significant": 0.3,
-                  "severe": 0.1}
+IMPACT_WEIGHTS = {"none": 1.0, "minimal": 0.85, "moderate": 0.6, "significant": 0.3, "severe": 0.1}
 
 
 def create_noise_sensitivity_scorer(
-        *, model: str, baseline_response: str, noisy_query: str, noise_type: str | None = None,
-        impact_weights: Mapping[str, float] | None = None, major_issue_penalty: float = 0.1,
-        max_major_issue_penalty: float = 0.3, discrepancy_threshold: float = 0.2,
-        scale: float = 1, **judge_options: Any) -> Scorer[Any, Any]:
+    *,
+    model: str,
+    baseline_response: str,
+    noisy_query: str,
+    noise_type: str | None = None,
+    impact_weights: Mapping[str, float] | None = None,
+    major_issue_penalty: float = 0.1,
+    max_major_issue_penalty: float = 0.3,
+    discrepancy_threshold: float = 0.2,
+    scale: float = 1,
+    **judge_options: Any,
+) -> Scorer[Any, Any]:
     """How robust the agent is to noise: the scored run is the agent's answer to
     ``noisy_query`` (the original query plus distracting or misleading content), compared with
     ``baseline_response``, its answer to the clean query (the run's input).
@@ -161,20 +182,24 @@ def create_noise_sensitivity_scorer(
     def prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
         query, response = input_text(run), output_text(run)
         if not query.strip() or not response.strip():
-            return not_scorable("noise sensitivity needs the original query (the run's input) "
-                                "and the response to the noisy query (its output)")
+            return not_scorable(
+                "noise sensitivity needs the original query (the run's input) "
+                "and the response to the noisy query (its output)"
+            )
         kind = f" The noise is of type: {noise_type}." if noise_type else ""
-        return (f"Original query:\n{fence(query, 'ORIGINAL_QUERY')}\n\n"
-                f"Baseline response (to the original query):\n"
-                f"{fence(baseline_response, 'BASELINE_RESPONSE')}\n\n"
-                f"Noisy query (the original with added noise):\n{fence(noisy_query, 'NOISY_QUERY')}"
-                f"\n\nResponse to the noisy query:\n{fence(response, 'NOISY_RESPONSE')}\n\n"
-                f"Judge how much the noise degraded the response compared with the baseline.{kind} "
-                "For each dimension (accuracy, completeness, relevance, consistency, "
-                "hallucination resistance) give impact_level (none, minimal, moderate, "
-                "significant, severe), the specific changes and how the noise influenced them. "
-                "List major_issues, give an overall_assessment and a robustness_score from 0 "
-                "(fully derailed) to 1 (unaffected).")
+        return (
+            f"Original query:\n{fence(query, 'ORIGINAL_QUERY')}\n\n"
+            f"Baseline response (to the original query):\n"
+            f"{fence(baseline_response, 'BASELINE_RESPONSE')}\n\n"
+            f"Noisy query (the original with added noise):\n{fence(noisy_query, 'NOISY_QUERY')}"
+            f"\n\nResponse to the noisy query:\n{fence(response, 'NOISY_RESPONSE')}\n\n"
+            f"Judge how much the noise degraded the response compared with the baseline.{kind} "
+            "For each dimension (accuracy, completeness, relevance, consistency, "
+            "hallucination resistance) give impact_level (none, minimal, moderate, "
+            "significant, severe), the specific changes and how the noise influenced them. "
+            "List major_issues, give an overall_assessment and a robustness_score from 0 "
+            "(fully derailed) to 1 (unaffected)."
+        )
 
     def score(a: NoiseAnalysis, run: ScorerRun[Any, Any]) -> float:
         value = max(0.0, min(1.0, a.robustness_score))
@@ -190,11 +215,19 @@ def create_noise_sensitivity_scorer(
         issues = f" Major issues: {'; '.join(a.major_issues[:3])}." if a.major_issues else ""
         return f"Noise robustness {s:.3g} ({impacts}).{issues} {a.overall_assessment}".strip()
 
-    return llm_scorer(id="noise-sensitivity-scorer", name="Noise Sensitivity", model=model,
-                      description="How robust the response is to noise in the query",
-                      instructions=_EVALUATOR, options=judge_options, create_prompt=prompt,
-                      output_schema=NoiseAnalysis, score=score, reason=reason,
-                      analyze_description="Compare the noisy response with the baseline")
+    return llm_scorer(
+        id="noise-sensitivity-scorer",
+        name="Noise Sensitivity",
+        model=model,
+        description="How robust the response is to noise in the query",
+        instructions=_EVALUATOR,
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=NoiseAnalysis,
+        score=score,
+        reason=reason,
+        analyze_description="Compare the noisy response with the baseline",
+    )
 
 
 class ClaimSupport(BaseModel):
@@ -218,12 +251,11 @@ class CoverageJudgement(BaseModel):
     coverage: list[QuestionCoverage] = Field(default_factory=list)
 
 
-def summary_axes(source: SourceJudgement, coverage: CoverageJudgement | None,
-                 max_questions: int) -> dict[str, Any]:
+def summary_axes(source: SourceJudgement, coverage: CoverageJudgement | None, max_questions: int) -> dict[str, Any]:
     """Alignment (supported claims / claims) and coverage (answered questions / questions
     asked, so unanswered ones count against), with the claims and questions behind them."""
     questions = source.questions[:max_questions]
-    judged = (coverage.coverage if coverage else [])[:len(questions)]
+    judged = (coverage.coverage if coverage else [])[: len(questions)]
     claims = source.alignment
     return {
         "alignment": sum(1 for c in claims if c.supported) / len(claims) if claims else 0.0,
@@ -234,8 +266,9 @@ def summary_axes(source: SourceJudgement, coverage: CoverageJudgement | None,
     }
 
 
-def create_summarization_scorer(*, model: str, source: str | None = None, max_questions: int = 10,
-                                scale: float = 1, **judge_options: Any) -> Scorer[Any, Any]:
+def create_summarization_scorer(
+    *, model: str, source: str | None = None, max_questions: int = 10, scale: float = 1, **judge_options: Any
+) -> Scorer[Any, Any]:
     """How good the response is as a summary of ``source`` (default: the run's user input).
 
     Two judge calls, as in Mastra: the first checks each claim of the summary against the
@@ -248,8 +281,11 @@ def create_summarization_scorer(*, model: str, source: str | None = None, max_qu
     if isinstance(max_questions, bool) or not isinstance(max_questions, int) or max_questions < 1:
         raise ValueError(f"max_questions must be a whole number >= 1, got {max_questions!r}")
     factor = check_scale(scale)
-    judge = make_judge(model, "You are a precise, impartial evaluator of summaries. You check "
-                              "summaries against their source text.", judge_options)
+    judge = make_judge(
+        model,
+        "You are a precise, impartial evaluator of summaries. You check summaries against their source text.",
+        judge_options,
+    )
 
     def summary(run: ScorerRun[Any, Any]) -> str:
         texts = assistant_texts(run)
@@ -261,45 +297,65 @@ def create_summarization_scorer(*, model: str, source: str | None = None, max_qu
             return not_scorable("no source text to judge the summary against")
         if not summary(run).strip():
             return not_scorable("the run has no summary text")
-        return (f"Source text:\n{fence(text, 'SOURCE')}\n\n"
-                f"Summary:\n{fence(summary(run), 'SUMMARY')}\n\n"
-                "1. alignment: split the summary into its claims; for each say whether the "
-                "source supports it (supported true/false) and why.\n"
-                f"2. questions: write up to {max_questions} short questions that the source text "
-                "answers and a good summary should answer too (its key facts).")
+        return (
+            f"Source text:\n{fence(text, 'SOURCE')}\n\n"
+            f"Summary:\n{fence(summary(run), 'SUMMARY')}\n\n"
+            "1. alignment: split the summary into its claims; for each say whether the "
+            "source supports it (supported true/false) and why.\n"
+            f"2. questions: write up to {max_questions} short questions that the source text "
+            "answers and a good summary should answer too (its key facts)."
+        )
 
     def coverage_prompt(*, run: ScorerRun[Any, Any], results: StepResults) -> str | SkipJudge:
         questions = results.preprocess_step_result.questions[:max_questions]
         if not questions:
             return skip_judge(CoverageJudgement())
         listed = "\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1))
-        return (f"Summary:\n{fence(summary(run), 'SUMMARY')}\n\nQuestions:\n{listed}\n\n"
-                "Using only the summary (no other knowledge), say for each question, in order, "
-                "whether the summary answers it (answered true/false) and why.")
+        return (
+            f"Summary:\n{fence(summary(run), 'SUMMARY')}\n\nQuestions:\n{listed}\n\n"
+            "Using only the summary (no other knowledge), say for each question, in order, "
+            "whether the summary answers it (answered true/false) and why."
+        )
 
     def score(*, run: ScorerRun[Any, Any], results: StepResults) -> float:
-        axes = summary_axes(results.preprocess_step_result, results.analyze_step_result,
-                            max_questions)
+        axes = summary_axes(results.preprocess_step_result, results.analyze_step_result, max_questions)
         return min(axes["alignment"], axes["coverage"]) * factor if axes["scorable"] else 0.0
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
-        axes = summary_axes(results.preprocess_step_result, results.analyze_step_result,
-                            max_questions)
+        axes = summary_axes(results.preprocess_step_result, results.analyze_step_result, max_questions)
         lower = "alignment" if axes["alignment"] <= axes["coverage"] else "coverage"
         notes = ""
         if axes["unsupported_claims"]:
             notes += f" Unsupported: {'; '.join(axes['unsupported_claims'][:3])}."
         if axes["missing_questions"]:
             notes += f" Not covered: {'; '.join(axes['missing_questions'][:3])}."
-        return (f"Summarization {score:.3g} = {lower} (alignment {axes['alignment']:.2f}, "
-                f"coverage {axes['coverage']:.2f}).{notes}")
+        return (
+            f"Summarization {score:.3g} = {lower} (alignment {axes['alignment']:.2f}, "
+            f"coverage {axes['coverage']:.2f}).{notes}"
+        )
 
-    return (create_scorer(id="summarization-scorer", name="Summarization", type="agent",
-                          description="Whether the summary is faithful to and covers its source",
-                          judge=judge)
-            .preprocess(PromptStep(description="Check summary claims and draw source questions",
-                                   create_prompt=source_prompt, output_schema=SourceJudgement))
-            .analyze(PromptStep(description="Answer the questions from the summary alone",
-                                create_prompt=coverage_prompt, output_schema=CoverageJudgement))
-            .generate_score(score)
-            .generate_reason(reason))
+    return (
+        create_scorer(
+            id="summarization-scorer",
+            name="Summarization",
+            type="agent",
+            description="Whether the summary is faithful to and covers its source",
+            judge=judge,
+        )
+        .preprocess(
+            PromptStep(
+                description="Check summary claims and draw source questions",
+                create_prompt=source_prompt,
+                output_schema=SourceJudgement,
+            )
+        )
+        .analyze(
+            PromptStep(
+                description="Answer the questions from the summary alone",
+                create_prompt=coverage_prompt,
+                output_schema=CoverageJudgement,
+            )
+        )
+        .generate_score(score)
+        .generate_reason(reason)
+    )

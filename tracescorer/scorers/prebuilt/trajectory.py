@@ -67,17 +67,25 @@ def expected_steps(value: Any) -> list[ExpectedStep] | None:
         elif isinstance(item, str) and item:
             steps.append(ExpectedStep(name=item))
         elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
-            steps.append(ExpectedStep(name=item["name"],
-                                      arguments=item.get("arguments", item.get("args", _MISSING)),
-                                      result=item.get("result", _MISSING)))
+            steps.append(
+                ExpectedStep(
+                    name=item["name"],
+                    arguments=item.get("arguments", item.get("args", _MISSING)),
+                    result=item.get("result", _MISSING),
+                )
+            )
         else:
             raise ValueError(f"an expected step is a tool name or {{'name': ...}}, got {item!r}")
     return steps
 
 
-def compare_trajectory(actual: Sequence[ToolCall], expected: Sequence[ExpectedStep], *,
-                       ordering: Ordering = "relaxed",
-                       allow_repeated_steps: bool = True) -> dict[str, Any]:
+def compare_trajectory(
+    actual: Sequence[ToolCall],
+    expected: Sequence[ExpectedStep],
+    *,
+    ordering: Ordering = "relaxed",
+    allow_repeated_steps: bool = True,
+) -> dict[str, Any]:
     """Mastra's trajectory comparison: the score (0-1) and the matched, missing, extra,
     out-of-order and repeated steps.
 
@@ -127,26 +135,32 @@ def compare_trajectory(actual: Sequence[ToolCall], expected: Sequence[ExpectedSt
         raise ValueError(f"ordering must be strict, relaxed or unordered, got {ordering!r}")
     if not allow_repeated_steps and repeated:
         score -= 0.1 * len(repeated)
-    return {"score": max(0.0, min(1.0, score)), "matched": len(matched_idx),
-            "expected": wanted, "actual": names,
-            "missing": [n for i, n in enumerate(wanted) if i not in matched_idx],
-            "extra": [n for n in names if n not in wanted],
-            "out_of_order": out_of_order, "repeated": repeated}
+    return {
+        "score": max(0.0, min(1.0, score)),
+        "matched": len(matched_idx),
+        "expected": wanted,
+        "actual": names,
+        "missing": [n for i, n in enumerate(wanted) if i not in matched_idx],
+        "extra": [n for n in names if n not in wanted],
+        "out_of_order": out_of_order,
+        "repeated": repeated,
+    }
 
 
-def _resolve(run: ScorerRun[Any, Any], static: list[ExpectedStep] | None
-             ) -> list[ExpectedStep] | NotScorable:
+def _resolve(run: ScorerRun[Any, Any], static: list[ExpectedStep] | None) -> list[ExpectedStep] | NotScorable:
     steps = static if static is not None else expected_steps(run.ground_truth)
     if steps is None:
-        return not_scorable("no expected trajectory (expected_trajectory= or a ground truth "
-                            "list of steps)")
+        return not_scorable("no expected trajectory (expected_trajectory= or a ground truth list of steps)")
     return steps
 
 
-def create_trajectory_accuracy_scorer(*, expected_trajectory: Sequence[Any] | None = None,
-                                      ordering: Ordering = "relaxed",
-                                      allow_repeated_steps: bool = True,
-                                      scale: float = 1) -> Scorer[Any, Any]:
+def create_trajectory_accuracy_scorer(
+    *,
+    expected_trajectory: Sequence[Any] | None = None,
+    ordering: Ordering = "relaxed",
+    allow_repeated_steps: bool = True,
+    scale: float = 1,
+) -> Scorer[Any, Any]:
     """How well the run's tool-call trajectory matches the expected one (code, no judge):
     :func:`compare_trajectory` with ``ordering`` / ``allow_repeated_steps``, times ``scale``.
     The analysis holds the comparison."""
@@ -161,24 +175,33 @@ def create_trajectory_accuracy_scorer(*, expected_trajectory: Sequence[Any] | No
         steps = _resolve(run, static)
         if isinstance(steps, NotScorable):
             return steps
-        return compare_trajectory(tool_calls_of(run), steps, ordering=ordering,
-                                  allow_repeated_steps=allow_repeated_steps)
+        return compare_trajectory(
+            tool_calls_of(run), steps, ordering=ordering, allow_repeated_steps=allow_repeated_steps
+        )
 
     def reason(*, run: ScorerRun[Any, Any], results: StepResults, score: float) -> str:
         a = results.analyze_step_result
-        parts = [f"{a['matched']} of {len(a['expected'])} expected step(s) matched ({ordering})",
-                 f"expected {' -> '.join(a['expected']) or 'no steps'}",
-                 f"called {' -> '.join(a['actual']) or 'no tools'}"]
+        parts = [
+            f"{a['matched']} of {len(a['expected'])} expected step(s) matched ({ordering})",
+            f"expected {' -> '.join(a['expected']) or 'no steps'}",
+            f"called {' -> '.join(a['actual']) or 'no tools'}",
+        ]
         for key in ("missing", "extra", "out_of_order", "repeated"):
             if a[key]:
                 parts.append(f"{key.replace('_', ' ')}: {', '.join(a[key])}")
         return f"Trajectory accuracy {score:.3g}: " + "; ".join(parts)
 
-    return (create_scorer(id="trajectory-accuracy-scorer", name="Trajectory Accuracy",
-                          type="agent", description="Tool-call trajectory vs the expected one")
-            .analyze(analyze)
-            .generate_score(lambda *, run, results: results.analyze_step_result["score"] * factor)
-            .generate_reason(reason))
+    return (
+        create_scorer(
+            id="trajectory-accuracy-scorer",
+            name="Trajectory Accuracy",
+            type="agent",
+            description="Tool-call trajectory vs the expected one",
+        )
+        .analyze(analyze)
+        .generate_score(lambda *, run, results: results.analyze_step_result["score"] * factor)
+        .generate_reason(reason)
+    )
 
 
 class StepEvaluation(BaseModel):
@@ -208,8 +231,8 @@ def _format_calls(calls: Sequence[ToolCall]) -> str:
 
 
 def create_trajectory_accuracy_llm_scorer(
-        *, model: str, expected_trajectory: Sequence[Any] | None = None, scale: float = 1,
-        **judge_options: Any) -> Scorer[Any, Any]:
+    *, model: str, expected_trajectory: Sequence[Any] | None = None, scale: float = 1, **judge_options: Any
+) -> Scorer[Any, Any]:
     """An LLM judge of the run's tool-call trajectory: for each step whether it was necessary
     and in a sensible position, plus steps that were missing, against the expected trajectory
     when one is given (option or ground truth), else against the task.
@@ -228,20 +251,24 @@ def create_trajectory_accuracy_llm_scorer(
         steps = static if static is not None else expected_steps(run.ground_truth)
         expected = ""
         if steps:
-            listed = "\n".join(f"{i}. {s.name}" + (f" args: {json.dumps(s.arguments, default=str)}"
-                                                    if s.arguments is not _MISSING else "")
-                               for i, s in enumerate(steps, 1))
+            listed = "\n".join(
+                f"{i}. {s.name}"
+                + (f" args: {json.dumps(s.arguments, default=str)}" if s.arguments is not _MISSING else "")
+                for i, s in enumerate(steps, 1)
+            )
             expected = f"Expected trajectory:\n{listed}\n\n"
-        return (f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n{expected}"
-                f"Tool calls the agent made, in order:\n"
-                f"{fence(_format_calls(tool_calls_of(run)), 'TRAJECTORY')}\n\n"
-                f"Agent response:\n{fence(output_text(run), 'AGENT_RESPONSE')}\n\n"
-                "Evaluate the trajectory. For each tool call, in order, give step_name, "
-                "was_necessary (needed for the task" + (", or in the expected trajectory"
-                                                         if steps else "") +
-                "), was_in_order (in a logical position) and reasoning. List missing_steps "
-                "(needed but not taken), extra_steps (unnecessary or redundant) and an "
-                "overall_assessment.")
+        return (
+            f"User input:\n{fence(input_text(run), 'USER_INPUT')}\n\n{expected}"
+            f"Tool calls the agent made, in order:\n"
+            f"{fence(_format_calls(tool_calls_of(run)), 'TRAJECTORY')}\n\n"
+            f"Agent response:\n{fence(output_text(run), 'AGENT_RESPONSE')}\n\n"
+            "Evaluate the trajectory. For each tool call, in order, give step_name, "
+            "was_necessary (needed for the task"
+            + (", or in the expected trajectory" if steps else "")
+            + "), was_in_order (in a logical position) and reasoning. List missing_steps "
+            "(needed but not taken), extra_steps (unnecessary or redundant) and an "
+            "overall_assessment."
+        )
 
     def score(a: TrajectoryAnalysis, run: ScorerRun[Any, Any]) -> float:
         n, missing = len(a.step_evaluations), len(a.missing_steps)
@@ -257,12 +284,18 @@ def create_trajectory_accuracy_llm_scorer(
             notes += f" Missing: {', '.join(a.missing_steps)}."
         if a.extra_steps:
             notes += f" Extra: {', '.join(a.extra_steps)}."
-        return (f"Trajectory {s:.3g}: {len(a.step_evaluations)} step(s) judged.{notes} "
-                f"{a.overall_assessment}").strip()
+        return (f"Trajectory {s:.3g}: {len(a.step_evaluations)} step(s) judged.{notes} {a.overall_assessment}").strip()
 
-    return llm_scorer(id="llm-trajectory-accuracy-scorer", name="Trajectory Accuracy (LLM)",
-                      model=model, description="LLM judgement of the tool-call trajectory",
-                      instructions="You are a precise, impartial evaluator of AI agent tool use.",
-                      options=judge_options, create_prompt=prompt,
-                      output_schema=TrajectoryAnalysis, score=score, reason=reason,
-                      analyze_description="Judge each step of the trajectory")
+    return llm_scorer(
+        id="llm-trajectory-accuracy-scorer",
+        name="Trajectory Accuracy (LLM)",
+        model=model,
+        description="LLM judgement of the tool-call trajectory",
+        instructions="You are a precise, impartial evaluator of AI agent tool use.",
+        options=judge_options,
+        create_prompt=prompt,
+        output_schema=TrajectoryAnalysis,
+        score=score,
+        reason=reason,
+        analyze_description="Judge each step of the trajectory",
+    )

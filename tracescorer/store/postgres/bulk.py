@@ -15,8 +15,14 @@ from typing import Any
 from tracescorer.store.schema import Columns
 
 _ARRAY = {
-    "VARCHAR": "text[]", "JSON": "text[]", "DOUBLE": "float8[]", "BIGINT": "int8[]", "UBIGINT": "int8[]",
-    "INTEGER": "int4[]", "BOOLEAN": "bool[]", "TIMESTAMPTZ": "int8[]",
+    "VARCHAR": "text[]",
+    "JSON": "text[]",
+    "DOUBLE": "float8[]",
+    "BIGINT": "int8[]",
+    "UBIGINT": "int8[]",
+    "INTEGER": "int4[]",
+    "BOOLEAN": "bool[]",
+    "TIMESTAMPTZ": "int8[]",
 }
 _INT64_MAX = 2**63 - 1
 
@@ -35,9 +41,17 @@ def column_types(columns: Columns) -> dict[str, str]:
     return {name: kind.split(" ")[0] for name, kind in columns}
 
 
-def upsert_sql(table: str, columns: Sequence[str], types: Mapping[str, str], key: str, *,
-               expressions: Mapping[str, str] | None = None, stamps: Mapping[str, str] | None = None,
-               keep: Sequence[str] = (), returning: str = "") -> str:
+def upsert_sql(
+    table: str,
+    columns: Sequence[str],
+    types: Mapping[str, str],
+    key: str,
+    *,
+    expressions: Mapping[str, str] | None = None,
+    stamps: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
+    returning: str = "",
+) -> str:
     """The statement for :func:`upsert_params` values.
 
     ``expressions`` maps a column to the SQL that turns its array element ``{}`` into the stored
@@ -55,9 +69,11 @@ def upsert_sql(table: str, columns: Sequence[str], types: Mapping[str, str], key
     select = [exprs.get(c, "{}").format(f"b.{c}") for c in columns] + list(extra.values())
     updates = [f"{c} = excluded.{c}" for c in columns if c != key]
     updates += [f"{c} = excluded.{c}" for c in extra if c not in keep]
-    return (f"INSERT INTO {table} AS t ({', '.join([*columns, *extra])}) "
-            f"SELECT {', '.join(select)} FROM unnest({arrays}) AS b({', '.join(columns)}) "
-            f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(updates)}{returning}")
+    return (
+        f"INSERT INTO {table} AS t ({', '.join([*columns, *extra])}) "
+        f"SELECT {', '.join(select)} FROM unnest({arrays}) AS b({', '.join(columns)}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(updates)}{returning}"
+    )
 
 
 def upsert_params(columns: Sequence[str], key: str, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:

@@ -39,12 +39,14 @@ RETURNING c.conversation_id, c.activity_seq, due.takeover
 """
 
 
-async def claim_due(conn: Conn, owner: str, idle_s: float, lease_s: float, limit: int,
-                    max_age_s: float) -> list[ConversationClaim]:
+async def claim_due(
+    conn: Conn, owner: str, idle_s: float, lease_s: float, limit: int, max_age_s: float
+) -> list[ConversationClaim]:
     if limit <= 0:
         return []
-    cur = await conn.execute(_CLAIM_SQL, {"owner": owner, "idle": idle_s, "lease": lease_s, "limit": limit,
-                                          "max_age": max_age_s})
+    cur = await conn.execute(
+        _CLAIM_SQL, {"owner": owner, "idle": idle_s, "lease": lease_s, "limit": limit, "max_age": max_age_s}
+    )
     return [ConversationClaim(conversation_id=r[0], seq=int(r[1]), takeover=bool(r[2])) for r in await cur.fetchall()]
 
 
@@ -55,7 +57,8 @@ async def renew(conn: Conn, owner: str, conversation_ids: Sequence[str], lease_s
     cur = await conn.execute(
         "UPDATE conversation_activity SET claimed_until = now() + make_interval(secs => %s) "
         "WHERE claimed_by = %s AND conversation_id = ANY(%s::text[]) RETURNING conversation_id",
-        [lease_s, owner, sorted(conversation_ids)])
+        [lease_s, owner, sorted(conversation_ids)],
+    )
     return [r[0] for r in await cur.fetchall()]
 
 
@@ -70,12 +73,15 @@ async def finish(conn: Conn, owner: str, done: Sequence[tuple[str, int]], releas
             "UPDATE conversation_activity c SET scored_seq = GREATEST(coalesce(c.scored_seq, 0), d.seq), "
             "scored_at = now(), claimed_by = NULL, claimed_until = NULL "
             "FROM unnest(%s::text[], %s::int8[]) AS d(id, seq) WHERE c.conversation_id = d.id AND c.claimed_by = %s",
-            [[d[0] for d in ordered], [d[1] for d in ordered], owner])
+            [[d[0] for d in ordered], [d[1] for d in ordered], owner],
+        )
         finished = cur.rowcount
     if release:
         await conn.execute(
             "UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL "
-            "WHERE claimed_by = %s AND conversation_id = ANY(%s::text[])", [owner, sorted(release)])
+            "WHERE claimed_by = %s AND conversation_id = ANY(%s::text[])",
+            [owner, sorted(release)],
+        )
     return int(finished)
 
 
@@ -96,8 +102,11 @@ async def take_tokens(conn: Conn, bucket: str, want: float, capacity: float, per
     """Take ``want`` tokens from the shared bucket (refilled at ``per_s``, at most ``capacity``):
     0 when taken, else the seconds until enough will have been refilled (nothing taken then)."""
     want = min(want, capacity)
-    await conn.execute("INSERT INTO judge_tokens (bucket, tokens, updated_at) VALUES (%s, %s, clock_timestamp()) "
-                       "ON CONFLICT (bucket) DO NOTHING", [bucket, capacity])
+    await conn.execute(
+        "INSERT INTO judge_tokens (bucket, tokens, updated_at) VALUES (%s, %s, clock_timestamp()) "
+        "ON CONFLICT (bucket) DO NOTHING",
+        [bucket, capacity],
+    )
     cur = await conn.execute(_TOKENS_SQL, {"bucket": bucket, "want": want, "capacity": capacity, "rate": per_s})
     row = await cur.fetchone()
     available = float(row[0]) if row else capacity
@@ -111,14 +120,18 @@ async def register_daemon(conn: Conn, instance_id: str, owner: str, host: str) -
     row = await cur.fetchone()
     old = row[0] if row else None
     if old and old != owner:
-        await conn.execute("UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL "
-                           "WHERE claimed_by = %s", [old])
-        await conn.execute("UPDATE score_deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = %s",
-                           [old])
+        await conn.execute(
+            "UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = %s", [old]
+        )
+        await conn.execute(
+            "UPDATE score_deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = %s", [old]
+        )
     await conn.execute(
         "INSERT INTO daemons AS d (instance_id, owner, host, started_at, seen_at) VALUES (%s, %s, %s, now(), now()) "
         "ON CONFLICT (instance_id) DO UPDATE SET owner = excluded.owner, host = excluded.host, "
-        "started_at = excluded.started_at, seen_at = now()", [instance_id, owner, host])
+        "started_at = excluded.started_at, seen_at = now()",
+        [instance_id, owner, host],
+    )
     return str(old) if old else None
 
 
@@ -126,6 +139,7 @@ async def conversation_stats(conn: Conn) -> dict[str, int]:
     """Due, claimed and taken-over counts (for metrics, the bench and tests)."""
     cur = await conn.execute(
         "SELECT count(*) FILTER (WHERE scored_seq IS NULL OR scored_seq < activity_seq), "
-        "count(*) FILTER (WHERE claimed_until > now()), coalesce(sum(takeovers), 0) FROM conversation_activity")
+        "count(*) FILTER (WHERE claimed_until > now()), coalesce(sum(takeovers), 0) FROM conversation_activity"
+    )
     row = await cur.fetchone()
     return {"unscored": int(row[0]), "claimed": int(row[1]), "takeovers": int(row[2])}

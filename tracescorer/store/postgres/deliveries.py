@@ -48,8 +48,17 @@ async def read_due(conn: Conn, sink: str, owner: str, limit: int, ignore_backoff
     cur = await conn.execute(_DUE_SQL, {"sink": sink, "owner": owner, "limit": limit, "now": ignore_backoff})
     rows = await cur.fetchall()
     n = len(_FIELDS)
-    due = [DueScore(**dict(zip(_FIELDS, row[:n])), version=int(row[n]), scored_end_unix_nano=row[n + 1],
-                    service_name=row[n + 2], attempts=int(row[n + 3]), delivered_version=row[n + 4]) for row in rows]
+    due = [
+        DueScore(
+            **dict(zip(_FIELDS, row[:n], strict=False)),
+            version=int(row[n]),
+            scored_end_unix_nano=row[n + 1],
+            service_name=row[n + 2],
+            attempts=int(row[n + 3]),
+            delivered_version=row[n + 4],
+        )
+        for row in rows
+    ]
     conversations = conversations_of(due)
     if not conversations:
         return due
@@ -74,8 +83,16 @@ async def claim(conn: Conn, sink: str, owner: str, lease_s: float, claims: Seque
     if not claims:
         return {}
     ordered = sorted({c.score_id: c for c in claims}.values(), key=lambda c: c.score_id)
-    cur = await conn.execute(_CLAIM_SQL, {"sink": sink, "owner": owner, "lease": lease_s,
-                                          "ids": [c.score_id for c in ordered], "versions": [c.version for c in ordered]})
+    cur = await conn.execute(
+        _CLAIM_SQL,
+        {
+            "sink": sink,
+            "owner": owner,
+            "lease": lease_s,
+            "ids": [c.score_id for c in ordered],
+            "versions": [c.version for c in ordered],
+        },
+    )
     return {r[0]: int(r[1]) for r in await cur.fetchall()}
 
 
@@ -100,16 +117,25 @@ WHERE s.id = ANY(%s::text[]) AND (
 """
 
 
-async def record(conn: Conn, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
-                 all_sinks: Sequence[str]) -> int:
+async def record(
+    conn: Conn, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+) -> int:
     if not outcomes:
         return 0
     ordered = sorted(outcomes, key=lambda o: o.score_id)
-    cur = await conn.execute(_RECORD_SQL, [
-        [o.score_id for o in ordered], [o.version for o in ordered], [o.status for o in ordered],
-        [o.attempts for o in ordered], [o.error.replace("\x00", "") if o.error else o.error for o in ordered],
-        [max(0.0, o.retry_in_s) for o in ordered], sink, owner,
-    ])
+    cur = await conn.execute(
+        _RECORD_SQL,
+        [
+            [o.score_id for o in ordered],
+            [o.version for o in ordered],
+            [o.status for o in ordered],
+            [o.attempts for o in ordered],
+            [o.error.replace("\x00", "") if o.error else o.error for o in ordered],
+            [max(0.0, o.retry_in_s) for o in ordered],
+            sink,
+            owner,
+        ],
+    )
     updated = cur.rowcount
     delivered = [o.score_id for o in ordered if o.status == DELIVERED]
     if delivered:
@@ -120,7 +146,9 @@ async def record(conn: Conn, sink: str, owner: str, outcomes: Sequence[DeliveryO
 async def next_due_in(conn: Conn, sink: str) -> float | None:
     cur = await conn.execute(
         "SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now())::float8 FROM score_deliveries "
-        "WHERE sink = %s AND status = 'pending' AND next_attempt_at IS NOT NULL", [sink])
+        "WHERE sink = %s AND status = 'pending' AND next_attempt_at IS NOT NULL",
+        [sink],
+    )
     row = await cur.fetchone()
     if row is None or row[0] is None:
         return None
@@ -131,6 +159,8 @@ async def states(conn: Conn, sink: str | None = None) -> list[dict[str, Any]]:
     where, params = ("WHERE sink = %s", [sink]) if sink is not None else ("", [])
     cur = await conn.execute(
         "SELECT score_id, sink, score_version, status, attempts, last_error, delivered_at, delivered_version, "
-        f"claimed_by FROM score_deliveries {where} ORDER BY score_id, sink", params)
+        f"claimed_by FROM score_deliveries {where} ORDER BY score_id, sink",
+        params,
+    )
     names = [d.name for d in cur.description or []]
-    return [dict(zip(names, r)) for r in await cur.fetchall()]
+    return [dict(zip(names, r, strict=False)) for r in await cur.fetchall()]

@@ -30,8 +30,9 @@ class AdvisoryLeader:
         import psycopg
 
         try:
-            conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True,
-                                                         connect_timeout=int(self._connect_timeout_s))
+            conn = await psycopg.AsyncConnection.connect(
+                self._dsn, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+            )
         except psycopg.Error as exc:
             log.debug("leader %s: cannot connect: %s", self.name, exc)
             return False

@@ -51,8 +51,10 @@ async def migrate(conn: Any, schema: str, migrations: Sequence[Migration] = MIGR
             row = await cur.fetchone()
             found = int(row[0]) if row else None
         if found is not None and found > target:
-            raise SchemaError(f"the PostgreSQL schema {schema!r} is version {found}, newer than this tracescorer "
-                              f"understands ({target}); upgrade tracescorer or use another store.postgres.schema_name")
+            raise SchemaError(
+                f"the PostgreSQL schema {schema!r} is version {found}, newer than this tracescorer "
+                f"understands ({target}); upgrade tracescorer or use another store.postgres.schema_name"
+            )
         if found is None:
             for statement in BASELINE:
                 await conn.execute(statement)
@@ -60,8 +62,10 @@ async def migrate(conn: Any, schema: str, migrations: Sequence[Migration] = MIGR
                 for statement in migration.statements:
                     await conn.execute(statement)
             await conn.execute("CREATE TABLE IF NOT EXISTS schema_info (key text PRIMARY KEY, value text)")
-            await conn.execute("INSERT INTO schema_info VALUES ('version', %s) ON CONFLICT (key) DO UPDATE "
-                               "SET value = excluded.value", [str(target)])
+            await conn.execute(
+                "INSERT INTO schema_info VALUES ('version', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [str(target)],
+            )
         elif found < target:
             for migration in sorted(migrations, key=lambda m: m.version):
                 if migration.version > found:
@@ -98,13 +102,21 @@ async def ensure_query_role(conn: Any, schema: str, role: str) -> bool:
                 await conn.execute(f"GRANT {role_ident} TO CURRENT_USER")
         exists = True
     if not exists:
-        log.warning("store.postgres.query_role %r does not exist and user may not create roles: read-only queries "
-                    "run as the daemon's user (READ ONLY transaction and the statement guard still apply); create "
-                    "the role as shown in the README for the extra isolation", role)
+        log.warning(
+            "store.postgres.query_role %r does not exist and user may not create roles: read-only queries "
+            "run as the daemon's user (READ ONLY transaction and the statement guard still apply); create "
+            "the role as shown in the README for the extra isolation",
+            role,
+        )
         return False
     cur = await conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", [role])
     usable = bool((await cur.fetchone())[0])
     if not usable:
-        log.warning("store.postgres.query_role %r exists but %s cannot SET ROLE to it (GRANT %s TO <user>): "
-                    "queries run as the daemon's user", role, "the daemon's user", role)
+        log.warning(
+            "store.postgres.query_role %r exists but %s cannot SET ROLE to it (GRANT %s TO <user>): "
+            "queries run as the daemon's user",
+            role,
+            "the daemon's user",
+            role,
+        )
     return usable

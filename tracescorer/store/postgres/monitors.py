@@ -12,8 +12,17 @@ from tracescorer.store.postgres.bulk import upsert_params
 
 Conn = Any
 
-_STATE_COLUMNS = ["monitor_id", "state", "since", "value", "samples", "evaluated_at", "notified_at",
-                  "firing_notified", "pending"]
+_STATE_COLUMNS = [
+    "monitor_id",
+    "state",
+    "since",
+    "value",
+    "samples",
+    "evaluated_at",
+    "notified_at",
+    "firing_notified",
+    "pending",
+]
 _TS = "to_timestamp({})"
 _SAVE_SQL = (
     "INSERT INTO monitor_state AS m (monitor_id, state, since, value, samples, evaluated_at, notified_at, "
@@ -36,17 +45,38 @@ async def prune_events(conn: Conn, now: float, keep_days: float = EVENT_RETENTIO
 
 async def save(conn: Conn, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
     if states:
-        rows = [[s.monitor_id, s.state, s.since, s.value, s.samples, s.evaluated_at, s.notified_at, s.firing_notified,
-                 s.pending] for s in states]
+        rows = [
+            [
+                s.monitor_id,
+                s.state,
+                s.since,
+                s.value,
+                s.samples,
+                s.evaluated_at,
+                s.notified_at,
+                s.firing_notified,
+                s.pending,
+            ]
+            for s in states
+        ]
         await conn.execute(_SAVE_SQL, upsert_params(_STATE_COLUMNS, "monitor_id", rows))
     if events:
-        cols = [[e.monitor_id for e in events], [e.at for e in events], [e.event for e in events],
-                [e.state for e in events], [e.value for e in events], [e.samples for e in events],
-                [e.target for e in events], [e.detail for e in events]]
+        cols = [
+            [e.monitor_id for e in events],
+            [e.at for e in events],
+            [e.event for e in events],
+            [e.state for e in events],
+            [e.value for e in events],
+            [e.samples for e in events],
+            [e.target for e in events],
+            [e.detail for e in events],
+        ]
         await conn.execute(
             "INSERT INTO monitor_events (monitor_id, event_at, event, state, value, samples, target, detail) "
             "SELECT m, to_timestamp(a), e, s, v, n, t, d FROM unnest(%s::text[], %s::float8[], %s::text[], %s::text[], "
-            "%s::float8[], %s::int8[], %s::text[], %s::text[]) AS x(m, a, e, s, v, n, t, d)", cols)
+            "%s::float8[], %s::int8[], %s::text[], %s::text[]) AS x(m, a, e, s, v, n, t, d)",
+            cols,
+        )
 
 
 def _epoch(column: str) -> str:
@@ -59,28 +89,52 @@ async def load_states(conn: Conn, monitor_ids: Sequence[str]) -> list[MonitorSta
     cur = await conn.execute(
         f"SELECT monitor_id, state, {_epoch('since')}, value, samples, {_epoch('evaluated_at')}, "
         f"{_epoch('notified_at')}, firing_notified, pending FROM monitor_state WHERE monitor_id = ANY(%s::text[])",
-        [list(monitor_ids)])
-    return [MonitorState(monitor_id=r[0], state=r[1], since=r[2], value=r[3], samples=int(r[4] or 0),
-                         evaluated_at=r[5], notified_at=r[6], firing_notified=bool(r[7]), pending=r[8])
-            for r in await cur.fetchall()]
+        [list(monitor_ids)],
+    )
+    return [
+        MonitorState(
+            monitor_id=r[0],
+            state=r[1],
+            since=r[2],
+            value=r[3],
+            samples=int(r[4] or 0),
+            evaluated_at=r[5],
+            notified_at=r[6],
+            firing_notified=bool(r[7]),
+            pending=r[8],
+        )
+        for r in await cur.fetchall()
+    ]
 
 
 def _specs_cte(specs: Sequence[WindowSpec]) -> tuple[str, list[Any]]:
     pairs = [(s.index, scorer) for s in specs for scorer in s.scorer_ids]
-    params: list[Any] = [[s.index for s in specs], [s.since for s in specs], [s.width_s for s in specs],
-                         [s.example_kind for s in specs], [s.threshold for s in specs],
-                         [p[0] for p in pairs], [p[1] for p in pairs]]
-    return ("m AS (SELECT * FROM unnest(%s::int4[], %s::float8[], %s::float8[], %s::text[], %s::float8[]) "
-            "AS u(idx, since, width, kind, threshold)), "
-            "mi AS (SELECT * FROM unnest(%s::int4[], %s::text[]) AS p(idx, scorer_id))"), params
+    params: list[Any] = [
+        [s.index for s in specs],
+        [s.since for s in specs],
+        [s.width_s for s in specs],
+        [s.example_kind for s in specs],
+        [s.threshold for s in specs],
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+    ]
+    return (
+        "m AS (SELECT * FROM unnest(%s::int4[], %s::float8[], %s::float8[], %s::text[], %s::float8[]) "
+        "AS u(idx, since, width, kind, threshold)), "
+        "mi AS (SELECT * FROM unnest(%s::int4[], %s::text[]) AS p(idx, scorer_id))"
+    ), params
 
 
-_MATCH = ("FROM scores s JOIN mi ON mi.scorer_id = s.scorer_id JOIN m ON m.idx = mi.idx "
-          "AND s.updated_at >= to_timestamp(m.since) WHERE s.source = 'live' AND s.updated_at >= to_timestamp(%s)")
-_EXAMPLE = ("((m.kind = 'fail' AND s.label = 'fail') OR (m.kind = 'pass' AND s.label = 'pass') "
-            "OR (m.kind = 'error' AND s.status = 'error') OR (m.kind = 'ok' AND s.status = 'ok') "
-            "OR (m.kind = 'below' AND s.status = 'ok' AND s.score < m.threshold) "
-            "OR (m.kind = 'above' AND s.status = 'ok' AND s.score > m.threshold) OR m.kind = 'any')")
+_MATCH = (
+    "FROM scores s JOIN mi ON mi.scorer_id = s.scorer_id JOIN m ON m.idx = mi.idx "
+    "AND s.updated_at >= to_timestamp(m.since) WHERE s.source = 'live' AND s.updated_at >= to_timestamp(%s)"
+)
+_EXAMPLE = (
+    "((m.kind = 'fail' AND s.label = 'fail') OR (m.kind = 'pass' AND s.label = 'pass') "
+    "OR (m.kind = 'error' AND s.status = 'error') OR (m.kind = 'ok' AND s.status = 'ok') "
+    "OR (m.kind = 'below' AND s.status = 'ok' AND s.score < m.threshold) "
+    "OR (m.kind = 'above' AND s.status = 'ok' AND s.score > m.threshold) OR m.kind = 'any')"
+)
 _OK = "s.status = 'ok' AND s.score IS NOT NULL"
 
 
@@ -94,16 +148,44 @@ async def rebuild(conn: Conn, specs: Sequence[WindowSpec], max_examples: int) ->
         f"WITH {cte} SELECT m.idx, floor({_epoch('s.updated_at')} / m.width)::int8 AS bucket, count(*), "
         f"count(*) FILTER (WHERE {_OK}), coalesce(sum(s.score) FILTER (WHERE {_OK}), 0), "
         "count(*) FILTER (WHERE s.label = 'pass'), count(*) FILTER (WHERE s.label = 'fail'), "
-        f"count(*) FILTER (WHERE s.status = 'error') {_MATCH} GROUP BY 1, 2 ORDER BY 1, 2", [*params, oldest])
-    buckets = [(int(r[0]), int(r[1]), Counts(n=int(r[2]), ok=int(r[3]), score_sum=float(r[4]), passed=int(r[5]),
-                                             failed=int(r[6]), errors=int(r[7]))) for r in await cur.fetchall()]
+        f"count(*) FILTER (WHERE s.status = 'error') {_MATCH} GROUP BY 1, 2 ORDER BY 1, 2",
+        [*params, oldest],
+    )
+    buckets = [
+        (
+            int(r[0]),
+            int(r[1]),
+            Counts(
+                n=int(r[2]), ok=int(r[3]), score_sum=float(r[4]), passed=int(r[5]), failed=int(r[6]), errors=int(r[7])
+            ),
+        )
+        for r in await cur.fetchall()
+    ]
     cur = await conn.execute(
         f"WITH {cte}, x AS (SELECT m.idx, {_epoch('s.updated_at')} AS stored_at, s.id, s.scorer_id, s.status, s.score, "
         "s.label, s.trace_id, s.conversation_id, s.run_id, s.entity_id, coalesce(s.reason, s.error) AS reason, "
         f"row_number() OVER (PARTITION BY m.idx ORDER BY s.updated_at DESC, s.id) AS rn {_MATCH} AND {_EXAMPLE}) "
         "SELECT idx, stored_at, id, scorer_id, status, score, label, trace_id, conversation_id, run_id, entity_id, "
-        "reason FROM x WHERE rn <= %s ORDER BY idx, stored_at", [*params, oldest, max_examples])
-    examples = [(int(r[0]), Sample(at=float(r[1]), score_id=r[2], scorer_id=r[3], status=r[4], score=r[5], label=r[6],
-                                   trace_id=r[7], conversation_id=r[8], run_id=r[9], agent=r[10], reason=r[11]))
-                for r in await cur.fetchall()]
+        "reason FROM x WHERE rn <= %s ORDER BY idx, stored_at",
+        [*params, oldest, max_examples],
+    )
+    examples = [
+        (
+            int(r[0]),
+            Sample(
+                at=float(r[1]),
+                score_id=r[2],
+                scorer_id=r[3],
+                status=r[4],
+                score=r[5],
+                label=r[6],
+                trace_id=r[7],
+                conversation_id=r[8],
+                run_id=r[9],
+                agent=r[10],
+                reason=r[11],
+            ),
+        )
+        for r in await cur.fetchall()
+    ]
     return Rebuilt(buckets, examples)

@@ -33,12 +33,31 @@ SPAN_LOG, RESULTS = "span_log", "results"
 SPAN_LOG_TABLES = frozenset({"spans", "log_records", "assembled_traces"})
 
 # administration functions a query must not reach (the query role lacks most rights anyway)
-_DENIED = frozenset({
-    "set_config", "current_setting", "txid_current", "nextval", "setval", "currval", "lastval",
-    "dblink", "query_to_xml", "query_to_xml_and_xmlschema", "query_to_xmlschema", "cursor_to_xml",
-    "cursor_to_xmlschema", "table_to_xml", "table_to_xml_and_xmlschema", "schema_to_xml", "database_to_xml",
-    "brin_summarize_new_values", "brin_summarize_range", "brin_desummarize_range", "gin_clean_pending_list",
-})
+_DENIED = frozenset(
+    {
+        "set_config",
+        "current_setting",
+        "txid_current",
+        "nextval",
+        "setval",
+        "currval",
+        "lastval",
+        "dblink",
+        "query_to_xml",
+        "query_to_xml_and_xmlschema",
+        "query_to_xmlschema",
+        "cursor_to_xml",
+        "cursor_to_xmlschema",
+        "table_to_xml",
+        "table_to_xml_and_xmlschema",
+        "schema_to_xml",
+        "database_to_xml",
+        "brin_summarize_new_values",
+        "brin_summarize_range",
+        "brin_desummarize_range",
+        "gin_clean_pending_list",
+    }
+)
 _DENIED_PREFIXES = ("pg_", "lo_", "dblink", "xmlexists", "binary_upgrade_")
 _ALLOWED_PG = frozenset({"pg_typeof", "pg_column_size", "pg_size_pretty", "pg_size_bytes"})
 
@@ -105,7 +124,8 @@ def route(con: Any, sql: str) -> str:
         raise Refused(
             f"{', '.join(sorted(local))} {'is a' if len(local) == 1 else 'are'} per-daemon span-log table"
             f"{'' if len(local) == 1 else 's'} (this daemon's DuckDB file) and {', '.join(sorted(tables - local))} "
-            "live in PostgreSQL: one query cannot read both; query them separately")
+            "live in PostgreSQL: one query cannot read both; query them separately"
+        )
     return SPAN_LOG if local else RESULTS
 
 
@@ -125,8 +145,10 @@ def check(con: Any, sql: str) -> None:
     _, functions = references(con, sql)
     for name in sorted(functions):
         if name in _DENIED or (name.startswith(_DENIED_PREFIXES) and name not in _ALLOWED_PG):
-            raise Refused(f"function {name}() is not allowed on the query path (administration, file or "
-                          "network access, or side effects)")
+            raise Refused(
+                f"function {name}() is not allowed on the query path (administration, file or "
+                "network access, or side effects)"
+            )
 
 
 def prepare(sql: str, params: Sequence[Any]) -> str:
@@ -154,12 +176,17 @@ def result(description: Sequence[Any], types: Any, fetched: Sequence[Sequence[An
     for d in description:
         info = types.get(d.type_code)
         names.append(info.name if info is not None else str(d.type_code))
-    return QueryResult(columns=[d.name for d in description], types=names,
-                       rows=[tuple(r) for r in fetched[:max_rows]], truncated=len(fetched) > max_rows)
+    return QueryResult(
+        columns=[d.name for d in description],
+        types=names,
+        rows=[tuple(r) for r in fetched[:max_rows]],
+        truncated=len(fetched) > max_rows,
+    )
 
 
-async def run_async(conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: str, role: str | None,
-                    params: Sequence[Any] = ()) -> QueryResult:
+async def run_async(
+    conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: str, role: str | None, params: Sequence[Any] = ()
+) -> QueryResult:
     """Run a checked statement on ``conn`` (a psycopg AsyncConnection outside a transaction)."""
     try:
         for statement, args in setup_statements(timeout_s=timeout_s, schema=schema, role=role):
@@ -176,8 +203,9 @@ async def run_async(conn: Any, sql: str, *, max_rows: int, timeout_s: float, sch
         await conn.rollback()
 
 
-def run_sync(conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: str, role: str | None,
-             params: Sequence[Any] = ()) -> QueryResult:
+def run_sync(
+    conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: str, role: str | None, params: Sequence[Any] = ()
+) -> QueryResult:
     """:func:`run_async` for the CLI (a psycopg Connection)."""
     try:
         for statement, args in setup_statements(timeout_s=timeout_s, schema=schema, role=role):
@@ -191,8 +219,16 @@ def run_sync(conn: Any, sql: str, *, max_rows: int, timeout_s: float, schema: st
         conn.rollback()
 
 
-def query_sync(dsn: str, sql: str, *, schema: str, role: str | None, max_rows: int, timeout_s: float,
-               connect_timeout_s: float = 10.0) -> QueryResult:
+def query_sync(
+    dsn: str,
+    sql: str,
+    *,
+    schema: str,
+    role: str | None,
+    max_rows: int,
+    timeout_s: float,
+    connect_timeout_s: float = 10.0,
+) -> QueryResult:
     """A read command's query straight on PostgreSQL (no daemon running): connect, run, close.
     The statement must have passed :func:`check`. Raises psycopg errors."""
     import psycopg
@@ -203,8 +239,10 @@ def query_sync(dsn: str, sql: str, *, schema: str, role: str | None, max_rows: i
         conn.adapters.register_loader("jsonb", TextLoader)
         usable = None
         if role:
-            row = conn.execute("SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) "
-                               "AND pg_has_role(current_user, %s, 'MEMBER')", [role, role]).fetchone()
+            row = conn.execute(
+                "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) AND pg_has_role(current_user, %s, 'MEMBER')",
+                [role, role],
+            ).fetchone()
             usable = role if row and row[0] else None
             conn.rollback()
         return run_sync(conn, sql, max_rows=max_rows, timeout_s=timeout_s, schema=schema, role=usable)

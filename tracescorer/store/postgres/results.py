@@ -22,13 +22,29 @@ Conn = Any  # psycopg.AsyncConnection (imported lazily: only postgres mode loads
 
 _RUN_TYPES = column_types(RESULT_TABLES["runs"])
 _RUN_DATA = [c for c, _ in RESULT_TABLES["runs"] if c not in ("created_at", "updated_at", "assembled_by")]
-_RUNS_SQL = upsert_sql("runs", [*_RUN_DATA, "assembled_by"], _RUN_TYPES, "run_id",
-                       stamps={"created_at": "now()", "updated_at": "now()"}, keep=("created_at",))
-_SCORES_SQL = upsert_sql("scores", SCORE_FIELDS, column_types(RESULT_TABLES["scores"]), "id",
-                         stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL::timestamptz"},
-                         keep=("created_at",))
-_DECISIONS_SQL = upsert_sql("scoring_decisions", DECISION_FIELDS, column_types(RESULT_TABLES["scoring_decisions"]),
-                            "id", stamps={"decided_at": "now()"})
+_RUNS_SQL = upsert_sql(
+    "runs",
+    [*_RUN_DATA, "assembled_by"],
+    _RUN_TYPES,
+    "run_id",
+    stamps={"created_at": "now()", "updated_at": "now()"},
+    keep=("created_at",),
+)
+_SCORES_SQL = upsert_sql(
+    "scores",
+    SCORE_FIELDS,
+    column_types(RESULT_TABLES["scores"]),
+    "id",
+    stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL::timestamptz"},
+    keep=("created_at",),
+)
+_DECISIONS_SQL = upsert_sql(
+    "scoring_decisions",
+    DECISION_FIELDS,
+    column_types(RESULT_TABLES["scoring_decisions"]),
+    "id",
+    stamps={"decided_at": "now()"},
+)
 
 _RUN_LIST = ", ".join(name for name, _ in RUN_COLUMNS)
 
@@ -49,16 +65,20 @@ async def _rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[Row]:
     return [tuple(r) for r in await cur.fetchall()]
 
 
-async def upsert_runs(conn: Conn, run_rows: Sequence[Sequence[Any]], replace_traces: Sequence[str],
-                      assembled_by: str) -> int:
+async def upsert_runs(
+    conn: Conn, run_rows: Sequence[Sequence[Any]], replace_traces: Sequence[str], assembled_by: str
+) -> int:
     """Upsert runs (``run_to_row`` values), drop runs of re-assembled traces the new extraction no
     longer has, and mark their conversations active now (one transaction)."""
     if run_rows:
-        await conn.execute(_RUNS_SQL, upsert_params([*_RUN_DATA, "assembled_by"], "run_id",
-                                                    [(*r, assembled_by) for r in run_rows]))
+        await conn.execute(
+            _RUNS_SQL, upsert_params([*_RUN_DATA, "assembled_by"], "run_id", [(*r, assembled_by) for r in run_rows])
+        )
     if replace_traces:
-        await conn.execute("DELETE FROM runs WHERE trace_id = ANY(%s::text[]) AND NOT (run_id = ANY(%s::text[]))",
-                           [sorted(set(replace_traces)), [r[0] for r in run_rows]])
+        await conn.execute(
+            "DELETE FROM runs WHERE trace_id = ANY(%s::text[]) AND NOT (run_id = ANY(%s::text[]))",
+            [sorted(set(replace_traces)), [r[0] for r in run_rows]],
+        )
     conversations = sorted({r[_RUN_DATA.index("conversation_id")] for r in run_rows} - {None})
     if conversations:
         await conn.execute(_TOUCH_SQL, [conversations])
@@ -66,13 +86,15 @@ async def upsert_runs(conn: Conn, run_rows: Sequence[Sequence[Any]], replace_tra
 
 
 async def load_runs(conn: Conn, run_ids: Sequence[str]) -> list[Row]:
-    return await _rows(conn, RUN_SELECT + " WHERE run_id = ANY(%s::text[]) ORDER BY started_at_unix_nano, run_id",
-                       [list(run_ids)])
+    return await _rows(
+        conn, RUN_SELECT + " WHERE run_id = ANY(%s::text[]) ORDER BY started_at_unix_nano, run_id", [list(run_ids)]
+    )
 
 
 async def load_conversation(conn: Conn, conversation_id: str) -> list[Row]:
-    return await _rows(conn, RUN_SELECT + " WHERE conversation_id = %s ORDER BY started_at_unix_nano, run_id",
-                       [conversation_id])
+    return await _rows(
+        conn, RUN_SELECT + " WHERE conversation_id = %s ORDER BY started_at_unix_nano, run_id", [conversation_id]
+    )
 
 
 async def target_ids(conn: Conn, scope: str, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
@@ -87,8 +109,10 @@ async def target_ids(conn: Conn, scope: str, since: dt.datetime | None, until: d
     if scope == "run":
         sql = f"SELECT run_id FROM runs WHERE {where} ORDER BY started_at_unix_nano, run_id"
     else:
-        sql = (f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND {where} "
-               "GROUP BY conversation_id ORDER BY min(started_at_unix_nano), conversation_id")
+        sql = (
+            f"SELECT conversation_id FROM runs WHERE conversation_id IS NOT NULL AND {where} "
+            "GROUP BY conversation_id ORDER BY min(started_at_unix_nano), conversation_id"
+        )
     return [r[0] for r in await _rows(conn, sql, params)]
 
 
@@ -110,8 +134,12 @@ async def spent_today(conn: Conn) -> float:
     return float(rows[0][0]) if rows else 0.0
 
 
-_PRUNE = (("runs", "updated_at < %s"), ("scores", "updated_at < %s"), ("scoring_decisions", "decided_at < %s"),
-          ("score_deliveries", "score_version < (extract(epoch FROM %s::timestamptz) * 1000000)::bigint"))
+_PRUNE = (
+    ("runs", "updated_at < %s"),
+    ("scores", "updated_at < %s"),
+    ("scoring_decisions", "decided_at < %s"),
+    ("score_deliveries", "score_version < (extract(epoch FROM %s::timestamptz) * 1000000)::bigint"),
+)
 
 
 async def prune_results(conn: Conn, older_than: dt.datetime) -> dict[str, int]:
@@ -123,17 +151,25 @@ async def prune_results(conn: Conn, older_than: dt.datetime) -> dict[str, int]:
     return deleted
 
 
-async def unscored_recent(conn: Conn, run_scorers: Sequence[str], window_s: float,
-                          assembled_by: str) -> tuple[list[tuple[Row, list[str]]], list[str]]:
+async def unscored_recent(
+    conn: Conn, run_scorers: Sequence[str], window_s: float, assembled_by: str
+) -> tuple[list[tuple[Row, list[str]]], list[str]]:
     """Runs this daemon stored in the window that lack a decision of some run scorer, each with
     the scorers that did decide. Conversations need no recovery here: their due state is in
     ``conversation_activity`` until a scoring finishes."""
     if not run_scorers:
         return [], []
-    decided = ("ARRAY(SELECT d.scorer_id FROM scoring_decisions d WHERE d.target_type = 'run' "
-               "AND d.target_id = runs.run_id AND d.scorer_id = ANY(%s::text[]))")
-    rows = await _rows(conn, (
-        f"SELECT * FROM (SELECT {_RUN_LIST}, {decided} AS decided, started_at_unix_nano "
-        "AS o FROM runs WHERE updated_at >= now() - make_interval(secs => %s) AND assembled_by = %s) x "
-        "WHERE cardinality(decided) < %s ORDER BY o"), [list(run_scorers), window_s, assembled_by, len(set(run_scorers))])
+    decided = (
+        "ARRAY(SELECT d.scorer_id FROM scoring_decisions d WHERE d.target_type = 'run' "
+        "AND d.target_id = runs.run_id AND d.scorer_id = ANY(%s::text[]))"
+    )
+    rows = await _rows(
+        conn,
+        (
+            f"SELECT * FROM (SELECT {_RUN_LIST}, {decided} AS decided, started_at_unix_nano "
+            "AS o FROM runs WHERE updated_at >= now() - make_interval(secs => %s) AND assembled_by = %s) x "
+            "WHERE cardinality(decided) < %s ORDER BY o"
+        ),
+        [list(run_scorers), window_s, assembled_by, len(set(run_scorers))],
+    )
     return [(r[:-2], list(r[-2])) for r in rows], []

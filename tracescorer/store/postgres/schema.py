@@ -51,8 +51,17 @@ RESULT_TABLES: dict[str, Columns] = {
 }
 
 # the tables read commands may query (span-log tables are per daemon, in its DuckDB file)
-QUERYABLE = ("runs", "scores", "scoring_decisions", "score_deliveries", "monitor_state", "monitor_events",
-             "conversation_activity", "judge_spend", "daemons")
+QUERYABLE = (
+    "runs",
+    "scores",
+    "scoring_decisions",
+    "score_deliveries",
+    "monitor_state",
+    "monitor_events",
+    "conversation_activity",
+    "judge_spend",
+    "daemons",
+)
 
 BASELINE: tuple[str, ...] = (
     *(create_table(name, cols) for name, cols in RESULT_TABLES.items()),

@@ -17,14 +17,22 @@ import socket
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from tracescorer.config import mask_dsn
 from tracescorer.model import AgentRun, Conversation
 from tracescorer.monitors.evaluator import MonitorState
-from tracescorer.store.base import (ConversationClaim, DataError, PendingRecovery, QueryResult, ReadOnlyViolation,
-                                    ResultsPruned, StoreClosed, StoreError)
-from tracescorer.store.migrations import SchemaError
+from tracescorer.store.base import (
+    ConversationClaim,
+    DataError,
+    PendingRecovery,
+    QueryResult,
+    ReadOnlyViolation,
+    ResultsPruned,
+    StoreClosed,
+    StoreError,
+)
 from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.store.migrations import SchemaError
 from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
-from tracescorer.config import mask_dsn
 from tracescorer.store.postgres import claims, deliveries, migrations, monitors, query, results
 from tracescorer.store.records import DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
@@ -47,9 +55,18 @@ def _configure_types(conn: Any) -> None:
 class PostgresResultStore:
     """Results in PostgreSQL (see the module docstring)."""
 
-    def __init__(self, dsn: str, *, schema: str = "tracescorer", pool_min_size: int = 1, pool_max_size: int = 8,
-                 connect_timeout_s: float = 10.0, query_role: str | None = "tracescorer_query",
-                 instance_id: str = "", owner: str = "") -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "tracescorer",
+        pool_min_size: int = 1,
+        pool_max_size: int = 8,
+        connect_timeout_s: float = 10.0,
+        query_role: str | None = "tracescorer_query",
+        instance_id: str = "",
+        owner: str = "",
+    ) -> None:
         self.dsn = dsn
         self.schema = schema
         self.instance_id = instance_id
@@ -78,25 +95,39 @@ class PostgresResultStore:
             await conn.commit()
 
         try:
-            async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
-                                                             connect_timeout=int(self._connect_timeout_s)) as conn:
+            async with await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+            ) as conn:
                 found, now = await migrations.migrate(conn, self.schema)
                 if found != now:
-                    log.info("PostgreSQL schema %s %s version %d", self.schema,
-                             "created at" if found is None else f"upgraded from {found} to", now)
+                    log.info(
+                        "PostgreSQL schema %s %s version %d",
+                        self.schema,
+                        "created at" if found is None else f"upgraded from {found} to",
+                        now,
+                    )
                 if self._query_role_name:
-                    self._query_role = self._query_role_name if await migrations.ensure_query_role(
-                        conn, self.schema, self._query_role_name) else None
+                    self._query_role = (
+                        self._query_role_name
+                        if await migrations.ensure_query_role(conn, self.schema, self._query_role_name)
+                        else None
+                    )
         except SchemaError as exc:
             raise StoreError(str(exc)) from None
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store {mask_dsn(self.dsn)}: {str(exc).strip()}") from None
         except OSError as exc:
             raise StoreError(f"cannot connect to PostgreSQL {mask_dsn(self.dsn)}: {exc}") from None
-        self._pool = AsyncConnectionPool(self.dsn, min_size=self._min, max_size=self._max, open=False,
-                                         configure=configure, timeout=self._connect_timeout_s,
-                                         kwargs={"connect_timeout": int(self._connect_timeout_s)},
-                                         name="tracescorer")
+        self._pool = AsyncConnectionPool(
+            self.dsn,
+            min_size=self._min,
+            max_size=self._max,
+            open=False,
+            configure=configure,
+            timeout=self._connect_timeout_s,
+            kwargs={"connect_timeout": int(self._connect_timeout_s)},
+            name="tracescorer",
+        )
         try:
             await self._pool.open(wait=True, timeout=self._connect_timeout_s)
         except Exception as exc:  # noqa: BLE001 - psycopg_pool raises its own PoolTimeout
@@ -112,7 +143,7 @@ class PostgresResultStore:
         if self._pool is not None:
             try:
                 await asyncio.wait_for(self._pool.close(timeout=max(0.1, timeout_s)), timeout_s + 1)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 log.error("PostgreSQL pool did not close within %.1fs", timeout_s)
                 return False
         return True
@@ -135,9 +166,8 @@ class PostgresResultStore:
         delay = 0.05
         for attempt in range(_RETRIES + 1):
             try:
-                async with self._pool.connection() as conn:
-                    async with conn.transaction():
-                        value = await fn(conn, *args)
+                async with self._pool.connection() as conn, conn.transaction():
+                    value = await fn(conn, *args)
                 self.stats["transactions"] += 1
                 if write:
                     self._failure = None
@@ -157,7 +187,7 @@ class PostgresResultStore:
                 if write:
                     self._failure = f"PostgreSQL: {str(exc).strip()}"
                 raise StoreError(f"PostgreSQL: {str(exc).strip()}") from None
-            except Exception as exc:  # noqa: BLE001 - pool timeouts and the like: the store's error type
+            except Exception as exc:  # pool timeouts and the like: the store's error type
                 if type(exc).__name__ in ("PoolTimeout", "PoolClosed"):
                     raise StoreError(f"PostgreSQL pool: {exc}") from None
                 raise
@@ -165,8 +195,9 @@ class PostgresResultStore:
 
     # --- ResultStore -----------------------------------------------------------------------------
 
-    async def upsert_runs(self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (),
-                          new_traces: Collection[str] = ()) -> None:  # INSERT ... ON CONFLICT needs no hint
+    async def upsert_runs(
+        self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
+    ) -> None:  # INSERT ... ON CONFLICT needs no hint
         if not runs and not replace_traces:
             return
         rows = [run_to_row(r) for r in runs]
@@ -197,12 +228,17 @@ class PostgresResultStore:
             return ResultsPruned()
         return ResultsPruned(deleted=await self._tx(results.prune_results, older_than), transactions=1)
 
-    async def unscored_recent(self, run_scorer_ids: Sequence[str], *, window_s: float,
-                              conversation_scorer_ids: Sequence[str] = ()) -> PendingRecovery:
-        found, _ = await self._tx(results.unscored_recent, list(run_scorer_ids), window_s, self.instance_id,
-                                  write=False)
-        return PendingRecovery(runs=[run_from_row(r) for r, _ in found], conversation_ids=[],
-                               decided={("run", r[0]): frozenset(d) for r, d in found})
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
+        found, _ = await self._tx(
+            results.unscored_recent, list(run_scorer_ids), window_s, self.instance_id, write=False
+        )
+        return PendingRecovery(
+            runs=[run_from_row(r) for r, _ in found],
+            conversation_ids=[],
+            decided={("run", r[0]): frozenset(d) for r, d in found},
+        )
 
     # --- export deliveries ------------------------------------------------------------------------
 
@@ -212,8 +248,9 @@ class PostgresResultStore:
     async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims_: Sequence[Claim]) -> dict[str, int]:
         return await self._tx(deliveries.claim, sink, owner, lease_s, list(claims_))
 
-    async def record_deliveries(self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome],
-                                all_sinks: Sequence[str]) -> int:
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
         return await self._tx(deliveries.record, sink, owner, list(outcomes), list(all_sinks))
 
     async def next_delivery_due_in(self, sink: str) -> float | None:
@@ -246,8 +283,15 @@ class PostgresResultStore:
             raise StoreClosed("PostgreSQL store is not open")
         try:
             async with self._pool.connection() as conn:
-                return await query.run_async(conn, sql, max_rows=max_rows, timeout_s=timeout_s, schema=self.schema,
-                                             role=self._query_role, params=params)
+                return await query.run_async(
+                    conn,
+                    sql,
+                    max_rows=max_rows,
+                    timeout_s=timeout_s,
+                    schema=self.schema,
+                    role=self._query_role,
+                    params=params,
+                )
         except psycopg.errors.QueryCanceled:
             raise StoreError(f"query timed out after {timeout_s:g}s") from None
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -259,8 +303,9 @@ class PostgresResultStore:
 
     # --- coordination of several daemons ----------------------------------------------------------
 
-    async def claim_conversations(self, *, idle_s: float, lease_s: float, limit: int,
-                                  max_age_s: float) -> list[ConversationClaim]:
+    async def claim_conversations(
+        self, *, idle_s: float, lease_s: float, limit: int, max_age_s: float
+    ) -> list[ConversationClaim]:
         return await self._tx(claims.claim_due, self.owner, idle_s, lease_s, limit, max_age_s)
 
     async def renew_conversations(self, conversation_ids: Sequence[str], lease_s: float) -> list[str]:
