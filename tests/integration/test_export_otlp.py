@@ -14,7 +14,7 @@ from support.db import fetch
 
 from tracescorer.config import ConfigError, ExportSettings
 from tracescorer.export import EvaluationExporter, ItemResult, NamedSink, ScoreSink, evaluation_span
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 from tracescorer.store.duckdb import DuckDBStore
 
 TRANSPORTS = ["grpc", "http"]

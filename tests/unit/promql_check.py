@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tracescorer.export import ExportOutcome
 from tracescorer.metrics import Metrics
-from tracescorer.monitors.evaluator import STATES
+from tracescorer.records.monitors import STATES
 from tracescorer.scoring import runner
 
 # labels Prometheus adds when scraping, and the histogram bucket label

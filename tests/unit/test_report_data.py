@@ -7,10 +7,10 @@ import datetime as dt
 from pathlib import Path
 
 from tracescorer.model import AgentRun, Message, Part
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.report import collect, render
 from tracescorer.report.data import bucket_for
 from tracescorer.store.duckdb import DuckDBStore, open_read_only, run_read_query
-from tracescorer.store.records import ScoreRecord
 
 
 def _msg(role: str, text: str) -> Message:

@@ -30,8 +30,8 @@ from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
+from tracescorer.records.scores import AssemblyRecord
 from tracescorer.store.base import Store, StoreError, write_narrowing
-from tracescorer.store.records import AssemblyRecord
 
 log = logging.getLogger(__name__)
 

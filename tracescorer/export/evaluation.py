@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 __all__ = [
     "EVALUATION_EVENT",

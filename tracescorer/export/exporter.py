@@ -31,9 +31,9 @@ from typing import Any, Literal, Protocol
 from tracescorer.config import ExportSettings
 from tracescorer.export.sink import ExportResult, ItemResult
 from tracescorer.export.sinks import NamedSink, build_sinks, describe
-from tracescorer.store import deliveries
+from tracescorer.records import deliveries
+from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.base import Store
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 
 log = logging.getLogger(__name__)
 

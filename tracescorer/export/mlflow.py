@@ -19,7 +19,7 @@ from typing import Any
 
 from tracescorer.export.http_client import JsonClient, Reply
 from tracescorer.export.sink import ItemResult
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from tracescorer.export.evaluation import (
     scored_time_unix_nano,
 )
 from tracescorer.export.otlp_transport import OtlpRequestSink
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 log = logging.getLogger(__name__)
 

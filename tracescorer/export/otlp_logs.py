@@ -26,7 +26,7 @@ from tracescorer.export.evaluation import (
     resource_attributes,
 )
 from tracescorer.export.otlp_transport import OtlpRequestSink
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 __all__ = ["OtlpLogSink", "evaluation_log_record", "logs_request"]
 

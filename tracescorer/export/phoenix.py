@@ -17,7 +17,7 @@ from typing import Any
 
 from tracescorer.export.http_client import JsonClient
 from tracescorer.export.sink import ExportResult, ItemResult
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 log = logging.getLogger(__name__)
 

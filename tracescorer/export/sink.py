@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracescorer.httpretry import is_retryable_status, parse_retry_after
-from tracescorer.store.deliveries import DueScore
+from tracescorer.records.deliveries import DueScore
 
 __all__ = ["ExportResult", "ItemResult", "ScoreSink", "http_result", "is_retryable_status"]
 

@@ -15,29 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
 
 from tracescorer.monitors.config import MonitorSettings
 from tracescorer.monitors.window import Reading
-
-State = Literal["ok", "firing", "resolved"]
-STATES: tuple[State, ...] = ("ok", "firing", "resolved")
-NotificationKind = Literal["firing", "resolved"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MonitorState:
-    """What is stored per monitor (``monitor_state``), times in epoch seconds."""
-
-    monitor_id: str
-    state: State = "ok"
-    since: float | None = None  # when the current state began
-    value: float | None = None  # the last reading
-    samples: int = 0
-    evaluated_at: float | None = None
-    notified_at: float | None = None  # the last firing notification (the cooldown counts from it)
-    firing_notified: bool = False  # the current (or last) firing was notified
-    pending: NotificationKind | None = None  # a notification decided but not yet attempted to the end
+from tracescorer.records.monitors import MonitorState, NotificationKind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

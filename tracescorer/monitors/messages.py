@@ -10,8 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tracescorer.monitors.config import MonitorSettings, format_duration
-from tracescorer.monitors.evaluator import NotificationKind
-from tracescorer.monitors.window import Sample
+from tracescorer.records.monitors import NotificationKind, Sample
 
 PAYLOAD_VERSION = 1
 MAX_REASON_CHARS = 500

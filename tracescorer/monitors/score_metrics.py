@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tracescorer.metrics import Metrics
-from tracescorer.store.records import ScoreRecord
+from tracescorer.records.scores import ScoreRecord
 
 OTHER_AGENT = "_other"
 UNNAMED_AGENT = "_unnamed"

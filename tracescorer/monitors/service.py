@@ -34,13 +34,13 @@ from collections.abc import Callable, Sequence
 from tracescorer.aio import cancel
 from tracescorer.metrics import Metrics
 from tracescorer.monitors.config import MonitorSettings
-from tracescorer.monitors.evaluator import STATES, MonitorState, NotificationKind, Outcome, evaluate
+from tracescorer.monitors.evaluator import Outcome, evaluate
 from tracescorer.monitors.messages import Notification, build
 from tracescorer.monitors.notify import Delivery, Dispatcher
-from tracescorer.monitors.window import MAX_EXAMPLES, Sample, Window
-from tracescorer.store import monitors as sql
+from tracescorer.monitors.window import MAX_EXAMPLES, Window
+from tracescorer.records.monitors import STATES, MonitorEvent, MonitorState, NotificationKind, Sample, WindowSpec
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.base import Store
-from tracescorer.store.records import ScoreRecord
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class MonitorService:
         self._dispatcher = Dispatcher(self._delivered)
         self._changed: set[int] = set()  # state to store now (transitions, notifications)
         self._stale: set[int] = set()  # only value/samples moved: stored every persist_interval_s
-        self._events: list[sql.MonitorEvent] = []
+        self._events: list[MonitorEvent] = []
         self._last_persist = 0.0
         self._writes: set[asyncio.Future[None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -148,7 +148,7 @@ class MonitorService:
         for i, (monitor, window) in enumerate(zip(self._monitors, self._windows, strict=False)):
             first = window.bucket_of(now - monitor.window_s)
             specs.append(
-                sql.WindowSpec(
+                WindowSpec(
                     index=i,
                     scorer_ids=self._scorers[i],
                     since=first * window.width_s,
@@ -326,7 +326,7 @@ class MonitorService:
     def _event(self, i: int, event: str, now: float, *, target: str | None = None, detail: str | None = None) -> None:
         state = self._states[i]
         self._events.append(
-            sql.MonitorEvent(
+            MonitorEvent(
                 monitor_id=state.monitor_id,
                 at=now,
                 event=event,
@@ -365,7 +365,7 @@ class MonitorService:
         self._writes.add(wrapped)
         wrapped.add_done_callback(functools.partial(self._saved, indexes=indexes, events=events))
 
-    def _saved(self, future: asyncio.Future[None], *, indexes: set[int], events: list[sql.MonitorEvent]) -> None:
+    def _saved(self, future: asyncio.Future[None], *, indexes: set[int], events: list[MonitorEvent]) -> None:
         self._writes.discard(future)
         if future.cancelled() or future.exception() is None:
             return

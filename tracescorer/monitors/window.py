@@ -18,58 +18,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tracescorer.monitors.config import MonitorSettings
+from tracescorer.records.monitors import Counts, Sample
 
 BUCKETS = 60
 MAX_EXAMPLES = 5
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """What a monitor needs of one stored score."""
-
-    at: float  # epoch seconds the score was stored
-    score_id: str
-    scorer_id: str
-    status: str
-    score: float | None
-    label: str | None
-    trace_id: str | None = None
-    conversation_id: str | None = None
-    run_id: str | None = None
-    agent: str | None = None
-    reason: str | None = None
-
-
-@dataclass(slots=True)
-class Counts:
-    """Totals of one bucket (or of a whole window)."""
-
-    n: int = 0
-    ok: int = 0
-    score_sum: float = 0.0
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-
-    def add(self, other: Counts) -> None:
-        self.n += other.n
-        self.ok += other.ok
-        self.score_sum += other.score_sum
-        self.passed += other.passed
-        self.failed += other.failed
-        self.errors += other.errors
-
-    def add_sample(self, sample: Sample) -> None:
-        self.n += 1
-        if sample.status == "ok" and sample.score is not None:
-            self.ok += 1
-            self.score_sum += sample.score
-        if sample.label == "pass":
-            self.passed += 1
-        elif sample.label == "fail":
-            self.failed += 1
-        if sample.status == "error":
-            self.errors += 1
 
 
 @dataclass(frozen=True, slots=True)

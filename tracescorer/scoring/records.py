@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tracescorer.model import Conversation
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scorers.types import ScorerResult
 from tracescorer.scoring.bindings import BoundScorer
 from tracescorer.scoring.decider import Decision
 from tracescorer.scoring.targets import Target, decision_id, score_id
-from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 
 def decision_record(

@@ -30,6 +30,7 @@ from tracescorer.aio import cancel
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scoring.bindings import BoundScorer
 from tracescorer.scoring.decider import Decision, decide, outcome
@@ -39,7 +40,6 @@ from tracescorer.scoring.records import decision_detail, decision_record, score_
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.base import Store
-from tracescorer.store.records import ScoreRecord
 
 log = logging.getLogger(__name__)
 

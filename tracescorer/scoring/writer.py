@@ -22,8 +22,8 @@ from typing import Protocol
 
 from prometheus_client import Counter
 
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.base import REFUSED, ResultStore, write_narrowing
-from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 
 if TYPE_CHECKING:
-    from tracescorer.monitors.evaluator import MonitorState
-    from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
+    from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 
 T = TypeVar("T")
 

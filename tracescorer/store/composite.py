@@ -26,7 +26,9 @@ from typing import Any
 
 from tracescorer.config import mask_dsn
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.monitors.evaluator import MonitorState
+from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store import ops
 from tracescorer.store.base import (
     AppendOutcome,
@@ -38,12 +40,9 @@ from tracescorer.store.base import (
     StoreError,
     TraceData,
 )
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
 from tracescorer.store.postgres import query as pg_query
 from tracescorer.store.postgres.store import PostgresResultStore
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 
 log = logging.getLogger(__name__)
 

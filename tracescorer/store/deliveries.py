@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.store.upsert import chunks, key_in
@@ -40,7 +39,7 @@ __all__ = [
     "states",
 ]
 
-PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+from tracescorer.records.deliveries import DELIVERED, PENDING, Claim, DeliveryOutcome, DueScore
 
 DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS score_deliveries (
@@ -59,43 +58,6 @@ DDL: tuple[str, ...] = (
   PRIMARY KEY (score_id, sink)
 )""",
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DueScore:
-    """A score version due for one sink, with what the sinks need to place it.
-
-    ``scored_end_unix_nano`` and ``service_name`` are the scored run's (its agent span's end and
-    its resource's ``service.name``); ``first_trace_id``/``first_span_id`` the conversation's
-    first run (conversation scores only); ``attempts`` and ``delivered_version`` come from this
-    sink's delivery row.
-    """
-
-    id: str
-    scorer_id: str
-    scorer_name: str | None
-    run_id: str | None
-    trace_id: str | None
-    span_id: str | None
-    conversation_id: str | None
-    entity_type: str | None
-    score: float | None
-    reason: str | None
-    status: str
-    error: str | None
-    error_type: str | None
-    label: str | None
-    threshold: float | None
-    judge_model: str | None
-    judge_cost_usd: float | None
-    duration_ms: float | None
-    version: int
-    scored_end_unix_nano: int | None = None
-    service_name: str | None = None
-    first_trace_id: str | None = None
-    first_span_id: str | None = None
-    attempts: int = 0
-    delivered_version: int | None = None
 
 
 _SCORE_FIELDS = [
@@ -244,14 +206,6 @@ def with_first_runs(due: Sequence[DueScore], first: dict[str, tuple[str, str]]) 
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """One score version to claim for a sink."""
-
-    score_id: str
-    version: int
-
-
 def claim(con: Any, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
     """Claim these score versions for ``owner`` (until ``lease_s`` from now) unless another owner
     holds a live claim; returns ``{score_id: attempts so far for that version}`` of those claimed.
@@ -274,22 +228,6 @@ def claim(con: Any, sink: str, owner: str, lease_s: float, claims: Sequence[Clai
         params,
     ).fetchall()
     return {score_id: int(attempts) for score_id, attempts in rows}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeliveryOutcome:
-    """What one attempt at one score version came to.
-
-    ``status``: ``delivered``, ``pending`` (retry after ``retry_in_s``) or ``failed`` (given up);
-    ``attempts`` counts this attempt.
-    """
-
-    score_id: str
-    version: int
-    status: str
-    attempts: int
-    error: str | None = None
-    retry_in_s: float = 0.0
 
 
 def _record_sql(n: int) -> str:

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
-from tracescorer.monitors.evaluator import MonitorState
+from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.sizes import size_bytes
 from tracescorer.store import deliveries, keys, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
@@ -42,11 +44,8 @@ from tracescorer.store.base import (
     StoreError,
     TraceData,
 )
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.fresh import NewTraces
 from tracescorer.store.ipc import AsyncChannel, encode
-from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
 

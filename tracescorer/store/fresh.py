@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from tracescorer.store.records import DecisionRecord, ScoreRecord
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 
 #: Traces remembered (~170 B each: ~16 MB): a minute of first assemblies at the highest sustained
 #: rate measured; live scores are written seconds after assembly, later ones are looked up.

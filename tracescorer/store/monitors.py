@@ -9,11 +9,9 @@ read commands SQL text for the query endpoint (which takes text, not parameters)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from tracescorer.monitors.evaluator import MonitorState
-from tracescorer.monitors.window import Counts, Sample
+from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
 from tracescorer.store import monitor_tables
 from tracescorer.store.upsert import upsert
 
@@ -33,40 +31,6 @@ _STATE_COLUMNS = (
     "pending",
 )
 _TS = "to_timestamp(?::DOUBLE)"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MonitorEvent:
-    """One row of ``monitor_events``: ``fired``, ``resolved``, ``suppressed`` (a firing inside the
-    cooldown), ``notified``, ``notify_failed`` or ``dropped`` (queue full / shutdown)."""
-
-    monitor_id: str
-    at: float
-    event: str
-    state: str | None = None
-    value: float | None = None
-    samples: int | None = None
-    target: str | None = None
-    detail: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WindowSpec:
-    """What to rebuild for one monitor: its scorers' live scores since ``since`` in buckets of
-    ``width_s`` seconds, plus its latest examples (see ``monitors.window.is_example``)."""
-
-    index: int
-    scorer_ids: tuple[str, ...]
-    since: float
-    width_s: float
-    example_kind: str
-    threshold: float
-
-
-@dataclass(frozen=True, slots=True)
-class Rebuilt:
-    buckets: list[tuple[int, int, Counts]]  # (spec index, bucket index, counts)
-    examples: list[tuple[int, Sample]]  # (spec index, sample), oldest first
 
 
 def prune_events(con: Any, now: float, keep_days: float = EVENT_RETENTION_DAYS) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 
 Columns = tuple[tuple[str, str], ...]
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
+from tracescorer.records.scores import DecisionRecord, ScoreRecord, field_names, json_fields, plain
 from tracescorer.store.jsonvalue import dumps
-from tracescorer.store.records import DecisionRecord, ScoreRecord, field_names, json_fields, plain
 
 SCORE_FIELDS = field_names(ScoreRecord)
 DECISION_FIELDS = field_names(DecisionRecord)

@@ -9,8 +9,9 @@ import yaml
 
 from tracescorer.config import ConfigError, Settings, load_settings
 from tracescorer.monitors.config import MonitorSettings, format_duration, parse_duration
-from tracescorer.monitors.evaluator import MonitorState, evaluate
-from tracescorer.monitors.window import BUCKETS, Counts, Reading, Sample, Window
+from tracescorer.monitors.evaluator import evaluate
+from tracescorer.monitors.window import BUCKETS, Reading, Window
+from tracescorer.records.monitors import Counts, MonitorState, Sample
 
 ISSUE_EXAMPLE = """
 scorers:

@@ -19,8 +19,8 @@ from support.db import fetch
 
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, MonitorSettings
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.records import ScoreRecord
 
 SCORERS = ["quality-judge", "quality-code", "other"]
 

@@ -11,6 +11,7 @@ from support.daemon import wait_for_async
 
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.model import AgentRun, Message
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.decider import Decision, decide, outcome
 from tracescorer.scoring.limits import SharedRateLimiter
@@ -18,7 +19,6 @@ from tracescorer.scoring.pool import WorkerPool
 from tracescorer.scoring.records import decision_record, score_record
 from tracescorer.scoring.targets import run_target
 from tracescorer.scoring.writer import ScoreWriter
-from tracescorer.store.records import DecisionRecord, ScoreRecord
 
 
 def _run(i: int, agent: str = "support") -> AgentRun:

@@ -9,9 +9,9 @@ import time
 import duckdb
 import pytest
 
+from tracescorer.records.deliveries import Claim, DeliveryOutcome
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.store import deliveries, layout, migrations, ops
-from tracescorer.store.deliveries import Claim, DeliveryOutcome
-from tracescorer.store.records import ScoreRecord
 from tracescorer.store.scores import score_values
 
 N = deliveries.PAGE * 2 + 500  # three pages

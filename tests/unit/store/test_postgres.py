@@ -9,13 +9,13 @@ import psycopg
 import pytest
 
 from tracescorer.model import AgentRun, Message
+from tracescorer.records.deliveries import Claim
+from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.base import ReadOnlyViolation, StoreError
 from tracescorer.store.composite import CompositeStore
-from tracescorer.store.deliveries import Claim
 from tracescorer.store.duckdb import DuckDBStore
 from tracescorer.store.postgres.migrations import latest_version
 from tracescorer.store.postgres.store import PostgresResultStore
-from tracescorer.store.records import ScoreRecord
 
 
 def _run(i: int, conversation: str) -> AgentRun:

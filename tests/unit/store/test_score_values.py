@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import pydantic
 
+from tracescorer.records.scores import ScoreRecord, plain
 from tracescorer.store.jsonvalue import loads
-from tracescorer.store.records import ScoreRecord, plain
 from tracescorer.store.scores import SCORE_FIELDS, score_values
 
 

@@ -16,11 +16,11 @@ from support.db import fetch, scalar
 from support.gate import WriterGate
 
 from tracescorer.model import AgentRun, LogRecord, Message, Span
+from tracescorer.records.deliveries import Claim, DeliveryOutcome
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
-from tracescorer.store.deliveries import Claim, DeliveryOutcome
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
 from tracescorer.store.layout import SPAN_LOGS
-from tracescorer.store.records import AssemblyRecord, DecisionRecord, ScoreRecord
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:

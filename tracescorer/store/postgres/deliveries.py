@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.deliveries import DELIVERED, Claim, DeliveryOutcome, DueScore, conversations_of, with_first_runs
+from tracescorer.records.deliveries import DELIVERED, Claim, DeliveryOutcome, DueScore
+from tracescorer.store.deliveries import conversations_of, with_first_runs
 
 Conn = Any
 

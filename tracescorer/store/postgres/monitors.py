@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.monitors.evaluator import MonitorState
-from tracescorer.monitors.window import Counts, Sample
-from tracescorer.store.monitors import EVENT_RETENTION_DAYS, MonitorEvent, Rebuilt, WindowSpec
+from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
+from tracescorer.store.monitors import EVENT_RETENTION_DAYS
 from tracescorer.store.postgres.bulk import upsert_params
 
 Conn = Any

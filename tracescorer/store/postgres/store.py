@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 
 from tracescorer.config import mask_dsn
 from tracescorer.model import AgentRun, Conversation
-from tracescorer.monitors.evaluator import MonitorState
+from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.base import (
     ConversationClaim,
     DataError,
@@ -30,11 +32,8 @@ from tracescorer.store.base import (
     StoreClosed,
     StoreError,
 )
-from tracescorer.store.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.store.migrations import SchemaError
-from tracescorer.store.monitors import MonitorEvent, Rebuilt, WindowSpec
 from tracescorer.store.postgres import claims, deliveries, migrations, monitors, query, results
-from tracescorer.store.records import DecisionRecord, ScoreRecord
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
 

@@ -1,7 +1,7 @@
-"""Rows the pipeline writes besides runs, each declared once: the table columns derive from these.
+"""Score, decision and assembly rows, each declared once: the table columns derive from these.
 
-Plain frozen dataclasses; :mod:`tracescorer.store.schema` turns their fields into column lists and
-the engines turn instances into parameter tuples with :func:`values`.
+Plain frozen dataclasses; the store turns their fields into column lists (``field(metadata=...)``
+names a SQL type where the Python type does not say it) and instances into row values.
 """
 
 from __future__ import annotations
