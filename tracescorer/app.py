@@ -37,9 +37,9 @@ from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.store import layout
 from tracescorer.store.base import ResultsPruned, SharedCoordination
 from tracescorer.store.composite import CompositeStore
+from tracescorer.store.duckdb import layout
 from tracescorer.store.factory import build_store
 from tracescorer.store.postgres.leader import AdvisoryLeader
 

@@ -15,7 +15,7 @@ from support.daemon import DaemonProcess, config_dict, query_rows, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 
 from tracescorer.control import RemoteQueryError, remote_query, serve_info_path
-from tracescorer.store import readonly
+from tracescorer.store.duckdb import readonly
 
 SECRET = "s3cr3t-canary-7f1d"
 

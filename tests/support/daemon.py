@@ -20,7 +20,7 @@ from tracescorer.app import App
 from tracescorer.config import Settings
 from tracescorer.control import ServeInfo, read_serve_info, remote_query, serve_info_path
 from tracescorer.output import jsonable
-from tracescorer.store import readonly
+from tracescorer.store.duckdb import readonly
 
 REPO = Path(__file__).resolve().parents[2]
 

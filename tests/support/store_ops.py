@@ -34,7 +34,7 @@ def execute(con: Any, sql: str, params: list[Any]) -> None:
 
 def span_log_counts(con: Any) -> list[int]:
     """Span rows in each span log file."""
-    from tracescorer.store.layout import SPAN_LOGS
+    from tracescorer.store.duckdb.layout import SPAN_LOGS
 
     return [con.execute(f"SELECT count(*) FROM {catalog}.spans").fetchall()[0][0] for catalog in SPAN_LOGS]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from tracescorer.store.readonly import QueryError, QueryRefused, check_statement, connect, run_guarded
+from tracescorer.store.duckdb.readonly import QueryError, QueryRefused, check_statement, connect, run_guarded
 
 
 @pytest.fixture

@@ -143,7 +143,7 @@ def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, An
 
 
 def _query_duckdb(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    from tracescorer.store import readonly
+    from tracescorer.store.duckdb import readonly
 
     try:
         con = readonly.connect(settings.store.path)

@@ -40,7 +40,7 @@ def _value(value: Any) -> Any:
 
 
 def _tables(settings: Settings) -> set[str]:
-    from tracescorer.store import monitors as sql
+    from tracescorer.store.duckdb import monitors as sql
 
     return {row[0] for row in run_query(settings, sql.TABLES_SQL, 10)["rows"]}
 
@@ -58,7 +58,7 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt: str, limit: int) -> None:
     """The configured monitors: rule, state (ok / firing / resolved), since when, last value."""
     from tracescorer.output import FORMATS, format_table
-    from tracescorer.store import monitors as sql
+    from tracescorer.store.duckdb import monitors as sql
 
     settings = load(config_path)
     tables = _tables(settings)

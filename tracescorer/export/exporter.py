@@ -1,7 +1,7 @@
 """Scores out to every configured sink, each with its own delivery state and retry schedule.
 
 The ``scores`` table is the queue and ``score_deliveries`` the per-sink progress (see
-:mod:`tracescorer.store.deliveries`). One worker per sink works like the SDK's
+:mod:`tracescorer.store.duckdb.deliveries`). One worker per sink works like the SDK's
 ``BatchSpanProcessor`` with the database as its buffer: it exports when ``batch_size`` new
 scores were announced (:meth:`EvaluationExporter.notify`) or every ``interval_s``, claims the
 oldest due score versions, hands them to its sink and records one outcome per score:

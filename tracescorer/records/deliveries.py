@@ -6,6 +6,8 @@ The semantics (one row per score and sink, versions, leases) are the store's:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
@@ -70,3 +72,19 @@ class DeliveryOutcome:
     attempts: int
     error: str | None = None
     retry_in_s: float = 0.0
+
+
+def conversations_of(due: Sequence[DueScore]) -> list[str]:
+    """The conversations whose first run conversation scores need (sorted)."""
+    return sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
+
+
+def with_first_runs(due: Sequence[DueScore], first: dict[str, tuple[str, str]]) -> list[DueScore]:
+    """``due`` with each conversation score's first run (trace id, span id) filled in."""
+    out = []
+    for d in due:
+        if d.entity_type == "conversation" and d.conversation_id in first:
+            trace_id, span_id = first[d.conversation_id]
+            d = dataclasses.replace(d, first_trace_id=trace_id, first_span_id=span_id)
+        out.append(d)
+    return out

@@ -3,7 +3,7 @@
 Two halves, because they can live in different engines: the **span log** (raw telemetry and the
 per-daemon assembly records that say which traces were turned into runs) and the **results**
 (runs, scores, scoring decisions, budget counters). The embedded default keeps both in one DuckDB
-file (:class:`~tracescorer.store.duckdb.DuckDBStore`); several daemons keep their own span log and
+file (:class:`~tracescorer.store.duckdb.store.DuckDBStore`); several daemons keep their own span log and
 share the results in PostgreSQL.
 
 Every method is a coroutine that runs on the daemon's event loop and never blocks it (the
@@ -217,7 +217,7 @@ class ResultStore(Protocol):
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
-    # export deliveries, per sink (see tracescorer.store.deliveries for the semantics)
+    # export deliveries, per sink (see tracescorer.store.duckdb.deliveries for the semantics)
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
         """The oldest ``limit`` score versions ``sink`` has not delivered or given up on, that no
@@ -237,7 +237,7 @@ class ResultStore(Protocol):
     async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
         """Delivery rows as dicts, for commands and tests."""
 
-    # built-in monitors (see tracescorer.store.monitors)
+    # built-in monitors (see tracescorer.store.duckdb.monitors)
 
     async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]: ...
 

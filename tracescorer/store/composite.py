@@ -2,7 +2,7 @@
 
 :class:`CompositeStore` implements the whole :class:`~tracescorer.store.base.Store`: the
 :class:`~tracescorer.store.base.SpanLog` methods go to the local
-:class:`~tracescorer.store.duckdb.DuckDBStore` (telemetry acknowledged after its commit, as in
+:class:`~tracescorer.store.duckdb.store.DuckDBStore` (telemetry acknowledged after its commit, as in
 duckdb mode), the :class:`~tracescorer.store.base.ResultStore` methods and the coordination of
 several daemons to the :class:`~tracescorer.store.postgres.store.PostgresResultStore`.
 
@@ -29,7 +29,6 @@ from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
-from tracescorer.store import ops
 from tracescorer.store.base import (
     AppendOutcome,
     ConversationClaim,
@@ -40,7 +39,7 @@ from tracescorer.store.base import (
     StoreError,
     TraceData,
 )
-from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.duckdb import DuckDBStore, ops
 from tracescorer.store.postgres import query as pg_query
 from tracescorer.store.postgres.store import PostgresResultStore
 
@@ -51,7 +50,7 @@ INSTANCE_KEY = "instance_id"
 
 def classify(con: Any, sql: str) -> tuple[str, str | None]:
     """Store-process op: (``span_log`` | ``results``, None) or (``refused`` | ``error``, why)."""
-    from tracescorer.store import readonly
+    from tracescorer.store.duckdb import readonly
 
     try:
         where = pg_query.route(con, sql)

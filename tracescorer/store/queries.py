@@ -3,7 +3,7 @@
 Read commands send their SQL either to the daemon's query endpoint (which takes SQL text) or
 run it on the file opened read-only, so every function here returns one SELECT statement with
 its values as quoted literals (:func:`sql_str`); both paths pass it through the guard of
-:mod:`tracescorer.store.readonly`.
+:mod:`tracescorer.store.duckdb.readonly`.
 """
 
 from __future__ import annotations

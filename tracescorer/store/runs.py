@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.model import AgentRun, Message, Part, ToolCall, nanos_to_rfc3339
+from tracescorer.store.duckdb.upsert import upsert
 from tracescorer.store.jsonvalue import dumps, loads
 from tracescorer.store.schema import RUN_COLUMNS
-from tracescorer.store.upsert import upsert
 
 _DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "updated_at")]
 _TIME_COLUMNS = ("started_at", "ended_at")
@@ -16,7 +16,7 @@ _TIME_COLUMNS = ("started_at", "ended_at")
 
 def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool] | None = None) -> int:
     """Insert or update :func:`run_to_row` rows by ``run_id`` (store side); ``new``: see
-    :func:`~tracescorer.store.upsert.upsert`."""
+    :func:`~tracescorer.store.duckdb.upsert.upsert`."""
     return upsert(
         con,
         "runs",

@@ -2,7 +2,7 @@
 
 The span log and runs tables are declared here column by column; the score, decision and assembly
 tables derive their columns from the record dataclasses in :mod:`tracescorer.store.records`, so
-each row shape is declared once. :mod:`tracescorer.store.migrations` creates and upgrades them.
+each row shape is declared once. :mod:`tracescorer.store.duckdb.migrations` creates and upgrades them.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ SCORE_COLUMNS = record_columns(
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
 
-#: The span log's tables, in their own file (:mod:`tracescorer.store.layout`); the main database
+#: The span log's tables, in their own file (:mod:`tracescorer.store.duckdb.layout`); the main database
 #: has views of the same names.
 SPAN_LOG_TABLES: dict[str, Columns] = {
     "spans": SPAN_COLUMNS,

@@ -11,7 +11,7 @@ import pytest
 
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.store import deliveries, layout, migrations, ops
+from tracescorer.store.duckdb import deliveries, layout, migrations, ops
 from tracescorer.store.scores import score_values
 
 N = deliveries.PAGE * 2 + 500  # three pages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.store.fresh import NewTraces
+from tracescorer.store.duckdb.fresh import NewTraces
 
 T1, T2, T3 = "1" * 32, "2" * 32, "3" * 32
 

@@ -16,10 +16,9 @@ from support.db import fetch, scalar
 
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message, Span
-from tracescorer.store import layout, ops, readonly, wire
 from tracescorer.store.base import ReadOnlyViolation
-from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.engine import Engine
+from tracescorer.store.duckdb import DuckDBStore, layout, ops, readonly, wire
+from tracescorer.store.duckdb.engine import Engine
 
 
 def _spans(batch: int, n: int = 50) -> list[Span]:

@@ -9,10 +9,9 @@ import duckdb
 import pytest
 from support.db import fetch
 
-from tracescorer.store import layout, readonly
 from tracescorer.store.base import StoreError
-from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.migrations import MIGRATIONS, Migration, _span_logs, latest_version, migrate
+from tracescorer.store.duckdb import DuckDBStore, layout, readonly
+from tracescorer.store.duckdb.migrations import MIGRATIONS, Migration, _span_logs, latest_version, migrate
 
 V1 = Path(__file__).resolve().parents[2] / "data" / "schema" / "v1.sql"
 

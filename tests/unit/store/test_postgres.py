@@ -241,7 +241,7 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
 
 
 async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
-    from tracescorer.store.migrations import Migration
+    from tracescorer.store.duckdb.migrations import Migration
     from tracescorer.store.postgres.migrations import migrate
 
     a, _ = stores

@@ -20,7 +20,7 @@ from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
-from tracescorer.store.layout import SPAN_LOGS
+from tracescorer.store.duckdb.layout import SPAN_LOGS
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:

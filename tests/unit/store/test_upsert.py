@@ -10,7 +10,7 @@ import time
 import duckdb
 import pytest
 
-from tracescorer.store.upsert import column, key_in, upsert
+from tracescorer.store.duckdb.upsert import column, key_in, upsert
 
 COLUMNS = ["id", "value"]
 

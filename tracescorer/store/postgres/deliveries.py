@@ -1,4 +1,4 @@
-"""Per-sink delivery state of exported scores in PostgreSQL (semantics: :mod:`tracescorer.store.deliveries`).
+"""Per-sink delivery state of exported scores in PostgreSQL (semantics: :mod:`tracescorer.store.duckdb.deliveries`).
 
 Claims are what make "each score exported once per sink" hold with several daemons: the claim is
 one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` over the batch, and PostgreSQL re-checks its
@@ -11,8 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.records.deliveries import DELIVERED, Claim, DeliveryOutcome, DueScore
-from tracescorer.store.deliveries import conversations_of, with_first_runs
+from tracescorer.records.deliveries import (
+    DELIVERED,
+    Claim,
+    DeliveryOutcome,
+    DueScore,
+    conversations_of,
+    with_first_runs,
+)
 
 Conn = Any
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.migrations import Migration, SchemaError
+from tracescorer.store.duckdb.migrations import Migration, SchemaError
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
 

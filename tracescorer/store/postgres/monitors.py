@@ -1,4 +1,4 @@
-"""Monitor state and events in PostgreSQL (the DuckDB forms: :mod:`tracescorer.store.monitors`)."""
+"""Monitor state and events in PostgreSQL (the DuckDB forms: :mod:`tracescorer.store.duckdb.monitors`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
-from tracescorer.store.monitors import EVENT_RETENTION_DAYS
+from tracescorer.store.duckdb.monitors import EVENT_RETENTION_DAYS
 from tracescorer.store.postgres.bulk import upsert_params
 
 Conn = Any

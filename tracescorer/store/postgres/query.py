@@ -5,7 +5,7 @@ file; every other product table is in PostgreSQL. :func:`route` sends a statemen
 tables to the DuckDB query path (its own guard) and refuses one that mixes both. A statement for
 PostgreSQL passes three layers, so that no one of them has to be perfect:
 
-1. the DuckDB parser guard (:func:`tracescorer.store.readonly.check_statement`, one plain SELECT
+1. the DuckDB parser guard (:func:`tracescorer.store.duckdb.readonly.check_statement`, one plain SELECT
    over the PostgreSQL tables) plus a walk of its syntax tree refusing functions with side
    effects or file/network access (``pg_read_file``, ``lo_*``, ``dblink*``, ``set_config``,
    ``query_to_xml`` and other ``pg_*`` administration functions);
@@ -131,7 +131,7 @@ def route(con: Any, sql: str) -> str:
 
 def check(con: Any, sql: str) -> None:
     """The guard for a statement that runs on PostgreSQL (layer 1 of the module docstring)."""
-    from tracescorer.store import readonly
+    from tracescorer.store.duckdb import readonly
 
     try:
         readonly.check_statement(con, sql, frozenset(QUERYABLE))

@@ -2,7 +2,7 @@
 
 ``runs``, ``scores`` and ``scoring_decisions`` derive from the column declarations of
 :mod:`tracescorer.store.schema` (each row shape is declared once); the delivery and monitor tables
-mirror :mod:`tracescorer.store.deliveries` and :mod:`tracescorer.store.monitor_tables`. Tables that
+mirror :mod:`tracescorer.store.duckdb.deliveries` and :mod:`tracescorer.store.duckdb.monitor_tables`. Tables that
 exist only here coordinate several daemons:
 
 - ``conversation_activity``: when each conversation last got a run (the database's clock, so "idle

@@ -32,7 +32,7 @@ from tracescorer.store.base import (
     StoreClosed,
     StoreError,
 )
-from tracescorer.store.migrations import SchemaError
+from tracescorer.store.duckdb.migrations import SchemaError
 from tracescorer.store.postgres import claims, deliveries, migrations, monitors, query, results
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values

@@ -8,7 +8,7 @@ from typing import Any
 from tracescorer.model import LogRecord, Resource, Scope, Span, SpanEvent, SpanLink
 from tracescorer.store.jsonvalue import dumpb, loads
 
-# Value order of span_rows()/log_rows() tuples: tracescorer.store.appends.SPAN_INPUT / LOG_INPUT.
+# Value order of span_rows()/log_rows() tuples: tracescorer.store.duckdb.appends.SPAN_INPUT / LOG_INPUT.
 
 
 class _JsonCache:

@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.upsert import chunks, key_in
+from tracescorer.store.duckdb.upsert import chunks, key_in
 
 __all__ = [
     "DDL",
@@ -39,7 +39,15 @@ __all__ = [
     "states",
 ]
 
-from tracescorer.records.deliveries import DELIVERED, PENDING, Claim, DeliveryOutcome, DueScore
+from tracescorer.records.deliveries import (
+    DELIVERED,
+    PENDING,
+    Claim,
+    DeliveryOutcome,
+    DueScore,
+    conversations_of,
+    with_first_runs,
+)
 
 DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS score_deliveries (
@@ -187,22 +195,6 @@ def _run_rows(con: Any, run_ids: list[str]) -> dict[str, tuple[Any, Any]]:
             f"SELECT run_id, ended_at_unix_nano, service_name FROM runs WHERE {key_in('run_id', len(part))}", part
         ).fetchall():
             out[run_id] = (ended, service)
-    return out
-
-
-def conversations_of(due: Sequence[DueScore]) -> list[str]:
-    """The conversations whose first run conversation scores need (sorted)."""
-    return sorted({d.conversation_id for d in due if d.entity_type == "conversation" and d.conversation_id})
-
-
-def with_first_runs(due: Sequence[DueScore], first: dict[str, tuple[str, str]]) -> list[DueScore]:
-    """``due`` with each conversation score's first run (trace id, span id) filled in."""
-    out = []
-    for d in due:
-        if d.entity_type == "conversation" and d.conversation_id in first:
-            trace_id, span_id = first[d.conversation_id]
-            d = dataclasses.replace(d, first_trace_id=trace_id, first_span_id=span_id)
-        out.append(d)
     return out
 
 

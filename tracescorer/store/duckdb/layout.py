@@ -9,7 +9,7 @@ acknowledgement waits for a commit. In one file, the checkpoints of the results 
 rows, primary-key indexes that grow with the tables) took 0.25-0.75 s under load (ack p99 0.9 s
 at 3k spans/s); in a span log file of its own, one checkpoint in two still took 0.7-1.1 s at 5k
 spans/s. With two span logs the telemetry writer appends to one while the other checkpoints
-(:class:`~tracescorer.store.engine.Engine`), so no commit of telemetry waits for a checkpoint.
+(:class:`~tracescorer.store.duckdb.engine.Engine`), so no commit of telemetry waits for a checkpoint.
 
 A transaction writes to one file only (DuckDB's rule); the store's operations keep to that.
 
@@ -132,7 +132,7 @@ def attach(con: Any, path: str | Path, *, read_only: bool = False) -> bool:
 
     Returns False (nothing attached) when the database predates the split and has no span log
     files yet: read-only, it is queried as it is; read-write,
-    :func:`tracescorer.store.migrations.migrate` moves its span log. Raises :class:`LayoutError`
+    :func:`tracescorer.store.duckdb.migrations.migrate` moves its span log. Raises :class:`LayoutError`
     when the database reads span logs of which a file is missing: an empty one would silently
     stand in for the spans it held.
     """

@@ -1,7 +1,7 @@
 """The DuckDB store's domain operations, run inside the store process.
 
 Each is a plain function ``op(con, *args)`` of picklable arguments returning plain data: the
-daemon's :class:`~tracescorer.store.duckdb.DuckDBStore` sends the function (by name) and its
+daemon's :class:`~tracescorer.store.duckdb.store.DuckDBStore` sends the function (by name) and its
 arguments; writes run inside the writer's group-committed transaction, reads on a reader cursor.
 Rows travel as tuples and JSON text: turning them into domain objects is the daemon's job.
 """
@@ -12,11 +12,11 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from tracescorer.store import rows as span_rows
+from tracescorer.store.duckdb import rows as span_rows
+from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
 from tracescorer.store.runs import RUN_SELECT, upsert_run_rows
 from tracescorer.store.schema import ASSEMBLED_COLUMNS, RUN_COLUMNS, column_names
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
-from tracescorer.store.upsert import chunks, key_in, upsert
 
 Row = tuple[Any, ...]
 F = TypeVar("F", bound=Callable[..., Any])

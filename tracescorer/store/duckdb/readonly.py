@@ -26,8 +26,8 @@ from typing import Any
 
 import duckdb
 
-from tracescorer.store import layout
 from tracescorer.store.base import QueryResult
+from tracescorer.store.duckdb import layout
 
 __all__ = [
     "PURE_TABLE_FUNCTIONS",

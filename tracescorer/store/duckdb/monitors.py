@@ -2,7 +2,7 @@
 
 Times cross this boundary as epoch seconds. ``save`` and ``prune_events`` run as writes
 (``store.write``), ``load_states`` and ``rebuild`` as reads; the tables come with the schema
-migrations (:mod:`tracescorer.store.monitor_tables`). The ``*_sql`` builders give the
+migrations (:mod:`tracescorer.store.duckdb.monitor_tables`). The ``*_sql`` builders give the
 read commands SQL text for the query endpoint (which takes text, not parameters).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
-from tracescorer.store import monitor_tables
-from tracescorer.store.upsert import upsert
+from tracescorer.store.duckdb import monitor_tables
+from tracescorer.store.duckdb.upsert import upsert
 
 EVENT_RETENTION_DAYS = 90
 

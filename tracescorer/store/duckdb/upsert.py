@@ -43,7 +43,7 @@ def upsert(
     (``{"updated_at": "now()"}``); ``keep`` names stamp columns (TIMESTAMPTZ) whose stored value
     survives a replacement (``created_at``). ``new`` says per row that its key is not stored yet:
     that key is not looked up (~9 µs a key through the index, most of an upsert's cost); if it is
-    stored after all, the insert fails on the primary key (:func:`tracescorer.store.ops.hinted`).
+    stored after all, the insert fails on the primary key (:func:`tracescorer.store.duckdb.ops.hinted`).
     """
     if not rows:
         return 0

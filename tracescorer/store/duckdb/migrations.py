@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracescorer.store import deliveries, layout, monitor_tables
-from tracescorer.store.layout import SPAN_LOGS
+from tracescorer.store.duckdb import deliveries, layout, monitor_tables
+from tracescorer.store.duckdb.layout import SPAN_LOGS
 from tracescorer.store.schema import INDEXES, SPAN_LOG_TABLES, TABLES, column_names, create_table
 
 

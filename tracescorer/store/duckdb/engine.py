@@ -2,7 +2,7 @@
 
 It runs beside the daemon (its own process, so DuckDB's work and the daemon's decoding and
 scoring use both cores instead of taking turns on one GIL). The daemon sends it requests over a
-socketpair (:mod:`tracescorer.store.ipc`):
+socketpair (:mod:`tracescorer.store.duckdb.ipc`):
 
 * telemetry appends go to the **telemetry writer**, which takes whatever is queued and commits
   it in one transaction (group commit); each request is answered only after its transaction
@@ -41,12 +41,12 @@ import duckdb
 import pyarrow as pa
 
 from tracescorer.sizes import size_bytes
-from tracescorer.store import appends, layout, readonly
-from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
-from tracescorer.store.migrations import migrate
-from tracescorer.store.wire import CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
+from tracescorer.store.duckdb import appends, layout, readonly
+from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
+from tracescorer.store.duckdb.migrations import migrate
+from tracescorer.store.duckdb.wire import CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
-log = logging.getLogger("tracescorer.store.engine")  # run as __main__ in the store process
+log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
 Connection = duckdb.DuckDBPyConnection
 
@@ -104,7 +104,7 @@ class _Job:
 
 
 def _drop_hints(job: _Job) -> bool:
-    """Turn a :func:`tracescorer.store.ops.hinted` write that believed some keys new into the
+    """Turn a :func:`tracescorer.store.duckdb.ops.hinted` write that believed some keys new into the
     same write believing none (True), for a retry after a primary-key violation; False otherwise."""
     count = getattr(job.payload[0], "hinted", 0) if job.kind == WRITE else 0
     if not count:
@@ -118,7 +118,7 @@ def _drop_hints(job: _Job) -> bool:
 
 
 def _alone(job: _Job) -> bool:
-    """A write that gets a transaction of its own (:func:`tracescorer.store.ops.alone`)."""
+    """A write that gets a transaction of its own (:func:`tracescorer.store.duckdb.ops.alone`)."""
     return job.kind == WRITE and getattr(job.payload[0], "alone", False)
 
 
@@ -184,7 +184,7 @@ class Engine:
         self._checkpoints_lock = threading.Lock()
 
     def _cursor(self) -> Connection:
-        """A cursor of the connection in the main catalog (see :func:`tracescorer.store.layout.connect`)."""
+        """A cursor of the connection in the main catalog (see :func:`tracescorer.store.duckdb.layout.connect`)."""
         return layout.use(self._con.cursor(), self._catalog)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ class Engine:
         """Checkpoint each database once its WAL passes the threshold, on a cursor of its own and
         outside the writers' commits (DuckDB's own checkpoint runs inside a commit). A checkpoint
         holds the commits of its database for its length: a span log is checkpointed only after
-        telemetry has moved to the other one (see :mod:`tracescorer.store.layout`)."""
+        telemetry has moved to the other one (see :mod:`tracescorer.store.duckdb.layout`)."""
         threshold = size_bytes(self.options.checkpoint_threshold)
         cur = self._cursor()  # the telemetry writer uses the connection itself
         try:
@@ -641,7 +641,7 @@ def serve(sock: socket.socket, options: EngineOptions) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m tracescorer.store.engine --fd N --options JSON`` (started by DuckDBStore)."""
+    """``python -m tracescorer.store.duckdb.engine --fd N --options JSON`` (started by DuckDBStore)."""
     import argparse
     import json
 

@@ -1,6 +1,6 @@
 """Appending span-log rows to DuckDB as Arrow tables (the store process's hot path).
 
-:func:`tracescorer.store.rows.span_rows` builds plain tuples in the daemon; here they become
+:func:`tracescorer.store.duckdb.rows.span_rows` builds plain tuples in the daemon; here they become
 Arrow columns that DuckDB scans without a Python object per value.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracescorer.store.upsert import unregister
+from tracescorer.store.duckdb.upsert import unregister
 
 _S, _U, _I = pa.string(), pa.uint64(), pa.int64()
 
@@ -100,7 +100,7 @@ def _table(schema: pa.Schema, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
 
 
 def span_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
-    """Arrow table of :func:`~tracescorer.store.rows.span_rows` tuples (raises for values out of
+    """Arrow table of :func:`~tracescorer.store.duckdb.rows.span_rows` tuples (raises for values out of
     the column types)."""
     return _table(SPAN_INPUT, rows)
 

@@ -4,7 +4,7 @@ The assembly stage says which traces it assembles for the first time. Their runs
 are the score and decision rows a live run scorer writes for those runs (ids are derived from the
 scorer and the run). A bounded memory of such traces, on the daemon side of the store, turns that
 into per-row hints; a trace assembled again (late items) is forgotten, so its re-scores replace.
-A wrong hint costs a retry in the store process, never a row (:func:`tracescorer.store.ops.hinted`).
+A wrong hint costs a retry in the store process, never a row (:func:`tracescorer.store.duckdb.ops.hinted`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The embedded store: one DuckDB file, owned by a store process beside the daemon.
 
 :class:`DuckDBStore` is the daemon's side of :class:`~tracescorer.store.base.Store`. It starts the
-store process (:mod:`tracescorer.store.engine`), sends it telemetry, write jobs and reads over a
+store process (:mod:`tracescorer.store.duckdb.engine`), sends it telemetry, write jobs and reads over a
 socketpair, and resolves each request's future when the answer comes back — a telemetry append
 only after its transaction committed. Intake of telemetry is bounded by a count of items not yet
 committed (:class:`QueueFull` beyond it); the pipeline's own writes are never refused, because
@@ -31,7 +31,6 @@ from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.sizes import size_bytes
-from tracescorer.store import deliveries, keys, layout, monitors, ops, rows, wire
 from tracescorer.store.base import (
     AppendOutcome,
     DataError,
@@ -44,8 +43,9 @@ from tracescorer.store.base import (
     StoreError,
     TraceData,
 )
-from tracescorer.store.fresh import NewTraces
-from tracescorer.store.ipc import AsyncChannel, encode
+from tracescorer.store.duckdb import deliveries, keys, layout, monitors, ops, rows, wire
+from tracescorer.store.duckdb.fresh import NewTraces
+from tracescorer.store.duckdb.ipc import AsyncChannel, encode
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
 
@@ -119,9 +119,9 @@ class DuckDBStore:
             results_delay_s=results_delay_s,
             settings=dict(duckdb_settings or {}),
         )
-        #: keys the tables' indexes may hold (:mod:`tracescorer.store.keys`)
+        #: keys the tables' indexes may hold (:mod:`tracescorer.store.duckdb.keys`)
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
-        #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.keys.plan_prune`)
+        #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.duckdb.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
         self._observer: CommitObserver = observer or _NullObserver()
         self._ids = itertools.count(1)
@@ -158,7 +158,7 @@ class DuckDBStore:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "tracescorer.store.engine",
+                "tracescorer.store.duckdb.engine",
                 "--fd",
                 str(child.fileno()),
                 "--options",
@@ -455,7 +455,7 @@ class DuckDBStore:
             runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations], decided=decided
         )
 
-    # --- export deliveries (tracescorer.store.deliveries) ------------------------------------------
+    # --- export deliveries (tracescorer.store.duckdb.deliveries) ------------------------------------------
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
         due, self._settled[sink] = await self.read(
@@ -477,7 +477,7 @@ class DuckDBStore:
     async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
         return await self.read(deliveries.states, sink)
 
-    # --- built-in monitors (tracescorer.store.monitors) ------------------------------------------
+    # --- built-in monitors (tracescorer.store.duckdb.monitors) ------------------------------------------
 
     async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]:
         return await self.read(monitors.load_states, list(monitor_ids))
@@ -516,8 +516,8 @@ def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
 
 def check_read_only(con: Any, sql: str) -> None:
     """Raise :class:`ReadOnlyViolation` unless ``sql`` is one SELECT over the database's own
-    tables (the guard of :mod:`tracescorer.store.readonly`)."""
-    from tracescorer.store import readonly
+    tables (the guard of :mod:`tracescorer.store.duckdb.readonly`)."""
+    from tracescorer.store.duckdb import readonly
 
     try:
         readonly.check_statement(con, sql)
@@ -528,8 +528,8 @@ def check_read_only(con: Any, sql: str) -> None:
 
 
 def run_read_query(con: Any, sql: str, *, max_rows: int, timeout_s: float) -> QueryResult:
-    """Validate and run a read statement (:func:`tracescorer.store.readonly.run_guarded`)."""
-    from tracescorer.store import readonly
+    """Validate and run a read statement (:func:`tracescorer.store.duckdb.readonly.run_guarded`)."""
+    from tracescorer.store.duckdb import readonly
 
     try:
         return readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=timeout_s)
@@ -541,7 +541,7 @@ def run_read_query(con: Any, sql: str, *, max_rows: int, timeout_s: float) -> Qu
 
 def open_read_only(path: str | Path) -> Any:
     """Open a database file read-only with the query lockdown (fails while a daemon holds it)."""
-    from tracescorer.store import readonly
+    from tracescorer.store.duckdb import readonly
 
     try:
         return readonly.connect(path)

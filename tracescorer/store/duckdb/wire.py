@@ -1,7 +1,7 @@
 """What the daemon and its store process agree on: request kinds, options, errors, the entry point.
 
 Kept free of heavy imports: the daemon imports this, only the store process imports DuckDB and
-Arrow (:mod:`tracescorer.store.engine`).
+Arrow (:mod:`tracescorer.store.duckdb.engine`).
 """
 
 from __future__ import annotations
