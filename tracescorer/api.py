@@ -25,7 +25,7 @@ from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
 from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.store.base import QueryResult, ReadOnlyViolation, Store, StoreError
+from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ class OpsApi:
     """
 
     def __init__(
-        self, store: Store, metrics: Metrics, *, metrics_token: str = "", readiness: Readiness | None = None
+        self, health: Health, metrics: Metrics, *, metrics_token: str = "", readiness: Readiness | None = None
     ) -> None:
-        self._store = store
+        self._health = health
         self._metrics = metrics
         self._metrics_token = metrics_token
         self._readiness = readiness or self.default_readiness
@@ -72,15 +72,13 @@ class OpsApi:
         ]
 
     def default_readiness(self) -> str | None:
-        """Not started or shutting down, the writer stopped, or the write queue is full."""
-        if not (self.ready and self._store.accepting):
+        """Not started, shutting down, or the store takes no writes."""
+        if not (self.ready and self._health.accepting):
             return "not started or shutting down"
-        if self._store.pending_items >= self._store.max_queue_items:
-            return "write queue full"
         return None
 
     async def healthz(self, request: web.Request) -> web.Response:
-        if self._store.accepting or not self.ready:
+        if self._health.accepting or not self.ready:
             return web.json_response({"status": "ok"})
         return web.json_response({"status": "writer stopped"}, status=503)
 
@@ -105,13 +103,13 @@ class ControlApi:
     """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
 
     def __init__(
-        self, store: Store, *, token: str, max_rows: int, timeout_s: float, runner: ScoringRunner | None = None
+        self, queries: QueryStore, *, token: str, max_rows: int, timeout_s: float, runner: ScoringRunner | None = None
     ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
-        self._store = store
+        self._queries = queries
         self._token = token
         self._max_rows = max_rows
         self._timeout_s = timeout_s
@@ -140,12 +138,19 @@ class ControlApi:
             payload = await request.json()
             sql = payload["sql"]
             max_rows = min(int(payload.get("max_rows", self._max_rows)), self._max_rows)
+            params = payload.get("params", [])
         except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": 'expected JSON {"sql": ..., "max_rows": n}'}, status=400)
+            return web.json_response(
+                {"error": 'expected JSON {"sql": ..., "max_rows": n, "params": [...]}'}, status=400
+            )
         if not isinstance(sql, str):
             return web.json_response({"error": "sql must be a string"}, status=400)
+        if not isinstance(params, list) or not all(p is None or isinstance(p, (str, int, float, bool)) for p in params):
+            return web.json_response(
+                {"error": "params must be a list of strings, numbers, booleans or null"}, status=400
+            )
         try:
-            result = await self._store.query(sql, max_rows=max(1, max_rows), timeout_s=self._timeout_s)
+            result = await self._queries.query(sql, max_rows=max(1, max_rows), timeout_s=self._timeout_s, params=params)
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
         except StoreError as exc:

@@ -1,17 +1,17 @@
-"""The daemon: builds every component from :class:`Settings`, starts and stops them in order.
+"""The daemon: builds every component from :class:`Settings` and wires them; starts and stops them in order.
 
-Components start on one :class:`contextlib.AsyncExitStack` in dependency order (store, export,
-monitors, scoring, assembly, receivers, ops API), so a failed start closes what had started, and
-the stop closes them in reverse. The whole stop is bounded by ``shutdown.grace_s``: each stage
-gets what is left of it (scoring drains until its share runs out, then cancels judge calls still
-running; their targets are scored after the next start).
+Components share one lifecycle (:mod:`tracescorer.lifecycle`) and start on one exit stack in
+dependency order — the store's parts, conversation idling, export, monitors, scoring, assembly,
+receivers, ops API — so a failed start stops what had started, and the stop runs in reverse. The
+whole stop is bounded by ``shutdown.grace_s``: each stage gets what is left of it, less what the
+store keeps to commit what was queued (scoring drains until its share runs out, then cancels
+judge calls still running; their targets are scored after the next start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 import secrets
@@ -21,32 +21,30 @@ import time
 from aiohttp import web
 
 from tracescorer import control
-from tracescorer.aio import cancel
+from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
-from tracescorer.assembly.idle import IdleConversations, LocalIdleConversations, SharedIdleConversations
+from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
+from tracescorer.lifecycle import Stages, seconds_left
 from tracescorer.listeners import HttpListener, bind_socket, server_ssl_context
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, ScoreMetrics
+from tracescorer.monitors.leader import LeadingMonitors
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.store.base import ResultsPruned, SharedCoordination
-from tracescorer.store.composite import CompositeStore
 from tracescorer.store.duckdb import layout
-from tracescorer.store.factory import build_store
-from tracescorer.store.postgres.leader import AdvisoryLeader
+from tracescorer.store.factory import build_stores
 
 log = logging.getLogger(__name__)
 
 MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
-MONITOR_LEADER_CHECK_S = 5.0
 
 
 def _local(host: str) -> str:
@@ -77,50 +75,56 @@ class App:
     """One daemon instance. ``await app.start()``, then ``await app.stop()`` (or ``run()``)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        s = settings
+        self.settings = s = settings
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
-        self.store = build_store(s, observer=self.metrics, owner=self.owner)
-        # postgres mode: several daemons coordinate through the shared store
-        self.coordination: SharedCoordination | None = self.store if isinstance(self.store, CompositeStore) else None
-        self.shared = self.coordination is not None
-        self._leader: AdvisoryLeader | None = None
+        self.stores = st = build_stores(s, self.metrics, owner=self.owner)
         self.ingestor = Ingestor(
-            self.store,
+            st.intake,
             self.metrics,
             retry_after_s=s.receiver.retry_after_s,
             max_inflight_bytes=s.receiver.max_inflight_bytes,
             max_requests=s.receiver.max_concurrent_requests,
         )
-        bound = build_bindings(s.scorers, s.judge)
-        self.conversations = self._build_idler(any(b.binding.scope == "conversation" for b in bound))
-        self.assembly = AssemblyStage(s.assembly, self.store, self.metrics, conversations=self.conversations)
-        self.ingestor.add_listener(self.assembly)
-        self.ingestor.add_backlog_check(
-            "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput
+        self.exporter = (
+            EvaluationExporter(st.deliveries, s.export, observer=self.metrics, owner=self.owner)
+            if s.export.enabled
+            else None
         )
-        self.exporter = self._build_exporter()
+        shared = st.coordination is not None
         self.runner = ScoringRunner(
-            bound,
-            self.store,
+            build_bindings(s.scorers, s.judge),
+            st.runs,
+            st.scores,
             self.metrics,
             s,
             listeners=[self.exporter] if self.exporter is not None else [],
-            rate=SharedRateLimiter(self.coordination, s.judge.requests_per_minute) if self.coordination else None,
-            shared_budget=self.shared,
+            rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
+            shared_budget=shared,
         )
+        needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
+        self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
+        self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
+        self.ingestor.add_listener(self.assembly)
         self.assembly.add_listener(self.runner)
-        self.assembly.set_conversation_sink(self.runner)
-        self.monitors = self._new_monitors()
-        self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
-        self.runner.add_score_listener(self.monitors)
+        self.ingestor.add_backlog_check(
+            "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput
+        )
         self.ingestor.add_backlog_check("scoring", self.runner.backlog, self.runner.pressure)
+        self.monitors: MonitorService | LeadingMonitors | None = None
+        if s.monitors:
+            self.monitors = (
+                LeadingMonitors(self._monitor_service, st.leadership("monitors"))  # one daemon of several runs them
+                if st.leadership is not None
+                else self._monitor_service()
+            )
+            self.runner.add_score_listener(self.monitors)
+        self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
-        self.ops = OpsApi(self.store, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
         self.control = ControlApi(
-            self.store,
+            st.queries,
             token=self.api_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
@@ -133,112 +137,69 @@ class App:
         self._site: web.BaseSite | None = None
         self.grpc_port = 0
         self.http_port = 0
-        self._stack: contextlib.AsyncExitStack | None = None
+        self._stages: Stages | None = None
         self._deadline = 0.0
         self._stopped = asyncio.Event()
 
-    def _build_exporter(self) -> EvaluationExporter | None:
-        if not self.settings.export.enabled:
-            return None
-        return EvaluationExporter(self.store, self.settings.export, observer=self.metrics, owner=self.owner)
-
-    def _new_monitors(self) -> MonitorService:
+    def _monitor_service(self) -> MonitorService:
         s = self.settings
         return MonitorService(
             s.monitors,
             [b.id for b in s.scorers],
-            self.store,
+            self.stores.monitors,
             self.metrics,
-            rebuild_interval_s=MONITOR_REBUILD_S if self.shared else None,
-        )
-
-    def _build_idler(self, needed: bool) -> IdleConversations | None:
-        if not needed:
-            return None
-        s = self.settings
-        if self.coordination is None:
-            return LocalIdleConversations(self.metrics, idle_s=s.assembly.conversation_idle_s)
-        pg = s.store.postgres
-        # claims in flight per daemon: enough to keep its judges busy, few enough to spread the work
-        in_flight = max(1, min(s.scoring.max_queue // 2, 4 * s.judge.max_concurrency))
-        return SharedIdleConversations(
-            self.coordination,
-            self.metrics,
-            idle_s=s.assembly.conversation_idle_s,
-            lease_s=pg.claim_lease_s,
-            interval_s=pg.claim_interval_s,
-            max_in_flight=in_flight,
-            max_age_s=s.scoring.recover_window_s,
+            rebuild_interval_s=MONITOR_REBUILD_S if self.stores.coordination is not None else None,
         )
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
         pipeline stage over its bound."""
-        failure = self.store.write_failure
+        failure = self.stores.health.write_failure
         if failure is not None:
             return f"store writes are failing: {failure}"
-        if self.store.pending_items >= self.store.max_queue_items:
+        intake = self.stores.intake
+        if intake.pending_items >= intake.max_queue_items:
             return "write queue full"
         return self.ingestor.over_bound()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def _left(self, reserve_s: float = 0.0) -> float:
-        """Seconds of the shutdown grace left after keeping ``reserve_s`` for later stages."""
-        return max(0.1, self._deadline - time.monotonic() - reserve_s)
-
     @property
     def _store_reserve_s(self) -> float:
+        """What the store keeps of the stop's deadline to commit what the stages queued."""
         return min(5.0, self.settings.shutdown.grace_s * 0.2)
 
     async def start(self) -> None:
-        """Start every component; on failure close what had started (then re-raise)."""
-        s = self.settings
-        stack = contextlib.AsyncExitStack()
-        self._deadline = time.monotonic() + s.shutdown.grace_s  # a failed start closes within the grace too
+        """Start every component; on failure stop what had started (then re-raise)."""
+        stages = Stages(lambda: self._deadline)
+        self._deadline = time.monotonic() + self.settings.shutdown.grace_s  # a failed start stops within the grace too
         try:
-            await self._start_on(stack)
+            await self._start_on(stages)
         except BaseException:
-            self._deadline = time.monotonic() + s.shutdown.grace_s
-            await stack.aclose()
+            self._deadline = time.monotonic() + self.settings.shutdown.grace_s
+            await stages.aclose()
             raise
-        self._stack = stack
+        self._stages = stages
 
-    async def _start_on(self, stack: contextlib.AsyncExitStack) -> None:
-        s = self.settings
-        reserve = self._store_reserve_s
-        await self.store.open()
-        stack.push_async_callback(self._close_store)
-        self.metrics.track_queue(lambda: self.store.pending_items)
+    async def _start_on(self, stages: Stages) -> None:
+        s, st = self.settings, self.stores
+        stages.stack.callback(control.withdraw_serve_info, s.store.path)  # last thing at stop
+        for component in st.components:
+            await stages.enter(component)
+        self.metrics.track_queue(lambda: st.intake.pending_items)
         self.metrics.track_readiness(self.not_ready_reason)
         if s.store.path != ":memory:":
             self.metrics.track_db_size(layout.files(s.store.path))
+        reserve = self._store_reserve_s
         if self.conversations is not None:  # settles claims after scoring stopped, before the store closes
-            conversations = self.conversations
-            stack.push_async_callback(lambda: conversations.close(self._left(reserve)))
+            await stages.enter(self.conversations, reserve_s=reserve)
         if self.exporter is not None:
-            exporter = self.exporter
-            await exporter.start()
-            stack.push_async_callback(lambda: exporter.shutdown(min(s.export.timeout_s, self._left(reserve))))
-        if self.shared and s.monitors:  # one daemon of several runs the monitors
-            leading = asyncio.create_task(self._lead_monitors(), name="monitors-leader")
-            stack.push_async_callback(self._stop_leading, leading)
-        else:
-            await self.monitors.start()  # before the runner: its windows are rebuilt from the stored scores
-            stack.push_async_callback(
-                lambda: self.monitors.stop(min(s.scoring.shutdown_timeout_s, self._left(reserve)))
-            )
-        if any(b.uses_judge for b in self.runner.bindings):
-            # litellm's import and first-use set-up take seconds: in a worker thread, before the
-            # daemon says it is ready, never on the event loop
-            from tracescorer.scorers import judge
-
-            await asyncio.to_thread(judge.preload)
-        await self.runner.start()
-        stack.push_async_callback(self._stop_scoring)
-        await self.assembly.start()
-        stack.push_async_callback(self.assembly.stop)
-        await self._start_receivers(stack)
+            await stages.enter(self.exporter, reserve_s=reserve)
+        if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
+            await stages.enter(self.monitors, reserve_s=reserve)
+        await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
+        await stages.enter(self.assembly, reserve_s=reserve)
+        await self._start_receivers(stages.stack)
         if s.api.enabled:
             self._api = HttpListener(
                 self.control.app(),
@@ -248,23 +209,18 @@ class App:
                 ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file),
             )
             self.api_port = await self._api.start()
-            stack.push_async_callback(self._api.stop)
-        retention = asyncio.create_task(self._retention_loop(), name="retention")
-        budget = asyncio.create_task(self._index_budget_loop(), name="index-budget")
-        stack.push_async_callback(cancel, [retention, budget])
-        lag = asyncio.create_task(self._watch_loop_lag(), name="loop-lag")
-        stack.push_async_callback(cancel, [lag])
+            stages.stack.push_async_callback(self._api.stop)
+        await stages.enter(LoopLagWatch(self.metrics.loop_lag.observe))
         self.ops.ready = True
-        stack.callback(setattr, self.ops, "ready", False)
-        self._write_serve_info()
+        stages.stack.callback(setattr, self.ops, "ready", False)
+        self._publish_serve_info()
         log.info(
-            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s%s",
+            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, %s",
             self.grpc_port,
             self.http_port,
             s.api.host,
             self.api_port,
-            s.store.path,
-            " + PostgreSQL results" if self.shared else "",
+            st.description,
         )
         _log_bindings(self.runner)
 
@@ -290,7 +246,7 @@ class App:
         stack.callback(self.ingestor.stop_accepting)  # first thing at stop: new requests get 503
 
     def _receiver_grace(self) -> float:
-        return min(self.settings.receiver.request_timeout_s, self._left(self._store_reserve_s) / 4)
+        return min(self.settings.receiver.request_timeout_s, seconds_left(self._deadline, self._store_reserve_s) / 4)
 
     async def _start_http(self, stack: contextlib.AsyncExitStack) -> None:
         s = self.settings
@@ -318,12 +274,10 @@ class App:
         stack.push_async_callback(self._site.stop)
         self.http_port = sock.getsockname()[1]
 
-    def _write_serve_info(self) -> None:
+    def _publish_serve_info(self) -> None:
         s = self.settings
-        if s.store.path == ":memory:":
-            return
         scheme = "https" if s.receiver.tls.enabled else "http"
-        control.write_serve_info(
+        control.publish_serve_info(
             s.store.path,
             control.ServeInfo(
                 pid=os.getpid(),
@@ -335,123 +289,20 @@ class App:
             ),
         )
 
-    async def _lead_monitors(self) -> None:
-        """postgres mode: run the monitors while this daemon holds the ``monitors`` advisory lock."""
-        pg = self.settings.store.postgres
-        self._leader = AdvisoryLeader(pg.dsn, "monitors", connect_timeout_s=pg.connect_timeout_s)
-        while True:
-            try:
-                if not self._leader.leading:
-                    if await self._leader.try_acquire():
-                        self.monitors = self._new_monitors()
-                        await self.monitors.start()
-                        log.info("this daemon runs the monitors (it holds their PostgreSQL advisory lock)")
-                elif not await self._leader.held():
-                    log.error("lost the monitors' advisory lock (PostgreSQL connection); another daemon takes over")
-                    await self.monitors.stop(5.0)
-            except Exception:  # try again next round
-                log.exception("monitor leadership check failed")
-            await asyncio.sleep(MONITOR_LEADER_CHECK_S)
-
-    async def _stop_leading(self, task: asyncio.Task[None]) -> None:
-        await cancel([task])
-        leader = self._leader
-        if leader is not None and leader.leading:
-            await self.monitors.stop(min(self.settings.scoring.shutdown_timeout_s, self._left(self._store_reserve_s)))
-            await leader.release()
-
-    async def _stop_scoring(self) -> None:
-        s = self.settings
-        # what scoring may take: the grace minus the store's reserve and a little for export and claims
-        budget = min(s.scoring.shutdown_timeout_s, self._left(self._store_reserve_s + 1.0))
-        if not await self.runner.shutdown(budget):
-            log.warning("scoring stopped with work abandoned: those targets are scored after the next start")
-
-    async def _close_store(self) -> None:
-        ok = await self.store.close(self._left())
-        if self.settings.store.path != ":memory:":
-            control.remove_serve_info(self.settings.store.path)
-        log.info("tracescorer stopped%s", "" if ok else " (writer did not drain)")
-
-    async def _watch_loop_lag(self, interval_s: float = 0.1) -> None:
-        """How late the event loop runs a timer: the ``tracescorer_event_loop_lag_seconds`` histogram
-        (anything blocking the loop shows here, and in every request's latency)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + interval_s
-            await asyncio.sleep(interval_s)
-            self.metrics.loop_lag.observe(max(0.0, loop.time() - due))
-
-    async def _retention_loop(self) -> None:
-        """Delete span-log rows received more than ``store.retention_days`` ago (and their assembly
-        records), and results last written more than ``store.results_retention_days`` ago. Span-log
-        age counts from ``received_at``: replayed captures and clients with skewed clocks would
-        otherwise be deleted on arrival."""
-        s = self.settings.store
-        while True:
-            try:
-                now = dt.datetime.now(dt.UTC)
-                self._count_deleted(await self.store.prune_span_log(now - dt.timedelta(days=s.retention_days)))
-                if s.results_retention_days is not None:
-                    self._count_pruned(
-                        await self.store.prune_results(now - dt.timedelta(days=s.results_retention_days))
-                    )
-            except Exception as exc:  # noqa: BLE001 - retention must never stop the daemon
-                log.warning("retention pass failed: %s", exc)
-            await asyncio.sleep(s.retention_interval_s)
-
-    async def _index_budget_loop(self) -> None:
-        """Keep the results' key indexes within ``store.index_memory_share`` of ``store.memory_limit``
-        (DuckDB holds them in memory; past ``memory_limit`` every write fails): the oldest results
-        are deleted, loudly."""
-        s = self.settings.store
-        while True:
-            await asyncio.sleep(s.index_check_interval_s)
-            try:
-                self._count_pruned(await self.store.prune_results(None))
-            except Exception as exc:  # noqa: BLE001 - must never stop the daemon
-                log.warning("index budget pass failed: %s", exc)
-
-    def _count_deleted(self, deleted: dict[str, int], *, quiet: bool = False) -> None:
-        for table, count in deleted.items():
-            self.metrics.retention_deleted.labels(table).inc(count)
-            if count and not quiet:
-                log.info("retention deleted %d rows from %s", count, table)
-
-    def _count_pruned(self, pruned: ResultsPruned) -> None:
-        if pruned.keys is not None:
-            self.metrics.index_keys.set(pruned.keys)
-        if pruned.index_bytes is not None:
-            self.metrics.index_bytes.set(pruned.index_bytes)
-        self._count_deleted(pruned.deleted, quiet=pruned.budget_cutoff is not None)  # the budget warns below, once
-        if pruned.budget_cutoff is None:
-            return
-        s = self.settings.store
-        log.warning(
-            "the store's key indexes held %d keys, over their budget of %d (store.index_memory_share %g of "
-            "store.memory_limit %s): deleted the results written before %s (%s; in %d "
-            "transactions); raise store.memory_limit to keep more, or keep results in PostgreSQL",
-            pruned.keys,
-            pruned.max_keys,
-            s.index_memory_share,
-            s.memory_limit,
-            pruned.budget_cutoff.isoformat(timespec="seconds"),
-            ", ".join(f"{table} {n}" for table, n in pruned.deleted.items() if n) or "nothing",
-            pruned.transactions,
-        )
-
     async def stop(self) -> None:
         """Stop intake, finish in-flight requests, score and export what time allows, commit what
         was queued, close the store: all within ``shutdown.grace_s``."""
-        if self._stopped.is_set() or self._stack is None:
+        if self._stopped.is_set() or self._stages is None:
             return
         self._stopped.set()
         started = time.monotonic()
         self._deadline = started + self.settings.shutdown.grace_s
-        stack, self._stack = self._stack, None
-        await stack.aclose()
+        stages, self._stages = self._stages, None
+        await stages.aclose()
         log.info(
-            "shutdown took %.1fs (shutdown.grace_s %gs)", time.monotonic() - started, self.settings.shutdown.grace_s
+            "tracescorer stopped; shutdown took %.1fs (shutdown.grace_s %gs)",
+            time.monotonic() - started,
+            self.settings.shutdown.grace_s,
         )
 
     async def run(self) -> None:

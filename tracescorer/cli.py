@@ -49,7 +49,7 @@ def serve(config_path: str | None) -> None:
         ) from None
     from tracescorer.app import App
     from tracescorer.scoring.bindings import BindingError
-    from tracescorer.store.base import StoreError
+    from tracescorer.store.api import StoreError
 
     # The DuckDB writer thread needs the GIL briefly before and after each statement; with the
     # default 5 ms switch interval it waits behind the event loop's decoding and group commits

@@ -17,6 +17,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,9 +122,15 @@ class DaemonUnreachable(RemoteQueryError):
     """The daemon in the state file does not answer; the message says what to do."""
 
 
-def remote_query(info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0) -> dict[str, Any]:
-    """Run a read-only query through the daemon; returns ``{columns, types, rows, truncated}``."""
-    return call_daemon(info, "POST", QUERY_PATH, {"sql": sql, "max_rows": max_rows}, timeout_s=timeout_s)
+def remote_query(
+    info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0, params: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """Run a read-only query (``?`` parameters: JSON scalars) through the daemon; returns
+    ``{columns, types, rows, truncated}``."""
+    payload: dict[str, Any] = {"sql": sql, "max_rows": max_rows}
+    if params:
+        payload["params"] = list(params)
+    return call_daemon(info, "POST", QUERY_PATH, payload, timeout_s=timeout_s)
 
 
 def call_daemon(
@@ -179,3 +186,15 @@ def call_daemon(
                 f"at {info.api_url}: {reason}. If it is starting or busy, try again; if that process is not "
                 "tracescorer, delete the state file"
             ) from None
+
+
+def publish_serve_info(db_path: str, info: ServeInfo) -> None:
+    """Write the state file unless the database is in memory (nothing could read it)."""
+    if db_path != ":memory:":
+        write_serve_info(db_path, info)
+
+
+def withdraw_serve_info(db_path: str) -> None:
+    """Remove the state file (at the very end of a stop: read commands go through the daemon until then)."""
+    if db_path != ":memory:":
+        remove_serve_info(db_path)

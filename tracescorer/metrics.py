@@ -299,6 +299,16 @@ class Metrics:
     def on_error(self, error: BaseException) -> None:
         self.write_errors.inc()
 
+    # MaintenanceObserver (the store's retention and index budget passes)
+    def on_retention(self, table: str, rows: int) -> None:
+        self.retention_deleted.labels(table).inc(rows)
+
+    def on_index_budget(self, keys: int | None, index_bytes: int | None) -> None:
+        if keys is not None:
+            self.index_keys.set(keys)
+        if index_bytes is not None:
+            self.index_bytes.set(index_bytes)
+
     # ExportObserver (tracescorer.export.exporter)
     def on_export(self, outcome: object, count: int, seconds: float) -> None:
         self.exports.labels(str(getattr(outcome, "value", outcome))).inc(count)

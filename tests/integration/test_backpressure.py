@@ -112,7 +112,9 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
         gated.GATE.set()
         # every acknowledged trace is assembled and scored once the stage drains; none was shed
         await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
-        assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+        assert (
+            await scalar(app.stores.queries, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+        )
         await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready again")
 
 
@@ -144,7 +146,9 @@ async def test_a_stage_short_of_its_bound_sheds_a_share_of_requests_at_both_rece
         assert 'bound="scoring"' in app.metrics.render().decode()
         gated.GATE.set()
         await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
-        assert await scalar(app.store, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+        assert (
+            await scalar(app.stores.queries, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
+        )
 
 
 async def test_assembly_reports_what_it_takes_in_for_admission(tmp_path):
@@ -165,7 +169,7 @@ async def test_assembly_reports_what_it_takes_in_for_admission(tmp_path):
 
 async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bodies_are_read(tmp_path):
     settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 2, "retry_after_s": 1})
-    async with running_app(settings) as app, WriterGate(app.store, tmp_path) as gate:
+    async with running_app(settings) as app, WriterGate(app.stores.intake, tmp_path) as gate:
         # one request at each receiver waits for the held writer: that is every place there is
         held = [
             asyncio.create_task(asyncio.to_thread(_post_http, app.http_port, _agent_trace(1))),
@@ -185,7 +189,7 @@ async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bod
         assert app.ingestor.inflight_bytes == 0
         assert await asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(4)) == grpc.StatusCode.OK
         assert await asyncio.to_thread(_post_http, app.http_port, _agent_trace(5)) == 200
-        assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 4
+        assert await scalar(app.stores.queries, "SELECT count(DISTINCT trace_id) FROM spans") == 4
 
 
 async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(tmp_path):
@@ -219,11 +223,11 @@ async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(t
             "loop_still_held": True,
             "first": grpc.StatusCode.OK,
         }
-        assert await scalar(app.store, "SELECT count(DISTINCT trace_id) FROM spans") == 1
+        assert await scalar(app.stores.queries, "SELECT count(DISTINCT trace_id) FROM spans") == 1
 
 
 async def _scored(app, n: int) -> bool:
-    return await scalar(app.store, "SELECT count(*) FROM scores WHERE status = 'ok'") == n
+    return await scalar(app.stores.queries, "SELECT count(*) FROM scores WHERE status = 'ok'") == n
 
 
 async def test_far_more_than_the_window_is_assembled_from_the_span_log(tmp_path):
@@ -236,12 +240,12 @@ async def test_far_more_than_the_window_is_assembled_from_the_span_log(tmp_path)
             assert app.assembly.buffer.stats.items_buffered <= 40
         await wait_for_async(lambda: _count(app, "runs", 600), 60, interval_s=0.2, what="600 runs")
         assert app.assembly.buffer.stats.traces_spilled > 500
-        assert await scalar(app.store, "SELECT count(*) FROM assembled_traces WHERE span_count = 4") == 600
-        assert await scalar(app.store, "SELECT count(DISTINCT input_messages) FROM runs") == 600
+        assert await scalar(app.stores.queries, "SELECT count(*) FROM assembled_traces WHERE span_count = 4") == 600
+        assert await scalar(app.stores.queries, "SELECT count(DISTINCT input_messages) FROM runs") == 600
 
 
 async def _count(app, table: str, n: int) -> bool:
-    return await scalar(app.store, f"SELECT count(*) FROM {table}") == n
+    return await scalar(app.stores.queries, f"SELECT count(*) FROM {table}") == n
 
 
 def test_the_on_disk_backlog_is_assembled_after_a_restart(tmp_path):

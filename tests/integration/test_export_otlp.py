@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,9 @@ def capture() -> Iterator[OtlpCapture]:
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[DuckDBStore]:
     db = DuckDBStore(tmp_path / "x.duckdb")
-    await db.open()
+    await db.start()
     yield db
-    await db.close()
+    await db.stop()
 
 
 class Outcomes:
@@ -93,7 +94,7 @@ async def make_exporter(store: DuckDBStore, capture: OtlpCapture) -> AsyncIterat
 
     yield make
     for ex in made:
-        await ex.shutdown(5)
+        await ex.stop(time.monotonic() + 5)
 
 
 def by_score(spans: Sequence[CapturedSpan]) -> dict[str, CapturedSpan]:
@@ -442,7 +443,7 @@ async def test_a_sink_that_raises_does_not_raise_into_the_caller(store: DuckDBSt
     assert outcomes.count("failed") == 1
     state = (await delivery_states(store))[(row["id"], "otlp")]
     assert state["status"] == "pending" and "exporter exploded" in state["last_error"]
-    await exporter.shutdown(1)  # the drain at shutdown fails too; still no exception
+    await exporter.stop(time.monotonic() + 1)  # the drain at shutdown fails too; still no exception
     assert tap.shutdowns == 1
 
 
@@ -508,7 +509,7 @@ async def test_shutdown_drains_pending_then_exports_nothing(
     rows = [await insert_score(store) for _ in range(2)]
     exporter.notify(2)
 
-    assert await exporter.shutdown(5)
+    assert await exporter.stop(time.monotonic() + 5)
     assert {s.attributes["tracescorer.score.id"] for s in capture.spans()} == {r["id"] for r in rows}
     assert tap.shutdowns == 1
     requests = len(capture.exports)
@@ -517,7 +518,7 @@ async def test_shutdown_drains_pending_then_exports_nothing(
     exporter.notify(1000)
     await exporter.start()
     assert not await exporter.force_flush(1)
-    assert await exporter.shutdown(1)  # idempotent
+    assert await exporter.stop(time.monotonic() + 1)  # idempotent
     assert len(capture.exports) == requests and tap.batches == [2]
     assert (late["id"], "otlp") not in await delivery_states(store)
     assert tap.shutdowns == 1
@@ -528,7 +529,7 @@ async def test_shutdown_before_start_still_drains(
 ) -> None:
     row = await insert_score(store)
     exporter = make_exporter()
-    assert await exporter.shutdown(5)
+    assert await exporter.stop(time.monotonic() + 5)
     [span] = capture.spans()
     assert span.attributes["tracescorer.score.id"] == row["id"]
 
@@ -546,7 +547,7 @@ async def test_disabled_export_builds_nothing_and_sends_nothing(
     await exporter.start()
     exporter.notify(1000)
     assert await exporter.force_flush(1)
-    assert await exporter.shutdown(1)
+    assert await exporter.stop(time.monotonic() + 1)
     assert capture.exports == []
 
 
@@ -577,7 +578,7 @@ async def test_the_form_without_sinks_is_one_otlp_sink_configured_from_otel_vari
         await exporter.start()
         assert await exporter.force_flush(5)
     finally:
-        await exporter.shutdown(5)
+        await exporter.stop(time.monotonic() + 5)
 
     [span] = capture.spans()
     assert span.transport == transport

@@ -3,6 +3,7 @@ servers implementing each backend's documented endpoints, with a real DuckDB fil
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from tracescorer.store.duckdb import DuckDBStore
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[DuckDBStore]:
     db = DuckDBStore(tmp_path / "x.duckdb")
-    await db.open()
+    await db.start()
     yield db
-    await db.close()
+    await db.stop()
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ async def make_exporter(store: DuckDBStore) -> AsyncIterator[Factory]:
 
     yield make
     for ex in made:
-        await ex.shutdown(5)
+        await ex.stop(time.monotonic() + 5)
 
 
 def px(phoenix: FakePhoenix, **extra: Any) -> dict[str, Any]:
@@ -248,7 +249,7 @@ async def test_phoenix_outage_is_retried_and_a_bad_key_fails_for_good(
         lambda: delivery_states(store, "phoenix"),
     )
     assert state[(row["id"], "phoenix")]["attempts"] == 3
-    await exporter.shutdown(5)
+    await exporter.stop(time.monotonic() + 5)
 
     other = await insert_score(store, run, scorer_id="tone")
     bad = make_exporter(px(phoenix, api_key="wrong"))

@@ -22,7 +22,7 @@ TRACE_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 async def _count(app):
-    return await scalar(app.store, "SELECT count(*) FROM spans")
+    return await scalar(app.stores.queries, "SELECT count(*) FROM spans")
 
 
 def _raw_export(port: int, body: bytes, metadata=()) -> tuple[grpc.StatusCode, bytes | None]:
@@ -130,10 +130,10 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
     settings = settings_for(tmp_path, receiver={"max_queue_items": 3, "retry_after_s": 1})
-    async with running_app(settings) as app, WriterGate(app.store, tmp_path) as gate:
+    async with running_app(settings) as app, WriterGate(app.stores.intake, tmp_path) as gate:
         # two spans wait for the held writer; two more would exceed the queue of 3
-        waiting = asyncio.create_task(app.store.append([_span("00000000000000b1"), _span("00000000000000b2")]))
-        await wait_for_async(lambda: app.store.pending_items == 2, what="two items queued")
+        waiting = asyncio.create_task(app.stores.intake.append([_span("00000000000000b1"), _span("00000000000000b2")]))
+        await wait_for_async(lambda: app.stores.intake.pending_items == 2, what="two items queued")
         # A raw request is refused with the retryable status and a retry hint.
         body = trace_request(
             [{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": TRACE_ID, "span_id": "00000000000000aa"}]
@@ -151,7 +151,7 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
                 ) as r,
             ):
                 assert r.status == 429 and r.headers["Retry-After"] == "1"
-        assert app.store.pending_items == 2
+        assert app.stores.intake.pending_items == 2
         # The SDK exporter honours the hint and succeeds once the writer is free again.
         exporter = span_exporter(
             transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"

@@ -40,7 +40,7 @@ ATTRS: dict[str, Any] = {
 
 
 async def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return await fetch(app.store, sql, *params)
+    return await fetch(app.stores.queries, sql, *params)
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])

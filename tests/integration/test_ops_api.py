@@ -94,7 +94,7 @@ async def _aget(url: str) -> tuple[int, str]:
 
 async def test_readyz_reports_the_providers_reason(tmp_path):
     store = DuckDBStore(tmp_path / "r.duckdb")
-    await store.open()
+    await store.start()
     reasons: list[str | None] = ["database writes are failing: disk full"]
     ops = OpsApi(store, Metrics(), readiness=lambda: reasons[0])
     ops.ready = True
@@ -120,4 +120,4 @@ async def test_readyz_reports_the_providers_reason(tmp_path):
         assert default.default_readiness() is None
     finally:
         await runner.cleanup()
-        await store.close()
+        await store.stop()

@@ -76,7 +76,7 @@ def _build(path: Path) -> None:
 
 async def _write(path: Path) -> None:
     store = DuckDBStore(path)
-    await store.open()
+    await store.start()
     runs = [
         _run(1, "c1", "first question", "first answer"),
         _run(2, "c1", "second question", "second answer"),
@@ -92,7 +92,7 @@ async def _write(path: Path) -> None:
     ]
     await store.upsert_runs(runs)
     await store.write_scores(scores, [])
-    await store.close()
+    await store.stop()
 
 
 def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):

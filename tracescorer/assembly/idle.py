@@ -26,9 +26,10 @@ from typing import Protocol
 
 from tracescorer.aio import cancel
 from tracescorer.assembly.conversations import ConversationTracker
+from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
-from tracescorer.store.base import ConversationClaim, SharedCoordination
+from tracescorer.store.api import ConversationClaim, Coordination
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +47,33 @@ class IdleConversations(Protocol):
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
         """Runs were stored (on the event loop; must not block)."""
 
-    async def start(self, sink: ConversationSink) -> None: ...
+    async def start(self) -> None:
+        """Start finding idle conversations and handing them to the sink."""
 
-    async def stop(self) -> None:
-        """Stop finding new idle conversations (those being scored go on)."""
-
-    async def close(self, timeout_s: float) -> None:
-        """After the sink stopped: settle what it was given (wait until the deadline, then give up)."""
+    async def stop(self, deadline: float) -> bool:
+        """Stop finding idle conversations; settle those handed to the sink (wait until
+        ``deadline``, monotonic seconds, then give up: they are due again). Stopped after the
+        sink, which refuses new conversations once it stops."""
 
 
 class _Base:
-    def __init__(self, metrics: Metrics, tick_s: float) -> None:
+    def __init__(self, sink: ConversationSink, metrics: Metrics, tick_s: float) -> None:
+        self._sink = sink
         self._metrics = metrics
         self._tick_s = tick_s
-        self._sink: ConversationSink | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._scoring: dict[asyncio.Task[bool], str] = {}
 
-    async def start(self, sink: ConversationSink) -> None:
-        self._sink = sink
+    async def start(self) -> None:
         self._loop_task = asyncio.create_task(self._loop(), name="conversations-idle")
 
-    async def stop(self) -> None:
+    async def stop(self, deadline: float) -> bool:
         await cancel([self._loop_task])
         self._loop_task = None
+        return await self._settle_all(deadline)
+
+    async def _settle_all(self, deadline: float) -> bool:
+        raise NotImplementedError
 
     async def _loop(self) -> None:
         failures = 0
@@ -90,7 +94,6 @@ class _Base:
         raise NotImplementedError
 
     def _score(self, conversation_id: str) -> asyncio.Task[bool]:
-        assert self._sink is not None
         task = asyncio.create_task(self._sink.conversation_idle(conversation_id), name="conversation-score")
         self._scoring[task] = conversation_id
         task.add_done_callback(self._on_task_done)
@@ -116,8 +119,10 @@ class _Base:
 class LocalIdleConversations(_Base):
     """One daemon: idle is measured in memory (see the module docstring)."""
 
-    def __init__(self, metrics: Metrics, *, idle_s: float, max_conversations: int = 100_000) -> None:
-        super().__init__(metrics, max(0.05, min(1.0, idle_s / 4)))
+    def __init__(
+        self, sink: ConversationSink, metrics: Metrics, *, idle_s: float, max_conversations: int = 100_000
+    ) -> None:
+        super().__init__(sink, metrics, max(0.05, min(1.0, idle_s / 4)))
         self.tracker = ConversationTracker(conversation_idle_s=idle_s, max_conversations=max_conversations)
 
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
@@ -129,8 +134,9 @@ class LocalIdleConversations(_Base):
             self._score(conversation.conversation_id)
         self._metrics.conversations_tracked.set(len(self.tracker))
 
-    async def close(self, timeout_s: float) -> None:
-        await self._wait_scoring(timeout_s)
+    async def _settle_all(self, deadline: float) -> bool:
+        await self._wait_scoring(deadline - time.monotonic())
+        return True
 
 
 class SharedIdleConversations(_Base):
@@ -138,7 +144,8 @@ class SharedIdleConversations(_Base):
 
     def __init__(
         self,
-        store: SharedCoordination,
+        sink: ConversationSink,
+        store: Coordination,
         metrics: Metrics,
         *,
         idle_s: float,
@@ -147,7 +154,7 @@ class SharedIdleConversations(_Base):
         max_in_flight: int,
         max_age_s: float,
     ) -> None:
-        super().__init__(metrics, interval_s)
+        super().__init__(sink, metrics, interval_s)
         self._store = store
         self._idle_s = idle_s
         self._lease_s = lease_s
@@ -224,8 +231,7 @@ class SharedIdleConversations(_Base):
                 self._metrics.conversation_claims.labels("lost").inc()
                 log.warning("conversation %s: claim lost (taken over after its lease ran out)", cid)
 
-    async def close(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    async def _settle_all(self, deadline: float) -> bool:
         await self._wait_scoring(max(0.0, deadline - time.monotonic() - 0.5))
         for cid in list(self._claims):  # never started (or their task vanished): due again at once
             self.settled(cid, False)
@@ -233,3 +239,30 @@ class SharedIdleConversations(_Base):
             await asyncio.wait_for(self._settle(), max(0.5, deadline - time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - the leases run out by themselves
             log.warning("could not release conversation claims (%s); they return when their lease runs out", exc)
+            return False
+        return True
+
+
+def build_idler(
+    sink: ConversationSink,
+    metrics: Metrics,
+    settings: Settings,
+    coordination: Coordination | None,
+) -> IdleConversations:
+    """One daemon measures idleness in memory; several claim idle conversations in the shared store."""
+    s = settings
+    if coordination is None:
+        return LocalIdleConversations(sink, metrics, idle_s=s.assembly.conversation_idle_s)
+    pg = s.store.postgres
+    # claims in flight per daemon: enough to keep its judges busy, few enough to spread the work
+    in_flight = max(1, min(s.scoring.max_queue // 2, 4 * s.judge.max_concurrency))
+    return SharedIdleConversations(
+        sink,
+        coordination,
+        metrics,
+        idle_s=s.assembly.conversation_idle_s,
+        lease_s=pg.claim_lease_s,
+        interval_s=pg.claim_interval_s,
+        max_in_flight=in_flight,
+        max_age_s=s.scoring.recover_window_s,
+    )

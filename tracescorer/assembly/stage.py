@@ -25,13 +25,13 @@ from typing import Protocol
 
 from tracescorer.aio import cancel
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
-from tracescorer.assembly.idle import ConversationSink, IdleConversations
+from tracescorer.assembly.idle import IdleConversations
 from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.records.scores import AssemblyRecord
-from tracescorer.store.base import Store, StoreError, write_narrowing
+from tracescorer.store.api import RunStore, SpanLog, StoreError, write_narrowing
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,16 @@ class AssemblyStage:
     def __init__(
         self,
         settings: AssemblySettings,
-        store: Store,
+        span_log: SpanLog,
+        runs: RunStore,
         metrics: Metrics,
         *,
         conversations: IdleConversations | None = None,
     ) -> None:
         self._settings = settings
-        self.conversations = conversations
-        self._conversation_sink: ConversationSink | None = None
-        self._store = store
+        self.conversations = conversations  # told about stored runs; started and stopped on its own
+        self._span_log = span_log
+        self._runs = runs
         self._metrics = metrics
         self.buffer = TraceBuffer(
             idle_s=settings.idle_s,
@@ -117,10 +118,6 @@ class AssemblyStage:
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
-
-    def set_conversation_sink(self, sink: ConversationSink) -> None:
-        """Who scores conversations once they are idle (the idler starts with the stage)."""
-        self._conversation_sink = sink
 
     # TelemetryListener
     def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None:
@@ -158,20 +155,18 @@ class AssemblyStage:
             samples.popleft()
 
     async def start(self) -> None:
-        if self.conversations is not None and self._conversation_sink is not None:
-            await self.conversations.start(self._conversation_sink)
         self._task = asyncio.create_task(self._loop(), name="assembly")
         self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
 
-    async def stop(self) -> None:
-        """Stop the timer and let runs already being written finish. Traces still tracked are not
-        assembled now: their items are in the span log, and the next start's recovery picks them
-        up (they have no assembly record)."""
+    async def stop(self, deadline: float) -> bool:
+        """Stop the timer and let runs already being written finish (until ``deadline``,
+        monotonic seconds). Traces still tracked are not assembled now: their items are in the
+        span log, and the next start's recovery picks them up (they have no assembly record)."""
         await cancel([self._recovery, self._task])
         if self._writes:
-            await asyncio.wait(list(self._writes))
-        if self.conversations is not None:
-            await self.conversations.stop()
+            _, left = await asyncio.wait(list(self._writes), timeout=max(0.1, deadline - time.monotonic()))
+            return not left
+        return True
 
     async def _loop(self) -> None:
         while True:
@@ -211,11 +206,11 @@ class AssemblyStage:
         late = [t.trace_id for t in traces if t.late]
         spilled = [t for t in traces if t.spilled and not t.late]
         if late:
-            for tid, data in (await self._store.load_traces(late)).items():
+            for tid, data in (await self._span_log.load_traces(late)).items():
                 out[tid] = (data.spans, data.logs)
         if spilled:
             bounds = (min(t.received[0] for t in spilled), max(t.received[1] for t in spilled))
-            for tid, data in (await self._store.load_traces([t.trace_id for t in spilled], received=bounds)).items():
+            for tid, data in (await self._span_log.load_traces([t.trace_id for t in spilled], received=bounds)).items():
                 out[tid] = (data.spans, data.logs)
         return out
 
@@ -226,7 +221,7 @@ class AssemblyStage:
         doubtful = [t.trace_id for t in traces if t.incomplete and not t.from_store]
         if not doubtful:
             return traces
-        known = await self._store.assembled_before(doubtful)
+        known = await self._span_log.assembled_before(doubtful)
         return [replace(t, late=True) if t.trace_id in known else t for t in traces]
 
     async def _assemble(self, traces: list[AssembledTrace]) -> bool:
@@ -294,12 +289,12 @@ class AssemblyStage:
         new = [] if retry else [r.trace.trace_id for r in results if not r.trace.late]
         # sent together: the store commits both in one group, in order
         await asyncio.gather(
-            self._store.upsert_runs(
+            self._runs.upsert_runs(
                 list(latest.values()),
                 replace_traces=[r.trace.trace_id for r in results if r.trace.from_store],
                 new_traces=new,
             ),
-            self._store.record_assembly([r.record() for r in results], new_traces=new),
+            self._span_log.record_assembly([r.record() for r in results], new_traces=new),
         )
 
     async def _refused(self, result: _Result, exc: Exception) -> None:
@@ -313,7 +308,9 @@ class AssemblyStage:
             exc,
         )
         self._metrics.traces_refused.inc()
-        await self._store.record_assembly([replace(result, runs=[], unmatched_reason=reason).record()], new_traces=[])
+        await self._span_log.record_assembly(
+            [replace(result, runs=[], unmatched_reason=reason).record()], new_traces=[]
+        )
 
     def _written(self, task: asyncio.Task[None]) -> None:
         traces = self._writes.pop(task, [])
@@ -358,7 +355,7 @@ class AssemblyStage:
         in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
         times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
         mark = min(times) if times else time.time()
-        await self._store.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC))
+        await self._span_log.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC))
 
     async def _recover(self) -> None:
         """Track the traces the span log holds that were never (fully) assembled; they complete
@@ -368,7 +365,7 @@ class AssemblyStage:
         batch = max(1, self.buffer.max_traces // 2)
         try:
             while True:
-                pending = await self._store.pending_traces(limit=batch)
+                pending = await self._span_log.pending_traces(limit=batch)
                 fresh = [p for p in pending if p[0] not in seen]
                 if not fresh:
                     break

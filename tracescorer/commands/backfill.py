@@ -63,29 +63,34 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
     from tracescorer.export.exporter import default_owner
+    from tracescorer.lifecycle import Stages
     from tracescorer.metrics import Metrics
     from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
     from tracescorer.scoring.bindings import BindingError, build_bindings
     from tracescorer.scoring.limits import SharedRateLimiter
     from tracescorer.scoring.runner import ScoringRunner
-    from tracescorer.store.base import StoreError
-    from tracescorer.store.factory import build_store
+    from tracescorer.store.api import StoreError
+    from tracescorer.store.factory import build_stores
 
     async def go() -> dict[str, Any]:
-        store = build_store(settings, owner=default_owner())
+        metrics = Metrics()
+        stores = build_stores(settings, metrics, owner=default_owner(), maintenance=False)
+        stages = Stages(lambda: time.monotonic() + 30.0)
         try:
-            await store.open()
+            for component in stores.components:
+                await stages.enter(component)
         except StoreError as exc:
+            await stages.aclose()
             raise click.ClickException(str(exc)) from None
-        shared = settings.store.backend == "postgres"
-        rate = SharedRateLimiter(store, settings.judge.requests_per_minute) if shared else None  # type: ignore[arg-type]
+        coordination = stores.coordination
         runner = ScoringRunner(
             build_bindings(settings.scorers, settings.judge),
-            store,
-            Metrics(),
+            stores.runs,
+            stores.scores,
+            metrics,
             settings,
-            rate=rate,
-            shared_budget=shared,
+            rate=SharedRateLimiter(coordination, settings.judge.requests_per_minute) if coordination else None,
+            shared_budget=coordination is not None,
         )
         await runner.start_workers()
         progress = BackfillProgress()
@@ -113,8 +118,8 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
             except BackfillError as exc:
                 progress.error = str(exc)
             finally:
-                await runner.shutdown(settings.scoring.shutdown_timeout_s)
-                await store.close()
+                await runner.stop(time.monotonic() + settings.scoring.shutdown_timeout_s)
+                await stages.aclose()
         return progress.to_json()
 
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -60,8 +61,8 @@ def row_limit(settings: Settings, requested: int | None) -> int:
     return min(requested or settings.store.query_max_rows, settings.store.query_max_rows)
 
 
-def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    """Run read-only SQL through the running daemon, or on the file when none runs.
+def run_query(settings: Settings, sql: str, max_rows: int, params: Sequence[Any] = ()) -> dict[str, Any]:
+    """Run read-only SQL (``?`` parameters) through the running daemon, or on the store when none runs.
 
     While the state file names a live daemon the query always goes through it (never the locked
     file). Returns ``{columns, types, rows, truncated}``.
@@ -74,7 +75,9 @@ def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
         info = control.read_serve_info(path)
         if info is not None:
             try:
-                return control.remote_query(info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10)
+                return control.remote_query(
+                    info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10, params=params
+                )
             except control.DaemonUnreachable as exc:
                 if control.read_serve_info(path) is None:
                     continue  # it stopped meanwhile: the file is free now
@@ -82,7 +85,7 @@ def run_query(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
             except control.RemoteQueryError as exc:
                 raise click.ClickException(str(exc)) from None
         try:
-            return _query_file(settings, sql, max_rows)
+            return _query_offline(settings, sql, max_rows, params)
         except _Locked as exc:
             if time.monotonic() < deadline:
                 time.sleep(0.1)  # a daemon is starting: its state file appears in a moment
@@ -98,65 +101,22 @@ class _Locked(Exception):
     pass
 
 
-def _query_file(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    if settings.store.backend == "postgres":
-        return _query_postgres(settings, sql, max_rows)
-    return _query_duckdb(settings, sql, max_rows)
+def _query_offline(settings: Settings, sql: str, max_rows: int, params: Sequence[Any]) -> dict[str, Any]:
+    """No daemon: the query router of :func:`tracescorer.store.factory.build_offline_queries`."""
+    import asyncio
 
+    from tracescorer.store.api import StoreError, StoreLocked
+    from tracescorer.store.factory import build_offline_queries
 
-def _query_postgres(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    """postgres mode, no daemon: span-log tables from the DuckDB file, the rest from PostgreSQL."""
-    import duckdb
-    import psycopg
-
-    from tracescorer.config import mask_dsn
-    from tracescorer.store.composite import classify
-    from tracescorer.store.postgres import query as pg_query
-
-    parser = duckdb.connect()  # DuckDB's parser for the statement guard; no database
+    queries = build_offline_queries(settings)
     try:
-        where, why = classify(parser, sql)
-    finally:
-        parser.close()
-    if where in ("refused", "error"):
-        raise click.ClickException(why or "refused")
-    if where == pg_query.SPAN_LOG:
-        return _query_duckdb(settings, sql, max_rows)
-    pg = settings.store.postgres
-    try:
-        result = pg_query.query_sync(
-            pg.dsn,
-            sql,
-            schema=pg.schema_name,
-            role=pg.query_role or None,
-            max_rows=max_rows,
-            timeout_s=settings.store.query_timeout_s,
-            connect_timeout_s=pg.connect_timeout_s,
+        result = asyncio.run(
+            queries.query(sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=params)
         )
-    except psycopg.errors.QueryCanceled:
-        raise click.ClickException(f"query timed out after {settings.store.query_timeout_s:g}s") from None
-    except psycopg.OperationalError as exc:
-        raise click.ClickException(f"cannot query PostgreSQL {mask_dsn(pg.dsn)}: {str(exc).strip()}") from None
-    except psycopg.Error as exc:
-        raise click.ClickException(f"query failed: {str(exc).strip()}") from None
-    return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
-
-
-def _query_duckdb(settings: Settings, sql: str, max_rows: int) -> dict[str, Any]:
-    from tracescorer.store.duckdb import readonly
-
-    try:
-        con = readonly.connect(settings.store.path)
-    except readonly.QueryError as exc:
-        if "lock" in str(exc).lower():
-            raise _Locked(str(exc)) from None
+    except StoreLocked as exc:
+        raise _Locked(str(exc)) from None
+    except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    try:
-        result = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s)
-    except readonly.QueryError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        con.close()
     return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
 
 

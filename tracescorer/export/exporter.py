@@ -31,9 +31,10 @@ from typing import Any, Literal, Protocol
 from tracescorer.config import ExportSettings
 from tracescorer.export.sink import ExportResult, ItemResult
 from tracescorer.export.sinks import NamedSink, build_sinks, describe
+from tracescorer.lifecycle import seconds_left
 from tracescorer.records import deliveries
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
-from tracescorer.store.base import Store
+from tracescorer.store.api import DeliveryStore
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class EvaluationExporter:
 
     def __init__(
         self,
-        store: Store,
+        store: DeliveryStore,
         settings: ExportSettings,
         *,
         sinks: Sequence[NamedSink] | None = None,
@@ -145,8 +146,9 @@ class EvaluationExporter:
         results = await asyncio.gather(*(w.flush(timeout_s, ignore_backoff=True) for w in self._workers))
         return all(results)
 
-    async def shutdown(self, timeout_s: float = 30.0) -> bool:
-        """Stop intake, export what is due until the deadline, then shut every sink down.
+    async def stop(self, deadline: float) -> bool:
+        """Stop intake, export what is due until ``deadline`` (monotonic seconds; at most
+        ``export.timeout_s`` from now), then shut every sink down.
 
         Returns whether nothing due was left. Whatever is left stays in the database for the
         next start. Idempotent.
@@ -154,6 +156,7 @@ class EvaluationExporter:
         if not self._workers or self.stopped:
             return True
         self.stopped = True
+        timeout_s = min(self.settings.timeout_s, seconds_left(deadline))
         results = await asyncio.gather(*(w.shutdown(timeout_s) for w in self._workers))
         return all(results)
 

@@ -40,7 +40,7 @@ from tracescorer.monitors.notify import Delivery, Dispatcher
 from tracescorer.monitors.window import MAX_EXAMPLES, Window
 from tracescorer.records.monitors import STATES, MonitorEvent, MonitorState, NotificationKind, Sample, WindowSpec
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.store.base import Store
+from tracescorer.store.api import MonitorStore
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class MonitorService:
         self,
         monitors: Sequence[MonitorSettings],
         scorer_ids: Sequence[str],
-        store: Store,
+        store: MonitorStore,
         metrics: Metrics,
         *,
         clock: Callable[[], float] = time.time,
@@ -165,12 +165,12 @@ class MonitorService:
             self._windows[index].add_example(sample)
         self._rebuilt_at = time.monotonic()
 
-    async def stop(self, timeout_s: float) -> None:
-        """Stop the timer, send queued notifications until the deadline, store the states."""
+    async def stop(self, deadline: float) -> bool:
+        """Stop the timer, send queued notifications until ``deadline`` (monotonic seconds), store
+        the states; whether every notification was sent."""
         if not self._running:
-            return
+            return True
         self._running = False
-        deadline = time.monotonic() + timeout_s
         await cancel([self._task])
         abandoned = await self._dispatcher.shutdown(max(0.0, deadline - time.monotonic()))
         if abandoned:
@@ -181,6 +181,7 @@ class MonitorService:
         self._persist(self._clock(), force=True)
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=max(0.1, deadline - time.monotonic()))
+        return not abandoned
 
     # --- intake ---------------------------------------------------------------------------------
 
@@ -350,7 +351,7 @@ class MonitorService:
     # --- persistence ----------------------------------------------------------------------------
 
     def _persist(self, now: float, *, force: bool = False) -> None:
-        """Store changed states and new events now; value-only changes at most every interval."""
+        """MonitorStore changed states and new events now; value-only changes at most every interval."""
         due = force or now - self._last_persist >= self._persist_interval_s
         indexes = self._changed | (self._stale if due else set())
         if not indexes and not self._events:

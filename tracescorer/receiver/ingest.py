@@ -35,7 +35,7 @@ from typing import Protocol
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
 from tracescorer.receiver import decode
-from tracescorer.store.base import AppendOutcome, QueueFull, SpanLog, StoreClosed, StoreError
+from tracescorer.store.api import AppendOutcome, Intake, QueueFull, StoreClosed, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ _DECODERS: dict[tuple[Signal, Encoding], Callable[[bytes], decode.DecodedTraces 
 class Ingestor:
     def __init__(
         self,
-        store: SpanLog,
+        store: Intake,
         metrics: Metrics,
         *,
         retry_after_s: int = 1,

@@ -19,7 +19,7 @@ from tracescorer.scoring.decider import decide
 from tracescorer.scoring.filters import RunFilter
 from tracescorer.scoring.runner import Decision, ScoringRunner
 from tracescorer.scoring.targets import Target, conversation_target, run_target
-from tracescorer.store.base import Store
+from tracescorer.store.api import RunStore
 
 BATCH = 200
 
@@ -57,7 +57,7 @@ class BackfillProgress:
         }
 
 
-async def _load_targets(store: Store, scope: str, ids: list[str]) -> list[Target]:
+async def _load_targets(store: RunStore, scope: str, ids: list[str]) -> list[Target]:
     if scope == "run":
         return [run_target(run) for run in await store.load_runs(ids)]
     out = []
@@ -86,7 +86,7 @@ async def run_backfill(
         raise BackfillError(f"invalid --filter: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
     extra_check = (lambda t: extra.check(t.subject)) if extra is not None else None
     scope = bound.binding.scope
-    store = runner.store
+    store = runner.runs
     ids = await store.target_ids(scope, since=request.since, until=request.until)
     progress.total = len(ids)
     spent_before = runner.budget.spent_usd

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from tracescorer.aio import cancel
 from tracescorer.config import Settings
+from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
@@ -39,7 +40,7 @@ from tracescorer.scoring.pool import WorkerPool
 from tracescorer.scoring.records import decision_detail, decision_record, score_record
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
-from tracescorer.store.base import Store
+from tracescorer.store.api import RunStore, ScoreStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ class ScoringRunner:
     def __init__(
         self,
         bound: Sequence[BoundScorer],
-        store: Store,
+        runs: RunStore,
+        scores: ScoreStore,
         metrics: Metrics,
         settings: Settings,
         *,
@@ -93,14 +95,15 @@ class ScoringRunner:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
-        self._store = store
+        self._runs = runs
+        self._scores = scores
         self._metrics = metrics
         self._settings = settings
         judge, scoring = settings.judge, settings.scoring
         self.rate: Limiter = rate or RateLimiter(judge.requests_per_minute)
         self.budget = DailyBudget(judge.daily_budget_usd)
         self._shared_budget = shared_budget
-        self.writer = ScoreWriter(store, listeners, refused=metrics.score_rows_refused)
+        self.writer = ScoreWriter(scores, listeners, refused=metrics.score_rows_refused)
         self._judge = WorkerPool(
             "judge", workers=judge.max_concurrency, max_queue=scoring.max_queue, handle=self._run_task
         )
@@ -113,8 +116,9 @@ class ScoringRunner:
         self.writer.listeners.append(listener)
 
     @property
-    def store(self) -> Store:
-        return self._store
+    def runs(self) -> RunStore:
+        """Where the targets come from (backfills load theirs through it)."""
+        return self._runs
 
     @property
     def bindings(self) -> list[BoundScorer]:
@@ -151,6 +155,12 @@ class ScoringRunner:
 
     async def start(self) -> None:
         """Start the workers, the writer and recovery of recent targets left without a decision."""
+        if any(b.uses_judge for b in self._bound):
+            # litellm's import and first-use set-up take seconds: in a worker thread, before the
+            # daemon says it is ready, never on the event loop
+            from tracescorer.scorers import judge
+
+            await asyncio.to_thread(judge.preload)
         await self.start_workers()
         if self._bound:
             self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
@@ -160,7 +170,7 @@ class ScoringRunner:
     async def start_workers(self) -> None:
         """Only the workers and the writer (a one-off backfill needs no recovery)."""
         self.budget = DailyBudget(
-            self._settings.judge.daily_budget_usd, spent_today_usd=await self._store.spent_today_usd()
+            self._settings.judge.daily_budget_usd, spent_today_usd=await self._scores.spent_today_usd()
         )
         self.writer.start()
         self._judge.start()
@@ -169,11 +179,13 @@ class ScoringRunner:
         self._metrics.scoring_queue.labels("judge").set_function(self._judge.qsize)
         self._metrics.scoring_queue.labels("code").set_function(self._code.qsize)
 
-    async def shutdown(self, timeout_s: float) -> bool:
-        """Stop intake, let queued work finish until the deadline, cancel what still runs, store
-        what finished. True when nothing was abandoned; abandoned targets get no decision row,
-        so the next start's recovery scores them (within ``scoring.recover_window_s``)."""
+    async def stop(self, deadline: float) -> bool:
+        """Stop intake, let queued work finish until ``deadline`` (monotonic seconds; at most
+        ``scoring.shutdown_timeout_s`` from now), cancel what still runs, store what finished.
+        True when nothing was abandoned; abandoned targets get no decision row, so the next
+        start's recovery scores them (within ``scoring.recover_window_s``)."""
         self._accepting = False
+        timeout_s = min(self._settings.scoring.shutdown_timeout_s, seconds_left(deadline))
         deadline = time.monotonic() + timeout_s
         await cancel(self._tasks)
         self._tasks = []
@@ -191,6 +203,8 @@ class ScoringRunner:
                 self._metrics.scoring_abandoned.labels(pool.name).inc(len(left))
             abandoned += len(left)
         stored = await self.writer.close(max(0.1, deadline - time.monotonic()))
+        if abandoned:
+            log.warning("scoring stopped with work abandoned: those targets are scored after the next start")
         return stored and not abandoned
 
     # --- intake ---------------------------------------------------------------------------------
@@ -308,7 +322,7 @@ class ScoringRunner:
         bindings: Sequence[BoundScorer] | None = None,
     ) -> list[Decision | asyncio.Future[Decision]]:
         """Decide every conversation-scope binding for the stored conversation (all its runs)."""
-        conversation = await self._store.load_conversation(conversation_id)
+        conversation = await self._runs.load_conversation(conversation_id)
         if conversation is None:
             return []
         target = conversation_target(conversation)
@@ -336,7 +350,7 @@ class ScoringRunner:
         while True:
             await asyncio.sleep(BUDGET_SYNC_S)
             try:
-                self.budget.sync(await self._store.spent_today_usd() + self.writer.uncommitted_cost_usd)
+                self.budget.sync(await self._scores.spent_today_usd() + self.writer.uncommitted_cost_usd)
             except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
                 log.debug("budget sync failed: %s", exc)
 
@@ -347,7 +361,7 @@ class ScoringRunner:
         if window <= 0:
             return
         try:
-            pending = await self._store.unscored_recent(
+            pending = await self._scores.unscored_recent(
                 [b.binding.id for b in self._run_bindings],
                 window_s=window,
                 conversation_scorer_ids=[b.binding.id for b in self._conv_bindings],

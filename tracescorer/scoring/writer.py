@@ -23,7 +23,7 @@ from typing import Protocol
 from prometheus_client import Counter
 
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.store.base import REFUSED, ResultStore, write_narrowing
+from tracescorer.store.api import REFUSED, ScoreStore, write_narrowing
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,10 @@ class ScoreListener(Protocol):
 
 
 class ScoreWriter:
-    """Batches rows for :meth:`ResultStore.write_scores` (see the module docstring)."""
+    """Batches rows for :meth:`ScoreStore.write_scores` (see the module docstring)."""
 
     def __init__(
-        self, store: ResultStore, listeners: Sequence[ScoreListener] = (), *, refused: Counter | None = None
+        self, store: ScoreStore, listeners: Sequence[ScoreListener] = (), *, refused: Counter | None = None
     ) -> None:
         self._store = store
         self._refused = refused  # counts the score rows the store refused

@@ -1,22 +1,85 @@
-"""The store :class:`Settings` ask for: a DuckDB file, or a DuckDB span log with results in PostgreSQL."""
+"""The store parts :class:`Settings` ask for: a DuckDB file, or a DuckDB span log with results in PostgreSQL.
+
+:func:`build_stores` returns :class:`Stores`: one object per consumer protocol of
+:mod:`tracescorer.store.api` (several may be the same engine) and the components to start, in
+order. Nothing forwards calls: each stage is handed the engine that serves its part.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from tracescorer.store.duckdb import CommitObserver, DuckDBStore
+from tracescorer.config import mask_dsn
+from tracescorer.lifecycle import Component
+from tracescorer.store.api import (
+    Coordination,
+    DeliveryStore,
+    Health,
+    Intake,
+    Leadership,
+    MonitorStore,
+    QueryStore,
+    RunStore,
+    ScoreStore,
+    SpanLog,
+)
+from tracescorer.store.duckdb.process import CommitObserver
+from tracescorer.store.duckdb.store import DuckDBStore
+from tracescorer.store.maintenance import Maintenance, MaintenanceObserver
+from tracescorer.store.router import QueryRouter, Route, classify
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
-    from tracescorer.store.composite import CompositeStore
 
 
-def build_store(
-    settings: Settings, *, observer: CommitObserver | None = None, owner: str = ""
-) -> DuckDBStore | CompositeStore:
-    """A new (unopened) store; ``owner`` names this process in claims (postgres mode)."""
+class StoreObserver(CommitObserver, MaintenanceObserver, Protocol):
+    """What the store reports to (the daemon's metrics)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stores:
+    """The parts of the store a daemon hands its stages (see :mod:`tracescorer.store.api`)."""
+
+    intake: Intake
+    span_log: SpanLog
+    runs: RunStore
+    scores: ScoreStore
+    deliveries: DeliveryStore
+    monitors: MonitorStore
+    queries: QueryStore
+    health: Health
+    #: postgres mode: several daemons coordinate through the shared results
+    coordination: Coordination | None
+    #: postgres mode: one daemon of several runs a job (a lock per job name)
+    leadership: Callable[[str], Leadership] | None
+    #: started in this order, stopped in reverse
+    components: tuple[Component, ...]
+    #: for the start-up log line
+    description: str
+
+
+class _BothHealthy:
+    """Health of a span log and results in different engines: writes fail when either's do."""
+
+    def __init__(self, engines: Sequence[Health]) -> None:
+        self._engines = list(engines)
+
+    @property
+    def accepting(self) -> bool:
+        return all(e.accepting for e in self._engines)
+
+    @property
+    def write_failure(self) -> str | None:
+        return next((f for e in self._engines if (f := e.write_failure) is not None), None)
+
+
+def build_span_log(settings: Settings, observer: CommitObserver | None = None) -> DuckDBStore:
+    """The daemon's DuckDB file (the whole store in duckdb mode)."""
     s = settings.store
-    span_log = DuckDBStore(
+    return DuckDBStore(
         s.path,
         max_queue_items=settings.receiver.max_queue_items,
         max_batch_items=s.max_batch_items,
@@ -28,19 +91,94 @@ def build_store(
         results_delay_s=s.results_delay_s,
         index_memory_share=s.index_memory_share,
     )
+
+
+def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = "", maintenance: bool = True) -> Stores:
+    """New (unstarted) store parts; ``owner`` names this process in claims (postgres mode);
+    without ``maintenance`` (a one-off command) no retention passes run."""
+    s = settings.store
+    local = build_span_log(settings, observer)
     if s.backend == "duckdb":
-        return span_log
-    from tracescorer.store.composite import CompositeStore
+        return Stores(
+            intake=local,
+            span_log=local,
+            runs=local,
+            scores=local,
+            deliveries=local,
+            monitors=local,
+            queries=local,
+            health=local,
+            coordination=None,
+            leadership=None,
+            components=(local, Maintenance(s, local, [local], observer)) if maintenance else (local,),
+            description=f"store {s.path}",
+        )
+    from tracescorer.store.postgres.leader import AdvisoryLeader
     from tracescorer.store.postgres.store import PostgresResultStore
 
     pg = s.postgres
-    results = PostgresResultStore(
+    shared = PostgresResultStore(
         pg.dsn,
         schema=pg.schema_name,
         pool_min_size=pg.pool_min_size,
         pool_max_size=pg.pool_max_size,
         connect_timeout_s=pg.connect_timeout_s,
         query_role=pg.query_role or None,
+        identity=local.instance_id,
         owner=owner,
     )
-    return CompositeStore(span_log, results)
+
+    async def route(sql: str) -> Route:
+        return await local.read(classify, sql)  # DuckDB's parser lives in the store process
+
+    def leader(name: str) -> Leadership:
+        return AdvisoryLeader(pg.dsn, name, connect_timeout_s=pg.connect_timeout_s)
+
+    return Stores(
+        intake=local,
+        span_log=local,
+        runs=shared,
+        scores=shared,
+        deliveries=shared,
+        monitors=shared,
+        queries=QueryRouter(route, span_log=local, results=shared),
+        health=_BothHealthy([local, shared]),
+        coordination=shared,
+        leadership=leader,
+        # the span log first: it keeps the instance id the results store registers under
+        components=(local, shared, Maintenance(s, local, [shared], observer, budget_only=[local]))
+        if maintenance
+        else (local, shared),
+        description=f"span log {s.path}, results in PostgreSQL {mask_dsn(pg.dsn)} (schema {pg.schema_name})",
+    )
+
+
+def build_offline_queries(settings: Settings) -> QueryStore:
+    """The query path of a read command when no daemon serves the store: the DuckDB file opened
+    read-only per query, and in postgres mode PostgreSQL directly, routed as the daemon routes."""
+    from tracescorer.store.duckdb.readfile import ReadOnlyFile
+
+    file = ReadOnlyFile(settings.store.path)
+    if settings.store.backend == "duckdb":
+        return file
+    from tracescorer.store.postgres.query import DirectQueries
+
+    pg = settings.store.postgres
+    results = DirectQueries(
+        pg.dsn, schema=pg.schema_name, role=pg.query_role or None, connect_timeout_s=pg.connect_timeout_s
+    )
+
+    async def route(sql: str) -> Route:
+        return await asyncio.to_thread(_classify_here, sql)
+
+    return QueryRouter(route, span_log=file, results=results)
+
+
+def _classify_here(sql: str) -> Route:
+    import duckdb
+
+    parser = duckdb.connect()  # DuckDB's parser for the statement guard; no database
+    try:
+        return classify(parser, sql)
+    finally:
+        parser.close()

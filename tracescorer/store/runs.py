@@ -1,4 +1,4 @@
-"""AgentRun <-> ``runs`` table rows (plain data both ways; SQL text lives here too)."""
+"""AgentRun <-> ``runs`` table rows, for both engines (plain data both ways)."""
 
 from __future__ import annotations
 
@@ -6,29 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.model import AgentRun, Message, Part, ToolCall, nanos_to_rfc3339
-from tracescorer.store.duckdb.upsert import upsert
 from tracescorer.store.jsonvalue import dumps, loads
 from tracescorer.store.schema import RUN_COLUMNS
 
-_DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "updated_at")]
-_TIME_COLUMNS = ("started_at", "ended_at")
-
-
-def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool] | None = None) -> int:
-    """Insert or update :func:`run_to_row` rows by ``run_id`` (store side); ``new``: see
-    :func:`~tracescorer.store.duckdb.upsert.upsert`."""
-    return upsert(
-        con,
-        "runs",
-        _DATA_COLUMNS,
-        "run_id",
-        rows,
-        expressions=dict.fromkeys(_TIME_COLUMNS, "make_timestamp({})::TIMESTAMPTZ"),
-        stamps={"created_at": "now()", "updated_at": "now()"},
-        keep=("created_at",),
-        new=new,
-    )
-
+#: The run columns a writer sets (the store stamps ``created_at`` and ``updated_at``).
+DATA_COLUMNS = [name for name, _ in RUN_COLUMNS if name not in ("created_at", "updated_at")]
 
 RUN_SELECT = f"SELECT {', '.join(name for name, _ in RUN_COLUMNS)} FROM runs"
 
@@ -69,7 +51,7 @@ def run_to_row(run: AgentRun) -> list[Any]:
         "attributes": dumps(run.attributes),
         "incomplete": bool(run.attributes.get("tracescorer.incomplete", False)),
     }
-    return [values[c] for c in _DATA_COLUMNS]
+    return [values[c] for c in DATA_COLUMNS]
 
 
 def _part(d: dict[str, Any]) -> Part:
@@ -120,4 +102,4 @@ def run_from_row(row: Sequence[Any]) -> AgentRun:
     )
 
 
-__all__ = ["RUN_SELECT", "nanos_to_rfc3339", "run_from_row", "run_to_row", "upsert_run_rows"]
+__all__ = ["DATA_COLUMNS", "RUN_SELECT", "nanos_to_rfc3339", "run_from_row", "run_to_row"]

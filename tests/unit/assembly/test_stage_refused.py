@@ -17,7 +17,7 @@ from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
-from tracescorer.store.base import DataError
+from tracescorer.store.api import DataError
 from tracescorer.store.duckdb import DuckDBStore
 
 
@@ -50,13 +50,13 @@ class _Heard:
 
 async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_chunk_is_stored(tmp_path):
     real = DuckDBStore(tmp_path / "ts.duckdb")
-    await real.open()
+    await real.start()
     try:
         spans = [agent_root(i) for i in range(40)]
         poison = {spans[7].trace_id, spans[30].trace_id}
         store = _Refusing(real, poison)
         metrics = Metrics()
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, metrics)  # type: ignore[arg-type]
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, metrics)  # type: ignore[arg-type]
         heard = _Heard()
         stage.add_listener(heard)
         outcome = await real.append(spans)
@@ -82,17 +82,17 @@ async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_c
         assert len(stage.buffer) == 0
         assert await stage.flush() == 0 and store.refusals == refusals
     finally:
-        await real.close()
+        await real.stop()
 
 
 async def test_a_trace_whose_extraction_raises_is_recorded_and_the_rest_of_its_chunk_is_stored(tmp_path):
     real = DuckDBStore(tmp_path / "ts.duckdb")
-    await real.open()
+    await real.start()
     try:
         spans = [agent_root(i) for i in range(5)]
         # what only a bug lets through decoding: extraction meets a value it cannot read
         broken = dataclasses.replace(agent_root(9), attributes=None)  # type: ignore[arg-type]
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), real, Metrics())
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), real, real, Metrics())
         outcome = await real.append(spans)
         stage.on_committed([*spans, broken], [], (outcome.received_from, outcome.received_to))
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
@@ -104,4 +104,4 @@ async def test_a_trace_whose_extraction_raises_is_recorded_and_the_rest_of_its_c
         assert reason.startswith("extraction failed: TypeError")
         assert len(stage.buffer) == 0
     finally:
-        await real.close()
+        await real.stop()

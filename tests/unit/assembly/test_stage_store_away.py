@@ -13,7 +13,7 @@ from support.spans import agent_root
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
-from tracescorer.store.base import StoreClosed
+from tracescorer.store.api import StoreClosed
 from tracescorer.store.duckdb import DuckDBStore
 
 # what assembly asks of the store during a pass
@@ -44,10 +44,10 @@ class _Away:
 
 async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(tmp_path):
     real = DuckDBStore(tmp_path / "ts.duckdb")
-    await real.open()
+    await real.start()
     try:
         store = _Away(real)
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, Metrics())  # type: ignore[arg-type]
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, Metrics())  # type: ignore[arg-type]
         spans = [agent_root(i) for i in range(3)]
         outcome = await real.append(spans)
         stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
@@ -65,4 +65,4 @@ async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(
         assert await scalar(real, "SELECT count(*) FROM runs") == 3
         assert len(stage.buffer) == 0
     finally:
-        await real.close()
+        await real.stop()

@@ -16,10 +16,10 @@ from tracescorer.store.duckdb import DuckDBStore
 
 async def test_a_pass_over_many_traces_yields_between_slices(tmp_path):
     store = DuckDBStore(tmp_path / "ts.duckdb")
-    await store.open()
+    await store.start()
     try:
         metrics = Metrics()
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, metrics)
+        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, metrics)
         n = 4 * SLICE
         spans = [agent_root(i) for i in range(n)]
         outcome = await store.append(spans)  # the receiver's path: commit, then hand to assembly
@@ -37,4 +37,4 @@ async def test_a_pass_over_many_traces_yields_between_slices(tmp_path):
         assert seen and 0 < seen[0] < n  # a waiting callback ran after the first slice, not after all
         assert await scalar(store, "SELECT count(*) FROM runs") == n  # and every trace's run was stored
     finally:
-        await store.close()
+        await store.stop()

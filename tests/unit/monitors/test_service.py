@@ -90,9 +90,9 @@ def receiver():
 @pytest.fixture
 async def store(tmp_path):
     s = DuckDBStore(tmp_path / "m.duckdb")
-    await s.open()
+    await s.start()
     yield s
-    await s.close()
+    await s.stop()
 
 
 class Harness:
@@ -173,7 +173,7 @@ async def test_fires_once_after_min_samples_then_resolves(store, receiver):
         assert h.metric("tracescorer_monitor_state", monitor="support-quality", state="firing") == 0
         assert h.metric("tracescorer_monitor_samples", monitor="support-quality") == 35
     finally:
-        await h.service.stop(5)
+        await h.service.stop(time.monotonic() + 5)
     state = await h.rows("SELECT state, value, samples, pending FROM monitor_state")
     assert state == [("resolved", 0.8, 35, None)]
     events = [r[0] for r in await h.rows("SELECT event FROM monitor_events ORDER BY event_at, event")]
@@ -214,7 +214,7 @@ async def test_cooldown_suppresses_a_second_firing_until_it_passed(store, receiv
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved", "firing"]
     finally:
-        await h.service.stop(5)
+        await h.service.stop(time.monotonic() + 5)
     events = [r[0] for r in await h.rows("SELECT event FROM monitor_events ORDER BY event_at")]
     assert events.count("suppressed") == 1 and events.count("fired") == 3
 
@@ -227,7 +227,7 @@ async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(sto
     await first.commit(*(score("fail") for _ in range(5)), score("pass"), score(None, status="error"))
     await first.idle()
     assert len(receiver.at("/r")) == 1
-    await first.service.stop(5)
+    await first.service.stop(time.monotonic() + 5)
 
     second = Harness(store, [m], clock)
     await second.service.start()
@@ -244,7 +244,7 @@ async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(sto
         await second.idle()
         assert [r.body["status"] for r in receiver.at("/r")] == ["firing", "resolved"]
     finally:
-        await second.service.stop(5)
+        await second.service.stop(time.monotonic() + 5)
 
 
 async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, receiver):
@@ -256,7 +256,7 @@ async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, r
     await h.commit(*(score("fail", source="backfill") for _ in range(5)))  # history, not current quality
     await h.commit(score("fail", scorer="other"))  # not watched
     assert h.state().samples == 3
-    await h.service.stop(5)
+    await h.service.stop(time.monotonic() + 5)
     # an hour-old score is outside the window
     await store.write(
         store_ops.execute,
@@ -268,7 +268,7 @@ async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, r
     try:
         assert again.state().samples == 2 and again.state().value == pytest.approx(1.0)
     finally:
-        await again.service.stop(5)
+        await again.service.stop(time.monotonic() + 5)
 
 
 async def test_window_slides_and_an_empty_window_resolves(store, receiver):
@@ -297,7 +297,7 @@ async def test_window_slides_and_an_empty_window_resolves(store, receiver):
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/w")] == ["firing", "resolved"]
     finally:
-        await h.service.stop(5)
+        await h.service.stop(time.monotonic() + 5)
 
 
 async def test_count_and_error_rate_monitors(store, receiver):
@@ -316,7 +316,7 @@ async def test_count_and_error_rate_monitors(store, receiver):
         assert h.state("judge-errors").state == "firing" and h.state("judge-errors").value == pytest.approx(0.4)
         assert h.metric("tracescorer_monitor_value", monitor="judge-errors") == pytest.approx(0.4)
     finally:
-        await h.service.stop(5)
+        await h.service.stop(time.monotonic() + 5)
 
 
 async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
@@ -327,7 +327,7 @@ async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(s
     await first.service.start()
     await first.commit(score("fail"))
     assert first.state().pending == "firing"
-    await first.service.stop(0.2)  # the endpoint is still hanging: give up on it
+    await first.service.stop(time.monotonic() + 0.2)  # the endpoint is still hanging: give up on it
     assert await first.rows("SELECT state, pending FROM monitor_state") == [("firing", "firing")]
 
     second = Harness(store, [m], clock)
@@ -337,6 +337,6 @@ async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(s
         assert second.state().pending is None
         assert any(r.body["status"] == "firing" and r.status == 200 for r in receiver.at("/p"))
     finally:
-        await second.service.stop(5)
+        await second.service.stop(time.monotonic() + 5)
     assert await second.rows("SELECT pending FROM monitor_state") == [(None,)]
     assert await second.rows("SELECT count(*) FROM monitor_events WHERE event = 'notified'") == [(1,)]

@@ -8,6 +8,7 @@ scoring runner into a real DuckDB file (nothing personal may be stored with the 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -215,9 +216,9 @@ async def store(tmp_path: Path) -> AsyncIterator[Any]:
     from tracescorer.store.duckdb import DuckDBStore
 
     s = DuckDBStore(tmp_path / "pii.duckdb")
-    await s.open()
+    await s.start()
     yield s
-    await s.close()
+    await s.stop()
 
 
 async def test_no_stored_prompt_holds_the_original_pii(tmp_path: Path, store: Any, fake: FakeOpenAI) -> None:
@@ -259,10 +260,10 @@ async def test_no_stored_prompt_holds_the_original_pii(tmp_path: Path, store: An
         input_messages=(Message(role="user", content=user, parts=(Part(type="text", content=user),)),),
         output=(Message(role="assistant", content=answer, parts=(Part(type="text", content=answer),)),),
     )
-    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, store, Metrics(), settings)
     await runner.start()
     runner.on_runs([run])
-    await runner.shutdown(30)
+    await runner.stop(time.monotonic() + 30)
     rows = await fetch(
         store,
         "SELECT status, score, preprocess_prompt, analyze_prompt, generate_score_prompt, "

@@ -210,7 +210,7 @@ async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_a
     from tracescorer.store.duckdb import DuckDBStore
 
     store = DuckDBStore(tmp_path / "ts.duckdb")
-    await store.open()
+    await store.start()
     heard: list[ScoreRecord] = []
 
     class Listener:
@@ -245,7 +245,7 @@ async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_a
         assert sorted(s.id for s in heard) == sorted(rows)  # listeners hear of what was stored
         assert {s.status for s in heard if s.id in ("s7", "s23")} == {"error"}
     finally:
-        await store.close(5)
+        await store.stop(time.monotonic() + 5)
 
 
 async def test_shared_rate_limit_spans_daemons(pg_dsn):
@@ -253,7 +253,7 @@ async def test_shared_rate_limit_spans_daemons(pg_dsn):
 
     stores = [PostgresResultStore(pg_dsn, owner=o) for o in ("a", "b")]
     for s in stores:
-        await s.open()
+        await s.start()
     try:
         limiters = [SharedRateLimiter(s, 120) for s in stores]  # 2 a second shared, bucket of 120
         for i in range(120):
@@ -264,7 +264,7 @@ async def test_shared_rate_limit_spans_daemons(pg_dsn):
         assert time.monotonic() - t0 >= 0.5  # the bucket is shared: both waited for its refill
     finally:
         for s in stores:
-            await s.close()
+            await s.stop()
 
 
 @pytest.mark.parametrize("ok", [True])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from support.db import fetch
@@ -62,9 +63,9 @@ def exploding():  # a user scorer whose step raises: must become an error row, n
 @pytest.fixture
 async def store(tmp_path):
     s = DuckDBStore(tmp_path / "r.duckdb")
-    await s.open()
+    await s.start()
     yield s
-    await s.close()
+    await s.stop()
 
 
 async def _rows(store, sql):
@@ -73,10 +74,10 @@ async def _rows(store, sql):
 
 async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_path, store):
     settings = _settings(tmp_path, max_queue=2, workers=1)
-    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Metrics(), settings)
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, store, Metrics(), settings)
     await runner.start()
     runner.on_runs([_run(i) for i in range(6)])  # 12 targets into a queue of 2: the rest is rate_limited
-    await runner.shutdown(10)
+    await runner.stop(time.monotonic() + 10)
     decisions = dict(await _rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
     assert decisions.get("rate_limited", 0) >= 6
     assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent

@@ -11,7 +11,8 @@ import pytest
 
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.store.duckdb import deliveries, layout, migrations, ops
+from tracescorer.store.duckdb import deliveries, layout, migrations
+from tracescorer.store.duckdb import scores as duckdb_scores
 from tracescorer.store.scores import score_values
 
 N = deliveries.PAGE * 2 + 500  # three pages
@@ -37,7 +38,7 @@ def _score(i: int, score: float = 0.5) -> ScoreRecord:
 
 def _write(con, scores):
     con.execute("BEGIN")
-    ops.write_scores(con, [score_values(s) for s in scores], [], [False] * len(scores), [])
+    duckdb_scores.write_scores(con, [score_values(s) for s in scores], [], [False] * len(scores), [])
     con.execute("COMMIT")
 
 

@@ -16,8 +16,9 @@ from support.db import fetch, scalar
 
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message, Span
-from tracescorer.store.base import ReadOnlyViolation
-from tracescorer.store.duckdb import DuckDBStore, layout, ops, readonly, wire
+from tracescorer.store.api import ReadOnlyViolation
+from tracescorer.store.duckdb import DuckDBStore, layout, readonly, spanlog, wire
+from tracescorer.store.duckdb import scores as duckdb_scores
 from tracescorer.store.duckdb.engine import Engine
 
 
@@ -65,7 +66,7 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
     # to the other span log, checkpoints the first, and so on
     metrics = Metrics()
     store = DuckDBStore(path, checkpoint_threshold="64KB", observer=metrics)
-    await store.open()
+    await store.start()
     batches = 0
     try:
 
@@ -82,7 +83,7 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
         assert await scalar(store, "SELECT count(*) FROM spans") == batches * 50
         assert await scalar(store, "SELECT count(DISTINCT span_id) FROM spans") == batches * 50
     finally:
-        await store.close()
+        await store.stop()
     # each checkpoint was reported with a later reply: operators see how long commits waited
     exposed = generate_latest(metrics.registry).decode()
     counted = [
@@ -94,13 +95,13 @@ async def test_appends_alternate_between_the_span_logs_as_they_checkpoint_and_no
     per_file = _rows_per_file(path)
     assert sum(per_file) == batches * 50 and min(per_file) > 0
     reopened = DuckDBStore(path)  # both files are read after a restart
-    await reopened.open()
+    await reopened.start()
     try:
         assert await scalar(reopened, "SELECT count(*) FROM spans") == batches * 50
         loaded = await reopened.load_traces([f"{0:032x}", f"{batches - 1:032x}"])
         assert [len(t.spans) for t in loaded.values()] == [50, 50]
     finally:
-        await reopened.close()
+        await reopened.stop()
 
 
 def test_a_database_from_before_the_split_is_read_as_it_is(tmp_path):
@@ -119,22 +120,22 @@ def test_a_database_from_before_the_split_is_read_as_it_is(tmp_path):
 
 async def test_query_path_refuses_the_span_log_catalogs_by_name(tmp_path):
     store = DuckDBStore(tmp_path / "q.duckdb")
-    await store.open()
+    await store.start()
     try:
         with pytest.raises(ReadOnlyViolation, match="only the database's own tables"):
             await fetch(store, f"SELECT * FROM {layout.SPAN_LOGS[0]}.spans")
     finally:
-        await store.close()
+        await store.stop()
 
 
 async def test_the_size_metric_counts_every_file_of_the_store(tmp_path):
     path = tmp_path / "m.duckdb"
     store = DuckDBStore(path)
-    await store.open()
+    await store.start()
     try:
         await store.append(_spans(1))
     finally:
-        await store.close()
+        await store.stop()
     metrics = Metrics()
     metrics.track_db_size(layout.files(path))
     line = next(
@@ -152,7 +153,7 @@ def test_a_checkpoint_goes_out_with_one_reply_of_a_group_commit():
     try:
         engine._checkpoint(layout.main_catalog(engine._con))
         for i in range(3):
-            engine.dispatch(i, wire.WRITE, (ops.write_scores, ([], [], [], [])))
+            engine.dispatch(i, wire.WRITE, (duckdb_scores.write_scores, ([], [], [], [])))
         engine._commit(engine._take(engine._stage) or [], engine._con)
     finally:
         engine._con.close()
@@ -165,13 +166,13 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
     main database's writes (the batch would fail and be retried job by job)."""
     engine = Engine(wire.EngineOptions(path=":memory:"), lambda *a: None)
     old = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    scores = (ops.write_scores, ([], [], [], []))
+    scores = (duckdb_scores.write_scores, ([], [], [], []))
     jobs = [
         scores,
         scores,
-        (ops.prune_spans, (layout.SPAN_LOGS[0], old)),
+        (spanlog.prune_spans, (layout.SPAN_LOGS[0], old)),
         scores,
-        (ops.prune_spans, (layout.SPAN_LOGS[1], old)),
+        (spanlog.prune_spans, (layout.SPAN_LOGS[1], old)),
         scores,
     ]
     for i, job in enumerate(jobs):
@@ -222,14 +223,14 @@ async def test_every_database_is_written_in_row_groups_of_the_layouts_size(tmp_p
     total = 2 * layout.ROW_GROUP_SIZE + 500
     for restart in range(2):  # and again after a restart, on the same files
         store = DuckDBStore(path)
-        await store.open()
+        await store.start()
         try:
             for first in range(restart * total, (restart + 1) * total, 2000):
                 n = min(2000, (restart + 1) * total - first)
                 await store.append(_spans(first, n))
                 await store.upsert_runs(_runs(first, n))
         finally:
-            await store.close()  # checkpoints every database
+            await store.stop()  # checkpoints every database
         con = duckdb.connect(str(path), read_only=True)
         try:
             layout.attach(con, path, read_only=True)
@@ -246,13 +247,13 @@ async def test_a_database_named_like_a_catalog_or_not_like_an_identifier_works_a
     path = tmp_path / f"{stem}.duckdb"
     for restart in range(2):
         store = DuckDBStore(path)
-        await store.open()
+        await store.start()
         try:
             await store.append(_spans(restart))
             await store.upsert_runs(_runs(restart, 1))
             assert await scalar(store, "SELECT count(*) FROM spans") == 50 * (restart + 1)
             assert await scalar(store, "SELECT count(*) FROM runs") == restart + 1
         finally:
-            await store.close()
+            await store.stop()
         # the close checkpointed every database: no write-ahead log is left to replay
         assert [p for p in layout.files(path) if p.endswith(".wal") and os.path.exists(p)] == []

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 from support.db import fetch
 
-from tracescorer.store.base import StoreError
+from tracescorer.store.api import StoreError
 from tracescorer.store.duckdb import DuckDBStore, layout, readonly
 from tracescorer.store.duckdb.migrations import MIGRATIONS, Migration, _span_logs, latest_version, migrate
 
@@ -49,7 +49,7 @@ async def test_first_release_database_opens_upgraded_with_its_rows(tmp_path):
     _v1_database(old)
     for path in (old, fresh):
         store = DuckDBStore(path)
-        await store.open()
+        await store.start()
         if path == old:
             assert await fetch(store, "SELECT agent_name FROM runs") == [("old-agent",)]
             assert await fetch(store, "SELECT score FROM scores") == [(0.5,)]
@@ -59,7 +59,7 @@ async def test_first_release_database_opens_upgraded_with_its_rows(tmp_path):
             # the span log moved to its own file, read through views of the same names
             assert await fetch(store, "SELECT name FROM spans ORDER BY span_id") == [("old-span",), ("old-child",)]
             assert await fetch(store, "SELECT body FROM log_records") == [('"old-log"',)]
-        await store.close()
+        await store.stop()
     assert _columns(old) == _columns(fresh)  # version 1 + every migration == the latest schema
     assert {"main.spans", "ts_spans_a.spans", "ts_spans_b.log_records"} <= set(_columns(fresh))
     for name, n in zip(layout.span_log_paths(old), (2, 0), strict=False):  # the first span log file has the rows
@@ -76,23 +76,23 @@ async def test_a_crash_between_the_span_log_copy_and_the_upgrade_copies_again_wi
     _span_logs(con)  # the copy committed; the main database was not upgraded (killed here)
     con.close()
     store = DuckDBStore(path)
-    await store.open()
+    await store.start()
     try:
         assert await fetch(store, "SELECT count(*) FROM spans") == [(2,)]
         assert await fetch(store, "SELECT count(*) FROM log_records") == [(1,)]
     finally:
-        await store.close()
+        await store.stop()
 
 
 async def test_a_database_whose_span_log_file_is_missing_is_refused_naming_it(tmp_path):
     path = tmp_path / "d.duckdb"
     store = DuckDBStore(path)
-    await store.open()
-    await store.close()
+    await store.start()
+    await store.stop()
     for name in layout.files(path)[4:]:  # the second span log and its WAL
         Path(name).unlink(missing_ok=True)
     with pytest.raises(StoreError, match=r"span log .*d\.spans-b\.duckdb.* is missing"):
-        await DuckDBStore(path).open()
+        await DuckDBStore(path).start()
     with pytest.raises(readonly.QueryError, match="is missing"):
         readonly.connect(path)
 
@@ -104,7 +104,7 @@ async def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
     con.execute("UPDATE schema_info SET value = '999' WHERE key = 'version'")
     con.close()
     with pytest.raises(StoreError, match="version 999, newer"):
-        await DuckDBStore(path).open()
+        await DuckDBStore(path).start()
 
 
 def test_migrations_apply_in_order_and_roll_back_on_failure(tmp_path):

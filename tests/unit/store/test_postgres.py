@@ -4,16 +4,19 @@ token bucket and budget, export claims, and the read-only query path (guard, REA
 from __future__ import annotations
 
 import asyncio
+import time
 
 import psycopg
 import pytest
 
+from tracescorer.config import Settings
+from tracescorer.lifecycle import Stages
+from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message
 from tracescorer.records.deliveries import Claim
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.store.base import ReadOnlyViolation, StoreError
-from tracescorer.store.composite import CompositeStore
-from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.api import ReadOnlyViolation, StoreError
+from tracescorer.store.factory import build_stores
 from tracescorer.store.postgres.migrations import latest_version
 from tracescorer.store.postgres.store import PostgresResultStore
 
@@ -63,10 +66,10 @@ async def stores(pg_dsn, tmp_path):
     """Two daemons' result stores on one database (owners a and b)."""
     a = PostgresResultStore(pg_dsn, owner="a", instance_id="inst-a")
     b = PostgresResultStore(pg_dsn, owner="b", instance_id="inst-b")
-    await asyncio.gather(a.open(), b.open())  # concurrent migration: one migrates, the other finds it done
+    await asyncio.gather(a.start(), b.start())  # concurrent migration: one migrates, the other finds it done
     yield a, b
-    await a.close()
-    await b.close()
+    await a.stop()
+    await b.stop()
 
 
 async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
@@ -76,7 +79,7 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
         con.execute("UPDATE tracescorer.schema_info SET value = '99'")
     newer = PostgresResultStore(pg_dsn)
     with pytest.raises(StoreError, match="version 99, newer"):
-        await newer.open()
+        await newer.start()
 
 
 async def test_conversations_are_claimed_by_one_owner_and_due_again_after_a_new_turn(stores, pg_dsn):
@@ -113,14 +116,14 @@ async def test_a_restarted_daemon_releases_its_previous_claims(stores, pg_dsn):
     await a.upsert_runs([_run(1, "c1")])
     assert len(await a.claim_conversations(idle_s=0, lease_s=300, limit=5, max_age_s=3600)) == 1
     restarted = PostgresResultStore(pg_dsn, owner="a2", instance_id="inst-a")  # same span log, new process
-    await restarted.open()
+    await restarted.start()
     try:
         assert [
             c.conversation_id
             for c in await restarted.claim_conversations(idle_s=0, lease_s=300, limit=5, max_age_s=3600)
         ] == ["c1"]
     finally:
-        await restarted.close()
+        await restarted.stop()
 
 
 async def test_shared_token_bucket_and_spend(stores):
@@ -151,11 +154,15 @@ async def test_each_score_version_is_claimed_for_export_by_one_owner(stores):
 
 @pytest.fixture
 async def composite(pg_dsn, tmp_path):
-    store = CompositeStore(DuckDBStore(tmp_path / "span.duckdb"), PostgresResultStore(pg_dsn, owner="q"))
-    await store.open()
-    await store.write_scores([_score(1)], [])
-    yield store
-    await store.close()
+    """The parts of a postgres-mode daemon's store: a DuckDB span log, the results in PostgreSQL."""
+    settings = {"store": {"path": str(tmp_path / "span.duckdb"), "backend": "postgres", "postgres": {"dsn": pg_dsn}}}
+    stores = build_stores(Settings.model_validate(settings), Metrics(), owner="q", maintenance=False)
+    stages = Stages(lambda: time.monotonic() + 30)
+    for component in stores.components:
+        await stages.enter(component)
+    await stores.scores.write_scores([_score(1)], [])
+    yield stores
+    await stages.aclose()
 
 
 REFUSED = [
@@ -181,12 +188,14 @@ REFUSED = [
 @pytest.mark.parametrize("sql", REFUSED)
 async def test_the_query_path_refuses_writes_files_and_side_effects(composite, sql):
     with pytest.raises(StoreError):  # ReadOnlyViolation, or an error for what cannot run at all
-        await composite.query(sql, max_rows=10, timeout_s=5)
-    assert (await composite.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
+        await composite.queries.query(sql, max_rows=10, timeout_s=5)
+    assert (await composite.queries.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
 
 
 async def test_postgres_itself_refuses_what_a_guard_might_miss(composite):
-    results = composite.results  # no statement guard at this layer: READ ONLY and the query role hold
+    results = (
+        composite.runs
+    )  # the PostgreSQL store itself: no statement guard at this layer: READ ONLY and the query role hold
     with pytest.raises(StoreError, match="data-modifying"):
         await results.query("WITH d AS (DELETE FROM scores RETURNING id) SELECT * FROM d", max_rows=10, timeout_s=5)
     with pytest.raises(ReadOnlyViolation, match="permission denied"):
@@ -195,22 +204,24 @@ async def test_postgres_itself_refuses_what_a_guard_might_miss(composite):
         await results.query("SELECT lo_import('/etc/hostname')", max_rows=10, timeout_s=5)
     with pytest.raises(StoreError, match="timed out"):
         await results.query("SELECT count(*) FROM generate_series(1, 1000000000)", max_rows=1, timeout_s=0.3)
-    assert (await composite.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
+    assert (await composite.queries.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
 
 
 async def test_queries_route_by_table_with_parameters_and_limits(composite):
-    await composite.write_scores([_score(i) for i in range(2, 6)], [])
-    result = await composite.query(
+    await composite.scores.write_scores([_score(i) for i in range(2, 6)], [])
+    result = await composite.queries.query(
         "SELECT id FROM scores WHERE id <> ? AND reason LIKE '%fine%' ORDER BY id",
         max_rows=2,
         timeout_s=5,
         params=["score-1"],
     )
     assert result.rows == [("score-2",), ("score-3",)] and result.truncated and result.types == ["text"]
-    spans = await composite.query("SELECT count(*) AS n FROM spans", max_rows=1, timeout_s=5)  # the local span log
+    spans = await composite.queries.query(
+        "SELECT count(*) AS n FROM spans", max_rows=1, timeout_s=5
+    )  # the local span log
     assert spans.rows == [(0,)]
     with pytest.raises(ReadOnlyViolation, match="span-log tables, per daemon"):
-        await composite.query("SELECT * FROM scroes", max_rows=1, timeout_s=5)
+        await composite.queries.query("SELECT * FROM scroes", max_rows=1, timeout_s=5)
 
 
 async def test_report_and_read_command_sql_runs_on_postgres(composite):
@@ -218,8 +229,8 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
 
     from tracescorer.store import queries, report_sql
 
-    await composite.upsert_runs([_run(1, "c1"), _run(2, "c1")])
-    await composite.write_scores([_score(1, 0.1), _score(2)], [])
+    await composite.runs.upsert_runs([_run(1, "c1"), _run(2, "c1")])
+    await composite.scores.write_scores([_score(1, 0.1), _score(2)], [])
     since = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     statements = [
         report_sql.summary_sql(since, None),
@@ -233,7 +244,7 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
         queries.conversation_runs("c1"),
         queries.decisions([("run", "run-1")]),
     ]
-    results = [await composite.query(sql, max_rows=100, timeout_s=10) for sql in statements]
+    results = [await composite.queries.query(sql, max_rows=100, timeout_s=10) for sql in statements]
     summary = results[0].dicts()
     assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
     assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]

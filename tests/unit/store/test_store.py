@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import os
 import signal
+import time
 
 import pytest
 from support import store_ops
@@ -15,12 +16,16 @@ from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from support.gate import WriterGate
 
+from tracescorer.config import Settings
+from tracescorer.lifecycle import Stages
+from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Message, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
-from tracescorer.store.base import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.api import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
 from tracescorer.store.duckdb.layout import SPAN_LOGS
+from tracescorer.store.factory import build_span_log, build_stores
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:
@@ -56,26 +61,25 @@ class Observer:
 async def store(tmp_path):
     obs = Observer()
     s = DuckDBStore(tmp_path / "w.duckdb", max_queue_items=1000, max_batch_items=100, observer=obs)
-    await s.open()
+    await s.start()
     s.observer = obs  # type: ignore[attr-defined]
     yield s
-    await s.close()
+    await s.stop()
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
 async def any_store(request, tmp_path):
-    """The embedded store, or a span log with the results in PostgreSQL: the same domain contract."""
-    span_log = DuckDBStore(tmp_path / "a.duckdb")
-    if request.param == "duckdb":
-        s = span_log
-    else:
-        from tracescorer.store.composite import CompositeStore
-        from tracescorer.store.postgres.store import PostgresResultStore
-
-        s = CompositeStore(span_log, PostgresResultStore(request.getfixturevalue("pg_dsn"), owner="test-owner"))
-    await s.open()
-    yield s
-    await s.close()
+    """The store parts of either mode, built as the daemon builds them (a span log in DuckDB, the
+    results in the same file or in PostgreSQL): the same domain contract."""
+    store: dict[str, object] = {"path": str(tmp_path / "a.duckdb")}
+    if request.param == "postgres":
+        store |= {"backend": "postgres", "postgres": {"dsn": request.getfixturevalue("pg_dsn")}}
+    stores = build_stores(Settings.model_validate({"store": store}), Metrics(), owner="test-owner", maintenance=False)
+    stages = Stages(lambda: time.monotonic() + 30)
+    for component in stores.components:
+        await stages.enter(component)
+    yield stores
+    await stages.aclose()
 
 
 async def _count(store: DuckDBStore, table: str = "spans") -> int:
@@ -130,23 +134,23 @@ async def test_queue_bound_refuses_then_recovers(store, tmp_path):
 
 async def test_oversized_request_is_admitted_into_an_empty_queue(tmp_path):
     s = DuckDBStore(tmp_path / "o.duckdb", max_queue_items=5)
-    await s.open()
+    await s.start()
     try:
         assert (await s.append([_span(i) for i in range(50)])).stored == 50
         assert await _count(s) == 50
     finally:
-        await s.close()
+        await s.stop()
 
 
 async def test_close_drains_queue_and_refuses_after(tmp_path):
     s = DuckDBStore(tmp_path / "d.duckdb")
-    await s.open()
+    await s.start()
     gate = WriterGate(s, tmp_path)
     await gate.__aenter__()
     appends = [asyncio.create_task(s.append([_span(i)])) for i in range(30)]
     await asyncio.sleep(0)
     await _queued(s)
-    closing = asyncio.create_task(s.close(timeout_s=20))
+    closing = asyncio.create_task(s.stop(time.monotonic() + 20))
     await asyncio.sleep(0.2)
     gate.open()
     assert await closing
@@ -268,18 +272,18 @@ def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> A
 
 async def test_runs_upsert_replace_and_load(any_store):
     store = any_store
-    await store.upsert_runs([_run(1), _run(2), _run(3, trace=1)])
-    await store.upsert_runs([_run(2, conversation="c1")])  # same id again: an update, not a second row
-    assert await _count(store, "runs") == 3
+    await store.runs.upsert_runs([_run(1), _run(2), _run(3, trace=1)])
+    await store.runs.upsert_runs([_run(2, conversation="c1")])  # same id again: an update, not a second row
+    assert await _count(store.queries, "runs") == 3
     # the trace was re-assembled and only run-1 is left in it: run-3 goes
-    await store.upsert_runs([_run(1)], replace_traces=[f"{1:032x}"])
-    assert sorted(r.run_id for r in await store.load_runs(["run-1", "run-2", "run-3"])) == ["run-1", "run-2"]
-    conv = await store.load_conversation("c1")
+    await store.runs.upsert_runs([_run(1)], replace_traces=[f"{1:032x}"])
+    assert sorted(r.run_id for r in await store.runs.load_runs(["run-1", "run-2", "run-3"])) == ["run-1", "run-2"]
+    conv = await store.runs.load_conversation("c1")
     assert conv is not None and [r.run_id for r in conv.runs] == ["run-1", "run-2"]
     assert conv.runs[0].input_messages[0].content == "q1"
-    assert await store.load_conversation("nope") is None
-    assert await store.target_ids("run", since=None, until=None) == ["run-1", "run-2"]
-    assert await store.target_ids("conversation", since=None, until=None) == ["c1"]
+    assert await store.runs.load_conversation("nope") is None
+    assert await store.runs.target_ids("run", since=None, until=None) == ["run-1", "run-2"]
+    assert await store.runs.target_ids("conversation", since=None, until=None) == ["c1"]
 
 
 def _score(i: int, cost: float | None = None, **kw: object) -> ScoreRecord:
@@ -323,64 +327,64 @@ def _decision(i: int, decision: str = "scored") -> DecisionRecord:
 
 async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store):
     store = any_store
-    await store.upsert_runs([_run(1), _run(2)])
-    await store.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
-    pg = not isinstance(store, DuckDBStore)
+    await store.runs.upsert_runs([_run(1), _run(2)])
+    await store.scores.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
+    pg = store.coordination is not None
     path = "analyze_step_result->'facts'->>1" if pg else "analyze_step_result->>'$.facts[1]'"
-    assert await fetch(store, f"SELECT score, judge_cost_usd, {path} FROM scores") == [(0.9, 0.5, "2")]
+    assert await fetch(store.queries, f"SELECT score, judge_cost_usd, {path} FROM scores") == [(0.9, 0.5, "2")]
     # duckdb sums the stored rows' cost; the shared counter adds every stored scoring (both were paid for)
-    assert await store.spent_today_usd() == (0.75 if pg else 0.5)
-    recovery = await store.unscored_recent(["s"], window_s=3600, conversation_scorer_ids=["s"])
+    assert await store.scores.spent_today_usd() == (0.75 if pg else 0.5)
+    recovery = await store.scores.unscored_recent(["s"], window_s=3600, conversation_scorer_ids=["s"])
     assert [r.run_id for r in recovery.runs] == ["run-2"]
     # duckdb finds unscored conversations in the window; postgres keeps them due until claimed and finished
     assert recovery.conversation_ids == ([] if pg else ["c1"])
     if pg:
-        claims = await store.claim_conversations(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
+        claims = await store.coordination.claim_conversations(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
         assert [c.conversation_id for c in claims] == ["c1"]
     # export deliveries: due, claimed (not by another owner), recorded; a re-score is due again
-    due = await store.due_deliveries("otlp", "me", 10)
+    due = await store.deliveries.due_deliveries("otlp", "me", 10)
     assert [(d.id, d.score, d.service_name) for d in due] == [("score-1", 0.9, "svc")]
-    assert await store.claim_deliveries("otlp", "other", 30, [Claim(score_id="score-1", version=due[0].version)]) == {
-        "score-1": 0
-    }
-    assert await store.due_deliveries("otlp", "me", 10) == []  # held by "other"
+    assert await store.deliveries.claim_deliveries(
+        "otlp", "other", 30, [Claim(score_id="score-1", version=due[0].version)]
+    ) == {"score-1": 0}
+    assert await store.deliveries.due_deliveries("otlp", "me", 10) == []  # held by "other"
     outcome = DeliveryOutcome(score_id="score-1", version=due[0].version, status="delivered", attempts=1)
-    assert await store.record_deliveries("otlp", "other", [outcome], ["otlp"]) == 1
-    assert (await store.delivery_states("otlp"))[0]["status"] == "delivered"
-    assert await fetch(store, "SELECT exported_at IS NOT NULL FROM scores") == [(True,)]
-    assert await store.due_deliveries("otlp", "me", 10) == [] and await store.next_delivery_due_in("otlp") is None
-    await store.write_scores([_score(1, score=0.1)], [])
-    assert [d.id for d in await store.due_deliveries("otlp", "me", 10)] == ["score-1"]
+    assert await store.deliveries.record_deliveries("otlp", "other", [outcome], ["otlp"]) == 1
+    assert (await store.deliveries.delivery_states("otlp"))[0]["status"] == "delivered"
+    assert await fetch(store.queries, "SELECT exported_at IS NOT NULL FROM scores") == [(True,)]
+    assert (
+        await store.deliveries.due_deliveries("otlp", "me", 10) == []
+        and await store.deliveries.next_delivery_due_in("otlp") is None
+    )
+    await store.scores.write_scores([_score(1, score=0.1)], [])
+    assert [d.id for d in await store.deliveries.due_deliveries("otlp", "me", 10)] == ["score-1"]
 
 
 async def test_query_is_read_only_with_parameters_limit_and_errors(any_store):
     store = any_store
-    await store.append([_span(i) for i in range(5)])
-    result = await store.query(
+    await store.intake.append([_span(i) for i in range(5)])
+    result = await store.queries.query(
         "SELECT name FROM spans WHERE name <> ? ORDER BY name", max_rows=3, timeout_s=10, params=["s0"]
     )
     assert result.rows == [("s1",), ("s2",), ("s3",)] and result.truncated and result.columns == ["name"]
     for sql in ("DELETE FROM spans", "SELECT 1; SELECT 2", "CREATE TABLE x (a INT)"):
         with pytest.raises(ReadOnlyViolation):
-            await store.query(sql, max_rows=10, timeout_s=10)
+            await store.queries.query(sql, max_rows=10, timeout_s=10)
     with pytest.raises(StoreError, match="no_such"):
-        await store.query("SELECT * FROM no_such", max_rows=10, timeout_s=10)
-    assert await _count(store) == 5
+        await store.queries.query("SELECT * FROM no_such", max_rows=10, timeout_s=10)
+    assert await _count(store.queries) == 5
 
 
 @pytest.mark.parametrize("threads", [None, 3])
 async def test_the_store_process_runs_duckdb_with_the_configured_threads(tmp_path, threads):
-    from tracescorer.config import Settings
-    from tracescorer.store.factory import build_store
-
     store = {"path": str(tmp_path / "t.duckdb")} | ({"threads": threads} if threads else {})
-    s = build_store(Settings.model_validate({"store": store}))
-    await s.open()
+    s = build_span_log(Settings.model_validate({"store": store}))
+    await s.start()
     try:
         result = await s.query("SELECT current_setting('threads')", max_rows=1, timeout_s=10)
         assert result.rows == [(threads or 1,)]  # the default is one
     finally:
-        await s.close()
+        await s.stop()
 
 
 async def test_a_dead_store_process_fails_pending_requests_and_is_restarted(store, tmp_path):
@@ -411,11 +415,11 @@ async def test_a_database_duckdb_invalidated_is_opened_again_by_a_new_store_proc
     # on the database until it is attached again, which the process holding it cannot do. DuckDB's
     # debug switch makes a checkpoint fail as a crash in the middle of one would
     store = DuckDBStore(tmp_path / "i.duckdb", duckdb_settings={"debug_checkpoint_abort": "before_header"})
-    await store.open()
+    await store.start()
     try:
         await _invalidated_and_opened_again(store, which, met_by)
     finally:
-        await store.close()
+        await store.stop()
 
 
 async def _invalidated_and_opened_again(store: DuckDBStore, which: str, met_by: str) -> None:
@@ -470,7 +474,7 @@ async def test_open_names_the_file_when_it_cannot(tmp_path):
     (tmp_path / "afile").write_text("x")
     s = DuckDBStore(tmp_path / "afile" / "x.duckdb")
     with pytest.raises(StoreError, match="afile"):
-        await s.open()
+        await s.start()
 
 
 def _record(i: int) -> AssemblyRecord:
@@ -491,7 +495,7 @@ def _record(i: int) -> AssemblyRecord:
 async def test_results_writes_wait_to_be_committed_together_and_acknowledgements_do_not(tmp_path, delay_s):
     obs = Observer()
     store = DuckDBStore(tmp_path / "d.duckdb", observer=obs, results_delay_s=delay_s)
-    await store.open()
+    await store.start()
     try:
         first = asyncio.create_task(store.record_assembly([_record(1)]))
         if not delay_s:
@@ -505,16 +509,16 @@ async def test_results_writes_wait_to_be_committed_together_and_acknowledgements
         else:
             await second
     finally:
-        await store.close()  # closing commits what waits, at once
+        await store.stop()  # closing commits what waits, at once
     assert first.result() is None and second.result() is None
     results_commits = [c for c in obs.commits if c == (0, 0)]
     assert len(results_commits) == (1 if delay_s else 2)  # one commit for both writes when they wait
     reopened = DuckDBStore(tmp_path / "d.duckdb")
-    await reopened.open()
+    await reopened.start()
     try:
         assert await scalar(reopened, "SELECT count(*) FROM assembled_traces") == 2
     finally:
-        await reopened.close()
+        await reopened.stop()
 
 
 async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(store):
@@ -563,22 +567,22 @@ async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces
     assert await fetch(store, "SELECT id, detail FROM scoring_decisions ORDER BY id") == [("d-3", "x"), ("d-4", None)]
 
 
-async def _results(store) -> tuple[int, int, int, int]:
-    return tuple([await _count(store, t) for t in ("runs", "scores", "scoring_decisions", "score_deliveries")])
+async def _results(queries) -> tuple[int, int, int, int]:
+    return tuple([await _count(queries, t) for t in ("runs", "scores", "scoring_decisions", "score_deliveries")])
 
 
-async def _write_results(store, ids: range) -> None:
-    await store.upsert_runs([_run(i) for i in ids])
-    await store.write_scores([_score(i) for i in ids], [_decision(i) for i in ids])
+async def _write_results(runs, scores, ids: range) -> None:
+    await runs.upsert_runs([_run(i) for i in ids])
+    await scores.write_scores([_score(i) for i in ids], [_decision(i) for i in ids])
 
 
 async def test_results_retention_deletes_results_last_written_before_the_cutoff(any_store):
     store = any_store
-    await _write_results(store, range(1, 4))
-    due = await store.due_deliveries("otlp", "me", 10)
-    await store.claim_deliveries("otlp", "me", 30, [Claim(score_id=d.id, version=d.version) for d in due])
+    await _write_results(store.runs, store.scores, range(1, 4))
+    due = await store.deliveries.due_deliveries("otlp", "me", 10)
+    await store.deliveries.claim_deliveries("otlp", "me", 30, [Claim(score_id=d.id, version=d.version) for d in due])
     assert (
-        await store.record_deliveries(
+        await store.deliveries.record_deliveries(
             "otlp",
             "me",
             [DeliveryOutcome(score_id=d.id, version=d.version, status="delivered", attempts=1) for d in due],
@@ -589,29 +593,33 @@ async def test_results_retention_deletes_results_last_written_before_the_cutoff(
     await asyncio.sleep(0.05)
     cutoff = dt.datetime.now(dt.UTC)
     await asyncio.sleep(0.05)
-    await _write_results(store, range(4, 6))
-    await store.write_scores([_score(1, score=0.1)], [])  # a re-score is written now: kept, its run is not
-    assert await _results(store) == (5, 5, 5, 3)
-    assert (await store.prune_results(None)).deleted == {}  # no age given, far within any index budget
-    pruned = await store.prune_results(cutoff)
+    await _write_results(store.runs, store.scores, range(4, 6))
+    await store.scores.write_scores([_score(1, score=0.1)], [])  # a re-score is written now: kept, its run is not
+    assert await _results(store.queries) == (5, 5, 5, 3)
+    assert (await store.runs.prune_results(None)).deleted == {}  # no age given, far within any index budget
+    pruned = await store.runs.prune_results(cutoff)
     assert {t: n for t, n in pruned.deleted.items() if n} == {
         "runs": 3,
         "scores": 2,
         "scoring_decisions": 3,
         "score_deliveries": 3,
     }
-    assert await fetch(store, "SELECT run_id FROM runs ORDER BY run_id") == [("run-4",), ("run-5",)]
-    assert await fetch(store, "SELECT id FROM scores ORDER BY id") == [("score-1",), ("score-4",), ("score-5",)]
-    assert sorted(r.run_id for r in await store.load_runs(["run-1", "run-4"])) == ["run-4"]
+    assert await fetch(store.queries, "SELECT run_id FROM runs ORDER BY run_id") == [("run-4",), ("run-5",)]
+    assert await fetch(store.queries, "SELECT id FROM scores ORDER BY id") == [("score-1",), ("score-4",), ("score-5",)]
+    assert sorted(r.run_id for r in await store.runs.load_runs(["run-1", "run-4"])) == ["run-4"]
     # a score delivered before the cutoff and written again since is due again, its old delivery gone
-    assert sorted(d.id for d in await store.due_deliveries("otlp", "me", 10)) == ["score-1", "score-4", "score-5"]
+    assert sorted(d.id for d in await store.deliveries.due_deliveries("otlp", "me", 10)) == [
+        "score-1",
+        "score-4",
+        "score-5",
+    ]
 
 
 async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first(tmp_path):
     # ~80 bytes a key: a budget of 1,250 keys; 12 batches of 60 traces x 7 keys (2 run keys, 2 scores,
     # 2 decisions, the assembly record) are ~5,000; deleted ~400 keys a transaction
     store = DuckDBStore(tmp_path / "b.duckdb", memory_limit="1GB", index_memory_share=1e-4, prune_slice_keys=400)
-    await store.open()
+    await store.start()
     try:
         assert store.max_index_keys == 1250
         for batch in range(12):
@@ -637,13 +645,13 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
         assert (await store.prune_results(None)).budget_cutoff is None  # within the budget now
         # once assembly went past them, the assembly records go too
         await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
-        await _write_results(store, range(5000, 5200))
+        await _write_results(store, store, range(5000, 5200))
         again = await store.prune_results(None)
         assert again.deleted.get("assembled_traces", 0) > 0 and again.keys is not None and again.keys > 1250
         assert (await store.prune_results(None)).keys <= 1250
         assert await fetch(store, "SELECT count(*) FROM runs WHERE run_id = 'run-5199'") == [(1,)]
     finally:
-        await store.close()
+        await store.stop()
 
 
 async def test_duckdb_spills_beside_the_database_file_not_into_the_working_directory(store, tmp_path):

@@ -1,11 +1,14 @@
 """The embedded store: one DuckDB file served by a store process beside the daemon.
 
-The daemon's side is :class:`DuckDBStore` (:mod:`.store`); the store process is :mod:`.engine`;
-the rest are the SQL operations it runs (:mod:`.ops`, :mod:`.deliveries`, :mod:`.monitors`,
-:mod:`.keys`), the file layout (:mod:`.layout`), the schema versions (:mod:`.migrations`) and the
-read-only query guard (:mod:`.readonly`).
+The daemon's side is :class:`DuckDBStore` (:mod:`.store`): the store process's client
+(:mod:`.process`) with one part per consumer (:mod:`.spanlog`, :mod:`.runs`, :mod:`.scores`,
+:mod:`.deliveries`, :mod:`.monitors`, :mod:`.keys`), each beside the SQL it runs. The store process
+is :mod:`.engine`; :mod:`.layout` places the files, :mod:`.migrations` versions the schema,
+:mod:`.readonly` guards read-only queries and :mod:`.readfile` serves them from a file no daemon holds.
 """
 
-from tracescorer.store.duckdb.store import CommitObserver, DuckDBStore, open_read_only, run_read_query
+from tracescorer.store.duckdb.process import CommitObserver
+from tracescorer.store.duckdb.readfile import open_read_only, run_read_query
+from tracescorer.store.duckdb.store import DuckDBStore
 
 __all__ = ["CommitObserver", "DuckDBStore", "open_read_only", "run_read_query"]

@@ -48,6 +48,7 @@ from tracescorer.records.deliveries import (
     conversations_of,
     with_first_runs,
 )
+from tracescorer.store.duckdb.jobs import Jobs
 
 DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS score_deliveries (
@@ -313,3 +314,30 @@ def states(con: Any, sink: str | None = None) -> list[dict[str, Any]]:
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=False)) for r in cur.fetchall()]
+
+
+class DeliveriesPart(Jobs):
+    """:class:`~tracescorer.store.api.DeliveryStore` on the store process."""
+
+    # per export sink: every score version before this is delivered or failed (:func:`read_due`)
+    _settled: dict[str, int | None]
+
+    async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
+        due, self._settled[sink] = await self.read(
+            read_due, sink, owner, limit, ignore_backoff, self._settled.get(sink)
+        )
+        return due
+
+    async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims: Sequence[Claim]) -> dict[str, int]:
+        return await self.write(claim, sink, owner, lease_s, list(claims))
+
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
+        return await self.write(record, sink, owner, list(outcomes), list(all_sinks))
+
+    async def next_delivery_due_in(self, sink: str) -> float | None:
+        return await self.read(next_due_in, sink)
+
+    async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
+        return await self.read(states, sink)

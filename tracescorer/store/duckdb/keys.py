@@ -15,6 +15,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from tracescorer.store.api import ResultsPruned
+from tracescorer.store.duckdb.jobs import Jobs
+from tracescorer.store.duckdb.spanlog import RECOVERY_MARGIN, WATERMARK, read_marker
+
 #: bytes of index memory budgeted per key (the measured 66-74, and a margin)
 KEY_BYTES = 80
 
@@ -130,3 +134,31 @@ def delete_before(con: Any, before: dt.datetime, keep_assembly_after: dt.datetim
         if count:
             deleted[table] = count
     return deleted
+
+
+class RetentionPart(Jobs):
+    """Results retention within the key-index budget (run by :mod:`tracescorer.store.maintenance`)."""
+
+    max_index_keys: int
+    prune_slice_keys: int
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        marker = await self.read(read_marker, WATERMARK)
+        # traces recovery may still look at keep their assembly records (else they would be assembled again)
+        keep_after = (
+            dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker else dt.datetime.fromtimestamp(0, dt.UTC)
+        )
+        plan = await self.read(plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
+        deleted: dict[str, int] = {}
+        for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them
+            for table, count in (await self.write(delete_before, before, keep_after)).items():
+                deleted[table] = deleted.get(table, 0) + count
+        cutoff = plan["budget_cutoff"]
+        return ResultsPruned(
+            deleted=deleted,
+            keys=plan["keys"],
+            max_keys=self.max_index_keys,
+            index_bytes=await self.read(index_bytes),
+            transactions=len(plan["steps"]),
+            budget_cutoff=None if cutoff is None else dt.datetime.fromtimestamp(cutoff, dt.UTC),
+        )

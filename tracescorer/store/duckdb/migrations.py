@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb import deliveries, layout, monitor_tables
 from tracescorer.store.duckdb.layout import SPAN_LOGS
 from tracescorer.store.schema import INDEXES, SPAN_LOG_TABLES, TABLES, column_names, create_table
@@ -53,10 +54,6 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 BASELINE_VERSION = 1
-
-
-class SchemaError(RuntimeError):
-    """The database's schema cannot be used by this version of tracescorer."""
 
 
 def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
 from tracescorer.store.duckdb import monitor_tables
+from tracescorer.store.duckdb.jobs import Jobs
 from tracescorer.store.duckdb.upsert import upsert
 
 EVENT_RETENTION_DAYS = 90
@@ -188,3 +189,19 @@ def events_sql(monitor_id: str | None = None) -> str:
         "SELECT event_at, monitor_id, event, state, value, samples, target, detail FROM monitor_events"
         f"{where} ORDER BY event_at DESC"
     )
+
+
+class MonitorsPart(Jobs):
+    """:class:`~tracescorer.store.api.MonitorStore` on the store process."""
+
+    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]:
+        return await self.read(load_states, list(monitor_ids))
+
+    async def save_monitors(self, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
+        await self.write(save, list(states), list(events))
+
+    async def prune_monitor_events(self, now: float) -> int:
+        return await self.write(prune_events, now)
+
+    async def rebuild_monitor_windows(self, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
+        return await self.read(rebuild, list(specs), max_examples)

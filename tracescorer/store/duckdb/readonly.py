@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from tracescorer.store.base import QueryResult
+from tracescorer.store.api import QueryResult
 from tracescorer.store.duckdb import layout
 
 __all__ = [

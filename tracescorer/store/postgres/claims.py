@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.base import ConversationClaim
+from tracescorer.store.api import ConversationClaim
 
 Conn = Any
 

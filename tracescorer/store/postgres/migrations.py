@@ -17,7 +17,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.duckdb.migrations import Migration, SchemaError
+from tracescorer.store.api import SchemaError
+from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
 

@@ -21,11 +21,12 @@ cursor, so a large result never sits in memory whole.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.base import QueryResult
+from tracescorer.store.api import QueryResult, StoreError
 from tracescorer.store.postgres.bulk import qmark_to_pyformat
 from tracescorer.store.postgres.schema import QUERYABLE
 
@@ -228,6 +229,7 @@ def query_sync(
     max_rows: int,
     timeout_s: float,
     connect_timeout_s: float = 10.0,
+    params: Sequence[Any] = (),
 ) -> QueryResult:
     """A read command's query straight on PostgreSQL (no daemon running): connect, run, close.
     The statement must have passed :func:`check`. Raises psycopg errors."""
@@ -245,4 +247,42 @@ def query_sync(
             ).fetchone()
             usable = role if row and row[0] else None
             conn.rollback()
-        return run_sync(conn, sql, max_rows=max_rows, timeout_s=timeout_s, schema=schema, role=usable)
+        return run_sync(conn, sql, max_rows=max_rows, timeout_s=timeout_s, schema=schema, role=usable, params=params)
+
+
+class DirectQueries:
+    """:class:`~tracescorer.store.api.QueryStore` straight on PostgreSQL, for a read command when no
+    daemon runs: a connection per query, in a worker thread. Statements must have passed
+    :func:`check` (the :class:`~tracescorer.store.router.QueryRouter` does it)."""
+
+    def __init__(self, dsn: str, *, schema: str, role: str | None, connect_timeout_s: float) -> None:
+        self._dsn = dsn
+        self._schema = schema
+        self._role = role
+        self._connect_timeout_s = connect_timeout_s
+
+    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
+        return await asyncio.to_thread(self._query, sql, max_rows, timeout_s, params)
+
+    def _query(self, sql: str, max_rows: int, timeout_s: float, params: Sequence[Any]) -> QueryResult:
+        import psycopg
+
+        from tracescorer.config import mask_dsn
+
+        try:
+            return query_sync(
+                self._dsn,
+                sql,
+                schema=self._schema,
+                role=self._role,
+                max_rows=max_rows,
+                timeout_s=timeout_s,
+                connect_timeout_s=self._connect_timeout_s,
+                params=params,
+            )
+        except psycopg.errors.QueryCanceled:
+            raise StoreError(f"query timed out after {timeout_s:g}s") from None
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"cannot query PostgreSQL {mask_dsn(self._dsn)}: {str(exc).strip()}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"query failed: {str(exc).strip()}") from None

@@ -1,8 +1,8 @@
 """The PostgreSQL result store: runs, conversations, scores, decisions, deliveries, budget, monitors.
 
-:class:`PostgresResultStore` implements :class:`~tracescorer.store.base.ResultStore` on an async
+:class:`PostgresResultStore` implements :class:`~tracescorer.store.api.ResultStore` on an async
 psycopg 3 connection pool, plus the coordination several daemons need
-(:class:`~tracescorer.store.base.SharedCoordination`: conversation claims, the shared judge
+(:class:`~tracescorer.store.api.SharedCoordination`: conversation claims, the shared judge
 token bucket, daemon registration). Every method runs one transaction on a pooled connection:
 nothing blocks the event loop. A transaction that hits a serialization failure, a deadlock or a
 dropped connection is retried a few times before the error becomes a :class:`StoreError`.
@@ -18,21 +18,22 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from tracescorer.config import mask_dsn
+from tracescorer.lifecycle import seconds_left
 from tracescorer.model import AgentRun, Conversation
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.store.base import (
+from tracescorer.store.api import (
     ConversationClaim,
     DataError,
     PendingRecovery,
     QueryResult,
     ReadOnlyViolation,
     ResultsPruned,
+    SchemaError,
     StoreClosed,
     StoreError,
 )
-from tracescorer.store.duckdb.migrations import SchemaError
 from tracescorer.store.postgres import claims, deliveries, migrations, monitors, query, results
 from tracescorer.store.runs import run_from_row, run_to_row
 from tracescorer.store.scores import decision_values, score_values
@@ -64,11 +65,14 @@ class PostgresResultStore:
         connect_timeout_s: float = 10.0,
         query_role: str | None = "tracescorer_query",
         instance_id: str = "",
+        identity: Callable[[], Awaitable[str]] | None = None,
         owner: str = "",
     ) -> None:
         self.dsn = dsn
         self.schema = schema
+        #: names this daemon's span log: marks the runs it stored, finds the claims its previous process left
         self.instance_id = instance_id
+        self._identity = identity  # where the instance id is kept (the span log's file), read at start
         self.owner = owner
         self._min, self._max = pool_min_size, pool_max_size
         self._connect_timeout_s = connect_timeout_s
@@ -81,11 +85,14 @@ class PostgresResultStore:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    async def open(self) -> None:
-        """Connect, migrate, set up the query role; raises :class:`StoreError` naming the problem."""
+    async def start(self) -> None:
+        """Connect, migrate, set up the query role, register this daemon; raises :class:`StoreError`
+        naming the problem."""
         import psycopg
         from psycopg_pool import AsyncConnectionPool
 
+        if self._identity is not None:
+            self.instance_id = await self._identity()
         schema = query.quote_ident(self.schema)
 
         async def configure(conn: Any) -> None:
@@ -137,8 +144,10 @@ class PostgresResultStore:
             if old:
                 log.info("released the claims of this daemon's previous process (%s)", old)
 
-    async def close(self, timeout_s: float = 10.0) -> bool:
+    async def stop(self, deadline: float | None = None) -> bool:
+        """Close the pool (within 5 s at most: every write was awaited by its stage)."""
         self._closing = True
+        timeout_s = 5.0 if deadline is None else min(5.0, seconds_left(deadline))
         if self._pool is not None:
             try:
                 await asyncio.wait_for(self._pool.close(timeout=max(0.1, timeout_s)), timeout_s + 1)

@@ -1,14 +1,15 @@
-"""The store plug-in point: what the pipeline asks of its database, in domain terms.
+"""The store's contract with the rest of the daemon: errors, outcomes, and one narrow Protocol per
+consumer. Stages import this module and nothing else of :mod:`tracescorer.store`.
 
-Two halves, because they can live in different engines: the **span log** (raw telemetry and the
-per-daemon assembly records that say which traces were turned into runs) and the **results**
-(runs, scores, scoring decisions, budget counters). The embedded default keeps both in one DuckDB
-file (:class:`~tracescorer.store.duckdb.store.DuckDBStore`); several daemons keep their own span log and
-share the results in PostgreSQL.
+The parts a daemon gets (:class:`~tracescorer.store.factory.Stores`) may live in different engines:
+the **span log** (raw telemetry and the per-daemon assembly records) is always the daemon's own
+DuckDB file (:mod:`tracescorer.store.duckdb`); the **results** (runs, scores, decisions, deliveries,
+monitors, budgets) are in the same file, or shared by several daemons in PostgreSQL
+(:mod:`tracescorer.store.postgres`), which then also coordinates them (:class:`Coordination`).
 
-Every method is a coroutine that runs on the daemon's event loop and never blocks it (the
-engines do their work in another process or on a connection pool). Writes return once they are
-durable; errors are :class:`StoreError` subclasses.
+Every method is a coroutine that runs on the daemon's event loop and never blocks it (the engines
+do their work in another process or on a connection pool). Writes return once they are durable;
+errors are :class:`StoreError` subclasses. See docs/architecture.md for which stage uses which part.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 
-if TYPE_CHECKING:
-    from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
-
 T = TypeVar("T")
+
+# --- errors ---------------------------------------------------------------------------------------
 
 
 class StoreError(RuntimeError):
@@ -47,6 +48,14 @@ class ReadOnlyViolation(StoreError):
 class DataError(StoreError):
     """The data cannot be stored (a value out of range, a bad type): the client's fault, never
     retryable."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the database file (a daemon starting or running, or a stray writer)."""
+
+
+class SchemaError(StoreError):
+    """A database's schema is newer than this program, or not one of its versions."""
 
 
 #: What a store raises for data it cannot hold: its DataError, or what the row encoders raise
@@ -77,6 +86,9 @@ async def write_narrowing(
             return [*await attempt(part[:half], True), *await attempt(part[half:], True)]
 
     return await attempt(items, False)
+
+
+# --- outcomes -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +152,21 @@ class ResultsPruned:
     transactions: int = 0
 
 
-class SpanLog(Protocol):
-    """Raw telemetry, acknowledged only once committed, and the assembly bookkeeping."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationClaim:
+    """A due conversation claimed for scoring: ``seq`` is the activity the scoring covers;
+    ``takeover`` when the claim was taken from a daemon whose lease had run out."""
+
+    conversation_id: str
+    seq: int
+    takeover: bool = False
+
+
+# --- one protocol per consumer ----------------------------------------------------------------------
+
+
+class Intake(Protocol):
+    """The receivers: raw telemetry in, acknowledged only once committed."""
 
     max_queue_items: int
     """Bound of :attr:`pending_items`: past it :meth:`append` raises :class:`QueueFull`."""
@@ -154,6 +179,10 @@ class SpanLog(Protocol):
         """Store spans and log records; returns once they are committed. Raises
         :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`; items
         whose values cannot be stored are refused one by one in the outcome."""
+
+
+class SpanLog(Protocol):
+    """The assembly stage: stored telemetry back by trace, and the assembly bookkeeping."""
 
     async def load_traces(
         self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
@@ -178,13 +207,9 @@ class SpanLog(Protocol):
         traces the caller believes were never assembled before, a hint that lets the store skip
         looking for their stored rows (a wrong hint costs time, never data)."""
 
-    async def prune_span_log(self, older_than: dt.datetime) -> dict[str, int]:
-        """Delete raw telemetry and assembly records received before ``older_than``; rows deleted
-        per table."""
 
-
-class ResultStore(Protocol):
-    """Runs, conversations, scores, decisions: the history people query."""
+class RunStore(Protocol):
+    """Runs and conversations: written by assembly, read by scoring and backfills."""
 
     async def upsert_runs(
         self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
@@ -192,7 +217,8 @@ class ResultStore(Protocol):
         """Insert or update runs by run id; for the traces in ``replace_traces`` (re-assembled),
         runs not in ``runs`` are deleted. ``new_traces``: as for :meth:`SpanLog.record_assembly`."""
 
-    async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]: ...
+    async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
+        """The stored runs of these ids (unknown ids left out)."""
 
     async def load_conversation(self, conversation_id: str) -> Conversation | None:
         """Every stored run of the conversation, by start time."""
@@ -200,16 +226,15 @@ class ResultStore(Protocol):
     async def target_ids(self, scope: str, *, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
         """Run ids (``scope='run'``) or conversation ids started in the time range, oldest first."""
 
+
+class ScoreStore(Protocol):
+    """The scoring stage: score rows and decisions, the day's judge spend, restart recovery."""
+
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
         """Upsert score rows and decisions by id (last one wins)."""
 
     async def spent_today_usd(self) -> float:
         """Judge spend recorded on scores updated since the start of the UTC day."""
-
-    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
-        """Delete runs, scores, decisions and their delivery rows last written before
-        ``older_than`` (None: none for their age). A store whose key indexes are held in memory
-        also deletes the oldest results, and assembly records, past its index budget."""
 
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
@@ -217,7 +242,9 @@ class ResultStore(Protocol):
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
-    # export deliveries, per sink (see tracescorer.store.duckdb.deliveries for the semantics)
+
+class DeliveryStore(Protocol):
+    """The export stage: per-sink delivery state (semantics: :mod:`tracescorer.store.duckdb.deliveries`)."""
 
     async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
         """The oldest ``limit`` score versions ``sink`` has not delivered or given up on, that no
@@ -237,35 +264,25 @@ class ResultStore(Protocol):
     async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
         """Delivery rows as dicts, for commands and tests."""
 
-    # built-in monitors (see tracescorer.store.duckdb.monitors)
 
-    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]: ...
+class MonitorStore(Protocol):
+    """The built-in monitors: their state, events, and windows rebuilt from stored scores."""
+
+    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]:
+        """The stored state of these monitors (unknown ids left out)."""
 
     async def save_monitors(self, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
         """Upsert monitor states, append events."""
 
-    async def prune_monitor_events(self, now: float) -> int: ...
+    async def prune_monitor_events(self, now: float) -> int:
+        """Delete events past their retention; rows deleted."""
 
     async def rebuild_monitor_windows(self, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
         """Window buckets and examples of live scores, one bounded query."""
 
-    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
-        """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a
-        timeout."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConversationClaim:
-    """A due conversation claimed for scoring: ``seq`` is the activity the scoring covers;
-    ``takeover`` when the claim was taken from a daemon whose lease had run out."""
-
-    conversation_id: str
-    seq: int
-    takeover: bool = False
-
-
-class SharedCoordination(Protocol):
-    """What several daemons sharing one result store coordinate through it (the PostgreSQL store).
+class Coordination(Protocol):
+    """What several daemons sharing one result store coordinate through it (PostgreSQL mode).
 
     Conversations become due when idle across all daemons and are claimed with leases; the judge's
     requests-per-minute bucket is one shared bucket.
@@ -287,18 +304,20 @@ class SharedCoordination(Protocol):
     async def take_judge_tokens(self, bucket: str, tokens: float, capacity: float, per_s: float) -> float:
         """Take tokens from the shared bucket: 0 when taken, else seconds to wait (nothing taken)."""
 
-    async def conversation_stats(self) -> dict[str, int]: ...
+    async def conversation_stats(self) -> dict[str, int]:
+        """Counts of conversations by coordination state, for metrics."""
 
 
-class Store(SpanLog, ResultStore, Protocol):
-    """Both halves, with a lifecycle."""
+class QueryStore(Protocol):
+    """The ops API and the read commands: one read-only statement."""
 
-    async def open(self) -> None:
-        """Open (creating and migrating as needed); raises :class:`StoreError` naming the problem."""
+    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
+        """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a
+        timeout."""
 
-    async def close(self, timeout_s: float) -> bool:
-        """Stop intake, commit what was queued until the deadline, close. False when queued work
-        could not be committed in time."""
+
+class Health(Protocol):
+    """Readiness: whether the store takes writes, and why writes fail while they do."""
 
     @property
     def accepting(self) -> bool:
@@ -309,20 +328,43 @@ class Store(SpanLog, ResultStore, Protocol):
         """Why the last write failed, while writes are failing (None when the last one worked)."""
 
 
+class Leadership(Protocol):
+    """One daemon of several does a job (the monitors): held until released or the holder is gone."""
+
+    async def try_acquire(self) -> bool:
+        """Take the lead if nobody holds it; whether this daemon leads now."""
+
+    async def held(self) -> bool:
+        """Whether this daemon still leads (a lost connection loses the lead)."""
+
+    async def release(self) -> None:
+        """Give the lead up."""
+
+
 __all__ = [
+    "REFUSED",
     "AppendOutcome",
     "ConversationClaim",
+    "Coordination",
     "DataError",
+    "DeliveryStore",
+    "Health",
+    "Intake",
+    "Leadership",
+    "MonitorStore",
     "PendingRecovery",
     "QueryResult",
+    "QueryStore",
     "QueueFull",
     "ReadOnlyViolation",
-    "ResultStore",
     "ResultsPruned",
-    "SharedCoordination",
+    "RunStore",
+    "SchemaError",
+    "ScoreStore",
     "SpanLog",
-    "Store",
     "StoreClosed",
     "StoreError",
+    "StoreLocked",
     "TraceData",
+    "write_narrowing",
 ]

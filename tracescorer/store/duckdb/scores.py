@@ -1,0 +1,116 @@
+"""The DuckDB store's scores part: score rows and decisions, the day's judge spend, restart recovery."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.store.api import PendingRecovery
+from tracescorer.store.duckdb.fresh import NewTraces
+from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
+from tracescorer.store.duckdb.upsert import upsert
+from tracescorer.store.runs import RUN_SELECT, run_from_row
+from tracescorer.store.schema import RUN_COLUMNS
+from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
+
+
+class ScoresPart(Jobs):
+    """:class:`~tracescorer.store.api.ScoreStore` on the store process."""
+
+    _new_traces: NewTraces
+
+    async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
+        fresh = self._new_traces
+        await self.write(
+            write_scores,
+            [score_values(s) for s in scores],
+            [decision_values(d) for d in decisions],
+            [fresh.score(s) for s in scores],
+            [fresh.decision(d) for d in decisions],
+        )
+
+    async def spent_today_usd(self) -> float:
+        return await self.read(spent_today)
+
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
+        runs, conversations = await self.read(
+            unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s
+        )
+        decided = {("run", r[0]): frozenset(d) for r, d in runs}
+        decided.update({("conversation", c): frozenset(d) for c, d in conversations})
+        return PendingRecovery(
+            runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations], decided=decided
+        )
+
+
+# --- run in the store process ------------------------------------------------------------------------
+
+
+@coalescable
+@hinted(2)
+def write_scores(
+    con: Any, scores: Sequence[Row], decisions: Sequence[Row], new_scores: Sequence[bool], new_decisions: Sequence[bool]
+) -> None:
+    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again."""
+    upsert(
+        con,
+        "scores",
+        SCORE_FIELDS,
+        "id",
+        scores,
+        stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
+        keep=("created_at",),
+        new=new_scores,
+    )
+    upsert(
+        con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"}, new=new_decisions
+    )
+
+
+def spent_today(con: Any) -> float:
+    row = con.execute(
+        "SELECT coalesce(sum(judge_cost_usd), 0) FROM scores "
+        "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+    ).fetchall()
+    return float(row[0][0]) if row else 0.0
+
+
+def unscored_recent(
+    con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float
+) -> tuple[list[tuple[Row, list[str]]], list[tuple[str, list[str]]]]:
+    """Runs updated in the window that some run scorer has not decided, and conversations whose
+    newest run is newer than some conversation scorer's decision; each with the scorers that did
+    decide."""
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window_s)
+    runs: list[tuple[Row, list[str]]] = []
+    if run_scorers:
+        n = len(RUN_COLUMNS)
+        rows = con.execute(
+            "WITH dec AS (SELECT target_id, list(DISTINCT scorer_id) AS ids FROM scoring_decisions "
+            "WHERE target_type = 'run' AND list_contains(?::VARCHAR[], scorer_id) AND target_id IN "
+            "(SELECT run_id FROM runs WHERE updated_at >= ?) GROUP BY target_id) "
+            + RUN_SELECT.replace(
+                " FROM runs",
+                ", coalesce(dec.ids, []::VARCHAR[]) FROM runs LEFT JOIN dec ON dec.target_id = runs.run_id",
+            )
+            + " WHERE updated_at >= ? AND len(coalesce(dec.ids, []::VARCHAR[])) < ? ORDER BY started_at_unix_nano",
+            [list(run_scorers), since, since, len(set(run_scorers))],
+        ).fetchall()
+        runs = [(tuple(r[:n]), list(r[n])) for r in rows]
+    conversations: list[tuple[str, list[str]]] = []
+    if conversation_scorers:
+        rows = con.execute(
+            "WITH c AS (SELECT conversation_id, max(updated_at) AS last FROM runs WHERE conversation_id IS NOT NULL "
+            "AND updated_at >= ? GROUP BY conversation_id) "
+            "SELECT c.conversation_id, coalesce(list(DISTINCT d.scorer_id) FILTER (d.scorer_id IS NOT NULL), []) "
+            "FROM c LEFT JOIN scoring_decisions d ON d.target_type = 'conversation' AND d.target_id = c.conversation_id "
+            "AND d.decided_at >= c.last AND list_contains(?::VARCHAR[], d.scorer_id) "
+            "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
+            [since, list(conversation_scorers), len(set(conversation_scorers))],
+        ).fetchall()
+        conversations = [(r[0], list(r[1])) for r in rows]
+    return runs, conversations
