@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.store.api import ConversationClaim
+from tracescorer.store.postgres.tx import Tx
 
 Conn = Any
 
@@ -143,3 +144,24 @@ async def conversation_stats(conn: Conn) -> dict[str, int]:
     )
     row = await cur.fetchone()
     return {"unscored": int(row[0]), "claimed": int(row[1]), "takeovers": int(row[2])}
+
+
+class CoordinationPart(Tx):
+    """:class:`~tracescorer.store.api.Coordination` in PostgreSQL."""
+
+    async def claim_conversations(
+        self, *, idle_s: float, lease_s: float, limit: int, max_age_s: float
+    ) -> list[ConversationClaim]:
+        return await self._tx(claim_due, self.owner, idle_s, lease_s, limit, max_age_s)
+
+    async def renew_conversations(self, conversation_ids: Sequence[str], lease_s: float) -> list[str]:
+        return await self._tx(renew, self.owner, list(conversation_ids), lease_s)
+
+    async def finish_conversations(self, done: Sequence[tuple[str, int]], release: Sequence[str] = ()) -> int:
+        return await self._tx(finish, self.owner, list(done), list(release))
+
+    async def take_judge_tokens(self, bucket: str, tokens: float, capacity: float, per_s: float) -> float:
+        return await self._tx(take_tokens, bucket, tokens, capacity, per_s)
+
+    async def conversation_stats(self) -> dict[str, int]:
+        return await self._tx(conversation_stats, write=False)

@@ -19,6 +19,7 @@ from tracescorer.records.deliveries import (
     conversations_of,
     with_first_runs,
 )
+from tracescorer.store.postgres.tx import Tx
 
 Conn = Any
 
@@ -171,3 +172,24 @@ async def states(conn: Conn, sink: str | None = None) -> list[dict[str, Any]]:
     )
     names = [d.name for d in cur.description or []]
     return [dict(zip(names, r, strict=False)) for r in await cur.fetchall()]
+
+
+class DeliveriesPart(Tx):
+    """:class:`~tracescorer.store.api.DeliveryStore` in PostgreSQL."""
+
+    async def due_deliveries(self, sink: str, owner: str, limit: int, ignore_backoff: bool = False) -> list[DueScore]:
+        return await self._tx(read_due, sink, owner, limit, ignore_backoff, write=False)
+
+    async def claim_deliveries(self, sink: str, owner: str, lease_s: float, claims_: Sequence[Claim]) -> dict[str, int]:
+        return await self._tx(claim, sink, owner, lease_s, list(claims_))
+
+    async def record_deliveries(
+        self, sink: str, owner: str, outcomes: Sequence[DeliveryOutcome], all_sinks: Sequence[str]
+    ) -> int:
+        return await self._tx(record, sink, owner, list(outcomes), list(all_sinks))
+
+    async def next_delivery_due_in(self, sink: str) -> float | None:
+        return await self._tx(next_due_in, sink, write=False)
+
+    async def delivery_states(self, sink: str | None = None) -> list[dict[str, Any]]:
+        return await self._tx(states, sink, write=False)

@@ -8,6 +8,7 @@ from typing import Any
 from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
 from tracescorer.store.duckdb.monitors import EVENT_RETENTION_DAYS
 from tracescorer.store.postgres.bulk import upsert_params
+from tracescorer.store.postgres.tx import Tx
 
 Conn = Any
 
@@ -188,3 +189,19 @@ async def rebuild(conn: Conn, specs: Sequence[WindowSpec], max_examples: int) ->
         for r in await cur.fetchall()
     ]
     return Rebuilt(buckets, examples)
+
+
+class MonitorsPart(Tx):
+    """:class:`~tracescorer.store.api.MonitorStore` in PostgreSQL."""
+
+    async def monitor_states(self, monitor_ids: Sequence[str]) -> list[MonitorState]:
+        return await self._tx(load_states, list(monitor_ids), write=False)
+
+    async def save_monitors(self, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
+        await self._tx(save, list(states), list(events))
+
+    async def prune_monitor_events(self, now: float) -> int:
+        return await self._tx(prune_events, now)
+
+    async def rebuild_monitor_windows(self, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
+        return await self._tx(rebuild, list(specs), max_examples, write=False)

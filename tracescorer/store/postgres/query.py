@@ -26,9 +26,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.store.api import QueryResult, StoreError
+from tracescorer.store.api import QueryResult, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.postgres.bulk import qmark_to_pyformat
 from tracescorer.store.postgres.schema import QUERYABLE
+from tracescorer.store.postgres.tx import Tx
 
 SPAN_LOG, RESULTS = "span_log", "results"
 SPAN_LOG_TABLES = frozenset({"spans", "log_records", "assembled_traces"})
@@ -284,5 +285,35 @@ class DirectQueries:
             raise StoreError(f"query timed out after {timeout_s:g}s") from None
         except psycopg.OperationalError as exc:
             raise StoreError(f"cannot query PostgreSQL {mask_dsn(self._dsn)}: {str(exc).strip()}") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"query failed: {str(exc).strip()}") from None
+
+
+class QueryPart(Tx):
+    """:class:`~tracescorer.store.api.QueryStore` in PostgreSQL (statements already checked)."""
+
+    async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
+        """Run an already checked statement (:func:`tracescorer.store.postgres.query.check`) read-only."""
+        import psycopg
+
+        if self._pool is None or self._closing:
+            raise StoreClosed("PostgreSQL store is not open")
+        try:
+            async with self._pool.connection() as conn:
+                return await run_async(
+                    conn,
+                    sql,
+                    max_rows=max_rows,
+                    timeout_s=timeout_s,
+                    schema=self.schema,
+                    role=self._query_role,
+                    params=params,
+                )
+        except psycopg.errors.QueryCanceled:
+            raise StoreError(f"query timed out after {timeout_s:g}s") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ReadOnlyViolation(f"refused by PostgreSQL: {str(exc).strip()}") from None
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise ReadOnlyViolation(f"refused by PostgreSQL: {str(exc).strip()}") from None
         except psycopg.Error as exc:
             raise StoreError(f"query failed: {str(exc).strip()}") from None

@@ -8,14 +8,18 @@ opened for it; rows come in and go out as the same plain tuples the DuckDB store
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from tracescorer.model import AgentRun, Conversation
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.store.api import PendingRecovery, ResultsPruned
 from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_sql
 from tracescorer.store.postgres.schema import RESULT_TABLES
-from tracescorer.store.runs import RUN_SELECT
+from tracescorer.store.postgres.tx import Tx
+from tracescorer.store.runs import RUN_SELECT, run_from_row, run_to_row
 from tracescorer.store.schema import RUN_COLUMNS
-from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS
+from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
 
 Row = tuple[Any, ...]
 Conn = Any  # psycopg.AsyncConnection (imported lazily: only postgres mode loads psycopg)
@@ -173,3 +177,51 @@ async def unscored_recent(
         [list(run_scorers), window_s, assembled_by, len(set(run_scorers))],
     )
     return [(r[:-2], list(r[-2])) for r in rows], []
+
+
+class ResultsPart(Tx):
+    """:class:`~tracescorer.store.api.RunStore` and :class:`~tracescorer.store.api.ScoreStore` in PostgreSQL,
+    and results retention."""
+
+    async def upsert_runs(
+        self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
+    ) -> None:  # INSERT ... ON CONFLICT needs no hint
+        if not runs and not replace_traces:
+            return
+        rows = [run_to_row(r) for r in runs]
+        self.stats["rows"] += await self._tx(upsert_runs, rows, list(replace_traces), self.instance_id)
+
+    async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
+        return [run_from_row(r) for r in await self._tx(load_runs, list(run_ids), write=False)]
+
+    async def load_conversation(self, conversation_id: str) -> Conversation | None:
+        runs = tuple(run_from_row(r) for r in await self._tx(load_conversation, conversation_id, write=False))
+        return Conversation(conversation_id=conversation_id, runs=runs) if runs else None
+
+    async def target_ids(self, scope: str, *, since: dt.datetime | None, until: dt.datetime | None) -> list[str]:
+        return await self._tx(target_ids, scope, since, until, write=False)
+
+    async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
+        if not scores and not decisions:
+            return
+        await self._tx(write_scores, [score_values(s) for s in scores], [decision_values(d) for d in decisions])
+        self.stats["rows"] += len(scores) + len(decisions)
+
+    async def spent_today_usd(self) -> float:
+        return await self._tx(spent_today, write=False)
+
+    async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
+        # indexes in PostgreSQL are on disk: only the age deletes
+        if older_than is None:
+            return ResultsPruned()
+        return ResultsPruned(deleted=await self._tx(prune_results, older_than), transactions=1)
+
+    async def unscored_recent(
+        self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
+    ) -> PendingRecovery:
+        found, _ = await self._tx(unscored_recent, list(run_scorer_ids), window_s, self.instance_id, write=False)
+        return PendingRecovery(
+            runs=[run_from_row(r) for r, _ in found],
+            conversation_ids=[],
+            decided={("run", r[0]): frozenset(d) for r, d in found},
+        )
