@@ -53,7 +53,7 @@ class Tree:
 
     @staticmethod
     def _role(p: psutil.Process) -> str:
-        return "store" if "tracescorer.store.duckdb.engine" in " ".join(p.cmdline()) else "daemon"
+        return "store" if "tracescorer.store.duckdb.server" in " ".join(p.cmdline()) else "daemon"
 
     def cpu(self) -> dict[str, float]:
         out: dict[str, float] = {}

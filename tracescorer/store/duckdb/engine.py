@@ -28,65 +28,25 @@ import itertools
 import logging
 import os
 import queue
-import signal
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import duckdb
 import pyarrow as pa
 
-from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import appends, layout, readonly
-from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
-from tracescorer.store.duckdb.migrations import migrate
-from tracescorer.store.duckdb.wire import CLOSE, EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
+from tracescorer.store.duckdb.checkpoints import Checkpoints
+from tracescorer.store.duckdb.database import open_database
+from tracescorer.store.duckdb.rejects import DATA_ERRORS, Rejects
+from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
 Connection = duckdb.DuckDBPyConnection
-
-#: a checkpoint this long is logged: the commits of its database (acknowledgements, for a span log) waited for it
-SLOW_CHECKPOINT_S = 2.0
-
-# Exceptions that say "this data cannot be stored" (the client's fault), not "the database is
-# unwell" (retry later).
-_DATA_ERRORS: tuple[type[BaseException], ...] = (
-    duckdb.ConversionException,
-    duckdb.OutOfRangeException,
-    duckdb.InvalidInputException,
-    duckdb.ConstraintException,
-    duckdb.TypeMismatchException,
-    pa.ArrowInvalid,
-    pa.ArrowTypeError,
-    OverflowError,
-    TypeError,
-    UnicodeError,
-)
-
-
-def _config(options: EngineOptions) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "memory_limit": options.memory_limit,
-        # checkpoints run beside the writer (Engine._checkpointer): DuckDB's own, inside a commit,
-        # stalls every write for the checkpoint's length; it stays only as a safety net
-        "checkpoint_threshold": f"{4 * size_bytes(options.checkpoint_threshold)}B",
-    }
-    if options.path != ":memory:":
-        # where DuckDB spills what does not fit memory_limit: beside the file, as DuckDB does for a
-        # database it opens itself (the main database is attached to an in-memory one, whose default
-        # is ".tmp" in the working directory)
-        cfg["temp_directory"] = f"{options.path}.tmp"
-    if options.duckdb_threads:
-        cfg["threads"] = options.duckdb_threads
-    if options.compression != "auto":
-        cfg["force_compression"] = options.compression
-    cfg.update(options.settings)
-    return cfg
 
 
 def _says_invalidated(exc: BaseException) -> bool:
@@ -130,40 +90,13 @@ class _WriteQueue:
     delay_s: float = 0.0  # how long the oldest job waits for others to commit with
 
 
-def _open(options: EngineOptions) -> Connection:
-    if options.path != ":memory:":
-        parent = os.path.dirname(os.path.abspath(options.path))
-        if not os.path.isdir(parent):
-            raise FileNotFoundError(f"directory {parent} does not exist")
-    # A daemon killed a moment ago may still be releasing the file: retry the lock briefly.
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            con = layout.connect(options.path, _config(options))
-            try:
-                layout.attach(con, options.path)
-            except BaseException:
-                con.close()
-                raise
-            break
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    migrate(con)
-    # the lockdown of query connections holds for the whole database the daemon serves (set
-    # once the span log is attached: ATTACH is file access)
-    readonly.lock_down(con)
-    return con
-
-
-class Engine:
+class Engine(Checkpoints, Rejects):
     """The connection, the writer thread and the reader pool (see the module docstring)."""
 
     def __init__(self, options: EngineOptions, reply: Callable[[int, bool, Any, dict[str, Any]], None]) -> None:
         self.options = options
         self._reply = reply
-        self._con = _open(options)
+        self._con = open_database(options)
         self._catalog = layout.main_catalog(self._con)
         self._telemetry = _WriteQueue()
         # a results commit has a fixed cost of several ms (statements per table, the commit): results
@@ -204,67 +137,6 @@ class Engine:
             self._threads.append(threading.Thread(target=self._checkpointer, name="store-checkpointer", daemon=True))
         for thread in self._threads:
             thread.start()
-
-    def _checkpointer(self) -> None:
-        """Checkpoint each database once its WAL passes the threshold, on a cursor of its own and
-        outside the writers' commits (DuckDB's own checkpoint runs inside a commit). A checkpoint
-        holds the commits of its database for its length: a span log is checkpointed only after
-        telemetry has moved to the other one (see :mod:`tracescorer.store.duckdb.layout`)."""
-        threshold = size_bytes(self.options.checkpoint_threshold)
-        cur = self._cursor()  # the telemetry writer uses the connection itself
-        try:
-            catalogs = [*layout.SPAN_LOGS, self._catalog]
-            wals = [(catalog, wal) for catalog in catalogs if (wal := layout.wal_of(cur, catalog))]
-        finally:
-            cur.close()
-        while not self._telemetry.closing:
-            time.sleep(0.5)
-            for catalog, wal in wals:
-                try:
-                    if os.path.getsize(wal) < threshold:
-                        continue
-                except OSError:
-                    continue
-                if catalog in layout.SPAN_LOGS and not self._move_appends_off(catalog):
-                    continue
-                self._checkpoint(catalog)
-
-    def _move_appends_off(self, catalog: str, timeout_s: float = 5.0) -> bool:
-        """Send telemetry to the other span log; True once no telemetry transaction is open on ``catalog``."""
-        with self._logs:
-            if self._log_target == catalog:
-                self._log_target = next(c for c in layout.SPAN_LOGS if c != catalog)
-            return self._logs.wait_for(lambda: self._log_in_use != catalog, timeout_s)
-
-    def _claim_log(self) -> str:
-        with self._logs:
-            self._log_in_use = self._log_target
-            return self._log_target
-
-    def _release_log(self) -> None:
-        with self._logs:
-            self._log_in_use = None
-            self._logs.notify_all()
-
-    def _checkpoint(self, catalog: str) -> None:
-        started = time.perf_counter()
-        try:
-            cur = self._cursor()
-            try:
-                cur.execute(f"CHECKPOINT {layout.quote(catalog)}")
-            finally:
-                cur.close()
-        except duckdb.Error as exc:  # a conflicting transaction: try again later
-            if self._invalidated(exc):  # a full disk, say: the database is unusable until opened again
-                self._exit_invalidated(exc)
-            log.debug("checkpoint of %s skipped: %s", catalog, exc)
-            return
-        seconds = time.perf_counter() - started
-        database = "span_log" if catalog in layout.SPAN_LOGS else "main"
-        if seconds >= SLOW_CHECKPOINT_S:  # its database's commits waited meanwhile
-            log.warning("checkpoint of the %s database (%s) took %.1f s", database, catalog, seconds)
-        with self._checkpoints_lock:
-            self._checkpoints.append((database, seconds))
 
     def shutdown(self, timeout_s: float) -> bool:
         """Commit what is queued (until the deadline), stop the readers, checkpoint, close."""
@@ -364,7 +236,7 @@ class Engine:
                         appends.span_table(span_rows) if span_rows else None,
                         appends.log_table(log_rows) if log_rows else None,
                     )
-                except _DATA_ERRORS:
+                except DATA_ERRORS:
                     job.arrow = None
 
     def _meta(self) -> dict[str, Any]:
@@ -455,7 +327,7 @@ class Engine:
         return [done.get(id(job)) for job in batch]
 
     def _fail(self, job: _Job, exc: BaseException) -> None:
-        if isinstance(exc, _DATA_ERRORS):
+        if isinstance(exc, DATA_ERRORS):
             if job.kind == TELEMETRY:
                 self._isolate(job)
                 return
@@ -464,91 +336,6 @@ class Engine:
         self._failing = f"{type(exc).__name__}: {exc}"
         log.error("write failed: %s", exc)
         self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
-
-    def _isolate(self, job: _Job) -> None:
-        """Store the rows of a telemetry job that can be stored, one half at a time; report the
-        rest as rejected (with the first error)."""
-        span_rows, log_rows = job.payload
-        errors: list[str] = []
-        times: list[float] = []
-        stored = 0
-        try:
-            for rows, table_of, insert in (
-                (span_rows, appends.span_table, appends.insert_spans),
-                (log_rows, appends.log_table, appends.insert_logs),
-            ):
-                if rows:
-                    stored += self._store_halves(rows, table_of, insert, errors, times)
-        except duckdb.Error as exc:  # not the data: the database is failing
-            self._fail(job, exc)
-            return
-        self._commit_id = next(self._commits)
-        rejected = job.items - stored
-        message = f"{rejected} item(s) could not be stored: {errors[0]}" if errors else ""
-        now = time.time()
-        self._reply(
-            job.req_id,
-            True,
-            (stored, rejected, message, min(times, default=now), max(times, default=now)),
-            self._meta(),
-        )
-
-    def _store_halves(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
-        insert: Callable[[Connection, Sequence[pa.Table], float, str], None],
-        errors: list[str],
-        times: list[float],
-    ) -> int:
-        n = len(rows)
-        if n == 0:
-            return 0
-        try:
-            table = table_of(rows)
-        except _DATA_ERRORS as exc:
-            return self._halve(rows, table_of, insert, errors, times, exc)
-        catalog = self._claim_log()
-        try:
-            self._con.execute("BEGIN TRANSACTION")
-            received = time.time()
-            insert(self._con, [table], received, catalog)
-            self._con.execute("COMMIT")
-        except _DATA_ERRORS as exc:
-            self._rollback(self._con)
-            self._release_log()
-            return self._halve(rows, table_of, insert, errors, times, exc)
-        except duckdb.Error:
-            self._rollback(self._con)
-            self._release_log()
-            raise
-        self._release_log()
-        times.append(received)
-        return n
-
-    def _halve(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        table_of: Callable[[Sequence[tuple[Any, ...]]], pa.Table],
-        insert: Callable[[Connection, Sequence[pa.Table], float, str], None],
-        errors: list[str],
-        times: list[float],
-        exc: BaseException,
-    ) -> int:
-        if len(rows) == 1:
-            errors.append(str(exc).splitlines()[0][:300])
-            return 0
-        mid = len(rows) // 2
-        return self._store_halves(rows[:mid], table_of, insert, errors, times) + self._store_halves(
-            rows[mid:], table_of, insert, errors, times
-        )
-
-    @staticmethod
-    def _rollback(con: Connection) -> None:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
 
     def _invalidated(self, exc: BaseException) -> bool:
         """Whether DuckDB refuses every statement on a database of the store from now on: after a
@@ -610,51 +397,3 @@ class Engine:
             return fn(cur, *args)
         finally:
             cur.close()
-
-
-def serve(sock: socket.socket, options: EngineOptions) -> None:
-    """Open the database, serve requests from ``sock`` until ``close`` or end of stream."""
-    enlarge_buffers(sock)
-    chan = BlockingChannel(sock)
-
-    def reply(req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:
-        chan.send((req_id, ok, value, meta))
-
-    try:
-        engine = Engine(options, reply)
-    except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
-        chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
-        chan.close()
-        return
-    chan.send((0, True, os.getpid(), {}))
-    engine.start()
-    timeout_s = 30.0
-    while (message := chan.recv()) is not None:
-        req_id, kind, payload = message
-        if kind == CLOSE:
-            timeout_s = float(payload)
-            break
-        engine.dispatch(req_id, kind, payload)
-    drained = engine.shutdown(timeout_s)
-    chan.send((-1, drained, None, {}))
-    chan.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m tracescorer.store.duckdb.engine --fd N --options JSON`` (started by DuckDBStore)."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(prog="tracescorer-store")
-    parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--options", required=True)
-    parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
-
-
-if __name__ == "__main__":
-    main()

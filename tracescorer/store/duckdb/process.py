@@ -1,6 +1,6 @@
 """The daemon's side of the DuckDB store process: starting it, talking to it, restarting it.
 
-:class:`StoreProcess` starts the store process (:mod:`tracescorer.store.duckdb.engine`), sends it
+:class:`StoreProcess` starts the store process (:mod:`tracescorer.store.duckdb.server`), sends it
 telemetry, write jobs and reads over a socketpair, and resolves each request's future when the
 answer comes back — a telemetry append only after its transaction committed. Intake of telemetry
 is bounded by a count of items not yet committed (:class:`QueueFull` beyond it); the pipeline's
@@ -122,7 +122,7 @@ class StoreProcess(Jobs):
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "tracescorer.store.duckdb.engine",
+                "tracescorer.store.duckdb.server",
                 "--fd",
                 str(child.fileno()),
                 "--options",

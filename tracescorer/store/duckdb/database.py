@@ -1,0 +1,64 @@
+"""Opening the store's database in the store process: DuckDB settings, the file lock, migrations, the
+query lockdown."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import duckdb
+
+from tracescorer.sizes import size_bytes
+from tracescorer.store.duckdb import layout, readonly
+from tracescorer.store.duckdb.migrations import migrate
+from tracescorer.store.duckdb.wire import EngineOptions
+
+Connection = duckdb.DuckDBPyConnection
+
+
+def settings_for(options: EngineOptions) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "memory_limit": options.memory_limit,
+        # checkpoints run beside the writer (Engine._checkpointer): DuckDB's own, inside a commit,
+        # stalls every write for the checkpoint's length; it stays only as a safety net
+        "checkpoint_threshold": f"{4 * size_bytes(options.checkpoint_threshold)}B",
+    }
+    if options.path != ":memory:":
+        # where DuckDB spills what does not fit memory_limit: beside the file, as DuckDB does for a
+        # database it opens itself (the main database is attached to an in-memory one, whose default
+        # is ".tmp" in the working directory)
+        cfg["temp_directory"] = f"{options.path}.tmp"
+    if options.duckdb_threads:
+        cfg["threads"] = options.duckdb_threads
+    if options.compression != "auto":
+        cfg["force_compression"] = options.compression
+    cfg.update(options.settings)
+    return cfg
+
+
+def open_database(options: EngineOptions) -> Connection:
+    if options.path != ":memory:":
+        parent = os.path.dirname(os.path.abspath(options.path))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"directory {parent} does not exist")
+    # A daemon killed a moment ago may still be releasing the file: retry the lock briefly.
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            con = layout.connect(options.path, settings_for(options))
+            try:
+                layout.attach(con, options.path)
+            except BaseException:
+                con.close()
+                raise
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    migrate(con)
+    # the lockdown of query connections holds for the whole database the daemon serves (set
+    # once the span log is attached: ATTACH is file access)
+    readonly.lock_down(con)
+    return con
