@@ -28,7 +28,6 @@ from typing import Any
 from tracescorer.store.duckdb.upsert import chunks, key_in
 
 __all__ = [
-    "DDL",
     "Claim",
     "DeliveryOutcome",
     "DueScore",
@@ -49,25 +48,6 @@ from tracescorer.records.deliveries import (
     with_first_runs,
 )
 from tracescorer.store.duckdb.jobs import Jobs
-
-DDL: tuple[str, ...] = (
-    """CREATE TABLE IF NOT EXISTS score_deliveries (
-  score_id VARCHAR NOT NULL,
-  sink VARCHAR NOT NULL,              -- the sink's stable id: otlp, otlp_logs, phoenix, mlflow, otlp#2, ...
-  score_version BIGINT NOT NULL,      -- epoch_us(scores.updated_at) of the version this row is about
-  status VARCHAR NOT NULL,            -- pending | delivered | failed
-  attempts INTEGER NOT NULL,          -- attempts for score_version so far
-  next_attempt_at TIMESTAMPTZ,        -- pending: not retried before this
-  last_error VARCHAR,
-  last_attempt_at TIMESTAMPTZ,
-  delivered_at TIMESTAMPTZ,
-  delivered_version BIGINT,           -- newest version ever delivered (the backend has a copy to update)
-  claimed_by VARCHAR,                 -- the daemon instance exporting it now ...
-  claimed_until TIMESTAMPTZ,          -- ... until this lease runs out
-  PRIMARY KEY (score_id, sink)
-)""",
-)
-
 
 _SCORE_FIELDS = [
     "id", "scorer_id", "scorer_name", "run_id", "trace_id", "span_id", "conversation_id", "entity_type", "score",

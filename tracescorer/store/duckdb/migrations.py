@@ -2,7 +2,7 @@
 
 ``schema_info`` holds the version. Version 1 is the schema of the first release; each
 :class:`Migration` upgrades from the version before it. The tables in
-:mod:`tracescorer.store.schema` always describe the latest version, and a test checks that
+:mod:`tracescorer.store.tables` always describe the latest version, and a test checks that
 version 1 plus every migration gives exactly that.
 """
 
@@ -13,9 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.store.api import SchemaError
-from tracescorer.store.duckdb import deliveries, layout, monitor_tables
+from tracescorer.store.duckdb import layout
 from tracescorer.store.duckdb.layout import SPAN_LOGS
-from tracescorer.store.schema import INDEXES, SPAN_LOG_TABLES, TABLES, column_names, create_table
+from tracescorer.store.tables import (
+    INDEXES,
+    SPAN_LOG_TABLES,
+    TABLES,
+    column_names,
+    create_table,
+    delivery_table,
+    monitor_tables,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +37,8 @@ class Migration:
 #: so that they can also run on a fresh database created from :mod:`schema` (``IF NOT EXISTS``):
 #: a new database is the tables of :mod:`schema` plus every migration.
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(2, "delivery state of exported scores, per export sink", deliveries.DDL),
-    Migration(3, "state and events of the built-in monitors", monitor_tables.DDL),
+    Migration(2, "delivery state of exported scores, per export sink", (delivery_table(),)),
+    Migration(3, "state and events of the built-in monitors", monitor_tables()),
     Migration(
         4,
         "assembly records remember the newest item they assembled",

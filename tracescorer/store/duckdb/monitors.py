@@ -1,8 +1,8 @@
-"""Monitor state and events in DuckDB: the DDL, and plain functions taking a connection.
+"""Monitor state and events in DuckDB: plain functions taking a connection, and the monitors part.
 
 Times cross this boundary as epoch seconds. ``save`` and ``prune_events`` run as writes
 (``store.write``), ``load_states`` and ``rebuild`` as reads; the tables come with the schema
-migrations (:mod:`tracescorer.store.duckdb.monitor_tables`). The ``*_sql`` builders give the
+migrations (declared in :mod:`tracescorer.store.tables`). The ``*_sql`` builders give the
 read commands SQL text for the query endpoint (which takes text, not parameters).
 """
 
@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
-from tracescorer.store.duckdb import monitor_tables
 from tracescorer.store.duckdb.jobs import Jobs
 from tracescorer.store.duckdb.upsert import upsert
 
 EVENT_RETENTION_DAYS = 90
 
-DDL = monitor_tables.DDL
 
 _STATE_COLUMNS = (
     "monitor_id",

@@ -12,8 +12,8 @@ from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
 from tracescorer.store.duckdb.upsert import upsert
 from tracescorer.store.runs import RUN_SELECT, run_from_row
-from tracescorer.store.schema import RUN_COLUMNS
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
+from tracescorer.store.tables import RUN_COLUMNS
 
 
 class ScoresPart(Jobs):

@@ -17,7 +17,7 @@ from tracescorer.store.api import AppendOutcome, QueueFull, StoreClosed, TraceDa
 from tracescorer.store.duckdb import layout, rows, wire
 from tracescorer.store.duckdb.jobs import Jobs, Row, alone, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
-from tracescorer.store.schema import ASSEMBLED_COLUMNS, column_names
+from tracescorer.store.tables import ASSEMBLED_COLUMNS, column_names
 
 #: How far before the recorded assembly watermark recovery looks (commits in flight, clock steps).
 RECOVERY_MARGIN = dt.timedelta(minutes=5)

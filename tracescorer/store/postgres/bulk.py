@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracescorer.store.schema import Columns
+from tracescorer.store.tables import Columns
 
 _ARRAY = {
     "VARCHAR": "text[]",

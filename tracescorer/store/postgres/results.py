@@ -18,8 +18,8 @@ from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_
 from tracescorer.store.postgres.schema import RESULT_TABLES
 from tracescorer.store.postgres.tx import Tx
 from tracescorer.store.runs import RUN_SELECT, run_from_row, run_to_row
-from tracescorer.store.schema import RUN_COLUMNS
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
+from tracescorer.store.tables import RUN_COLUMNS
 
 Row = tuple[Any, ...]
 Conn = Any  # psycopg.AsyncConnection (imported lazily: only postgres mode loads psycopg)

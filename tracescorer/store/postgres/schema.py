@@ -1,8 +1,8 @@
 """The PostgreSQL result tables: the same names and columns as the DuckDB store, PostgreSQL types.
 
 ``runs``, ``scores`` and ``scoring_decisions`` derive from the column declarations of
-:mod:`tracescorer.store.schema` (each row shape is declared once); the delivery and monitor tables
-mirror :mod:`tracescorer.store.duckdb.deliveries` and :mod:`tracescorer.store.duckdb.monitor_tables`. Tables that
+:mod:`tracescorer.store.tables` (each row shape is declared once); the delivery and monitor tables
+are declared in :mod:`tracescorer.store.tables` too. Tables that
 exist only here coordinate several daemons:
 
 - ``conversation_activity``: when each conversation last got a run (the database's clock, so "idle
@@ -17,31 +17,12 @@ JSON columns are ``json`` (the text as written: lossless, and ``->>`` works in q
 
 from __future__ import annotations
 
-from tracescorer.store.schema import DECISION_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS, Columns
-
-_TYPES = {
-    "VARCHAR": "text",
-    "JSON": "json",
-    "DOUBLE": "double precision",
-    "BIGINT": "bigint",
-    "UBIGINT": "bigint",  # nanosecond times: values beyond 2^63 are clamped on the way in
-    "INTEGER": "integer",
-    "BOOLEAN": "boolean",
-    "TIMESTAMPTZ": "timestamptz",
-}
-
-
-def pg_type(declared: str) -> str:
-    """A DuckDB column declaration (``VARCHAR NOT NULL``, ``UBIGINT``) in PostgreSQL terms."""
-    base, _, rest = declared.partition(" ")
-    if base not in _TYPES:
-        raise TypeError(f"no PostgreSQL type for {declared!r}")
-    return f"{_TYPES[base]} {rest}".strip()
+from tracescorer.store import tables
+from tracescorer.store.tables import DECISION_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS, Columns
 
 
 def create_table(table: str, columns: Columns) -> str:
-    body = ",\n  ".join(f"{name} {pg_type(kind)}" for name, kind in columns)
-    return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"
+    return tables.create_table(table, columns, dialect="postgres")
 
 
 RESULT_TABLES: dict[str, Columns] = {
@@ -71,43 +52,8 @@ BASELINE: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
     "CREATE INDEX IF NOT EXISTS scores_updated ON scores (updated_at, id)",
     "CREATE INDEX IF NOT EXISTS decisions_target ON scoring_decisions (target_type, target_id)",
-    """CREATE TABLE IF NOT EXISTS score_deliveries (
-  score_id text NOT NULL,
-  sink text NOT NULL,
-  score_version bigint NOT NULL,
-  status text NOT NULL,
-  attempts integer NOT NULL,
-  next_attempt_at timestamptz,
-  last_error text,
-  last_attempt_at timestamptz,
-  delivered_at timestamptz,
-  delivered_version bigint,
-  claimed_by text,
-  claimed_until timestamptz,
-  PRIMARY KEY (score_id, sink)
-)""",
-    """CREATE TABLE IF NOT EXISTS monitor_state (
-  monitor_id text PRIMARY KEY,
-  state text NOT NULL,
-  since timestamptz,
-  value double precision,
-  samples bigint,
-  evaluated_at timestamptz,
-  notified_at timestamptz,
-  firing_notified boolean,
-  pending text,
-  updated_at timestamptz
-)""",
-    """CREATE TABLE IF NOT EXISTS monitor_events (
-  monitor_id text NOT NULL,
-  event_at timestamptz NOT NULL,
-  event text NOT NULL,
-  state text,
-  value double precision,
-  samples bigint,
-  target text,
-  detail text
-)""",
+    tables.delivery_table("postgres"),
+    *tables.monitor_tables("postgres"),
     "CREATE INDEX IF NOT EXISTS monitor_events_at ON monitor_events (event_at)",
     """CREATE TABLE IF NOT EXISTS conversation_activity (
   conversation_id text PRIMARY KEY,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.store.runs import RUN_COLUMNS as RUN_COLUMNS  # derived from AgentRun
 
 Columns = tuple[tuple[str, str], ...]
 
@@ -66,37 +67,6 @@ LOG_COLUMNS: Columns = (
     ("received_at", "TIMESTAMPTZ"),
 )
 
-RUN_COLUMNS: Columns = (
-    ("run_id", "VARCHAR PRIMARY KEY"),
-    ("trace_id", "VARCHAR NOT NULL"),
-    ("span_id", "VARCHAR"),
-    ("parent_span_id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("resource_id", "VARCHAR"),
-    ("agent_name", "VARCHAR"),
-    ("agent_id", "VARCHAR"),
-    ("service_name", "VARCHAR"),
-    ("convention", "VARCHAR"),
-    ("model", "VARCHAR"),
-    ("started_at", "TIMESTAMPTZ"),
-    ("ended_at", "TIMESTAMPTZ"),
-    ("started_at_unix_nano", "UBIGINT"),
-    ("ended_at_unix_nano", "UBIGINT"),
-    ("status", "VARCHAR"),
-    ("error", "VARCHAR"),
-    ("input_messages", "JSON"),
-    ("remembered_messages", "JSON"),
-    ("system_messages", "JSON"),
-    ("tagged_system_messages", "JSON"),
-    ("output", "JSON"),
-    ("tool_calls", "JSON"),
-    ("usage", "JSON"),
-    ("attributes", "JSON"),
-    ("incomplete", "BOOLEAN"),
-    ("created_at", "TIMESTAMPTZ"),
-    ("updated_at", "TIMESTAMPTZ"),
-)
-
 _BASE_TYPES = {"str": "VARCHAR", "float": "DOUBLE", "int": "BIGINT", "bool": "BOOLEAN"}
 
 
@@ -134,6 +104,47 @@ SCORE_COLUMNS = record_columns(
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
 
+#: Per-sink delivery state of exported scores (semantics: :mod:`tracescorer.store.duckdb.deliveries`).
+DELIVERY_COLUMNS: Columns = (
+    ("score_id", "VARCHAR NOT NULL"),
+    ("sink", "VARCHAR NOT NULL"),  # the sink's stable id: otlp, otlp_logs, phoenix, mlflow, otlp#2, ...
+    ("score_version", "BIGINT NOT NULL"),  # epoch_us(scores.updated_at) of the version this row is about
+    ("status", "VARCHAR NOT NULL"),  # pending | delivered | failed
+    ("attempts", "INTEGER NOT NULL"),  # attempts for score_version so far
+    ("next_attempt_at", "TIMESTAMPTZ"),  # pending: not retried before this
+    ("last_error", "VARCHAR"),
+    ("last_attempt_at", "TIMESTAMPTZ"),
+    ("delivered_at", "TIMESTAMPTZ"),
+    ("delivered_version", "BIGINT"),  # newest version ever delivered (the backend has a copy to update)
+    ("claimed_by", "VARCHAR"),  # the daemon instance exporting it now ...
+    ("claimed_until", "TIMESTAMPTZ"),  # ... until this lease runs out
+)
+DELIVERY_KEY = ("score_id", "sink")
+
+#: The built-in monitors' state (one row each) and events.
+MONITOR_STATE_COLUMNS: Columns = (
+    ("monitor_id", "VARCHAR PRIMARY KEY"),
+    ("state", "VARCHAR NOT NULL"),
+    ("since", "TIMESTAMPTZ"),
+    ("value", "DOUBLE"),
+    ("samples", "BIGINT"),
+    ("evaluated_at", "TIMESTAMPTZ"),
+    ("notified_at", "TIMESTAMPTZ"),
+    ("firing_notified", "BOOLEAN"),
+    ("pending", "VARCHAR"),
+    ("updated_at", "TIMESTAMPTZ"),
+)
+MONITOR_EVENT_COLUMNS: Columns = (
+    ("monitor_id", "VARCHAR NOT NULL"),
+    ("event_at", "TIMESTAMPTZ NOT NULL"),
+    ("event", "VARCHAR NOT NULL"),
+    ("state", "VARCHAR"),
+    ("value", "DOUBLE"),
+    ("samples", "BIGINT"),
+    ("target", "VARCHAR"),
+    ("detail", "VARCHAR"),
+)
+
 #: The span log's tables, in their own file (:mod:`tracescorer.store.duckdb.layout`); the main database
 #: has views of the same names.
 SPAN_LOG_TABLES: dict[str, Columns] = {
@@ -153,9 +164,54 @@ TABLES: dict[str, Columns] = {
 INDEXES: tuple[str, ...] = ("CREATE INDEX IF NOT EXISTS runs_trace ON runs (trace_id)",)
 
 
-def create_table(table: str, columns: Columns, catalog: str | None = None) -> str:
-    body = ",\n  ".join(f"{name} {kind}" for name, kind in columns)
-    return f"CREATE TABLE IF NOT EXISTS {catalog + '.' if catalog else ''}{table} (\n  {body}\n)"
+_POSTGRES_TYPES = {
+    "VARCHAR": "text",
+    "JSON": "json",  # the text as written: lossless, and ->> works in queries
+    "DOUBLE": "double precision",
+    "BIGINT": "bigint",
+    "UBIGINT": "bigint",  # nanosecond times: values beyond 2^63 are clamped on the way in
+    "INTEGER": "integer",
+    "BOOLEAN": "boolean",
+    "TIMESTAMPTZ": "timestamptz",
+}
+
+
+def column_type(declared: str, dialect: str = "duckdb") -> str:
+    """A declaration (``VARCHAR NOT NULL``, ``UBIGINT``) in ``dialect``'s terms (``duckdb`` | ``postgres``)."""
+    if dialect == "duckdb":
+        return declared
+    base, _, rest = declared.partition(" ")
+    if base not in _POSTGRES_TYPES:
+        raise TypeError(f"no PostgreSQL type for {declared!r}")
+    return f"{_POSTGRES_TYPES[base]} {rest}".strip()
+
+
+def create_table(
+    table: str,
+    columns: Columns,
+    catalog: str | None = None,
+    *,
+    dialect: str = "duckdb",
+    primary_key: tuple[str, ...] = (),
+) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for a declaration, in ``dialect`` (``primary_key``: a key of
+    several columns)."""
+    body = [f"{name} {column_type(kind, dialect)}" for name, kind in columns]
+    if primary_key:
+        body.append(f"PRIMARY KEY ({', '.join(primary_key)})")
+    joined = ",\n  ".join(body)
+    return f"CREATE TABLE IF NOT EXISTS {catalog + '.' if catalog else ''}{table} (\n  {joined}\n)"
+
+
+def delivery_table(dialect: str = "duckdb") -> str:
+    return create_table("score_deliveries", DELIVERY_COLUMNS, dialect=dialect, primary_key=DELIVERY_KEY)
+
+
+def monitor_tables(dialect: str = "duckdb") -> tuple[str, str]:
+    return (
+        create_table("monitor_state", MONITOR_STATE_COLUMNS, dialect=dialect),
+        create_table("monitor_events", MONITOR_EVENT_COLUMNS, dialect=dialect),
+    )
 
 
 def column_names(columns: Columns) -> list[str]:
