@@ -116,10 +116,11 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
     every other table is shared in PostgreSQL (PostgreSQL SQL). One statement reads one or the other.
     """
     from tracescorer.output import FORMATS, format_table
+    from tracescorer.store.queries import Query
 
     settings = load(config_path)
     limit = row_limit(settings, max_rows)
-    result = run_query(settings, sql, limit)
+    result = run_query(settings, Query(sql), limit)
     if fmt == "table":
         click.echo(format_table(result["columns"], result["rows"], wide=wide, wrap=("reason", "error", "detail")))
     else:

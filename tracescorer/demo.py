@@ -200,7 +200,7 @@ def _wait_for_scores(info: control.ServeInfo, expected: int, timeout_s: float = 
     deadline = time.monotonic() + timeout_s
     count = 0
     while time.monotonic() < deadline:
-        count = int(control.remote_query(info, queries.scores_count(), max_rows=1)["rows"][0][0])
+        count = int(control.remote_query(info, queries.scores_count().sql, max_rows=1)["rows"][0][0])
         if count >= expected:
             break
         time.sleep(0.5)
@@ -255,7 +255,7 @@ def run_demo(*, keep: bool = False) -> int:
         print(_cli(config, "runs"))
         print("== tracescorer scores", flush=True)
         print(_cli(config, "scores"))
-        failing = _cli(config, "query", queries.first_failed_trace(), "--format", "csv").splitlines()
+        failing = _cli(config, "query", queries.first_failed_trace().sql, "--format", "csv").splitlines()
         if len(failing) > 1:
             print(f"== tracescorer explain {failing[1]}  (the run whose tool failed)", flush=True)
             print(_cli(config, "explain", failing[1]))

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,17 +174,17 @@ class DaemonProcess:
         return run_dicts(self.db_path, trace_id=trace_id, conversation_id=conversation_id, unmatched=unmatched)
 
 
-def _raw(db_path: str, sql: str, max_rows: int) -> tuple[list[str], list[Any]]:
+def _raw(db_path: str, sql: str, max_rows: int, params: Sequence[Any] = ()) -> tuple[list[str], list[Any]]:
     """Columns and rows as the read commands get them: from the daemon's ops API when it runs
     (state file + urllib), else from the file opened read-only."""
     info = read_serve_info(db_path)
     if info is not None:
-        result = remote_query(info, sql, max_rows=max_rows)
+        result = remote_query(info, sql, max_rows=max_rows, params=params)
         columns, rows, truncated = result["columns"], result["rows"], result["truncated"]
     else:
         con = readonly.connect(db_path)
         try:
-            res = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=60)
+            res = readonly.run_guarded(con, sql, max_rows=max_rows, timeout_s=60, params=params)
         finally:
             con.close()
         columns, rows, truncated = res.columns, res.rows, res.truncated
@@ -193,9 +193,9 @@ def _raw(db_path: str, sql: str, max_rows: int) -> tuple[list[str], list[Any]]:
     return columns, rows
 
 
-def query_rows(db_path: str, sql: str, max_rows: int = 100_000) -> list[dict[str, Any]]:
+def query_rows(db_path: str, sql: str, max_rows: int = 100_000, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """What ``tracescorer query --format json`` prints, without spawning a CLI."""
-    columns, rows = _raw(db_path, sql, max_rows)
+    columns, rows = _raw(db_path, sql, max_rows, params)
     return [dict(zip(columns, (jsonable(v) for v in row), strict=False)) for row in rows]
 
 
@@ -207,6 +207,8 @@ def run_dicts(
     from tracescorer.store.runs import run_from_row
 
     if unmatched:
-        return query_rows(db_path, queries.unmatched_traces(trace_id=trace_id))
-    _, rows = _raw(db_path, queries.runs(trace_id=trace_id, conversation_id=conversation_id), 100_000)
+        unmatched_query = queries.unmatched_traces(trace_id=trace_id)
+        return query_rows(db_path, unmatched_query.sql, params=unmatched_query.params)
+    runs_query = queries.runs(trace_id=trace_id, conversation_id=conversation_id)
+    _, rows = _raw(db_path, runs_query.sql, 100_000, runs_query.params)
     return [json.loads(json.dumps(run_from_row(row).to_dict(), default=str)) for row in rows]

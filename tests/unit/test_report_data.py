@@ -11,6 +11,7 @@ from tracescorer.records.scores import ScoreRecord
 from tracescorer.report import collect, render
 from tracescorer.report.data import bucket_for
 from tracescorer.store.duckdb import DuckDBStore, open_read_only, run_read_query
+from tracescorer.store.queries import Query
 
 
 def _msg(role: str, text: str) -> Message:
@@ -100,8 +101,8 @@ def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):
     _build(path)
     con = open_read_only(path)
 
-    def query(sql: str, max_rows: int) -> dict:
-        r = run_read_query(con, sql, max_rows=max_rows, timeout_s=10)
+    def query(q: Query, max_rows: int) -> dict:
+        r = run_read_query(con, q.sql, max_rows=max_rows, timeout_s=10, params=q.params)
         return {"columns": r.columns, "rows": r.rows, "truncated": r.truncated}
 
     now = dt.datetime.now(dt.UTC)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
+    from tracescorer.store.queries import Query
 
 config_option = click.option(
     "--config",
@@ -61,8 +61,8 @@ def row_limit(settings: Settings, requested: int | None) -> int:
     return min(requested or settings.store.query_max_rows, settings.store.query_max_rows)
 
 
-def run_query(settings: Settings, sql: str, max_rows: int, params: Sequence[Any] = ()) -> dict[str, Any]:
-    """Run read-only SQL (``?`` parameters) through the running daemon, or on the store when none runs.
+def run_query(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]:
+    """Run a read-only query through the running daemon, or on the store when none runs.
 
     While the state file names a live daemon the query always goes through it (never the locked
     file). Returns ``{columns, types, rows, truncated}``.
@@ -76,7 +76,11 @@ def run_query(settings: Settings, sql: str, max_rows: int, params: Sequence[Any]
         if info is not None:
             try:
                 return control.remote_query(
-                    info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10, params=params
+                    info,
+                    query.sql,
+                    max_rows=max_rows,
+                    timeout_s=settings.store.query_timeout_s + 10,
+                    params=query.params,
                 )
             except control.DaemonUnreachable as exc:
                 if control.read_serve_info(path) is None:
@@ -85,7 +89,7 @@ def run_query(settings: Settings, sql: str, max_rows: int, params: Sequence[Any]
             except control.RemoteQueryError as exc:
                 raise click.ClickException(str(exc)) from None
         try:
-            return _query_offline(settings, sql, max_rows, params)
+            return _query_offline(settings, query, max_rows)
         except _Locked as exc:
             if time.monotonic() < deadline:
                 time.sleep(0.1)  # a daemon is starting: its state file appears in a moment
@@ -101,7 +105,7 @@ class _Locked(Exception):
     pass
 
 
-def _query_offline(settings: Settings, sql: str, max_rows: int, params: Sequence[Any]) -> dict[str, Any]:
+def _query_offline(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]:
     """No daemon: the query router of :func:`tracescorer.store.factory.build_offline_queries`."""
     import asyncio
 
@@ -111,7 +115,7 @@ def _query_offline(settings: Settings, sql: str, max_rows: int, params: Sequence
     queries = build_offline_queries(settings)
     try:
         result = asyncio.run(
-            queries.query(sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=params)
+            queries.query(query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=query.params)
         )
     except StoreLocked as exc:
         raise _Locked(str(exc)) from None

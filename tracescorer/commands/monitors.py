@@ -40,9 +40,9 @@ def _value(value: Any) -> Any:
 
 
 def _tables(settings: Settings) -> set[str]:
-    from tracescorer.store.duckdb import monitors as sql
+    from tracescorer.store import queries
 
-    return {row[0] for row in run_query(settings, sql.TABLES_SQL, 10)["rows"]}
+    return {row[0] for row in run_query(settings, queries.MONITOR_TABLES, 10)["rows"]}
 
 
 def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt: str, limit: int) -> None:
     """The configured monitors: rule, state (ok / firing / resolved), since when, last value."""
     from tracescorer.output import FORMATS, format_table
-    from tracescorer.store.duckdb import monitors as sql
+    from tracescorer.store import queries
 
     settings = load(config_path)
     tables = _tables(settings)
@@ -66,13 +66,13 @@ def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt:
         if "monitor_events" not in tables:
             click.echo(FORMATS[fmt](["event_at", "monitor_id", "event"], []))
             return
-        result = run_query(settings, sql.events_sql(monitor_id), row_limit(settings, limit))
+        result = run_query(settings, queries.monitor_events(monitor_id), row_limit(settings, limit))
         click.echo(
             FORMATS[fmt](result["columns"], [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]])
         )
         return
     stored = (
-        {r["monitor_id"]: r for r in _rows(run_query(settings, sql.STATE_SQL, 10_000))}
+        {r["monitor_id"]: r for r in _rows(run_query(settings, queries.MONITOR_STATES, 10_000))}
         if "monitor_state" in tables
         else {}
     )

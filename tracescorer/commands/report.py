@@ -11,6 +11,7 @@ import click
 
 from tracescorer import control
 from tracescorer.commands.common import config_option, load, parse_since, run_query
+from tracescorer.store.queries import Query
 
 
 @click.command()
@@ -39,8 +40,8 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     source = f"daemon at {info.url}" if info is not None else f"database {settings.store.path}"
     cap = settings.store.query_max_rows
 
-    def query(sql: str, max_rows: int) -> dict[str, Any]:
-        result = run_query(settings, sql, min(max_rows, cap))
+    def query(q: Query, max_rows: int) -> dict[str, Any]:
+        result = run_query(settings, q, min(max_rows, cap))
         if result["truncated"]:  # a partial report would mislead: say so instead
             raise click.ClickException(
                 f"the report needs more than store.query_max_rows={cap} rows; "

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracescorer.store import report_sql
+from tracescorer.store import queries
 
-Query = Callable[[str, int], dict[str, Any]]  # (sql, max_rows) -> {columns, rows, truncated, ...}
+RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
 BINS = 10
 MAX_POINTS = 60
@@ -158,7 +158,7 @@ def _turns(run: dict[str, Any]) -> list[Turn]:
 
 
 def collect(
-    query: Query,
+    query: RunQuery,
     *,
     since: dt.datetime,
     until: dt.datetime,
@@ -169,9 +169,9 @@ def collect(
 ) -> Report:
     """Every scorer with scores since ``since`` (and every configured one, even without)."""
     bucket_s = bucket_for((until - since).total_seconds())
-    summary = {r["scorer_id"]: r for r in _rows(query(report_sql.summary_sql(since, scorer_id), 10_000))}
+    summary = {r["scorer_id"]: r for r in _rows(query(queries.report_summary(since, scorer_id), 10_000))}
     trend: dict[str, list[TrendPoint]] = {}
-    for r in _rows(query(report_sql.trend_sql(since, scorer_id, bucket_s), 10_000)):
+    for r in _rows(query(queries.report_trend(since, scorer_id, bucket_s), 10_000)):
         labelled = int(r["passed"]) + int(r["failed"])
         trend.setdefault(r["scorer_id"], []).append(
             TrendPoint(
@@ -184,16 +184,16 @@ def collect(
         )
     ranges: dict[str, tuple[float, float]] = {}
     counts: dict[str, dict[int, int]] = {}
-    for r in _rows(query(report_sql.distribution_sql(since, scorer_id, BINS), 10_000)):
+    for r in _rows(query(queries.report_distribution(since, scorer_id, BINS), 10_000)):
         ranges[r["scorer_id"]] = (float(r["lo"]), float(r["hi"]))
         counts.setdefault(r["scorer_id"], {})[int(r["bin"])] = int(r["n"])
-    worst_rows = _rows(query(report_sql.worst_sql(since, scorer_id, worst), 10_000))
+    worst_rows = _rows(query(queries.report_worst(since, scorer_id, worst), 10_000))
     run_ids = sorted({r["run_id"] for r in worst_rows if r["entity_type"] != "conversation" and r["run_id"]})
     conv_ids = sorted(
         {r["conversation_id"] for r in worst_rows if r["entity_type"] == "conversation" and r["conversation_id"]}
     )
     runs = (
-        _rows(query(report_sql.transcripts_sql(run_ids, conv_ids, RUNS_PER_CONVERSATION), 10_000))
+        _rows(query(queries.report_transcripts(run_ids, conv_ids, RUNS_PER_CONVERSATION), 10_000))
         if run_ids or conv_ids
         else []
     )

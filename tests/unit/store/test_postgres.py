@@ -227,24 +227,24 @@ async def test_queries_route_by_table_with_parameters_and_limits(composite):
 async def test_report_and_read_command_sql_runs_on_postgres(composite):
     import datetime as dt
 
-    from tracescorer.store import queries, report_sql
+    from tracescorer.store import queries
 
     await composite.runs.upsert_runs([_run(1, "c1"), _run(2, "c1")])
     await composite.scores.write_scores([_score(1, 0.1), _score(2)], [])
     since = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     statements = [
-        report_sql.summary_sql(since, None),
-        report_sql.trend_sql(since, "s", 3600),
-        report_sql.distribution_sql(since, None, 10),
-        report_sql.worst_sql(since, None, 5),
-        report_sql.transcripts_sql(["run-1"], ["c1"], 3),
+        queries.report_summary(since, None),
+        queries.report_trend(since, "s", 3600),
+        queries.report_distribution(since, None, 10),
+        queries.report_worst(since, None, 5),
+        queries.report_transcripts(["run-1"], ["c1"], 3),
         queries.runs(conversation_id="c1"),
         queries.scores(since=since, all_columns=True),
         queries.trace_runs(f"{1:032x}"),
         queries.conversation_runs("c1"),
         queries.decisions([("run", "run-1")]),
     ]
-    results = [await composite.queries.query(sql, max_rows=100, timeout_s=10) for sql in statements]
+    results = [await composite.queries.query(q.sql, max_rows=100, timeout_s=10, params=q.params) for q in statements]
     summary = results[0].dicts()
     assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
     assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]

@@ -2,8 +2,7 @@
 
 Times cross this boundary as epoch seconds. ``save`` and ``prune_events`` run as writes
 (``store.write``), ``load_states`` and ``rebuild`` as reads; the tables come with the schema
-migrations (declared in :mod:`tracescorer.store.tables`). The ``*_sql`` builders give the
-read commands SQL text for the query endpoint (which takes text, not parameters).
+migrations (declared in :mod:`tracescorer.store.tables`).
 """
 
 from __future__ import annotations
@@ -172,21 +171,6 @@ def rebuild(con: Any, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt
 
 
 # --- SQL text for the read commands (the query endpoint takes text) ---------------------------------
-
-TABLES_SQL = "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
-
-STATE_SQL = (
-    "SELECT monitor_id, state, since, value, samples, evaluated_at, notified_at, pending "
-    "FROM monitor_state ORDER BY monitor_id"
-)
-
-
-def events_sql(monitor_id: str | None = None) -> str:
-    where = "" if monitor_id is None else " WHERE monitor_id = '" + monitor_id.replace("'", "''") + "'"
-    return (
-        "SELECT event_at, monitor_id, event, state, value, samples, target, detail FROM monitor_events"
-        f"{where} ORDER BY event_at DESC"
-    )
 
 
 class MonitorsPart(Jobs):
