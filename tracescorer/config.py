@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tracescorer.filterspec import RunFilter
+from tracescorer.filters import RunFilter
 from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
 from tracescorer.sizes import size_bytes
 

@@ -12,7 +12,6 @@ from tracescorer.scorers.errors import (
     ScorerRunError,
 )
 from tracescorer.scorers.evals import EvalItemResult, EvalResult, ScorerSummary, Threshold, run_evals
-from tracescorer.scorers.filter import filter_run
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.pii import Detector, PhoneDetector, RegexDetector, default_detectors
 from tracescorer.scorers.processors import InputProcessor, OutputProcessor, Redactor, RedactPII
@@ -24,6 +23,7 @@ from tracescorer.scorers.retry import (
     StreamErrorRetryProcessor,
 )
 from tracescorer.scorers.scorer import PromptStep, Scorer, create_scorer
+from tracescorer.scorers.trim import filter_run
 from tracescorer.scorers.types import (
     JudgeCall,
     NotScorable,

@@ -333,7 +333,7 @@ def create_scorer(
             :class:`~tracescorer.scorers.agent_io.AgentInput`, ``run.output`` the assistant
             messages), or ``None`` for any input/output types.
         prepare_run: transforms the run before the pipeline (sync or async), e.g.
-            :func:`~tracescorer.scorers.filter.filter_run`.
+            :func:`~tracescorer.scorers.trim.filter_run`.
 
     Example::
 

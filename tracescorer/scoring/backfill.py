@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tracescorer.filters import RunFilter
 from tracescorer.scoring.decider import decide
-from tracescorer.scoring.filters import RunFilter
 from tracescorer.scoring.runner import Decision, ScoringRunner
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.store.api import RunStore

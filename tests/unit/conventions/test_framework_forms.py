@@ -17,7 +17,7 @@ from tracescorer.conventions.haystack import chat_message, chat_messages
 from tracescorer.conventions.langchain import _tool_arguments
 from tracescorer.conventions.logfire import _responses_items
 from tracescorer.conventions.strands import block_text
-from tracescorer.scoring.filters import RunFilter
+from tracescorer.filters import RunFilter
 
 # --- Python reprs (Haystack) ------------------------------------------------------------------
 

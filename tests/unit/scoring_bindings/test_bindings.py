@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tracescorer.config import JudgeSettings, ScorerBinding
+from tracescorer.filters import RunFilter
 from tracescorer.prebuilt import MULTI_TURN_JUDGE_ID
 from tracescorer.scorers import prebuilt as prebuilt_module
 from tracescorer.scorers.judge import Judge
@@ -26,7 +27,6 @@ from tracescorer.scoring.bindings import (
     registry_from,
     uses_judge,
 )
-from tracescorer.scoring.filters import RunFilter
 
 SAMPLES = "unit.scoring_bindings.sample_scorers"
 MODEL = "openai/gpt-4o-mini"

@@ -14,8 +14,8 @@ from tests.fakes import FakeOpenAI
 from tests.fakes.fake_openai import Reply
 from tracescorer import create_scorer
 from tracescorer.config import JudgeSettings, ScorerBinding, load_settings
+from tracescorer.filters import RunFilter
 from tracescorer.scoring.bindings import build_bindings, registry_from
-from tracescorer.scoring.filters import RunFilter
 
 from .runs import conversation, run
 

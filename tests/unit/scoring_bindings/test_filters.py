@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from tracescorer.config import ScorerBinding
-from tracescorer.scoring.filters import RunFilter
+from tracescorer.filters import RunFilter
 
 from .runs import S, conversation, run
 

@@ -1,4 +1,4 @@
-"""``filter_run``: a declarative ``prepare_run`` (Mastra's ``filterRun`` keep rules)."""
+"""``filter_run``: a declarative ``prepare_run`` that trims a run's messages before scoring (Mastra's ``filterRun`` keep rules)."""
 
 from __future__ import annotations
 
