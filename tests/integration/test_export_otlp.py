@@ -14,7 +14,7 @@ from fakes.scores_db import delivery_states, eventually, exported_at, hex_id, in
 from support.db import fetch
 
 from tracescorer.config import ConfigError, ExportSettings
-from tracescorer.export import EvaluationExporter, ItemResult, NamedSink, ScoreSink, evaluation_span
+from tracescorer.export import EvaluationExporter, ItemResult, NamedSink, ScoreExporter, evaluation_span
 from tracescorer.records.deliveries import DueScore
 from tracescorer.store.duckdb import DuckDBStore
 
@@ -109,7 +109,7 @@ async def updated_at_us(store: DuckDBStore, score_id: str) -> int:
 class Tap:
     """A sink delegating to a real one, recording batches; ``before_export`` hooks in."""
 
-    def __init__(self, inner: ScoreSink | None, before_export: Callable[[], Any] | None = None) -> None:
+    def __init__(self, inner: ScoreExporter | None, before_export: Callable[[], Any] | None = None) -> None:
         self.inner = inner
         self.before_export = before_export
         self.batches: list[int] = []

@@ -6,7 +6,7 @@ from tracescorer.export.mlflow import MlflowSink
 from tracescorer.export.otlp import OtlpSpanSink, evaluation_span, span_request
 from tracescorer.export.otlp_logs import OtlpLogSink, evaluation_log_record, logs_request
 from tracescorer.export.phoenix import PhoenixSink
-from tracescorer.export.sink import ExportResult, ItemResult, ScoreSink
+from tracescorer.export.sink import ExportResult, ItemResult, ScoreExporter
 from tracescorer.export.sinks import NamedSink, build_sinks, sink_ids
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
     "OtlpLogSink",
     "OtlpSpanSink",
     "PhoenixSink",
-    "ScoreSink",
+    "ScoreExporter",
     "build_sinks",
     "evaluation_attributes",
     "evaluation_log_record",

@@ -15,7 +15,7 @@ from typing import Protocol
 from tracescorer.httpretry import is_retryable_status, parse_retry_after
 from tracescorer.records.deliveries import DueScore
 
-__all__ = ["ExportResult", "ItemResult", "ScoreSink", "http_result", "is_retryable_status"]
+__all__ = ["ExportResult", "ItemResult", "ScoreExporter", "http_result", "is_retryable_status"]
 
 
 class ExportResult(enum.Enum):
@@ -42,8 +42,9 @@ class ItemResult:
 _OK = ItemResult(result=ExportResult.SUCCESS)
 
 
-class ScoreSink(Protocol):
-    """One export destination (OTLP spans, OTLP logs, Phoenix, MLflow, ...).
+class ScoreExporter(Protocol):
+    """One export sink: the destination of exported scores (OTLP spans, OTLP logs, Phoenix, MLflow, ...),
+    named like OpenTelemetry's ``SpanExporter`` (not the scorer library's :class:`~tracescorer.scorers.registry.ScoreSink`).
 
     Called on the daemon's event loop, one ``export`` at a time per sink; an implementation does
     its I/O asynchronously (or in a worker thread) and never blocks the loop. ``export`` returns

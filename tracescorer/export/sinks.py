@@ -24,7 +24,7 @@ from tracescorer.export.otlp import OtlpSpanSink
 from tracescorer.export.otlp_logs import OtlpLogSink
 from tracescorer.export.otlp_transport import resolve_target
 from tracescorer.export.phoenix import PhoenixSink
-from tracescorer.export.sink import ScoreSink
+from tracescorer.export.sink import ScoreExporter
 
 __all__ = ["NamedSink", "build_sinks", "sink_ids"]
 
@@ -32,7 +32,7 @@ __all__ = ["NamedSink", "build_sinks", "sink_ids"]
 @dataclass(frozen=True, slots=True)
 class NamedSink:
     id: str
-    sink: ScoreSink
+    sink: ScoreExporter
 
 
 def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
@@ -52,7 +52,7 @@ def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
     return ids
 
 
-def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreSink:
+def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreExporter:
     target = resolve_target(
         "traces" if kind == "otlp" else "logs",
         endpoint=s.endpoint,
@@ -74,7 +74,7 @@ def build_sinks(settings: ExportSettings) -> list[NamedSink]:
     for (sink_id, kind), entry in zip(ids, settings.sinks, strict=False):
         s = entry.settings
         timeout_s = s.timeout_s or settings.timeout_s
-        sink: ScoreSink
+        sink: ScoreExporter
         if isinstance(s, OtlpSinkSettings):
             sink = _otlp(kind, s, settings.timeout_s)
         elif isinstance(s, PhoenixSinkSettings):
