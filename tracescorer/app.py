@@ -274,7 +274,10 @@ class App:
     async def _start_receivers(self, stack: contextlib.AsyncExitStack) -> None:
         s = self.settings
         tls = s.receiver.tls
-        caps = fdlimit.share_connections(self._connection_caps(), fdlimit.headroom())
+        room = fdlimit.headroom()
+        if room is not None and s.api.enabled:
+            room -= API_LIMITS.max_connections  # the ops API's own, fixed
+        caps = fdlimit.share_connections(self._connection_caps(), room)
         self.metrics.open_files_headroom.set_function(lambda: fdlimit.headroom() or 0)
         if s.receiver.grpc.enabled:
             self.grpc = OtlpGrpcReceiver(
@@ -299,9 +302,9 @@ class App:
         fdlimit.log_room(caps, self._connection_caps())
 
     def _connection_caps(self) -> dict[str, int]:
-        """Connections each listener may hold (the ops API's are fixed), before the open-files limit."""
+        """Connections each receiver may hold, before the open-files limit."""
         r = self.settings.receiver
-        caps = {"api": API_LIMITS.max_connections} if self.settings.api.enabled else {}
+        caps: dict[str, int] = {}
         if r.grpc.enabled:
             caps["grpc"] = r.max_connections
         if r.http.enabled:

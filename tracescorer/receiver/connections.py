@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 ACCEPT_BACKOFF_S = 0.05
 ACCEPT_BACKOFF_MAX_S = 1.0
 STREAK_REMINDER_S = 60.0  # a streak of accept errors is logged again this often while it lasts
+STREAK_QUIET_S = 2.0  # a streak ends once accept() has worked this long without a failure
 _REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 _OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 
@@ -91,6 +92,7 @@ class _Connection(asyncio.Protocol):
             return
         self.closing = True
         self._guard.closed(reason)
+        self._guard.closing += 1
         if reason == "header_timeout" and isinstance(self.transport, asyncio.Transport):
             self.transport.abort()  # a client that stalls its headers gets no graceful close
         else:
@@ -110,6 +112,7 @@ class ConnectionGuard:
         self._connections: dict[asyncio.BaseTransport, _Connection] = {}
         self._pending = 0  # accepted, not connected yet (a TLS handshake)
         self._busy = 0
+        self.closing = 0  # connections closed and not gone yet (their descriptors are freed next)
         self._loop: asyncio.AbstractEventLoop | None = None
         if metrics is not None:
             metrics.connections.labels(listener).set_function(lambda: self.open)
@@ -158,8 +161,8 @@ class ConnectionGuard:
             self._connections[conn.transport] = conn
 
     def lost(self, conn: _Connection) -> None:
-        if conn.transport is not None:
-            self._connections.pop(conn.transport, None)
+        if conn.transport is not None and self._connections.pop(conn.transport, None) is not None and conn.closing:
+            self.closing -= 1
 
     def closed(self, reason: str) -> None:
         if self._metrics is not None:
@@ -167,7 +170,7 @@ class ConnectionGuard:
 
     def make_room(self) -> bool:
         """At the cap, close the longest-idle connection; False when every one is busy."""
-        if self.open < self.limits.max_connections:
+        if self.open - self.closing < self.limits.max_connections:
             return True
         idle = [c for c in self._connections.values() if not c.busy and not c.closing]
         if not idle:
@@ -199,6 +202,62 @@ class ConnectionGuard:
 
     def pending(self, delta: int) -> None:
         self._pending += delta
+
+
+class _AcceptStreak:
+    """accept() failures in a row, logged when they start and, with their count, once accept()
+    has worked for :data:`STREAK_QUIET_S` (descriptors freed one at a time are taken at once, so
+    a streak flickers: it is one streak until it has been quiet)."""
+
+    def __init__(self, what: str, guard: ConnectionGuard) -> None:
+        self._what = what
+        self._guard = guard
+        self._failures = 0
+        self._first = self._reminded = 0.0
+        self._backoff = ACCEPT_BACKOFF_S
+        self._end: asyncio.TimerHandle | None = None
+
+    def failed(self, exc: OSError) -> float:
+        """Count a failure; the seconds to wait before the next attempt."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._end is not None:
+            self._end.cancel()
+            self._end = None
+        if not self._failures:
+            self._first = self._reminded = now
+            log.warning(
+                "%s: cannot accept connections: %s (%d open here%s); retrying with backoff, logged again when "
+                "it accepts",
+                self._what,
+                exc,
+                self._guard.open,
+                ": out of file descriptors, see tracescorer_open_files_headroom" if exc.errno in _OUT_OF_FILES else "",
+            )
+        elif now - self._reminded >= STREAK_REMINDER_S:
+            self._reminded = now
+            log.warning(
+                "%s: accept() still failing: %d attempts over %.0fs", self._what, self._failures, now - self._first
+            )
+        self._failures += 1
+        self._guard.accept_failed()
+        wait, self._backoff = self._backoff, min(ACCEPT_BACKOFF_MAX_S, self._backoff * 2)
+        return wait
+
+    def accepted(self) -> None:
+        self._backoff = ACCEPT_BACKOFF_S
+        if self._failures and self._end is None:
+            self._end = asyncio.get_running_loop().call_later(STREAK_QUIET_S, self._ended)
+
+    def _ended(self) -> None:
+        self._end = None
+        log.warning(
+            "%s: accepting connections again after %d failed accept() calls over %.1fs",
+            self._what,
+            self._failures,
+            asyncio.get_running_loop().time() - self._first,
+        )
+        self._failures = 0
 
 
 class GuardedSite(web.BaseSite):
@@ -244,44 +303,16 @@ class GuardedSite(web.BaseSite):
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        failures, first_failure, reminded, backoff = 0, 0.0, 0.0, ACCEPT_BACKOFF_S
+        streak = _AcceptStreak(self._what, self._guard)
         while True:
             try:
                 sock, _ = await loop.sock_accept(self._sock)
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 continue
             except OSError as exc:
-                now = loop.time()
-                if not failures:
-                    first_failure = reminded = now
-                    log.warning(
-                        "%s: cannot accept connections: %s (%d open here%s); retrying with backoff, logged "
-                        "again when it accepts",
-                        self._what,
-                        exc,
-                        self._guard.open,
-                        ": out of file descriptors, see tracescorer_open_files_headroom"
-                        if exc.errno in _OUT_OF_FILES
-                        else "",
-                    )
-                elif now - reminded >= STREAK_REMINDER_S:
-                    reminded = now
-                    log.warning(
-                        "%s: accept() still failing: %d attempts over %.0fs", self._what, failures, now - first_failure
-                    )
-                failures += 1
-                self._guard.accept_failed()
-                await asyncio.sleep(backoff)
-                backoff = min(ACCEPT_BACKOFF_MAX_S, backoff * 2)
+                await asyncio.sleep(streak.failed(exc))
                 continue
-            if failures:
-                log.warning(
-                    "%s: accepting connections again after %d failed accept() calls over %.1fs",
-                    self._what,
-                    failures,
-                    loop.time() - first_failure,
-                )
-                failures, backoff = 0, ACCEPT_BACKOFF_S
+            streak.accepted()
             self._admit(sock)
 
     def _admit(self, sock: socket.socket) -> None:

@@ -95,11 +95,11 @@ def log_room(caps: Mapping[str, int], wanted: Mapping[str, int]) -> None:
     room = headroom()
     shown = ", ".join(f"{name} {cap}" for name, cap in caps.items())
     if room is None:
-        log.info("connections allowed per listener: %s (open files not countable here)", shown)
+        log.info("connections allowed per receiver: %s (open files not countable here)", shown)
         return
     if caps != dict(wanted):
         log.warning(
-            "the open-files limit leaves room for %d more descriptors: connections per listener lowered to "
+            "the open-files limit leaves room for %d more descriptors: connections per receiver lowered to "
             "%s (receiver.max_connections %s); raise the hard limit (ulimit -Hn, systemd LimitNOFILE=, "
             "docker --ulimit nofile=) to allow more",
             room,
@@ -107,4 +107,4 @@ def log_room(caps: Mapping[str, int], wanted: Mapping[str, int]) -> None:
             max(wanted.get("http", 0), wanted.get("grpc", 0)),
         )
     else:
-        log.info("open files: headroom %d descriptors; connections allowed per listener: %s", room, shown)
+        log.info("open files: headroom %d descriptors; connections allowed per receiver: %s", room, shown)
