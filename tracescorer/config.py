@@ -91,13 +91,15 @@ class ReceiverSettings(_Section):
     tls: TLSSettings = TLSSettings()
     max_queue_items: int = Field(20_000, gt=0, description="spans + log records waiting for commit")
     max_inflight_bytes: int = Field(
-        32 * 1024 * 1024, gt=0, description="request bytes being received, decoded or waiting for commit; beyond: 429"
+        32 * 1024 * 1024,
+        gt=0,
+        description="request bytes received (counted as they arrive), decoded or waiting for commit; beyond: 429",
     )
     max_concurrent_requests: int = Field(
         64,
         gt=0,
-        description="requests in flight at both receivers (an HTTP request counts before its body is "
-        "read); beyond: 429 / RESOURCE_EXHAUSTED",
+        description="requests in flight at both receivers (an HTTP request counts from its body's first "
+        "bytes); beyond: 429 / RESOURCE_EXHAUSTED",
     )
     retry_after_s: int = Field(1, ge=0)
     request_timeout_s: float = Field(30.0, gt=0)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from tracescorer.metrics import Metrics
 from tracescorer.receiver.connections import ConnectionGuard, ConnectionLimits, GuardedSite
@@ -45,6 +47,20 @@ def server_ssl_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSL
     return context
 
 
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log: a malformed request (bad framing or headers) is the client's doing and
+    costs it nothing to send, so it is logged at DEBUG, not as an ERROR traceback each time (a log
+    flood); any other error stays an ERROR."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level >= logging.ERROR and isinstance(kwargs.get("exc_info"), HttpProcessingError | ConnectionError):
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
+
+
+_SERVER_LOG = _ServerLog(logging.getLogger("aiohttp.server"), {})
+
+
 class HttpListener:
     """One aiohttp application on its own socket: ``await start()``, ``await stop()``. Its
     connections are kept by a :class:`ConnectionGuard` (cap, header and idle timeouts);
@@ -72,6 +88,7 @@ class HttpListener:
             access_log=None,
             shutdown_timeout=shutdown_timeout_s,
             keepalive_timeout=limits.idle_timeout_s + 5.0,
+            logger=_SERVER_LOG,
             **runner_options,
         )
         self._host, self._port, self._what = host, port, what

@@ -94,6 +94,10 @@ async def test_a_client_that_hangs_up_mid_body_is_counted_not_logged_as_an_error
         close([sized, chunked])
         await wait_for_async(lambda: _counted(app, "disconnected") == 2, 10, what="two hang-ups counted")
         assert app.ingestor.requests_in_flight == 0 and app.ingestor.inflight_bytes == 0
+        # a malformed body (a chunk size that is no number) is answered 400, not logged as an error either
+        broken = await connect(app.http_port, post_head(chunked=True) + b"zz\r\n0123456789\r\n")
+        assert (await read_status(broken, 10))[0] == 400
+        close([broken])
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
