@@ -12,10 +12,11 @@ import re
 import resource
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 
 import pytest
 from support.daemon import DaemonProcess, config_dict
-from support.edges import Sender, close, closed_by_peer, connect, post_head, trickle
+from support.edges import Conn, Sender, close, closed_by_peer, connect, post_head, trickle
 
 pytestmark = pytest.mark.slow
 
@@ -26,36 +27,41 @@ def _limit_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 
 
-async def _idle(port: int, stop: asyncio.Event, opened: list[int]) -> None:
-    """A connection that sends nothing, opened again (after a pause) each time the daemon closes it."""
+async def _pause(stop: asyncio.Event, seconds: float = 0.5) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+
+
+async def _reconnecting(port: int, stop: asyncio.Event, hold: Callable[[Conn], Awaitable[None]]) -> None:
+    """Connect and ``hold`` the connection until the daemon closes it; again, after a pause, until ``stop``."""
     while not stop.is_set():
         try:
             conn = await connect(port)
         except OSError:
-            await asyncio.sleep(0.5)
+            await _pause(stop)
             continue
-        opened[0] += 1
         try:
-            while not stop.is_set() and not await closed_by_peer(conn, 1.0):
-                pass
+            await hold(conn)
         finally:
             close([conn])
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(0.5):
-                await stop.wait()
+        await _pause(stop)
+
+
+async def _idle(port: int, stop: asyncio.Event, opened: list[int]) -> None:
+    """A connection that sends nothing."""
+
+    async def hold(conn: Conn) -> None:
+        opened[0] += 1
+        while not stop.is_set() and not await closed_by_peer(conn, 1.0):
+            pass
+
+    await _reconnecting(port, stop, hold)
 
 
 async def _slow_headers(port: int, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        try:
-            conn = await connect(port)
-        except OSError:
-            await asyncio.sleep(0.5)
-            continue
-        try:
-            await trickle(conn, post_head(content_length=10), stop)
-        finally:
-            close([conn])
+    """A connection that sends its request headers a byte a second."""
+    await _reconnecting(port, stop, lambda conn: trickle(conn, post_head(content_length=10), stop))
 
 
 def _export_for(sender: Sender, seconds: float, latencies: list[float]) -> None:
