@@ -249,6 +249,7 @@ class App:
                 port=s.api.port,
                 what="ops API (api)",
                 ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file),
+                metrics=self.metrics,
             )
             self.api_port = await self._api.start()
             stack.push_async_callback(self._api.stop)
