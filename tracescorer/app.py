@@ -29,10 +29,13 @@ from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
 from tracescorer.lifecycle import Stages, seconds_left
-from tracescorer.listeners import HttpListener, bind_socket, server_ssl_context
+from tracescorer.listeners import API_LIMITS, HttpListener, server_ssl_context
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.monitors.leader import LeadingMonitors
+from tracescorer.receiver import fdlimit
+from tracescorer.receiver.body import BodyLimits
+from tracescorer.receiver.connections import ConnectionLimits
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
@@ -133,8 +136,7 @@ class App:
         self._api: HttpListener | None = None
         self.api_port = 0
         self.grpc: OtlpGrpcReceiver | None = None
-        self._web_runner: web.AppRunner | None = None
-        self._site: web.BaseSite | None = None
+        self.http: HttpListener | None = None
         self.grpc_port = 0
         self.http_port = 0
         self._stages: Stages | None = None
@@ -160,7 +162,7 @@ class App:
         intake = self.stores.intake
         if intake.pending_items >= intake.max_queue_items:
             return "write queue full"
-        return self.ingestor.over_bound()
+        return self.ingestor.over_bound() or self.ingestor.saturated()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class App:
     async def _start_on(self, stages: Stages) -> None:
         s, st = self.settings, self.stores
         stages.stack.callback(control.withdraw_serve_info, s.store.path)  # last thing at stop
+        fdlimit.raise_open_files_limit()  # before the store process starts: it inherits the limit
         for component in st.components:
             await stages.enter(component)
         self.metrics.track_queue(lambda: st.intake.pending_items)
@@ -207,6 +210,7 @@ class App:
                 port=s.api.port,
                 what="ops API (api)",
                 ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file),
+                metrics=self.metrics,
             )
             self.api_port = await self._api.start()
             stages.stack.push_async_callback(self._api.stop)
@@ -227,6 +231,11 @@ class App:
     async def _start_receivers(self, stack: contextlib.AsyncExitStack) -> None:
         s = self.settings
         tls = s.receiver.tls
+        room = fdlimit.headroom()
+        if room is not None and s.api.enabled:
+            room -= API_LIMITS.max_connections  # the ops API's own, fixed
+        caps = fdlimit.share_connections(self._connection_caps(), room)
+        self.metrics.open_files_headroom.set_function(lambda: fdlimit.headroom() or 0)
         if s.receiver.grpc.enabled:
             self.grpc = OtlpGrpcReceiver(
                 self.ingestor,
@@ -237,42 +246,69 @@ class App:
                 auth_token=s.receiver.auth_token,
                 cert_file=tls.cert_file,
                 key_file=tls.key_file,
+                limits=self._limits(caps["grpc"]),
+                max_concurrent_streams=max(128, 2 * s.receiver.max_concurrent_requests),
+                readiness=self._grpc_readiness,
             )
             grpc = self.grpc
             self.grpc_port = await grpc.start()
             stack.push_async_callback(lambda: grpc.stop(self._receiver_grace()))
         if s.receiver.http.enabled:
-            await self._start_http(stack)
+            await self._start_http(stack, self._limits(caps["http"]))
         stack.callback(self.ingestor.stop_accepting)  # first thing at stop: new requests get 503
+        fdlimit.log_room(caps, self._connection_caps())
+
+    def _connection_caps(self) -> dict[str, int]:
+        """Connections each receiver may hold, before the open-files limit."""
+        r = self.settings.receiver
+        caps: dict[str, int] = {}
+        if r.grpc.enabled:
+            caps["grpc"] = r.max_connections
+        if r.http.enabled:
+            caps["http"] = r.max_connections
+        return caps
+
+    def _limits(self, max_connections: int) -> ConnectionLimits:
+        r = self.settings.receiver
+        return ConnectionLimits(
+            max_connections=max_connections, header_timeout_s=r.header_timeout_s, idle_timeout_s=r.idle_timeout_s
+        )
+
+    def _grpc_readiness(self) -> str | None:
+        return self.not_ready_reason() if self.ops.ready else "not started or shutting down"
 
     def _receiver_grace(self) -> float:
         return min(self.settings.receiver.request_timeout_s, seconds_left(self._deadline, self._store_reserve_s) / 4)
 
-    async def _start_http(self, stack: contextlib.AsyncExitStack) -> None:
+    async def _start_http(self, stack: contextlib.AsyncExitStack, limits: ConnectionLimits) -> None:
         s = self.settings
+        r = s.receiver
         handler = OtlpHttpHandler(
             self.ingestor,
             self.metrics,
-            max_message_bytes=s.receiver.max_message_bytes,
-            auth_token=s.receiver.auth_token,
+            max_message_bytes=r.max_message_bytes,
+            auth_token=r.auth_token,
+            body=BodyLimits(
+                max_bytes=r.max_message_bytes, timeout_s=r.body_timeout_s, min_bytes_per_s=r.min_body_bytes_per_s
+            ),
         )
-        webapp = web.Application(client_max_size=s.receiver.max_message_bytes)
+        webapp = web.Application(client_max_size=r.max_message_bytes)
         webapp.add_routes(handler.routes() + self.ops.routes())
-        # We decompress ourselves, with the size limit applied to the inflated body.
-        self._web_runner = web.AppRunner(
+        self.http = HttpListener(
             webapp,
-            access_log=None,
-            auto_decompress=False,
-            shutdown_timeout=min(s.receiver.request_timeout_s, s.shutdown.grace_s / 4),
+            host=r.http.host,
+            port=r.http.port,
+            what="OTLP HTTP receiver (receiver.http)",
+            ssl_context=server_ssl_context(r.tls.cert_file, r.tls.key_file),
+            shutdown_timeout_s=min(r.request_timeout_s, s.shutdown.grace_s / 4),
+            limits=limits,
+            listener="http",
+            metrics=self.metrics,
+            auto_decompress=False,  # we inflate ourselves, the size limit applied to the inflated body
         )
-        sock = bind_socket(s.receiver.http.host, s.receiver.http.port, "OTLP HTTP receiver (receiver.http)")
-        await self._web_runner.setup()
-        stack.push_async_callback(self._web_runner.cleanup)
-        ssl_context = server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file)
-        self._site = web.SockSite(self._web_runner, sock, ssl_context=ssl_context)
-        await self._site.start()
-        stack.push_async_callback(self._site.stop)
-        self.http_port = sock.getsockname()[1]
+        self.http_port = await self.http.start()
+        stack.push_async_callback(self.http.stop)
+        self.ingestor.add_saturation_check("connections", self.http.guard.saturated)
 
     def _publish_serve_info(self) -> None:
         s = self.settings

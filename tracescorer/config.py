@@ -91,16 +91,49 @@ class ReceiverSettings(_Section):
     tls: TLSSettings = TLSSettings()
     max_queue_items: int = Field(20_000, gt=0, description="spans + log records waiting for commit")
     max_inflight_bytes: int = Field(
-        32 * 1024 * 1024, gt=0, description="request bytes being received, decoded or waiting for commit; beyond: 429"
+        32 * 1024 * 1024,
+        gt=0,
+        description="request bytes received (counted as they arrive), decoded or waiting for commit; beyond: 429",
     )
     max_concurrent_requests: int = Field(
         64,
         gt=0,
-        description="requests in flight at both receivers (an HTTP request counts before its body is "
-        "read); beyond: 429 / RESOURCE_EXHAUSTED",
+        description="requests in flight at both receivers (an HTTP request counts from its body's first "
+        "bytes); beyond: 429 / RESOURCE_EXHAUSTED",
     )
     retry_after_s: int = Field(1, ge=0)
     request_timeout_s: float = Field(30.0, gt=0)
+    max_connections: int = Field(
+        1024,
+        gt=0,
+        description="open connections at each receiver (HTTP, gRPC); at HTTP a new one past it closes the "
+        "longest-idle one (refused when all are busy), at gRPC it is refused; lowered at start to what the "
+        "open-files limit leaves room for",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="a new connection's request headers (HTTP) or HTTP/2 handshake (gRPC) must arrive within "
+        "this; at HTTP also the next request's headers from their first byte",
+    )
+    idle_timeout_s: float = Field(
+        60.0, gt=0, description="a connection with no request in flight for this long is closed (keep-alive)"
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="an HTTP request body must arrive within this plus one second per min_body_bytes_per_s "
+        "bytes received; a slower one is cut off with 408",
+    )
+    min_body_bytes_per_s: int = Field(
+        1024, gt=0, description="the slowest HTTP request body accepted (see body_timeout_s)"
+    )
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> ReceiverSettings:
+        if self.header_timeout_s > self.idle_timeout_s:
+            raise ValueError("header_timeout_s must not exceed idle_timeout_s")
+        return self
 
 
 class PostgresSettings(_Section):

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from tracescorer.metrics import Metrics
+from tracescorer.receiver.connections import ConnectionGuard, ConnectionLimits, GuardedSite
+
+#: the ops API's connections: few clients (CLI commands, probes), the receivers' timeouts
+API_LIMITS = ConnectionLimits(max_connections=64)
 
 
 class ListenError(OSError):
@@ -38,8 +47,24 @@ def server_ssl_context(cert_file: Path | None, key_file: Path | None) -> ssl.SSL
     return context
 
 
+class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's server log: a malformed request (bad framing or headers) is the client's doing and
+    costs it nothing to send, so it is logged at DEBUG, not as an ERROR traceback each time (a log
+    flood); any other error stays an ERROR."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level >= logging.ERROR and isinstance(kwargs.get("exc_info"), HttpProcessingError | ConnectionError):
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
+
+
+_SERVER_LOG = _ServerLog(logging.getLogger("aiohttp.server"), {})
+
+
 class HttpListener:
-    """One aiohttp application on its own socket: ``await start()``, ``await stop()``."""
+    """One aiohttp application on its own socket: ``await start()``, ``await stop()``. Its
+    connections are kept by a :class:`ConnectionGuard` (cap, header and idle timeouts);
+    ``runner_options`` go to aiohttp's ``AppRunner`` (``auto_decompress``, say)."""
 
     def __init__(
         self,
@@ -50,19 +75,37 @@ class HttpListener:
         what: str,
         ssl_context: ssl.SSLContext | None = None,
         shutdown_timeout_s: float = 5.0,
+        limits: ConnectionLimits = API_LIMITS,
+        listener: str = "api",
+        metrics: Metrics | None = None,
+        **runner_options: Any,
     ) -> None:
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
+        self.guard = ConnectionGuard(limits, listener=listener, metrics=metrics)
+        app.middlewares.append(self.guard.middleware)
+        # aiohttp's own keep-alive timer only backs the guard's up (which counts what it closes)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=shutdown_timeout_s,
+            keepalive_timeout=limits.idle_timeout_s + 5.0,
+            logger=_SERVER_LOG,
+            **runner_options,
+        )
         self._host, self._port, self._what = host, port, what
         self._ssl = ssl_context
-        self._site: web.SockSite | None = None
+        self._site: GuardedSite | None = None
         self.port = 0
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port."""
         sock = bind_socket(self._host, self._port, self._what)
-        await self._runner.setup()
-        self._site = web.SockSite(self._runner, sock, ssl_context=self._ssl)
-        await self._site.start()
+        try:
+            await self._runner.setup()
+            self._site = GuardedSite(self._runner, sock, self.guard, what=self._what, ssl_context=self._ssl)
+            await self._site.start()
+        except BaseException:
+            sock.close()
+            raise
         self.port = int(sock.getsockname()[1])
         return self.port
 

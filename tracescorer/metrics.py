@@ -23,7 +23,8 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "tracescorer_receiver_requests",
-            "OTLP export requests by transport, signal and outcome",
+            "OTLP export requests by transport, signal and outcome (ok, partial, a refusal's reason, body_timeout, "
+            "disconnected = the client hung up before its body was read)",
             ["transport", "signal", "outcome"],
             registry=r,
         )
@@ -44,6 +45,30 @@ class Metrics:
             "Requests refused as retryable backpressure, by the bound that was hit (requests, inflight_bytes, "
             "write_queue, assembly, scoring)",
             ["bound"],
+            registry=r,
+        )
+        self.connections = Gauge(
+            "tracescorer_receiver_connections",
+            "Open connections at an HTTP listener (http: OTLP and probes, api: the ops API)",
+            ["listener"],
+            registry=r,
+        )
+        self.connections_closed = Counter(
+            "tracescorer_receiver_connections_closed",
+            "Connections the daemon closed, by listener and reason (header_timeout, idle_timeout, evicted = the "
+            "longest-idle one closed for a new one at receiver.max_connections, refused = at the cap, none idle)",
+            ["listener", "reason"],
+            registry=r,
+        )
+        self.accept_errors = Counter(
+            "tracescorer_receiver_accept_errors",
+            "Failed accept() calls at an HTTP listener (out of file descriptors, say); retried with backoff",
+            ["listener"],
+            registry=r,
+        )
+        self.open_files_headroom = Gauge(
+            "tracescorer_open_files_headroom",
+            "File descriptors the daemon process may still open (its RLIMIT_NOFILE soft limit minus those open)",
             registry=r,
         )
         self.loop_lag = Histogram(

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import grpc
 
+from tracescorer.aio import cancel
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import status
+from tracescorer.receiver.connections import ConnectionLimits
+from tracescorer.receiver.health import HealthService
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.receiver.ingest import Encoding, Ingestor, IngestOutcome, IngestRefused, Signal
 
@@ -57,6 +60,9 @@ class OtlpGrpcReceiver:
         auth_token: str = "",
         cert_file: Path | None = None,
         key_file: Path | None = None,
+        limits: ConnectionLimits | None = None,
+        max_concurrent_streams: int = 64,
+        readiness: Callable[[], str | None] | None = None,
     ) -> None:
         self._ingestor = ingestor
         self._metrics = metrics
@@ -64,6 +70,10 @@ class OtlpGrpcReceiver:
         self._address = f"{host}:{port}"
         self._tls = (cert_file, key_file) if cert_file and key_file else None
         self._max_message_bytes = max_message_bytes
+        self._limits = limits or ConnectionLimits()
+        self._max_streams = max_concurrent_streams
+        self._health = HealthService(readiness or (lambda: None), list(_SERVICES.values()))
+        self._health_task: asyncio.Task[None] | None = None
         self._waiting = 0  # calls handed to the daemon's loop and not answered (grpc's loop only)
         self._server: grpc.aio.Server | None = None
         self._main: asyncio.AbstractEventLoop | None = None
@@ -89,10 +99,12 @@ class OtlpGrpcReceiver:
         self._thread = threading.Thread(target=self._run_loop, args=(loop,), name="otlp-grpc", daemon=True)
         self._thread.start()
         try:
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start(), loop))
+            port = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start(), loop))
         except BaseException:
             self._stop_loop()
             raise
+        self._health_task = asyncio.create_task(self._health.watch(loop), name="grpc-health")
+        return port
 
     @staticmethod
     def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -111,12 +123,8 @@ class OtlpGrpcReceiver:
 
     async def _start(self) -> int:
         """On grpc's loop: build the server there (grpc.aio binds to the loop it is made on)."""
-        self._server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", self._max_message_bytes),
-                ("grpc.max_send_message_length", 4 * 1024 * 1024),
-            ],
-        )
+        self._server = grpc.aio.server(options=self._options())
+        await self._health.add_to(self._server)
         for signal, service in _SERVICES.items():
             handler = grpc.unary_unary_rpc_method_handler(
                 self._handler(signal), request_deserializer=_identity, response_serializer=_identity
@@ -139,10 +147,37 @@ class OtlpGrpcReceiver:
         await self._server.start()
         return self.port
 
+    def _options(self) -> list[tuple[str, int]]:
+        """grpc core's own bounds (what grpc.aio can set): its connections are accepted and kept
+        in C, out of the event loop's sight, so the cap and timeouts are grpc's."""
+        limits = self._limits
+        return [
+            ("grpc.max_receive_message_length", self._max_message_bytes),
+            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            # beyond it a new connection is closed as it is accepted, before any handshake
+            ("grpc.max_allowed_incoming_connections", limits.max_connections),
+            # a connection that has not sent its HTTP/2 preface and settings by then is closed
+            ("grpc.server_handshake_timeout_ms", int(limits.header_timeout_s * 1000)),
+            # no RPC in flight for this long: GOAWAY (a client's channel reconnects on its next RPC)
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
+            # a connection with RPCs in flight is pinged this often, closed if the ping goes unanswered
+            ("grpc.keepalive_time_ms", int(limits.idle_timeout_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(limits.header_timeout_s * 1000)),
+            # streams one connection may hold open (a client opening many cannot pin more); well
+            # above max_concurrent_requests: calls past that must reach the handler and be refused as
+            # retryable at once, not wait inside the client (grpc clients share one connection per target)
+            ("grpc.max_concurrent_streams", self._max_streams),
+        ]
+
     async def stop(self, grace_s: float) -> None:
-        """Refuse new RPCs and let in-flight ones finish (up to ``grace_s``), then end grpc's loop."""
+        """Report NOT_SERVING, refuse new RPCs and let in-flight ones finish (up to ``grace_s``),
+        then end grpc's loop."""
         if self._loop is None:
             return
+        if self._health_task is not None:
+            await cancel([self._health_task])
+            self._health_task = None
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._health.shut_down(), self._loop))
         server = self._server
         if server is not None:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(server.stop(grace_s), self._loop))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 import zlib
 
@@ -10,8 +11,10 @@ from aiohttp import web
 
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import status
+from tracescorer.receiver.body import BodyLimits, BodyMalformed, BodyTooLarge, BodyTooSlow, ClientGone, read_body
 from tracescorer.receiver.ingest import Encoding, Ingestor, IngestRefused, Signal, Ticket
 
+log = logging.getLogger(__name__)
 _MEDIA_TYPES = {"application/x-protobuf": Encoding.PROTOBUF, "application/json": Encoding.JSON}
 
 
@@ -46,14 +49,42 @@ def inflate(body: bytes, limit: int, encoding: str = "gzip") -> bytes:
     return out
 
 
+class _Arrival:
+    """Called with each chunk of a request body as it arrives (see :func:`read_body`).
+
+    The request takes its place among those in flight with its first body bytes (one that sends
+    none holds nothing), refused then if its whole announced length would not fit; its bytes are
+    reserved as they arrive, so a slow or chunked body holds what it sent, no more."""
+
+    def __init__(self, ingestor: Ingestor, signal: Signal, announced: int) -> None:
+        self._ingestor = ingestor
+        self._signal = signal
+        self._announced = announced
+        self.ticket: Ticket | None = None
+
+    def __call__(self, size: int) -> None:
+        if self.ticket is None:
+            self.ticket = self._ingestor.enter(self._signal, self._announced)
+        self._ingestor.reserve(self._signal, self.ticket, size)
+
+
 class OtlpHttpHandler:
     """aiohttp handlers for the OTLP/HTTP export endpoints."""
 
-    def __init__(self, ingestor: Ingestor, metrics: Metrics, *, max_message_bytes: int, auth_token: str) -> None:
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        metrics: Metrics,
+        *,
+        max_message_bytes: int,
+        auth_token: str,
+        body: BodyLimits | None = None,
+    ) -> None:
         self._ingestor = ingestor
         self._metrics = metrics
         self._max = max_message_bytes
         self._token = auth_token
+        self._body = body or BodyLimits(max_bytes=max_message_bytes)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -122,23 +153,45 @@ class OtlpHttpHandler:
             )
         if request.content_length is not None and request.content_length > self._max:
             return self._too_large(signal, encoding)
+        arrival = _Arrival(self._ingestor, signal, request.content_length or 0)
         try:
-            # refuse before reading the body: many large requests must not pile up in memory
-            ticket = self._ingestor.enter(signal, request.content_length or 0)
-        except IngestRefused as exc:
-            return self._refused(signal, encoding, exc)
-        try:
-            return await self._receive(request, signal, encoding, content_encoding, ticket)
+            return await self._receive(request, signal, encoding, content_encoding, arrival)
         finally:
-            self._ingestor.leave(ticket)
+            if arrival.ticket is not None:
+                self._ingestor.leave(arrival.ticket)
 
     async def _receive(
-        self, request: web.Request, signal: Signal, encoding: Encoding, content_encoding: str, ticket: Ticket
+        self,
+        request: web.Request,
+        signal: Signal,
+        encoding: Encoding,
+        content_encoding: str,
+        arrival: _Arrival,
     ) -> web.Response:
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
+            body = await read_body(request.content, self._body, arrival)
+        except IngestRefused as exc:
+            return self._refused(signal, encoding, exc)
+        except BodyTooLarge:
             return self._too_large(signal, encoding)
+        except BodyTooSlow as exc:
+            resp = self._error(
+                signal,
+                encoding,
+                408,
+                status.UNAVAILABLE,
+                f"{exc} (receiver.body_timeout_s {self._body.timeout_s:g} + 1s per "
+                f"receiver.min_body_bytes_per_s {self._body.min_bytes_per_s})",
+                "body_timeout",
+            )
+            resp.force_close()
+            return resp
+        except BodyMalformed as exc:
+            return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), "decode_error")
+        except ClientGone:
+            self._metrics.requests.labels("http", signal.value, "disconnected").inc()
+            log.debug("client %s hung up before its %s request body was read", request.remote, signal.value)
+            return web.Response(status=400)  # nobody reads it
         if content_encoding in _WBITS:
             try:
                 body = inflate(body, self._max, content_encoding)
@@ -147,7 +200,7 @@ class OtlpHttpHandler:
             except ValueError as exc:
                 return self._error(signal, encoding, 400, status.INVALID_ARGUMENT, str(exc), "decode_error")
         try:
-            outcome = await self._ingestor.ingest(signal, encoding, body, ticket)
+            outcome = await self._ingestor.ingest(signal, encoding, body, arrival.ticket)
         except IngestRefused as exc:
             return self._refused(signal, encoding, exc)
         self._metrics.requests.labels("http", signal.value, "partial" if outcome.rejected else "ok").inc()

@@ -1,5 +1,5 @@
-"""Admission of requests in flight (issue 9): places are taken on arrival, before a body is read,
-and bytes announced by a request are held while it is received."""
+"""Admission of requests in flight (issues 9 and 39): places are bounded and given back once;
+bytes are held as they arrive (an announced length is only checked); saturation names its bound."""
 
 from __future__ import annotations
 
@@ -33,17 +33,41 @@ def test_places_are_bounded_and_given_back_once():
     assert ing.requests_in_flight == 1
 
 
-def test_announced_bodies_are_held_while_received():
+def test_bytes_are_held_as_they_arrive_not_as_announced():
     ing = _ingestor(max_requests=10, max_inflight_bytes=1000)
     first = ing.enter(Signal.TRACES, 600)
+    assert ing.inflight_bytes == 0  # an announced length is checked, never held
+    ing.reserve(Signal.TRACES, first, 600)
     assert ing.inflight_bytes == 600
     with pytest.raises(IngestRefused) as refused:
-        ing.enter(Signal.TRACES, 600)  # its body would not fit beside the one being read
+        ing.enter(Signal.TRACES, 600)  # its announced body would not fit beside what arrived
     assert "bytes" in str(refused.value)
-    small = ing.enter(Signal.TRACES, 300)
+    chunked = ing.enter(Signal.TRACES)  # no length announced: counted by what it sends
+    ing.reserve(Signal.TRACES, chunked, 300)
+    with pytest.raises(IngestRefused):
+        ing.reserve(Signal.TRACES, chunked, 200)
+    assert ing.inflight_bytes == 900
     ing.leave(first)
-    ing.leave(small)
+    ing.reserve(Signal.TRACES, chunked, 2000)  # alone in flight, a body may grow past the bound
+    ing.leave(chunked)
     assert ing.inflight_bytes == 0 and ing.requests_in_flight == 0
+
+
+def test_saturated_names_the_bound_that_is_hit():
+    ing = _ingestor(max_requests=2, max_inflight_bytes=1000)
+    assert ing.saturated() is None
+    a = ing.enter(Signal.TRACES)
+    ing.reserve(Signal.TRACES, a, 1000)
+    assert "receiver.max_inflight_bytes" in (ing.saturated() or "")
+    b = ing.enter(Signal.TRACES)
+    assert "receiver.max_concurrent_requests" in (ing.saturated() or "")
+    ing.leave(a)
+    ing.leave(b)
+    full = [True]
+    ing.add_saturation_check("connections", lambda: "all busy" if full[0] else None)
+    assert ing.saturated() == "connections: all busy"
+    full[0] = False
+    assert ing.saturated() is None
 
 
 def _admitted(ing: Ingestor, n: int, stage: str) -> list[bool]:

@@ -1,0 +1,46 @@
+"""A lone HttpListener (the receivers' connection handling) under a small open-files limit, for
+the accept-error test: ``python -m support.lone_listener FREE`` prints its port, lets FREE more
+descriptors be opened, and serves until its stdin closes; then prints its accept-error count."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import sys
+
+from aiohttp import web
+
+from tracescorer.listeners import HttpListener
+from tracescorer.metrics import Metrics
+from tracescorer.receiver import fdlimit
+from tracescorer.receiver.connections import ConnectionLimits
+
+
+async def main(free: int) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    metrics = Metrics()
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="hello")
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    limits = ConnectionLimits(max_connections=10_000, header_timeout_s=60, idle_timeout_s=120)
+    listener = HttpListener(
+        app, host="127.0.0.1", port=0, what="lone listener", limits=limits, listener="http", metrics=metrics
+    )
+    port = await listener.start()
+    used = fdlimit.open_files()
+    assert used is not None
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (used + free, hard))
+    print(port, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    errors = metrics.accept_errors.labels("http")._value.get()
+    await listener.stop()
+    print(int(errors), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))
