@@ -198,7 +198,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentRun:
-    """One agent invocation rebuilt from a trace (the AgentRun contract of ARCHITECTURE.md)."""
+    """One agent invocation rebuilt from a trace (the AgentRun contract of docs/architecture.md)."""
 
     run_id: str
     trace_id: str

@@ -72,7 +72,7 @@ async def test_exporters_keep_working_across_idle_timeouts(tmp_path):
         for sender in senders:
             assert await asyncio.to_thread(sender.send)
             sender.shutdown()
-        assert await scalar(app.store, "SELECT count(*) FROM spans") == 8
+        assert await scalar(app.stores.queries, "SELECT count(*) FROM spans") == 8
 
 
 async def test_at_the_cap_the_longest_idle_connection_makes_room(tmp_path):

@@ -32,7 +32,7 @@ async def test_serving_when_ready_not_serving_when_a_bound_is_hit(tmp_path):
             with pytest.raises(grpc.aio.AioRpcError) as unknown:
                 await _status(stub, "no.such.Service")
             assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
-            async with WriterGate(app.store, tmp_path) as gate:  # the write queue fills: not ready
+            async with WriterGate(app.stores.intake, tmp_path) as gate:  # the write queue fills: not ready
                 body = trace_request([{"trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"} for i in range(10)])
                 export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
                 held = asyncio.ensure_future(export(body.SerializeToString(), timeout=30))

@@ -94,7 +94,13 @@ async def running_app(settings: Settings) -> AsyncIterator[App]:
 class DaemonProcess:
     """``tracescorer serve`` in a child process, configured from a YAML file in ``tmp_path``."""
 
-    def __init__(self, tmp_path: Path, config: dict[str, Any], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        config: dict[str, Any],
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.tmp_path = tmp_path
         self.config_path = tmp_path / "tracescorer.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -103,6 +109,7 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: ServeInfo | None = None
         self.log_path = tmp_path / "daemon.log"
+        self.preexec_fn = preexec_fn  # run in the child before it starts (resource limits, say)
 
     def start(self, timeout_s: float = 30.0) -> DaemonProcess:
         serve_info_path(self.db_path).unlink(missing_ok=True)
@@ -113,6 +120,7 @@ class DaemonProcess:
             stderr=subprocess.STDOUT,
             env=self.env,
             cwd=str(REPO),
+            preexec_fn=self.preexec_fn,
         )
 
         def ready() -> ServeInfo | None:

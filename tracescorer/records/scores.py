@@ -22,7 +22,7 @@ def _sql(kind: str) -> dict[str, str]:
 class ScoreRecord:
     """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
 
-    Columns follow Mastra's score row (ARCHITECTURE.md); ``label``, ``threshold`` and
+    Columns follow Mastra's score row (docs/architecture.md); ``label``, ``threshold`` and
     ``error_type`` are additions. ``created_at``/``updated_at``/``exported_at`` are set by the store.
     """
 

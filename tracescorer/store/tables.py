@@ -1,8 +1,11 @@
-"""Table declarations (names and columns are contracts: see ARCHITECTURE.md).
+"""Every table's columns, declared once for both engines (names and columns are contracts: see
+docs/architecture.md).
 
-The span log and runs tables are declared here column by column; the score, decision and assembly
-tables derive their columns from the record dataclasses in :mod:`tracescorer.store.records`, so
-each row shape is declared once. :mod:`tracescorer.store.duckdb.migrations` creates and upgrades them.
+The span log tables are declared here column by column; ``runs`` derives from
+:class:`~tracescorer.model.AgentRun` (:mod:`tracescorer.store.runs`), the score, decision and
+assembly tables from the records of :mod:`tracescorer.records.scores`. Types are written in
+DuckDB's terms; :func:`create_table` renders a declaration for either engine (the dialect hook:
+:func:`column_type`). Each engine's migrations create and upgrade the tables.
 """
 
 from __future__ import annotations
