@@ -208,6 +208,7 @@ def test_one_record_per_convention_and_the_names_they_give() -> None:
         "mastra",
         "vercel",
         "logfire",
+        "langfuse",
         "openinference",
         "genai",
         "openllmetry",
