@@ -209,6 +209,7 @@ def test_one_record_per_convention_and_the_names_they_give() -> None:
         "vercel",
         "logfire",
         "langfuse",
+        "mlflow",
         "openinference",
         "genai",
         "openllmetry",
