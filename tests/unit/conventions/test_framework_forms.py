@@ -210,6 +210,7 @@ def test_one_record_per_convention_and_the_names_they_give() -> None:
         "logfire",
         "langfuse",
         "mlflow",
+        "langsmith",
         "openinference",
         "genai",
         "openllmetry",
