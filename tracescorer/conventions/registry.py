@@ -32,6 +32,7 @@ from tracescorer.conventions import (
     openinference,
     openllmetry,
     pydantic_ai,
+    smolagents,
     strands,
     vercel,
 )
@@ -53,6 +54,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     langsmith.CONVENTION,
     haystack.CONVENTION,
     llamaindex.CONVENTION,
+    smolagents.CONVENTION,
     openinference.CONVENTION,
     adk.CONVENTION,
     strands.CONVENTION,
