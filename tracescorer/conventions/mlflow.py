@@ -13,7 +13,11 @@ every attribute value JSON encoded, strings included (``mlflow.spanType = "\\"AG
   "total_tokens"}``).
 
 Runs: ``AGENT`` spans, named after the span; without one, the top MLflow span holding the model
-calls. Model calls: ``CHAT_MODEL`` / ``LLM``; tools: ``TOOL`` (no tool call id is exported: calls
+calls. Through ``mlflow.openai.autolog()`` the OpenAI Agents SDK's agents are ``AGENT`` spans
+named after the agent (``handoffs`` / ``output_type`` attributes, no input: the model calls
+tell), its ``Generation`` spans ``CHAT_MODEL`` around the client's own, its function tools
+``TOOL``; the ``AgentRunner.run`` span MLflow opens (``mlflow.openai.agent_run_root``) and the
+``AGENT`` span mirroring an ``agents.trace()`` (no input, no output) only group the run. Model calls: ``CHAT_MODEL`` / ``LLM``; tools: ``TOOL`` (no tool call id is exported: calls
 join their tool spans by name and arguments). The session and user MLflow keeps as trace
 metadata (``mlflow.trace.session`` / ``mlflow.trace.user``) are not exported over OTLP: such runs
 have no conversation id. With ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`` MLflow exports GenAI
@@ -25,7 +29,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, ToolExec, TraceFacts, TraceView, span_error
+from tracescorer.conventions.base import (
+    NOT_ONE,
+    AgentInfo,
+    Convention,
+    LlmCall,
+    NotOne,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+)
 from tracescorer.conventions.calls import call_input, request_messages, response_messages
 from tracescorer.conventions.common import ASSISTANT, any_content, as_str, loads_maybe, usage_from
 from tracescorer.model import Span
@@ -34,6 +48,8 @@ NAME = "mlflow"
 TYPE = "mlflow.spanType"
 INPUTS, OUTPUTS = "mlflow.spanInputs", "mlflow.spanOutputs"
 MODEL, USAGE = "mlflow.llm.model", "mlflow.chat.tokenUsage"
+#: Marks the span MLflow opens around the OpenAI Agents SDK's ``Runner.run``.
+RUN_ROOT = "mlflow.openai.agent_run_root"
 _MODEL_TYPES = frozenset({"CHAT_MODEL", "LLM"})
 #: Spans that are parts of a run, never its top (the run is what holds them).
 _PART_TYPES = frozenset({"CHAT_MODEL", "LLM", "TOOL", "EMBEDDING", "RETRIEVER", "RERANKER", "PARSER"})
@@ -60,8 +76,24 @@ def _agent_info(span: Span) -> AgentInfo:
     )
 
 
-def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
-    return _agent_info(span) if span_type(span) == "AGENT" else None
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
+    if span_type(span) != "AGENT":
+        return None
+    attrs = span.attributes
+    if RUN_ROOT in attrs:
+        # The OpenAI Agents SDK's Runner.run as MLflow records it: around the SDK's agent span,
+        # or (inside the app's agents.trace()) beside it, holding nothing.
+        if not trace.children.get(span.span_id):
+            return NOT_ONE
+        info = _agent_info(span)
+        info.wrapper = True
+        return info
+    info = _agent_info(span)
+    # An agents.trace() MLflow mirrors as an AGENT span of its own: no input, no output, no
+    # agent of the SDK (those record their handoffs and output type). It groups the run.
+    if value(span, INPUTS) in ("", None) and value(span, OUTPUTS) in ("", None) and "handoffs" not in attrs:
+        info.wrapper = True
+    return info
 
 
 def read_root(span: Span, trace: TraceView) -> AgentInfo | None:

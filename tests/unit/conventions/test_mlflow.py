@@ -90,3 +90,26 @@ def test_a_traced_chain_function_at_the_top_is_the_run() -> None:
         [("user", "Why?")],
         "Because.",
     )
+
+
+def test_agents_sdk_spans_group_one_run() -> None:
+    """agents.trace() mirrored as an AGENT span without input or output, MLflow's empty
+    AgentRunner.run beside the SDK's workflow, the SDK's agent span: one run, the agent's."""
+    group = mlflow_span("travel", "AGENT", mlflow__spanInputs="", mlflow__spanOutputs="")
+    runner = mlflow_span("AgentRunner.run", "AGENT", group, mlflow__spanInputs=[{"role": "user", "content": "Rome?"}])
+    runner.attributes["mlflow.openai.agent_run_root"] = "true"
+    workflow = mlflow_span("Agent workflow", "CHAIN", group)
+    agent = mlflow_span("assistant", "AGENT", workflow, mlflow__spanOutputs={"output_type": "str"}, handoffs=[])
+    gen = mlflow_span(
+        "Generation",
+        "CHAT_MODEL",
+        agent,
+        mlflow__spanInputs=[{"role": "user", "content": "Rome?"}],
+        mlflow__spanOutputs=[{"role": "assistant", "content": "Warm."}],
+    )
+    [run] = extract_runs([group, runner, workflow, agent, gen]).runs
+    assert (run.agent_name, texts(run.input_messages), run.output[-1].content) == (
+        "assistant",
+        [("user", "Rome?")],
+        "Warm.",
+    )
