@@ -5,7 +5,8 @@ The Agents SDK uses the Chat Completions API of the fake model.
 
 Agent "travel_assistant" (instructions, tools get_weather and local_expert = agent.as_tool of a
 second Agent "local_expert" with its own instructions and get_weather). Each turn runs in
-trace("travel", group_id="conv-mlflow-agents-1"); turn 2 gets turn 1's result.to_input_list().
+trace("travel", group_id="conv-mlflow-agents-1") (none with CAPTURE_MLFLOW_NO_TRACE=1:
+../py-mlflow-openai-agents-sdk-notrace); turn 2 gets turn 1's result.to_input_list().
  turn 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
         -> "Result from get_weather: Sunny, 22C"
  turn 2 "Ask the local_expert about Berlin." -> local_expert({"input": "Ask the local_expert about Berlin."})
@@ -14,6 +15,7 @@ trace("travel", group_id="conv-mlflow-agents-1"); turn 2 gets turn 1's result.to
         -> "Result from local_expert: Result from get_weather: Cloudy, 15C"
 """
 import asyncio
+import contextlib
 import os
 
 os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = os.environ["OTLP_HTTP_ENDPOINT"] + "/v1/traces"
@@ -22,7 +24,7 @@ os.environ["OTEL_SERVICE_NAME"] = os.environ["CAPTURE_CASE"]
 
 import mlflow  # noqa: E402
 from agents import (Agent, Runner, function_tool, set_default_openai_api,  # noqa: E402
-                    set_default_openai_client, set_tracing_disabled, trace)
+                    set_default_openai_client, trace)
 from openai import AsyncOpenAI  # noqa: E402
 
 mlflow.openai.autolog()
@@ -45,11 +47,17 @@ agent = Agent(name="travel_assistant", instructions="You are a concise travel as
               tools=[get_weather, expert.as_tool(tool_name="local_expert", tool_description="Ask the local expert")])
 
 
+def turn():  # noqa: ANN201
+    if os.environ.get("CAPTURE_MLFLOW_NO_TRACE") == "1":
+        return contextlib.nullcontext()
+    return trace("travel", group_id="conv-mlflow-agents-1")
+
+
 async def main() -> None:
-    with trace("travel", group_id="conv-mlflow-agents-1"):
+    with turn():
         r1 = await Runner.run(agent, "What is the weather in Paris?")
     print("turn 1:", r1.final_output)
-    with trace("travel", group_id="conv-mlflow-agents-1"):
+    with turn():
         r2 = await Runner.run(agent, r1.to_input_list() + [
             {"role": "user", "content": "Ask the local_expert about Berlin."}])
     print("turn 2:", r2.final_output)
