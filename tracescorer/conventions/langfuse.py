@@ -12,7 +12,11 @@ are, anything else JSON encoded; ``@observe`` records a call as ``{"args": [...]
 or ``{"messages", "tools"}`` and the output the assistant message.
 
 - runs: ``agent`` observations, named after the observation; without one, the top Langfuse span
-  of the work (an ``@observe()`` function of type ``span``), named after it;
+  of the work (an ``@observe()`` function of type ``span``), named after it. Langfuse's LangChain
+  handler types a chain as ``agent`` when its name or class path says "agent" — LangGraph's
+  ``agent`` node too: a node (``langfuse.observation.metadata.langgraph_node`` = its own name) is
+  a step of its graph, whose span is the run, named after the graph; the tool definitions the
+  handler appends to a generation's input as ``role: tool`` messages are dropped;
 - the new input is the one string argument of the call (see :mod:`.calls`), the message list
   argument is what the agent was given; the model's input decides the rest;
 - model calls: ``generation`` observations; tools: ``tool`` observations (arguments from the
@@ -46,6 +50,7 @@ INPUT, OUTPUT = "langfuse.observation.input", "langfuse.observation.output"
 MODEL = "langfuse.observation.model.name"
 USAGE = "langfuse.observation.usage_details"
 LEVEL, STATUS_MESSAGE = "langfuse.observation.level", "langfuse.observation.status_message"
+NODE = "langfuse.observation.metadata.langgraph_node"
 
 _USAGE_NAMES = {
     "input_tokens": ("input", "prompt_tokens", "input_tokens"),
@@ -88,10 +93,19 @@ def _agent_info(span: Span, *, wrapper: bool = False) -> AgentInfo:
     )
 
 
+def _graph_node(span: Span) -> bool:
+    """A LangGraph node (its ``langgraph_node`` metadata is its own name): the LangChain handler
+    types a node named like ``agent`` as an agent observation, but it is a step of its graph."""
+    node = loads_maybe(span.attributes.get(NODE))  # JSON encoded from v5 on
+    return isinstance(node, str) and node == span.name
+
+
 def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     if observation_type(span) != "agent" or not _is_langfuse(span):
         return None
-    return _agent_info(span)
+    info = _agent_info(span)
+    info.graph_node = _graph_node(span)
+    return info
 
 
 def read_root(span: Span, trace: TraceView) -> AgentInfo | None:
@@ -107,11 +121,29 @@ def _usage(value: Any) -> dict[str, int | float] | None:
     return usage_from(data, _USAGE_NAMES) if isinstance(data, Mapping) else None
 
 
+def _is_tool_definition(item: Any) -> bool:
+    return (
+        isinstance(item, Mapping)
+        and item.get("role") == "tool"
+        and "tool_call_id" not in item
+        and isinstance(item.get("content"), Mapping)
+        and ("function" in item["content"] or item["content"].get("type") == "function")
+    )
+
+
+def _without_tool_definitions(data: Any) -> Any:
+    """The LangChain handler appends the tools offered to the model as ``{"role": "tool",
+    "content": <definition>}`` messages: they are no messages of the conversation."""
+    if isinstance(data, list) and any(_is_tool_definition(m) for m in data):
+        return [m for m in data if not _is_tool_definition(m)]
+    return data
+
+
 def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     if observation_type(span) != "generation" or not _is_langfuse(span):
         return None
     attrs = span.attributes
-    inputs = request_messages(attrs.get(INPUT))
+    inputs = request_messages(_without_tool_definitions(loads_maybe(attrs.get(INPUT))))
     outputs = [m for m in response_messages(attrs.get(OUTPUT)) if m.role == ASSISTANT]
     return LlmCall(
         span=span,

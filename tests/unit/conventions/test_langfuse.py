@@ -112,3 +112,24 @@ def test_a_tool_observation_at_level_error_is_a_failed_call() -> None:
     [run] = extract_runs([agent, tool]).runs
     [tc] = run.tool_calls
     assert (tc.name, tc.error) == ("lookup", "timeout")
+
+
+def test_the_langchain_handlers_agent_node_is_a_step_of_its_graph() -> None:
+    graph = observation("weather_graph", "chain", **{"langfuse.observation.input": '{"messages": []}'})
+    node = observation("agent", "agent", graph, **{"langfuse.observation.metadata.langgraph_node": '"agent"'})
+    tool_def = {"role": "tool", "content": {"type": "function", "function": {"name": "get_weather"}}}
+    gen = observation(
+        "ChatOpenAI",
+        "generation",
+        node,
+        **{
+            "langfuse.observation.input": json.dumps([{"role": "user", "content": "Rome?"}, tool_def]),
+            "langfuse.observation.output": json.dumps({"role": "assistant", "content": "Warm."}),
+        },
+    )
+    [run] = extract_runs([graph, node, gen]).runs
+    assert (run.agent_name, texts(run.input_messages), run.output[-1].content) == (
+        "weather_graph",
+        [("user", "Rome?")],
+        "Warm.",
+    )
