@@ -217,11 +217,7 @@ def code_agent_reply(msgs: list[Mapping[str, Any]]) -> Reply | None:
         if m.get("role") == "assistant" and called:
             answer = f'final_answer(f"Result from {called.group(1)}: {{result}}")'
             return Reply.text(f"Thought: I have the result.\n<code>\n{answer}\n</code>")
-    stubs = [
-        (name, _PARAM.findall(params))
-        for name, params in _CODE_STUB.findall(system)
-        if name != "final_answer"
-    ]
+    stubs = [(name, _PARAM.findall(params)) for name, params in _CODE_STUB.findall(system) if name != "final_answer"]
     named = [t for t in stubs if t[0].lower() in task.lower()]
     for name, params in named + stubs:
         wanted = [p for p in params if p != "additional_args"]

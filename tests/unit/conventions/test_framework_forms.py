@@ -214,6 +214,7 @@ def test_one_record_per_convention_and_the_names_they_give() -> None:
         "openinference",
         "genai",
         "openllmetry",
+        "generic",
     }
     bases = set(names())
     assert all(c.run_label in bases for c in CONVENTIONS)
