@@ -189,6 +189,8 @@ def request_messages(value: Any) -> list[Message]:
     data = loads_maybe(value)
     if isinstance(data, str):
         return [text_message(USER, data)] if data.strip() else []
+    if isinstance(data, list) and len(data) == 1 and is_message_list(data[0]):
+        data = data[0]  # one prompt of a batch (LangChain's callbacks record [[messages]])
     if is_message_list(data):
         return parse_messages(data)
     if not isinstance(data, Mapping):

@@ -182,8 +182,9 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | NotOne | None:
 
 
 def read_root(span: Span, trace: TraceView) -> AgentInfo | None:
-    """The application span LiteLLM wrote its keys on: the run, named after the span."""
-    if span.scope.name == SCOPE or CALL_ID not in span.attributes:
+    """The application's span above LiteLLM's (the one it wrote its keys on, or the parent of
+    its ``litellm_request`` with ``USE_OTEL_LITELLM_REQUEST_SPAN``): the run, named after it."""
+    if span.scope.name == SCOPE:
         return None
     return AgentInfo(span=span, name=span.name or None)
 

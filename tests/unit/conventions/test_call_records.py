@@ -98,3 +98,7 @@ def test_tool_arguments_from_call_records() -> None:
     assert tool_arguments({"args": ["Rome", 3], "kwargs": {"unit": "C"}}) == {"args": ["Rome", 3], "unit": "C"}
     assert tool_arguments({"city": "Rome"}) == {"city": "Rome"}
     assert tool_arguments("") is None
+
+
+def test_one_prompt_of_a_batch_is_the_request() -> None:
+    assert texts(request_messages([HISTORY])) == texts(request_messages(HISTORY))

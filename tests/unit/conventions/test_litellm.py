@@ -91,3 +91,21 @@ def test_a_litellm_request_span_alone_keeps_its_input_and_tool_calls() -> None:
     assert texts(run.input_messages) == [("user", "Rome?")]
     assert [(t.name, t.arguments) for t in run.tool_calls] == [("get_weather", {"city": "Rome"})]
     assert "tracescorer.content_captured" not in run.attributes
+
+
+def test_an_app_span_above_litellms_own_request_span_names_the_run() -> None:
+    """USE_OTEL_LITELLM_REQUEST_SPAN: LiteLLM keeps its litellm_request span under the app's."""
+    app = span("support_agent", scope="my-app")
+    request = span(
+        "litellm_request",
+        app,
+        scope="litellm",
+        **{"litellm.call_id": "x1", "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"},
+    )
+    raw = raw_request(request, [SYSTEM, USER], {"role": "assistant", "content": "Warm."}, 5)
+    [run] = extract_runs([app, request, raw]).runs
+    assert (run.agent_name, run.output[-1].content, run.attributes["tracescorer.llm_calls"]) == (
+        "support_agent",
+        "Warm.",
+        1,
+    )
