@@ -149,8 +149,10 @@ def _read_request_span(span: Span) -> LlmCall:
     inputs = parse_messages(attrs.get(genai.INPUT_KEY))
     outputs = [m for m in parse_messages(attrs.get(genai.OUTPUT_KEY)) if m.role == ASSISTANT]
     calls = _completion_tool_calls(attrs)
-    if calls and not any(m.tool_calls for m in outputs):
-        msg = parse_message({"role": ASSISTANT, "content": outputs[0].content if outputs else "", "tool_calls": calls})
+    # The keys stay from an earlier call on an app span: they are this call's only when it
+    # answered with nothing but tool calls.
+    if calls and not any(m.tool_calls or m.content for m in outputs):
+        msg = parse_message({"role": ASSISTANT, "content": "", "tool_calls": calls})
         outputs = [msg] if msg is not None else outputs
     system = loads_maybe(attrs.get(genai.SYSTEM_KEY))
     if isinstance(system, str) and system:
