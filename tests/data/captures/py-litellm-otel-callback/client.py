@@ -12,6 +12,9 @@ child span (the provider's raw request and response). The app waits inside its s
 LiteLLM's callbacks (they run on a worker thread after completion() returns), so the turn's
 second call overwrites the first call's keys on the span, the first call's tool-call keys stay.
 
+With CAPTURE_LITELLM_STREAM=1 (../py-litellm-otel-stream): every call streams (stream=True, the
+chunks put together with litellm.stream_chunk_builder).
+
  turn 1: [system, user "What is the weather in Paris?"] -> get_weather({"city": "Paris"})
          -> "Sunny, 22C" -> "Result from get_weather: Sunny, 22C"
  turn 2: history [user turn 1, assistant turn 1] + user "Thanks! And in Berlin?"
@@ -22,6 +25,7 @@ import os
 import time
 
 app_span = os.environ.get("CAPTURE_LITELLM_APP_SPAN") == "1"
+stream = os.environ.get("CAPTURE_LITELLM_STREAM") == "1"
 os.environ.update(OTEL_EXPORTER="otlp_http", OTEL_ENDPOINT=os.environ["OTLP_HTTP_ENDPOINT"] + "/v1/traces",
                   OTEL_SERVICE_NAME=os.environ["CAPTURE_CASE"])
 
@@ -46,11 +50,19 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 SYSTEM = "You are a concise travel assistant."
 
 
+def complete(messages: list):  # noqa: ANN201
+    kwargs = dict(model="openai/gpt-4o-mini", api_base=os.environ["OPENAI_BASE_URL"], api_key="sk-fake-local",
+                  messages=messages, tools=TOOLS)
+    if not stream:
+        return litellm.completion(**kwargs).choices[0].message
+    chunks = list(litellm.completion(**kwargs, stream=True))
+    return litellm.stream_chunk_builder(chunks, messages=messages).choices[0].message
+
+
 def turn(history: list, question: str) -> str:
     messages = [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": question}]
     while True:
-        m = litellm.completion(model="openai/gpt-4o-mini", api_base=os.environ["OPENAI_BASE_URL"],
-                               api_key="sk-fake-local", messages=messages, tools=TOOLS).choices[0].message
+        m = complete(messages)
         if not m.tool_calls:
             return m.content
         messages.append({"role": "assistant", "content": m.content,
