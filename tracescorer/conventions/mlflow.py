@@ -10,7 +10,8 @@ every attribute value JSON encoded, strings included (``mlflow.spanType = "\\"AG
   name and its return value; an autologged model call's request and response (the OpenAI chat
   request body and the chat completion);
 - ``mlflow.llm.model``, ``mlflow.chat.tokenUsage`` (``{"input_tokens", "output_tokens",
-  "total_tokens"}``).
+  "total_tokens"}``); LangChain runs (``mlflow.langchain.autolog()``) add their ``metadata``
+  (JSON), where LangGraph puts the ``thread_id``: the conversation.
 
 Runs: ``AGENT`` spans, named after the span; without one, the top MLflow span holding the model
 calls. Through ``mlflow.openai.autolog()`` the OpenAI Agents SDK's agents are ``AGENT`` spans
@@ -65,11 +66,27 @@ def span_type(span: Span) -> str:
     return kind.upper() if isinstance(kind, str) else ""
 
 
-def _agent_info(span: Span) -> AgentInfo:
+_THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
+
+
+def _thread(span: Span, trace: TraceView) -> str | None:
+    """The LangGraph thread (or session) id of a LangChain run MLflow traced: its ``metadata``
+    attribute (JSON) on the span or an ancestor."""
+    for s in (span, *trace.ancestors(span)):
+        meta = value(s, "metadata") if "metadata" in s.attributes else None
+        if isinstance(meta, Mapping):
+            found = next((as_str(meta[k]) for k in _THREAD_KEYS if meta.get(k) not in (None, "")), None)
+            if found:
+                return found
+    return None
+
+
+def _agent_info(span: Span, trace: TraceView) -> AgentInfo:
     new_input, given = call_input(span.attributes.get(INPUTS))
     return AgentInfo(
         span=span,
         name=span.name or None,
+        conversation_id=_thread(span, trace),
         new_input=new_input,
         given=given,
         output=response_messages(span.attributes.get(OUTPUTS)),
@@ -85,10 +102,10 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
         # or (inside the app's agents.trace()) beside it, holding nothing.
         if not trace.children.get(span.span_id):
             return NOT_ONE
-        info = _agent_info(span)
+        info = _agent_info(span, trace)
         info.wrapper = True
         return info
-    info = _agent_info(span)
+    info = _agent_info(span, trace)
     # An agents.trace() MLflow mirrors as an AGENT span of its own: no input, no output, no
     # agent of the SDK (those record their handoffs and output type). It groups the run.
     if value(span, INPUTS) in ("", None) and value(span, OUTPUTS) in ("", None) and "handoffs" not in attrs:
@@ -99,7 +116,7 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
 def read_root(span: Span, trace: TraceView) -> AgentInfo | None:
     """The top MLflow span of a run without an ``AGENT`` span (a ``CHAIN`` function, say)."""
     kind = span_type(span)
-    return _agent_info(span) if kind and kind not in _PART_TYPES else None
+    return _agent_info(span, trace) if kind and kind not in _PART_TYPES else None
 
 
 def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
