@@ -76,7 +76,7 @@ def test_agent_chat_model_and_tool_spans_make_a_run() -> None:
 
 
 def test_a_traced_chain_function_at_the_top_is_the_run() -> None:
-    top = mlflow_span("answer", "CHAIN", mlflow__spanInputs={"question": "Why?"})
+    top = mlflow_span("answer", "CHAIN", mlflow__spanInputs={"question": "Why?"}, metadata={"thread_id": "t-7"})
     llm = mlflow_span(
         "Completions",
         "LLM",
@@ -85,10 +85,11 @@ def test_a_traced_chain_function_at_the_top_is_the_run() -> None:
         mlflow__spanOutputs=completion("Because."),
     )
     [run] = extract_runs([top, llm]).runs
-    assert (run.agent_name, texts(run.input_messages), run.output[-1].content) == (
+    assert (run.agent_name, texts(run.input_messages), run.output[-1].content, run.conversation_id) == (
         "answer",
         [("user", "Why?")],
         "Because.",
+        "t-7",  # a LangChain run's metadata (mlflow.langchain.autolog): LangGraph's thread
     )
 
 
