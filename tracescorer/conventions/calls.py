@@ -185,7 +185,8 @@ def response_messages(value: Any) -> list[Message]:
 def request_messages(value: Any) -> list[Message]:
     """The messages a model call was sent, from its recorded request: a message list, an OpenAI
     request body (``messages``; LangChain's batched ``[[...]]``), a Responses API request
-    (``instructions`` + ``input``), a prompt string, or a call record holding a message list."""
+    (``instructions`` + ``input``), a prompt string, or a call record (a decorated model-call
+    function) with a message-list argument, else its one string argument as the prompt."""
     data = loads_maybe(value)
     if isinstance(data, str):
         return [text_message(USER, data)] if data.strip() else []
@@ -210,4 +211,10 @@ def request_messages(value: Any) -> list[Message]:
         if isinstance(prompt, str) and prompt.strip():
             return [text_message(USER, prompt)]
     args = call_arguments(data)
-    return _given(args) if args is not None else []
+    if args is None:
+        return []
+    given = _given(args)
+    if not given:  # a decorated model-call function given its prompt as its one string argument
+        texts = [a for a in args if isinstance(a, str) and a.strip()]
+        given = [text_message(USER, texts[0])] if len(texts) == 1 else []
+    return given

@@ -63,6 +63,7 @@ def test_requests_in_every_recorded_shape() -> None:
     # a decorated model-call function: the argument whose items are all messages, not the tools
     assert texts(request_messages({"args": [HISTORY, TOOLS], "kwargs": {}})) == texts(request_messages(HISTORY))
     assert texts(request_messages({"prompts": ["Complete this"]})) == [("user", "Complete this")]
+    assert texts(request_messages({"args": ["Summarise this"], "kwargs": {}})) == [("user", "Summarise this")]
     responses = request_messages({"model": "m", "instructions": "Be brief.", "input": "Hi"})
     assert texts(responses) == [("system", "Be brief."), ("user", "Hi")]
 
