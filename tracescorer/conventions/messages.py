@@ -362,7 +362,12 @@ def _openai_keys_beside_parts(raw: Mapping[str, Any], role: str, parts: list[Par
     """GenAI parts with OpenAI's ``tool_calls`` / ``tool_call_id`` beside them (LiteLLM writes
     its messages so): the calls become tool-call parts, a tool message's text its result."""
     calls = raw.get("tool_calls")
-    out = parts + [p for p in map(parse_openai_tool_call, calls if isinstance(calls, list) else ()) if p is not None]
+    have = {(p.id, p.name) for p in parts if p.type == "tool_call"}
+    out = parts + [
+        p
+        for p in map(parse_openai_tool_call, calls if isinstance(calls, list) else ())
+        if p is not None and (p.id, p.name) not in have  # an emitter writing both: once
+    ]
     if role == TOOL and not any(p.type == "tool_call_response" for p in out):
         text = text_of(out)
         return [

@@ -109,3 +109,9 @@ def test_an_app_span_above_litellms_own_request_span_names_the_run() -> None:
         "Warm.",
         1,
     )
+
+
+def test_tool_calls_written_both_as_parts_and_beside_them_count_once() -> None:
+    part = {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Rome"}}
+    [turn] = parse_messages([{"role": "assistant", "parts": [part], "tool_calls": [CALL]}])
+    assert tool_calls(turn) == [("c1", "get_weather", {"city": "Rome"})]
