@@ -82,7 +82,10 @@ CAPTURE_CASES = $(if $(CASE),tests/data/captures/$(CASE),$(shell grep -l -s -E '
 
 captures-envs: $(foreach e,$(CAPTURE_ENVS) langgraphjs,.cache/captures/$(e)/.built)
 
-captures: captures-envs $(VENV)/.dev
+# CASE=<folder> builds only the environment its client names (first line `# venv: <env>`)
+CASE_ENV = $(shell head -qn1 tests/data/captures/$(CASE)/client.py tests/data/captures/$(CASE)/client/run.mjs 2>/dev/null | sed -nE 's,^(#|//) *(venv|env): *([A-Za-z0-9_.-]+).*,\3,p' | head -n1)
+
+captures: $(if $(CASE),.cache/captures/$(CASE_ENV)/.built,captures-envs) $(VENV)/.dev
 	@for c in $(CAPTURE_CASES); do $(PY) captures/record.py $$c || exit 1; done
 
 clean:

@@ -133,7 +133,9 @@ class AutoAgentOpenAI(AgentOpenAI):
       whose required arguments the turn supplies (a known city for ``city``/``location``, an
       order id ``X-0000`` for ``order*``, the whole turn for other parameters); call ids are
       ``call_<tool>_<n>``, numbered per server;
-    - otherwise: ``You said: <last user text>``.
+    - otherwise: ``You said: <last user text>``;
+    - a code agent (no tools offered, the system prompt asks for code in ``<code>`` tags and
+      lists its tools as Python stubs, as smolagents' CodeAgent does): see :func:`code_agent_reply`.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -151,6 +153,9 @@ class AutoAgentOpenAI(AgentOpenAI):
         msgs = [m for m in request.messages if isinstance(m, Mapping)]
         if not msgs:
             return Reply.text("Hello.")
+        code = code_agent_reply(msgs) if not request.body.get("tools") else None
+        if code is not None:
+            return code
         last = msgs[-1]
         if last.get("role") in ("tool", "function"):
             return Reply.text(self._tool_answer(msgs))
@@ -181,3 +186,43 @@ class AutoAgentOpenAI(AgentOpenAI):
                 name = names.get(str(m.get("tool_call_id")), str(m.get("name") or "tool"))
                 results.append((name, _content_text(m.get("content"))))
         return "; ".join(f"Result from {n}: {r}" for n, r in results)
+
+
+#: A tool as a code agent's prompt lists it: ``def get_weather(city: string) -> string:``.
+_CODE_STUB = re.compile(r"^\s*def ([A-Za-z_]\w*)\(([^)]*)\)\s*->", re.MULTILINE)
+#: A parameter name of a stub (a type such as ``dict[str, Any]`` has commas of its own).
+_PARAM = re.compile(r"(?:^|,)\s*([A-Za-z_]\w*)\s*:")
+_NEW_TASK = "New task:"
+
+
+def code_agent_reply(msgs: list[Mapping[str, Any]]) -> Reply | None:
+    """The code a code agent's model writes (smolagents' CodeAgent: code between ``<code>`` tags,
+    tools called as Python functions, ``final_answer`` ends the task), or None for other agents.
+
+    For a new task: ``result = <tool>(<arguments>)`` with the first tool named in the task, else
+    the first whose parameters the task fills (as :class:`AutoAgentOpenAI` picks tool calls);
+    once that code ran: ``final_answer(f"Result from <tool>: {result}")`` (the executor keeps
+    ``result``). Without a fitting tool: ``final_answer("You said: <task>")``.
+    """
+    system = _content_text(msgs[0].get("content")) if msgs[0].get("role") == "system" else ""
+    if "<code>" not in system or "final_answer" not in system:
+        return None
+    # smolagents merges a new task into the previous observation's user turn: the last one wins
+    start = max((i for i, m in enumerate(msgs) if _NEW_TASK in _content_text(m.get("content"))), default=-1)
+    if start < 0:
+        return None
+    task = _content_text(msgs[start].get("content")).rsplit(_NEW_TASK, 1)[1].strip()
+    for m in msgs[start + 1 :]:
+        called = re.search(r"result = ([A-Za-z_]\w*)\(", _content_text(m.get("content")))
+        if m.get("role") == "assistant" and called:
+            answer = f'final_answer(f"Result from {called.group(1)}: {{result}}")'
+            return Reply.text(f"Thought: I have the result.\n<code>\n{answer}\n</code>")
+    stubs = [(name, _PARAM.findall(params)) for name, params in _CODE_STUB.findall(system) if name != "final_answer"]
+    named = [t for t in stubs if t[0].lower() in task.lower()]
+    for name, params in named + stubs:
+        wanted = [p for p in params if p != "additional_args"]
+        args = {p: _entity(p, task) for p in wanted}
+        if all(v is not None for v in args.values()):
+            call = ", ".join(f"{k}={v!r}" for k, v in args.items())
+            return Reply.text(f"Thought: I will use {name}.\n<code>\nresult = {name}({call})\nprint(result)\n</code>")
+    return Reply.text(f"Thought: No tool fits.\n<code>\nfinal_answer({('You said: ' + task)!r})\n</code>")

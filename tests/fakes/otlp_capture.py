@@ -2,11 +2,12 @@
 
 Two real servers on ``127.0.0.1``, port 0, in background threads: OTLP/gRPC
 (``TraceService/Export`` and ``LogsService/Export`` on a sync ``grpc.server``) and OTLP/HTTP
-(``POST /v1/traces`` and ``/v1/logs``, protobuf, optionally gzip/deflate, on aiohttp with its
-own event loop). Every request is decoded with ``opentelemetry-proto`` and recorded; accepted
-spans are flattened into :class:`CapturedSpan` records (log records into
-:class:`CapturedLogRecord`) with hex ids and plain-Python attribute values. Failures are
-scripted with :meth:`OtlpCapture.fail_next` (gRPC ``UNAVAILABLE`` / HTTP 503 by default).
+(``POST /v1/traces`` — also Langfuse's ``/api/public/otel/v1/traces`` — and ``/v1/logs``,
+protobuf, optionally gzip/deflate, on aiohttp with its own event loop). Every request is decoded
+with ``opentelemetry-proto`` and recorded; accepted spans are flattened into
+:class:`CapturedSpan` records (log records into :class:`CapturedLogRecord`) with hex ids and
+plain-Python attribute values. Failures are scripted with :meth:`OtlpCapture.fail_next` (gRPC
+``UNAVAILABLE`` / HTTP 503 by default).
 
 Example::
 
@@ -294,6 +295,8 @@ class OtlpCapture:
         try:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/traces", self._http_export)
+            # Langfuse's SDK exports to its own server's path under the host it is given.
+            app.router.add_post("/api/public/otel/v1/traces", self._http_export)
             app.router.add_post("/v1/logs", self._http_export)
             app.router.add_post("/v1/metrics", self._http_metrics)
             runner = web.AppRunner(app, access_log=None)

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support.captures import CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
+from support.captures import CAPTURES, CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
 from support.daemon import DaemonProcess, config_dict, wait_for
+from support.otlp import span_exporter, tracer
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +55,25 @@ def test_replayed_capture_gives_expected_runs(daemon, case: Path):
             if want.get("conversation_id", expected.get("conversation_id")) == conv
         }
         assert mine <= {r["run_id"] for r in by_conv}
+
+
+def test_explain_says_which_convention_read_a_trace_or_why_none_did(daemon):
+    case = CAPTURES / "py-langfuse-v5-observe-agent"  # two traces: one run, then a run with a nested one
+    daemon.cli("replay", str(case), "--endpoint", daemon.http_url)
+    spans, _ = load_case(case)
+    for trace_id in sorted({s.trace_id for s in spans}):
+        got = wait_for(lambda t=trace_id: daemon.runs(trace_id=t), 20, interval_s=0.2, what="the Langfuse runs")
+        out = daemon.cli("explain", trace_id).stdout
+        assert f"{len(got)} agent run(s) rebuilt, read by convention langfuse" in out, out
+
+    with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint), service="health-check") as t:
+        with t.start_as_current_span("GET /health", attributes={"http.request.method": "GET"}) as span:
+            unknown = f"{span.get_span_context().trace_id:032x}"
+    wait_for(
+        lambda: [r for r in daemon.runs(unmatched=True) if r["trace_id"] == unknown], 20, what="the unmatched trace"
+    )
+    out = daemon.cli("explain", unknown).stdout
+    assert (
+        "no agent run rebuilt: no known agent/GenAI convention in 1 span(s) "
+        "(scopes: tests.agent; attribute namespaces: http)" in out
+    )

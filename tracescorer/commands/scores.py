@@ -173,6 +173,9 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
     )
     if row["unmatched_reason"]:
         click.echo(f"  no agent run rebuilt: {row['unmatched_reason']}")
+    elif runs:
+        used = ", ".join(sorted({str(r["convention"]) for r in runs}))
+        click.echo(f"  {len(runs)} agent run(s) rebuilt, read by convention {used}")
     return _run_targets(settings, runs, now)
 
 
@@ -184,7 +187,7 @@ def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetim
         (
             "run",
             r["run_id"],
-            f"run {r['run_id'][:12]} ({r['agent_name'] or 'unnamed agent'}, {r['convention']})",
+            f"run {r['run_id'][:12]} ({r['agent_name'] or 'unnamed agent'}, convention {r['convention']})",
             waiting_run,
         )
         for r in runs

@@ -15,16 +15,16 @@ ADK's spans are ``invocation`` > ``invoke_agent <agent>`` (``gen_ai.agent.name``
   ``gen_ai.output.messages`` / ``gen_ai.system_instructions`` on ``generate_content`` spans,
   ``gen_ai.tool.call.arguments|result`` on tools — read by :mod:`.genai`.
 
-In both, ADK adds an identity paragraph to the agent's instruction (``You are an agent. Your
-internal name is "<name>".`` and, with a description, ``The description about you is
-"..."``): it is removed, so the system message is the app's instruction. ADK wraps a function
-tool's return value as ``{"result": value}``: the result is ``value``. An ``AgentTool``
-sub-agent runs in its own session (a fresh id): its run keeps that conversation id.
+In both, the system message is the instruction as the model received it, with the identity
+paragraph ADK appends to the app's instruction (``You are an agent. Your internal name is
+"<name>".`` and, with a description, ``The description about you is "..."``): a run shows what
+the model was given. ADK wraps a function tool's return value as ``{"result": value}``: the
+result is ``value``. An ``AgentTool`` sub-agent runs in its own session (a fresh id): its run
+keeps that conversation id.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,27 +50,6 @@ NAME = "adk"
 SCOPE = "gcp.vertex.agent"
 REQUEST, RESPONSE = "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response"
 TOOL_ARGS, TOOL_RESPONSE = "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response"
-
-_IDENTITY = re.compile(
-    r'\s*You are an agent\. Your internal name is "[^"\n]*"\.(?: The description about you is "[^\n]*"\.)?\s*'
-)
-
-
-def strip_identity(text: str) -> str:
-    """The instruction without ADK's identity paragraph (wherever ADK put it)."""
-    return _IDENTITY.sub("\n\n", text).strip()
-
-
-def _clean_system(messages: list[Message]) -> list[Message]:
-    out = []
-    for m in messages:
-        if m.role == SYSTEM and _IDENTITY.search(m.content):
-            text = strip_identity(m.content)
-            if text:
-                out.append(text_message(SYSTEM, text))
-        else:
-            out.append(m)
-    return out
 
 
 def unwrap_result(value: Any) -> Any:
@@ -135,12 +114,12 @@ def _contents(value: Any) -> list[Message]:
 
 
 def _system_instruction(value: Any) -> list[Message]:
+    """``config.system_instruction`` as sent: a string or a google.genai ``Content``."""
     if isinstance(value, str):
-        text = strip_identity(value)
-        return [text_message(SYSTEM, text)] if text else []
+        return [text_message(SYSTEM, value)] if value.strip() else []
     if isinstance(value, Mapping):  # a Content
         msg = parse_message({**value, "role": SYSTEM})
-        return _clean_system([msg]) if msg is not None and msg.content else []
+        return [msg] if msg is not None and msg.content else []
     return []
 
 
@@ -153,11 +132,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     attrs = span.attributes
     request = loads_maybe(attrs.get(REQUEST))
     if not (isinstance(request, Mapping) and request):
-        call = genai.read_llm_call(span, trace)  # the semconv-aligned schema
-        if call is not None:
-            call.system = _clean_system(call.system)
-            call.input = _clean_system(call.input)
-        return call
+        return genai.read_llm_call(span, trace)  # the semconv-aligned schema
     config = request.get("config")
     system = _system_instruction(config.get("system_instruction")) if isinstance(config, Mapping) else []
     response = loads_maybe(attrs.get(RESPONSE))

@@ -75,6 +75,9 @@ class AgentInfo:
     #: the whole exchange incl. this run's output (pydantic-ai ``all_messages``)
     transcript: list[Message] = field(default_factory=list)
     output: list[Message] = field(default_factory=list)
+    #: the run's answer where the framework gives it apart from the model's turns (smolagents'
+    #: ``final_answer`` tool argument): the last message of the run's output
+    answer: list[Message] = field(default_factory=list)
     usage: dict[str, int | float] | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
     #: the span wraps an agent invocation rather than being one (a workflow span, an agent

@@ -11,6 +11,7 @@ _CONTEXT_PREFIXES = (
     "ai.settings.context.",  # Vercel AI SDK 7 runtime context
     "traceloop.association.properties.",  # Traceloop/OpenLLMetry association properties
     "metadata.",  # OpenInference-style metadata flattened by some SDKs
+    "langsmith.metadata.",  # LangSmith's OpenTelemetry mode: run metadata (LangGraph's thread_id)
 )
 
 #: Keys naming the conversation, most specific first.

@@ -3,8 +3,9 @@ langchain`` form (an extension of :mod:`.openllmetry`; runs labelled ``openllmet
 
 LangChain objects reach the spans serialised, whatever the instrumentation:
 ``{"lc": 1, "type": "constructor", "id": [..., "HumanMessage"], "kwargs": {content, tool_calls,
-tool_call_id, name, ...}}`` (``dumpd``, also LangChain.js) and ``{"type": "human", "data":
-{...}}`` (``message_to_dict``). A tool's output is its ``ToolMessage``, sometimes inside
+tool_call_id, name, ...}}`` (``dumpd``, also LangChain.js), ``{"type": "human", "data":
+{...}}`` (``message_to_dict``) and the flat ``model_dump`` (``{"type": "ai", "content", "tool_calls",
+...}``, LangSmith's inputs and outputs). A tool's output is its ``ToolMessage``, sometimes inside
 ``{"output": ...}``; the result is the message's content. These shapes are registered for every
 convention (OpenInference's LangChain instrumentations write them too).
 
@@ -97,7 +98,14 @@ def _tool_message_result(raw: Mapping[str, Any]) -> tuple[bool, Any, str | None]
     """A tool output that is a serialised ``ToolMessage`` (or ``{"output": <one>}``): its content."""
     output = raw.get("output")
     inner: Mapping[str, Any] = output if isinstance(output, Mapping) else raw
-    normal = _lc_constructor(inner) if "lc" in inner else _lc_data(inner) if "data" in inner else None
+    if "lc" in inner:
+        normal = _lc_constructor(inner)
+    elif "data" in inner:
+        normal = _lc_data(inner)
+    elif inner.get("type") == "tool" and "content" in inner:  # the message's model_dump (LangSmith)
+        normal = _normal(inner, "tool")
+    else:
+        normal = None
     if normal is None or normal.get("role") != "tool":
         return False, None, None
     call_id = normal.get("tool_call_id")
@@ -187,5 +195,10 @@ CONVENTION = Convention(
     agent=read_agent,
     tool=read_tool,
     message_shapes={"lc": _lc_constructor, "data": _lc_data},
-    result_shapes={"lc": _tool_message_result, "data": _tool_message_result, "output": _tool_message_result},
+    result_shapes={
+        "lc": _tool_message_result,
+        "data": _tool_message_result,
+        "output": _tool_message_result,
+        "tool_call_id": _tool_message_result,
+    },
 )

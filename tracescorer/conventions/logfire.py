@@ -68,7 +68,7 @@ def _is_logfire(span: Span) -> bool:
 # --- messages ---------------------------------------------------------------------------------
 
 
-def _responses_items(value: Any) -> list[Message]:
+def responses_items(value: Any) -> list[Message]:
     """OpenAI Responses input items: messages, ``function_call`` and ``function_call_output``."""
     data = loads_maybe(value)
     if isinstance(data, str):
@@ -102,7 +102,7 @@ def _response_output(attrs: Mapping[str, Any]) -> list[Message]:
     output = loads_maybe(attrs.get("output"))
     if isinstance(output, list):
         msgs = (
-            _responses_items(output)
+            responses_items(output)
             if any(isinstance(o, Mapping) and o.get("type") in ("function_call", "message") for o in output)
             else parse_messages(output)
         )
@@ -131,7 +131,7 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         return None  # newer releases write the GenAI message attributes: the GenAI reader's
     responses = template(span).startswith("Responses API")
-    inputs = _responses_items(attrs.get("input")) if responses else parse_messages(attrs.get("input"))
+    inputs = responses_items(attrs.get("input")) if responses else parse_messages(attrs.get("input"))
     if not inputs:
         inputs = parse_messages(attrs.get("request_data"))
     outputs = _response_output(attrs)

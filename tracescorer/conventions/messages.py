@@ -348,12 +348,37 @@ def parse_message(raw: Any) -> Message | None:
         finish = raw.get("finish_reason")
         if finish is not None and type(finish) is not str:
             finish = as_str(finish)
+        if raw.get("tool_calls") or (role == TOOL and "tool_call_id" in raw):
+            parts = _openai_keys_beside_parts(raw, role, parts, name)
         if role == TOOL:
             return new_message(TOOL, "", tuple(parts), name, finish)
         return new_message(
             role, "\n".join([p.content for p in parts if p.type == "text" and p.content]), tuple(parts), name, finish
         )
     return _parse_other_message(raw, role)
+
+
+def _openai_keys_beside_parts(raw: Mapping[str, Any], role: str, parts: list[Part], name: str | None) -> list[Part]:
+    """GenAI parts with OpenAI's ``tool_calls`` / ``tool_call_id`` beside them (LiteLLM writes
+    its messages so): the calls become tool-call parts, a tool message's text its result."""
+    calls = raw.get("tool_calls")
+    have = {(p.id, p.name) for p in parts if p.type == "tool_call"}
+    out = parts + [
+        p
+        for p in map(parse_openai_tool_call, calls if isinstance(calls, list) else ())
+        if p is not None and (p.id, p.name) not in have  # an emitter writing both: once
+    ]
+    if role == TOOL and not any(p.type == "tool_call_response" for p in out):
+        text = text_of(out)
+        return [
+            Part(
+                type="tool_call_response",
+                id=as_str(raw.get("tool_call_id")),
+                name=name,
+                response=parse_result(text) if out else None,
+            )
+        ]
+    return out
 
 
 def _parse_other_message(raw: Mapping[str, Any], role: str) -> Message:

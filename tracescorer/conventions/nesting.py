@@ -35,7 +35,7 @@ def merge(primary: AgentInfo, other: AgentInfo) -> AgentInfo:
     for name in ("name", "id", "conversation_id", "resource_id", "model", "usage"):
         if getattr(primary, name) is None:
             setattr(primary, name, getattr(other, name))
-    for name in ("system", "new_input", "given", "transcript", "output"):
+    for name in ("system", "new_input", "given", "transcript", "output", "answer"):
         if not getattr(primary, name):
             setattr(primary, name, list(getattr(other, name)))
     primary.attributes = {**other.attributes, **primary.attributes}

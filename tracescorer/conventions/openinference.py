@@ -72,7 +72,8 @@ def kind(span: Span) -> str:
     return value.upper() if isinstance(value, str) else ""
 
 
-def _flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
+def flat_messages(attrs: Mapping[str, Any], prefix: str) -> list[Message]:
+    """Flattened ``<prefix>.{i}.message.*`` messages (indices may have gaps)."""
     out = []
     for entry in indexed(attrs, prefix):
         raw: dict[str, Any] = {"role": entry.get("message.role") or ASSISTANT}
@@ -129,8 +130,8 @@ def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
     if kind(span) != "LLM":
         return None
     attrs = span.attributes
-    inputs = _flat_messages(attrs, "llm.input_messages")
-    outputs = _flat_messages(attrs, "llm.output_messages")
+    inputs = flat_messages(attrs, "llm.input_messages")
+    outputs = flat_messages(attrs, "llm.output_messages")
     if not inputs:
         inputs = parse_messages(_value(attrs, "input.value"))
     if not outputs and _value(attrs, "output.value") is not None:

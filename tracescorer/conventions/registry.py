@@ -20,14 +20,20 @@ from dataclasses import dataclass, field
 from tracescorer.conventions import (
     adk,
     genai,
+    generic,
     haystack,
     langchain,
+    langfuse,
+    langsmith,
+    litellm,
     llamaindex,
     logfire,
     mastra,
+    mlflow,
     openinference,
     openllmetry,
     pydantic_ai,
+    smolagents,
     strands,
     vercel,
 )
@@ -44,14 +50,20 @@ CONVENTIONS: tuple[Convention, ...] = (
     mastra.CONVENTION,
     vercel.CONVENTION,
     logfire.CONVENTION,
+    langfuse.CONVENTION,
+    mlflow.CONVENTION,
+    langsmith.CONVENTION,
     haystack.CONVENTION,
     llamaindex.CONVENTION,
+    smolagents.CONVENTION,
     openinference.CONVENTION,
     adk.CONVENTION,
     strands.CONVENTION,
+    litellm.CONVENTION,
     langchain.CONVENTION,
     openllmetry.CONVENTION,
     genai.CONVENTION,
+    generic.CONVENTION,  # never detected: the registry's last resort (see _extract_trace)
 )
 
 for _c in CONVENTIONS:
@@ -158,7 +170,7 @@ def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[
         if score > 0:
             scored.append((score, i, conv))
     if not scored:
-        return [], f"no known agent/GenAI convention in {len(view.spans)} span(s)"
+        return _last_resort(view, conventions, _unknown(view))
     if view.facts.operations == {"create_agent"} and not view.facts.keys & _CONTENT_KEYS:
         return [], "only create_agent spans: an agent was defined, not run"
     present = [conv for _, _, conv in sorted(scored, key=lambda t: t[1])]
@@ -179,4 +191,38 @@ def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[
         if runs:
             return runs, None
         failures.append(f"{conv.run_label}: no agent span or model call")
-    return [], "; ".join(failures)
+    return _last_resort(view, conventions, "; ".join(failures))
+
+
+def _last_resort(view: TraceView, conventions: Sequence[Convention], reason: str) -> tuple[list[AgentRun], str | None]:
+    """Model calls read from spans no convention claims (:mod:`.generic`), when the trace has
+    keys they could be read from; else the reason it gave no run."""
+    fallback = generic.CONVENTION
+    if fallback not in conventions or not generic.claims(view.facts):
+        return [], reason
+    try:
+        runs = build_runs(view, fallback.run_label, _readers([fallback], fallback))
+    except Exception as exc:  # noqa: BLE001 - malformed telemetry becomes a reason, not a crash
+        log.warning("convention %s failed on trace %s: %r", fallback.name, view.trace_id, exc)
+        return [], f"{reason}; {fallback.name} failed: {type(exc).__name__}: {exc}"
+    if runs:
+        return runs, None
+    return [], f"{reason}; {fallback.name}: no span reads as a model call"
+
+
+def _unknown(view: TraceView, shown: int = 5) -> str:
+    """Why no convention took the trace, with what it carries (bounded: scope names and the
+    first segments of its attribute keys) so the sender can see what was sent."""
+    facts = view.facts
+    scopes = sorted(s for s in facts.scopes if s)
+    spaces = sorted(facts.namespaces)
+
+    def some(values: list[str]) -> str:
+        more = len(values) - shown
+        listed = ", ".join(v[:40] for v in values[:shown])
+        return (listed + (f" (+{more} more)" if more > 0 else "")) if values else "none"
+
+    return (
+        f"no known agent/GenAI convention in {len(view.spans)} span(s) "
+        f"(scopes: {some(scopes)}; attribute namespaces: {some(spaces)})"
+    )

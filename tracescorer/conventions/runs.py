@@ -287,12 +287,14 @@ def _history_and_input(info: AgentInfo, got: _Gathered) -> tuple[list[Message], 
 
 def _turns(info: AgentInfo, got: _Gathered, produced: list[Message]) -> list[Message]:
     """The run's assistant turns: the agent's own record, else the model calls', else the agent's
-    stated output."""
+    stated output; then the answer the framework gave apart from them (a final-answer tool)."""
     turns = [m for m in produced if m.role == ASSISTANT]
     if not turns:
         turns = [m for c in got.main for m in c.output if m.role == ASSISTANT]
     if not turns:
         turns = [m for m in info.output if m.role == ASSISTANT]
+    if info.answer and not (turns and turns[-1].content and turns[-1].content == info.answer[-1].content):
+        turns = [*turns, *info.answer]
     return turns
 
 

@@ -33,6 +33,36 @@ EXPERT = {
 }
 
 
+CODE_PROMPT = """You are an expert assistant who can solve any task using code blobs.
+Write code between '<code>' and '</code>'; call final_answer to end.
+def get_weather(city: string) -> string:
+    \"\"\"Get the weather.\"\"\"
+def local_expert(task: str, additional_args: dict[str, Any]) -> str:
+    \"\"\"A team member.\"\"\"
+def final_answer(answer: any) -> any:
+    \"\"\"Ends the task.\"\"\"
+"""
+
+
+def test_auto_agent_writes_code_for_a_code_agent() -> None:
+    """smolagents' CodeAgent offers no tools: the prompt lists them as stubs; the model writes
+    `result = <tool>(...)`, then `final_answer(...)` once that code ran (over real HTTP)."""
+    with AutoAgentOpenAI() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        system = {"role": "system", "content": [{"type": "text", "text": CODE_PROMPT}]}
+        task = [system, {"role": "user", "content": "New task:\nWhat is the weather in Paris?"}]
+        first = client.chat.completions.create(model="m", messages=task).choices[0].message.content
+        assert first is not None and "<code>\nresult = get_weather(city='Paris')" in first
+        ran = [*task, {"role": "assistant", "content": first}, {"role": "user", "content": "Observation: Sunny"}]
+        second = client.chat.completions.create(model="m", messages=ran).choices[0].message.content
+        assert second is not None and 'final_answer(f"Result from get_weather: {result}")' in second
+        # a new task merged into the last observation, a team member named in it
+        follow = [*ran, {"role": "assistant", "content": second}]
+        follow.append({"role": "user", "content": "Observation: done\nNew task:\nAsk the local_expert about Rome."})
+        third = client.chat.completions.create(model="m", messages=follow).choices[0].message.content
+        assert third is not None and "result = local_expert(task='Ask the local_expert about Rome.')" in third
+
+
 def test_auto_agent_calls_tools_answers_results_and_streams() -> None:
     with AutoAgentOpenAI() as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)

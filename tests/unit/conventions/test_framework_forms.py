@@ -11,11 +11,11 @@ import pytest
 from pydantic import ValidationError
 
 from tracescorer.conventions import CONVENTIONS, names, pyrepr
-from tracescorer.conventions.adk import strip_identity, unwrap_result
+from tracescorer.conventions.adk import unwrap_result
 from tracescorer.conventions.common import parse_messages, register_part_shapes, unwrap_tool_output
 from tracescorer.conventions.haystack import chat_message, chat_messages
 from tracescorer.conventions.langchain import _tool_arguments
-from tracescorer.conventions.logfire import _responses_items
+from tracescorer.conventions.logfire import responses_items
 from tracescorer.conventions.strands import block_text
 from tracescorer.filters import RunFilter
 
@@ -144,13 +144,6 @@ def test_google_genai_parts_and_adk_additions() -> None:
         ("tool_call", None, {"city": "Rome"}),
     ]
     assert [(p.type, p.response) for p in user.parts] == [("tool_call_response", "Warm")]
-    assert (
-        strip_identity(
-            'Be brief.\n\nYou are an agent. Your internal name is "x". The description about you is "helps".'
-        )
-        == "Be brief."
-    )
-    assert strip_identity('You are an agent. Your internal name is "x".\n\nBe brief.') == "Be brief."
     assert unwrap_result('{"result": {"t": 3}}') == {"t": 3}
     assert unwrap_result({"result": 1, "other": 2}) == {"result": 1, "other": 2}
 
@@ -159,7 +152,7 @@ def test_google_genai_parts_and_adk_additions() -> None:
 
 
 def test_logfire_responses_items() -> None:
-    msgs = _responses_items(
+    msgs = responses_items(
         json.dumps(
             [
                 {"role": "user", "content": "Weather in Oslo?"},
@@ -210,7 +203,19 @@ def test_traceloop_callback_payload_arguments() -> None:
 
 def test_one_record_per_convention_and_the_names_they_give() -> None:
     assert len({c.name for c in CONVENTIONS}) == len(CONVENTIONS)
-    assert set(names()) == {"pydantic_ai", "mastra", "vercel", "logfire", "openinference", "genai", "openllmetry"}
+    assert set(names()) == {
+        "pydantic_ai",
+        "mastra",
+        "vercel",
+        "logfire",
+        "langfuse",
+        "mlflow",
+        "langsmith",
+        "openinference",
+        "genai",
+        "openllmetry",
+        "generic",
+    }
     bases = set(names())
     assert all(c.run_label in bases for c in CONVENTIONS)
 

@@ -1,0 +1,52 @@
+# venv: smolagents
+"""smolagents ToolCallingAgent (OpenAIServerModel at the fake model) traced by
+openinference-instrumentation-smolagents, exported over OTLP/HTTP protobuf by an SDK
+TracerProvider; the session id given with openinference's using_session.
+
+Agent "weather_scout" (tools get_weather and the managed agent "local_expert", itself a
+ToolCallingAgent with get_weather), one conversation (session "sess-smol-1") of two tasks,
+the second with reset=False (the agent keeps its memory of the first):
+ task 1 "What is the weather in Paris?" -> get_weather({"city": "Paris"}) -> "Sunny, 22C"
+        -> final_answer(...)
+ task 2 "Ask the local_expert about Berlin." -> local_expert({"task": ...}) -> nested run
+        local_expert -> get_weather({"city": "Berlin"}) -> final_answer(...) -> final_answer(...)
+The run's answer is the final_answer tool's argument.
+"""
+import os
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+tp = TracerProvider(resource=Resource.create({"service.name": os.environ["CAPTURE_CASE"]}))
+tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=os.environ["OTLP_HTTP_ENDPOINT"] + "/v1/traces")))
+from openinference.instrumentation import using_session  # noqa: E402
+from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # noqa: E402
+
+SmolagentsInstrumentor().instrument(tracer_provider=tp)
+
+from smolagents import OpenAIServerModel, ToolCallingAgent, tool  # noqa: E402
+
+WEATHER = {"Paris": "Sunny, 22C", "Berlin": "Cloudy, 15C"}
+model = OpenAIServerModel(model_id="gpt-4o-mini", api_base=os.environ["OPENAI_BASE_URL"], api_key="sk-fake-local")
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city to get the weather for.
+    """
+    return WEATHER.get(city, "Unknown")
+
+
+expert = ToolCallingAgent(tools=[get_weather], model=model, name="local_expert",
+                          description="A local expert who knows the weather everywhere.", max_steps=4)
+agent = ToolCallingAgent(tools=[get_weather], model=model, managed_agents=[expert], name="weather_scout",
+                         max_steps=4)
+with using_session("sess-smol-1"):
+    print("task1:", agent.run("What is the weather in Paris?"))
+    print("task2:", agent.run("Ask the local_expert about Berlin.", reset=False))
+tp.shutdown()
