@@ -131,3 +131,17 @@ async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
     assert loads(attrs) == {"gen_ai.system": "openai"}
     assert (trace_id, span_id) == ("9efbf30a72647a496991366364b610e8", "8de247d02aee9395")
     assert (ts, sev, service) == (1_796_047_030_058_389_734, SeverityNumber.INFO.value, "logs-" + transport)
+
+
+async def test_the_langfuse_sdk_export_path_is_served_too(tmp_path):
+    """Langfuse's SDK posts OTLP/HTTP to {host}/api/public/otel/v1/traces: pointed at the daemon's
+    HTTP receiver as its host, it is stored like any other export."""
+    async with running_app(settings_for(tmp_path)) as app:
+        exporter = span_exporter("http", http_url=f"http://127.0.0.1:{app.http_port}/api/public/otel")
+
+        def send() -> None:
+            with tracer(exporter, service="langfuse-app") as t, t.start_as_current_span("observed"):
+                pass
+
+        await asyncio.to_thread(send)
+        assert await _rows(app, "SELECT name, service_name FROM spans") == [("observed", "langfuse-app")]

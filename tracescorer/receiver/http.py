@@ -1,4 +1,8 @@
-"""OTLP/HTTP receiver routes: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON, gzip)."""
+"""OTLP/HTTP receiver routes: ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf or JSON, gzip).
+
+The same routes answer under ``/api/public/otel`` too: the path the Langfuse SDK (v3 and later)
+exports to, so its exporter can point at tracescorer with only its base URL changed.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +53,10 @@ def inflate(body: bytes, limit: int, encoding: str = "gzip") -> bytes:
     return out
 
 
+#: Where the Langfuse SDK posts its OTLP (``{host}/api/public/otel/v1/traces``).
+LANGFUSE_PREFIX = "/api/public/otel"
+
+
 class _Arrival:
     """Called with each chunk of a request body as it arrives (see :func:`read_body`).
 
@@ -88,8 +96,9 @@ class OtlpHttpHandler:
 
     def routes(self) -> list[web.RouteDef]:
         return [
-            web.post("/v1/traces", self.traces),
-            web.post("/v1/logs", self.logs),
+            route
+            for prefix in ("", LANGFUSE_PREFIX)
+            for route in (web.post(f"{prefix}/v1/traces", self.traces), web.post(f"{prefix}/v1/logs", self.logs))
         ]
 
     async def traces(self, request: web.Request) -> web.Response:
