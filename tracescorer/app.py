@@ -11,7 +11,6 @@ judge calls still running; their targets are scored after the next start).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -28,8 +27,8 @@ from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
-from tracescorer.lifecycle import Stages, seconds_left
-from tracescorer.listeners import API_LIMITS, HttpListener, server_ssl_context
+from tracescorer.http_server import API_LIMITS, HttpServer, server_ssl_context
+from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.monitors import MonitorService, ScoreMetrics
 from tracescorer.monitors.leader import LeadingMonitors
@@ -133,10 +132,10 @@ class App:
             timeout_s=s.store.query_timeout_s,
             runner=self.runner,
         )
-        self._api: HttpListener | None = None
+        self._api: HttpServer | None = None
         self.api_port = 0
         self.grpc: OtlpGrpcReceiver | None = None
-        self.http: HttpListener | None = None
+        self.http: HttpServer | None = None
         self.grpc_port = 0
         self.http_port = 0
         self._stages: Stages | None = None
@@ -202,9 +201,9 @@ class App:
             await stages.enter(self.monitors, reserve_s=reserve)
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.assembly, reserve_s=reserve)
-        await self._start_receivers(stages.stack)
+        await self._start_receivers(stages)
         if s.api.enabled:
-            self._api = HttpListener(
+            self._api = HttpServer(
                 self.control.app(),
                 host=s.api.host,
                 port=s.api.port,
@@ -212,8 +211,7 @@ class App:
                 ssl_context=server_ssl_context(s.receiver.tls.cert_file, s.receiver.tls.key_file),
                 metrics=self.metrics,
             )
-            self.api_port = await self._api.start()
-            stages.stack.push_async_callback(self._api.stop)
+            self.api_port = (await stages.enter(self._api)).port
         await stages.enter(LoopLagWatch(self.metrics.loop_lag.observe))
         self.ops.ready = True
         stages.stack.callback(setattr, self.ops, "ready", False)
@@ -228,7 +226,7 @@ class App:
         )
         _log_bindings(self.runner)
 
-    async def _start_receivers(self, stack: contextlib.AsyncExitStack) -> None:
+    async def _start_receivers(self, stages: Stages) -> None:
         s = self.settings
         tls = s.receiver.tls
         room = fdlimit.headroom()
@@ -249,13 +247,12 @@ class App:
                 limits=self._limits(caps["grpc"]),
                 max_concurrent_streams=max(128, 2 * s.receiver.max_concurrent_requests),
                 readiness=self._grpc_readiness,
+                grace_cap_s=s.receiver.request_timeout_s,
             )
-            grpc = self.grpc
-            self.grpc_port = await grpc.start()
-            stack.push_async_callback(lambda: grpc.stop(self._receiver_grace()))
+            self.grpc_port = (await stages.enter(self.grpc, reserve_s=self._store_reserve_s)).port
         if s.receiver.http.enabled:
-            await self._start_http(stack, self._limits(caps["http"]))
-        stack.callback(self.ingestor.stop_accepting)  # first thing at stop: new requests get 503
+            await self._start_http(stages, self._limits(caps["http"]))
+        stages.stack.callback(self.ingestor.stop_accepting)  # first thing at stop: new requests get 503
         fdlimit.log_room(caps, self._connection_caps())
 
     def _connection_caps(self) -> dict[str, int]:
@@ -277,10 +274,7 @@ class App:
     def _grpc_readiness(self) -> str | None:
         return self.not_ready_reason() if self.ops.ready else "not started or shutting down"
 
-    def _receiver_grace(self) -> float:
-        return min(self.settings.receiver.request_timeout_s, seconds_left(self._deadline, self._store_reserve_s) / 4)
-
-    async def _start_http(self, stack: contextlib.AsyncExitStack, limits: ConnectionLimits) -> None:
+    async def _start_http(self, stages: Stages, limits: ConnectionLimits) -> None:
         s = self.settings
         r = s.receiver
         handler = OtlpHttpHandler(
@@ -294,7 +288,7 @@ class App:
         )
         webapp = web.Application(client_max_size=r.max_message_bytes)
         webapp.add_routes(handler.routes() + self.ops.routes())
-        self.http = HttpListener(
+        self.http = HttpServer(
             webapp,
             host=r.http.host,
             port=r.http.port,
@@ -306,8 +300,7 @@ class App:
             metrics=self.metrics,
             auto_decompress=False,  # we inflate ourselves, the size limit applied to the inflated body
         )
-        self.http_port = await self.http.start()
-        stack.push_async_callback(self.http.stop)
+        self.http_port = (await stages.enter(self.http)).port
         self.ingestor.add_saturation_check("connections", self.http.guard.saturated)
 
     def _publish_serve_info(self) -> None:

@@ -1,4 +1,4 @@
-"""A lone HttpListener (the receivers' connection handling) under a small open-files limit, for
+"""A lone HttpServer (the receivers' connection handling) under a small open-files limit, for
 the accept-error test: ``python -m support.lone_listener FREE`` prints its port, lets FREE more
 descriptors be opened, and serves until its stdin closes; then prints its accept-error count."""
 
@@ -8,10 +8,11 @@ import asyncio
 import logging
 import resource
 import sys
+import time
 
 from aiohttp import web
 
-from tracescorer.listeners import HttpListener
+from tracescorer.http_server import HttpServer
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import fdlimit
 from tracescorer.receiver.connections import ConnectionLimits
@@ -27,10 +28,11 @@ async def main(free: int) -> None:
     app = web.Application()
     app.router.add_get("/", hello)
     limits = ConnectionLimits(max_connections=10_000, header_timeout_s=60, idle_timeout_s=120)
-    listener = HttpListener(
+    listener = HttpServer(
         app, host="127.0.0.1", port=0, what="lone listener", limits=limits, listener="http", metrics=metrics
     )
-    port = await listener.start()
+    await listener.start()
+    port = listener.port
     used = fdlimit.open_files()
     assert used is not None
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -38,7 +40,7 @@ async def main(free: int) -> None:
     print(port, flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     errors = metrics.accept_errors.labels("http")._value.get()
-    await listener.stop()
+    await listener.stop(time.monotonic() + 5)
     print(int(errors), flush=True)
 
 

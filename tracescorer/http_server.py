@@ -1,4 +1,5 @@
-"""Listening sockets for the daemon's HTTP servers, with errors that name the listener."""
+"""The daemon's HTTP servers (the OTLP/HTTP receiver, the ops API): a bound socket, TLS, an aiohttp
+application behind the receivers' connection guard, and errors that name the listener."""
 
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 _SERVER_LOG = _ServerLog(logging.getLogger("aiohttp.server"), {})
 
 
-class HttpListener:
-    """One aiohttp application on its own socket: ``await start()``, ``await stop()``. Its
+class HttpServer:
+    """One aiohttp application on its own socket (a :class:`~tracescorer.lifecycle.Component`:
+    ``start()`` binds and serves, ``port`` says where; ``stop(deadline)``). Its
     connections are kept by a :class:`ConnectionGuard` (cap, header and idle timeouts);
     ``runner_options`` go to aiohttp's ``AppRunner`` (``auto_decompress``, say)."""
 
@@ -96,8 +98,8 @@ class HttpListener:
         self._site: GuardedSite | None = None
         self.port = 0
 
-    async def start(self) -> int:
-        """Bind and serve; returns the bound port."""
+    async def start(self) -> None:
+        """Bind and serve (the bound port in :attr:`port`)."""
         sock = bind_socket(self._host, self._port, self._what)
         try:
             await self._runner.setup()
@@ -107,12 +109,13 @@ class HttpListener:
             sock.close()
             raise
         self.port = int(sock.getsockname()[1])
-        return self.port
 
-    async def stop(self) -> None:
-        """Stop accepting, finish in-flight requests, release the socket."""
+    async def stop(self, deadline: float) -> bool:
+        """Stop accepting, finish in-flight requests (within the runner's ``shutdown_timeout_s``),
+        release the socket."""
         if self._site is None:
-            return  # never started (the bind failed)
+            return True  # never started (the bind failed)
         await self._site.stop()
         await self._runner.cleanup()
         self._site = None
+        return True
