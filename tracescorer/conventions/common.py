@@ -9,20 +9,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracescorer.conventions.messages import (
-    ASSISTANT,
-    SYSTEM,
-    TOOL,
-    USER,
     blob_output,
-    make_message,
-    new_message,
-    norm_role,
     output_from_text,
     parse_message,
     parse_messages,
     parse_openai_tool_call,
-    parse_part,
     parse_system_instructions,
+)
+from tracescorer.conventions.parts import (
+    ASSISTANT,
+    SYSTEM,
+    TOOL,
+    USER,
+    make_message,
+    new_message,
+    norm_role,
+    parse_part,
     register_part_shapes,
     register_shapes,
     text_message,

@@ -39,7 +39,8 @@ from tracescorer.conventions import (
 )
 from tracescorer.conventions.base import Convention, TraceView
 from tracescorer.conventions.common import register_shapes
-from tracescorer.conventions.runs import Readers, build_runs
+from tracescorer.conventions.reading import Readers
+from tracescorer.conventions.runs import build_runs
 from tracescorer.model import AgentRun, LogRecord, Span
 
 log = logging.getLogger(__name__)
