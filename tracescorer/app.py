@@ -41,7 +41,6 @@ from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.store.duckdb import layout
 from tracescorer.store.factory import build_stores
 
 log = logging.getLogger(__name__)
@@ -190,8 +189,8 @@ class App:
             await stages.enter(component)
         self.metrics.track_queue(lambda: st.intake.pending_items)
         self.metrics.track_readiness(self.not_ready_reason)
-        if s.store.path != ":memory:":
-            self.metrics.track_db_size(layout.files(s.store.path))
+        if st.files:
+            self.metrics.track_db_size(st.files)
         reserve = self._store_reserve_s
         if self.conversations is not None:  # settles claims after scoring stopped, before the store closes
             await stages.enter(self.conversations, reserve_s=reserve)

@@ -26,6 +26,7 @@ from tracescorer.store.api import (
     ScoreStore,
     SpanLog,
 )
+from tracescorer.store.duckdb import layout
 from tracescorer.store.duckdb.process import CommitObserver
 from tracescorer.store.duckdb.store import DuckDBStore
 from tracescorer.store.maintenance import Maintenance, MaintenanceObserver
@@ -59,6 +60,8 @@ class Stores:
     components: tuple[Component, ...]
     #: for the start-up log line
     description: str
+    #: this daemon's database files (databases and write-ahead logs), for the size gauge
+    files: tuple[str, ...] = ()
 
 
 class _BothHealthy:
@@ -112,6 +115,7 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
             leadership=None,
             components=(local, Maintenance(s, local, [local], observer)) if maintenance else (local,),
             description=f"store {s.path}",
+            files=tuple(layout.files(s.path)),
         )
     from tracescorer.store.postgres.leader import AdvisoryLeader
     from tracescorer.store.postgres.store import PostgresResultStore
@@ -150,6 +154,7 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
         if maintenance
         else (local, shared),
         description=f"span log {s.path}, results in PostgreSQL {mask_dsn(pg.dsn)} (schema {pg.schema_name})",
+        files=tuple(layout.files(s.path)),
     )
 
 
