@@ -1,0 +1,174 @@
+"""The segment log on real files: offsets, group commit, the torn tail, damage, rollover and
+release, a full disk, and a writer killed between a write and its sync."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracescorer.seglog import LOGS, TRACES, CorruptRecord, LogClosed, LogFull, SegmentLog
+from tracescorer.seglog.segments import HEADER, segments
+
+
+async def _open(path: Path, **kw: object) -> SegmentLog:
+    log = SegmentLog(path, min_free_bytes=0, **kw)  # type: ignore[arg-type]
+    await log.start()
+    return log
+
+
+async def _stop(log: SegmentLog) -> None:
+    assert await log.stop(time.monotonic() + 10)
+
+
+async def test_appends_are_read_back_in_order_with_their_offsets(tmp_path):
+    log = await _open(tmp_path / "log")
+    try:
+        payloads = [f"request {i}".encode() * (i + 1) for i in range(20)]
+        offsets = [await log.append(TRACES if i % 3 else LOGS, p) for i, p in enumerate(payloads)]
+        assert offsets == sorted(offsets) and offsets[0] == 0
+        records = await asyncio.to_thread(log.read, 0, 1 << 30)
+        assert [r.payload for r in records] == payloads
+        assert [r.offset for r in records] == offsets
+        assert [r.kind for r in records] == [TRACES if i % 3 else LOGS for i in range(20)]
+        assert records[-1].end == log.end_offset
+        # a read from a record's end goes on from there, and stops at about max_bytes
+        later = await asyncio.to_thread(log.read, records[9].end, len(payloads[10]))
+        assert [r.offset for r in later] == [offsets[10]]
+    finally:
+        await _stop(log)
+
+
+async def test_concurrent_appends_share_syncs(tmp_path):
+    log = await _open(tmp_path / "log")
+    try:
+        offsets = await asyncio.gather(*(log.append(TRACES, b"x" * 1000) for _ in range(200)))
+        assert len(set(offsets)) == 200
+        assert log.syncs < 200  # group commit: one fdatasync answered many appends
+    finally:
+        await _stop(log)
+
+
+async def test_a_torn_tail_is_cut_off_at_open_and_appends_go_on_after_the_last_whole_record(tmp_path):
+    path = tmp_path / "log"
+    log = await _open(path)
+    kept = [await log.append(TRACES, b"acknowledged %d" % i) for i in range(5)]
+    end = log.end_offset
+    await _stop(log)
+    (_, segment), *_ = segments(path)
+    with open(segment, "ab") as fh:  # a crash in the middle of a write: a header and half a payload
+        fh.write(HEADER.pack(1000, 0, TRACES) + b"half")
+    log = await _open(path)
+    try:
+        assert log.end_offset == end
+        assert [r.offset for r in await asyncio.to_thread(log.read, 0, 1 << 20)] == kept
+        assert await log.append(TRACES, b"after") == end
+    finally:
+        await _stop(log)
+
+
+async def test_a_damaged_record_in_a_sealed_segment_is_reported_with_its_offset(tmp_path):
+    path = tmp_path / "log"
+    log = await _open(path, segment_bytes=200)
+    offsets = [await log.append(TRACES, bytes([i]) * 120) for i in range(4)]
+    await _stop(log)
+    found = segments(path)
+    assert len(found) >= 3  # one record a segment past 200 bytes
+    base, first = found[0]
+    data = bytearray(first.read_bytes())
+    data[HEADER.size + 5] ^= 0xFF  # a flipped bit in the first record's payload
+    first.write_bytes(bytes(data))
+    log = await _open(path, segment_bytes=200)
+    try:
+        with pytest.raises(CorruptRecord) as damaged:
+            await asyncio.to_thread(log.read, 0, 1 << 20)
+        assert damaged.value.offset == offsets[0] == base
+        # the records after it, in later segments, are still read
+        assert [r.offset for r in await asyncio.to_thread(log.read, offsets[1], 1 << 20)] == offsets[1:]
+    finally:
+        await _stop(log)
+
+
+async def test_segments_roll_over_and_are_released_once_passed(tmp_path):
+    path = tmp_path / "log"
+    log = await _open(path, segment_bytes=1000)
+    try:
+        offsets = [await log.append(TRACES, b"y" * 300) for _ in range(10)]
+        found = segments(path)
+        assert len(found) > 3 and found[0][0] == 0
+        assert [r.offset for r in await asyncio.to_thread(log.read, 0, 1 << 20)] == offsets
+        deleted = log.release_before(offsets[6])
+        assert deleted > 0 and log.start_offset <= offsets[6]
+        assert all(base <= offsets[6] for base, _ in found[:deleted])
+        # what was passed is gone; what was not is read as before
+        assert [r.offset for r in await asyncio.to_thread(log.read, offsets[6], 1 << 20)] == offsets[6:]
+        assert log.release_before(log.end_offset) >= 0 and segments(path)  # the one being written stays
+    finally:
+        await _stop(log)
+
+
+async def test_a_full_disk_refuses_appends_before_writing_anything(tmp_path):
+    log = SegmentLog(tmp_path / "log", min_free_bytes=1 << 62)  # more than any disk has free
+    await log.start()
+    try:
+        with pytest.raises(LogFull, match="disk nearly full"):
+            await log.append(TRACES, b"refused")
+        assert log.end_offset == 0 and segments(tmp_path / "log")[0][1].stat().st_size == 0
+    finally:
+        await _stop(log)
+
+
+async def test_nothing_is_taken_after_stop(tmp_path):
+    log = await _open(tmp_path / "log")
+    await log.append(TRACES, b"before")
+    await _stop(log)
+    with pytest.raises(LogClosed):
+        await log.append(TRACES, b"after")
+
+
+_WRITER = """
+import asyncio, os, sys
+from tracescorer.seglog import SegmentLog, TRACES
+from tracescorer.seglog.segments import HEADER
+
+async def main():
+    log = SegmentLog(sys.argv[1], min_free_bytes=0)
+    await log.start()
+    for i in range(50):
+        offset = await log.append(TRACES, b"acked-%d" % i)
+        print(offset, flush=True)  # acknowledged: the parent counts it
+    # the next request's bytes are written but the process dies before they are synced
+    os.write(log._fd, HEADER.pack(5000, 0, TRACES) + b"x" * 700)
+    print("torn", flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_writer_killed_between_a_write_and_its_sync_loses_nothing_acknowledged(tmp_path):
+    path = tmp_path / "log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    assert proc.stdout is not None
+    acked = []
+    for line in proc.stdout:
+        if line.strip() == "torn":
+            break
+        acked.append(int(line))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    log = await _open(path)
+    try:
+        records = await asyncio.to_thread(log.read, 0, 1 << 20)
+        assert [r.offset for r in records] == acked and len(acked) == 50
+        assert [r.payload for r in records] == [b"acked-%d" % i for i in range(50)]
+    finally:
+        await _stop(log)

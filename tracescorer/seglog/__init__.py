@@ -1,0 +1,12 @@
+"""The segment log: every accepted request, appended and synced before it is acknowledged.
+
+Everything else (span rows, assembly, scoring) is derived from it by consumers that keep their own
+offsets, so a crash loses nothing acknowledged and a restart is a replay. See
+:mod:`tracescorer.seglog.log` (appends, group commit, reading) and
+:mod:`tracescorer.seglog.segments` (files, framing, the torn tail).
+"""
+
+from tracescorer.seglog.log import LogClosed, LogError, LogFull, SegmentLog
+from tracescorer.seglog.segments import LOGS, TRACES, CorruptRecord, Record
+
+__all__ = ["LOGS", "TRACES", "CorruptRecord", "LogClosed", "LogError", "LogFull", "Record", "SegmentLog"]
