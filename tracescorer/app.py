@@ -27,6 +27,7 @@ from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
+from tracescorer.feed.stage import LogFeed
 from tracescorer.http_server import API_LIMITS, HttpServer, server_ssl_context
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
@@ -41,6 +42,7 @@ from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.seglog import build_segment_log
 from tracescorer.store.factory import build_stores
 
 log = logging.getLogger(__name__)
@@ -80,8 +82,9 @@ class App:
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
         self.stores = st = build_stores(s, self.metrics, owner=self.owner)
+        self.segment_log = build_segment_log(s)
         self.ingestor = Ingestor(
-            st.intake,
+            self.segment_log,
             self.metrics,
             retry_after_s=s.receiver.retry_after_s,
             max_inflight_bytes=s.receiver.max_inflight_bytes,
@@ -106,12 +109,20 @@ class App:
         needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
         self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
-        self.ingestor.add_listener(self.assembly)
-        self.assembly.add_listener(self.runner)
-        self.ingestor.add_backlog_check(
-            "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput
+        self.feed = LogFeed(
+            self.segment_log,
+            st.intake,
+            st.feed,
+            self.metrics,
+            max_batch_bytes=s.segment_log.feed_batch_bytes,
+            retain_bytes=s.segment_log.retain_bytes,
+            listeners=[self.assembly],
         )
-        self.ingestor.add_backlog_check("scoring", self.runner.backlog, self.runner.pressure)
+        self.ingestor.add_backlog_check("log", self._feed_backlog)
+        self.assembly.add_listener(self.runner)
+        # the stages hold the feed back, not the receivers: their backlog waits in the log, on disk
+        self.feed.add_gate("assembly", self.assembly.backlog)
+        self.feed.add_gate("scoring", self.runner.backlog)
         self.monitors: MonitorService | LeadingMonitors | None = None
         if s.monitors:
             self.monitors = (
@@ -151,12 +162,21 @@ class App:
             rebuild_interval_s=MONITOR_REBUILD_S if self.stores.coordination is not None else None,
         )
 
+    def _feed_backlog(self) -> str | None:
+        behind, bound = self.feed.lag_bytes, self.settings.segment_log.max_lag_bytes
+        if behind < bound:
+            return None
+        return f"the segment log's feed is {behind} bytes behind (segment_log.max_lag_bytes {bound})"
+
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
         pipeline stage over its bound."""
         failure = self.stores.health.write_failure
         if failure is not None:
             return f"store writes are failing: {failure}"
+        free, keep = self.segment_log.disk_free(), self.segment_log.min_free_bytes
+        if free < keep:
+            return f"the disk is nearly full: {free} bytes free (segment_log.min_free_bytes {keep})"
         intake = self.stores.intake
         if intake.pending_items >= intake.max_queue_items:
             return "write queue full"
@@ -187,6 +207,9 @@ class App:
         fdlimit.raise_open_files_limit()  # before the store process starts: it inherits the limit
         for component in st.components:
             await stages.enter(component)
+        await stages.enter(self.segment_log)  # after the store: stopped once nothing appends any more
+        self.metrics.feed_lag_bytes.set_function(lambda: self.feed.lag_bytes)
+        self.metrics.log_bytes.set_function(lambda: self.segment_log.kept_bytes)
         self.metrics.track_queue(lambda: st.intake.pending_items)
         self.metrics.track_readiness(self.not_ready_reason)
         if st.files:
@@ -200,6 +223,7 @@ class App:
             await stages.enter(self.monitors, reserve_s=reserve)
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.assembly, reserve_s=reserve)
+        await stages.enter(self.feed, reserve_s=reserve)  # stopped before assembly, after the receivers
         await self._start_receivers(stages)
         if s.api.enabled:
             self._api = HttpServer(

@@ -400,11 +400,32 @@ class ExportSettings(_Section):
         return self
 
 
+class SegmentLogSettings(_Section):
+    """``segment_log``: where accepted requests are appended before they are acknowledged."""
+
+    path: str | None = Field(
+        None, description="directory of the segment files (default: store.path + '.log'; a temporary one for :memory:)"
+    )
+    segment_bytes: int = Field(64 << 20, ge=1 << 16, description="a segment file's size before the next starts")
+    min_free_bytes: int = Field(
+        64 << 20, ge=0, description="free disk space kept: appends are refused (retryable) below it"
+    )
+    max_lag_bytes: int = Field(
+        1 << 30,
+        gt=0,
+        description="acknowledged bytes the feed may be behind: past it new requests are refused (retryable)",
+    )
+    feed_batch_bytes: int = Field(4 << 20, gt=0, description="bytes of requests the feed stores in one transaction")
+    retain_bytes: int = Field(0, ge=0, description="bytes kept after the feed passed them (for inspection)")
+    sync: bool = Field(True, description="fdatasync before acknowledging (false only for tests and benchmarks)")
+
+
 class Settings(_Section):
     """The whole daemon configuration (see config/tracescorer.yaml for every key)."""
 
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
+    segment_log: SegmentLogSettings = SegmentLogSettings()
     assembly: AssemblySettings = AssemblySettings()
     judge: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()

@@ -30,7 +30,7 @@ class Metrics:
         )
         self.accepted = Counter(
             "tracescorer_receiver_items_accepted",
-            "Spans / log records committed to the span log",
+            "Spans / log records acknowledged (appended to the segment log and synced)",
             ["signal"],
             registry=r,
         )
@@ -75,6 +75,26 @@ class Metrics:
             "tracescorer_event_loop_lag_seconds",
             "How late the daemon's event loop ran a 100 ms timer (a blocked loop delays every request)",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        self.feed_lag_seconds = Gauge(
+            "tracescorer_feed_lag_seconds",
+            "How long ago the request the segment log's feed handled last was acknowledged (0 when caught up)",
+            registry=r,
+        )
+        self.feed_lag_bytes = Gauge(
+            "tracescorer_feed_lag_bytes",
+            "Bytes of acknowledged requests in the segment log the feed has not handled yet",
+            registry=r,
+        )
+        self.log_bytes = Gauge(
+            "tracescorer_log_bytes",
+            "Bytes the segment log keeps on disk (acknowledged requests not yet released)",
+            registry=r,
+        )
+        self.log_damaged = Counter(
+            "tracescorer_log_damaged_records",
+            "Records of the segment log whose checksum did not hold: skipped with the rest of their segment",
             registry=r,
         )
         self.stage_cpu = Counter(

@@ -126,33 +126,47 @@ def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
 
 
 def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
-    cfg = config_dict(tmp_path, assembly={"idle_s": 60, "max_wait_s": 3, "max_traces": 2})
+    """A full assembly buffer holds the segment log's feed back: what comes meanwhile is
+    acknowledged and waits in the log (on disk), and once the log is segment_log.max_lag_bytes
+    ahead new requests are refused as retryable; nothing is dropped."""
+    cfg = config_dict(
+        tmp_path, assembly={"idle_s": 60, "max_wait_s": 3, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
-        traces = [f"{i:032x}" for i in range(1, 4)]
-        for t in traces[:2]:  # only the model calls: the roots never come
-            post(daemon, [s for s in agent_spans(t) if s["span_id"] != ROOT])
-        # two traces tracked = the bound: the third is refused as retryable, not dropped
+        traces = [f"{i:032x}" for i in range(1, 5)]
+        for t in traces[:3]:  # only the model calls: the roots never come
+            spans = [s for s in agent_spans(t) if s["span_id"] != ROOT]
+            wait_for(lambda spans=spans: _posted(daemon, spans), 20, interval_s=0.1, what=f"trace {t} taken")
+            if t == traces[1]:
+                wait_for(lambda: _feed_held(daemon), 20, what="the feed held back by the full assembly buffer")
+        # the third was taken (it waits in the log); past the log's bound the fourth is refused, retryable
         with pytest.raises(urllib.error.HTTPError) as refused:
-            post(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT])
+            post(daemon, [s for s in agent_spans(traces[3]) if s["span_id"] != ROOT])
         assert refused.value.code == 429 and refused.value.headers["Retry-After"] == "1"
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             urllib.request.urlopen(daemon.http_url + "/readyz", timeout=10)
-        assert not_ready.value.code == 503 and "assembly" in not_ready.value.read().decode()
+        assert not_ready.value.code == 503 and "segment log's feed" in not_ready.value.read().decode()
         # max_wait hands the two out, incomplete (no root): each orphan model call is a run
         got = wait_runs(daemon, 4)
         assert {r["trace_id"] for r in got} == set(traces[:2])
         assert all(r["attributes"]["tracescorer.incomplete"] is True for r in got)
         wait_for(
-            lambda: _posted(daemon, [s for s in agent_spans(traces[2]) if s["span_id"] != ROOT]),
+            lambda: _posted(daemon, [s for s in agent_spans(traces[3]) if s["span_id"] != ROOT]),
             20,
             interval_s=0.2,
-            what="the third trace to be taken",
+            what="the fourth trace to be taken",
         )
-        rows = daemon.query_json("SELECT reason, incomplete, count(*) AS n FROM assembled_traces GROUP BY ALL")
-        assert rows == [{"reason": "max_wait", "incomplete": True, "n": 2}]
+        got = wait_runs(daemon, 8)  # the third and fourth come out of the log and are assembled
+        assert {r["trace_id"] for r in got} == set(traces)
     finally:
         assert daemon.stop() == 0, daemon.log()
+
+
+def _feed_held(daemon: DaemonProcess) -> bool:
+    with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return "tracescorer_assembly_buffered_traces 2.0" in text
 
 
 def _posted(daemon: DaemonProcess, spans: list[dict]) -> bool:

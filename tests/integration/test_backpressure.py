@@ -14,13 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from support import gated
-from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for_async
+from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for_async
 from support.db import scalar
-from support.gate import WriterGate
+from support.gate import LogGate
 from support.payloads import trace_request
-
-from tracescorer.assembly.stage import RATE_WINDOW_S
-from tracescorer.receiver.ingest import SHED_FROM
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -88,12 +85,15 @@ async def _taken(app, transport: str, spans: list[dict]) -> bool:
 
 
 async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_nothing(tmp_path):
+    """A full scoring stage holds the segment log's feed back; what comes meanwhile waits in the log
+    and, once the log is segment_log.max_lag_bytes ahead, both receivers refuse as retryable."""
     gated.GATE.clear()
     settings = settings_for(
         tmp_path,
         assembly={"idle_s": 0.2},
         scoring={"max_queue": 20, "workers": 1},
         scorers=[{"id": "gated", "python": "support.gated:scorer"}],
+        segment_log={"max_lag_bytes": 20_000},
     )
     async with running_app(settings) as app:
         acked, refused = [], {"http": 0, "grpc": 0}
@@ -101,16 +101,16 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
             transport = "http" if i % 2 else "grpc"
             if await _taken(app, transport, _agent_trace(i)):
                 acked.append(i)
-            elif "scoring" in (app.not_ready_reason() or ""):
-                # refused by the full stage (shedding may refuse a share before it is full; with the
-                # gate closed the stage stays full once it is)
+            elif "segment log's feed" in (app.not_ready_reason() or ""):
                 refused[transport] += 1
             if refused["http"] and refused["grpc"]:
                 break
             await asyncio.sleep(0.01 if len(acked) < 10 else 0.05)
         assert refused["http"] and refused["grpc"], (acked, refused)
+        assert app.feed.held_by is not None and "scoring" in app.feed.held_by
+        assert 'tracescorer_receiver_backpressure_total{bound="log"}' in app.metrics.render().decode()
         gated.GATE.set()
-        # every acknowledged trace is assembled and scored once the stage drains; none was shed
+        # every acknowledged trace is assembled and scored once the stage drains; none was lost
         await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
         assert (
             await scalar(app.stores.queries, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
@@ -118,59 +118,10 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
         await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready again")
 
 
-async def test_a_stage_short_of_its_bound_sheds_a_share_of_requests_at_both_receivers(tmp_path):
-    """Before a stage reaches its bound, a share of new requests growing with its load is refused
-    (retryable, at both receivers) and the others are taken; nothing taken is lost."""
-    gated.GATE.clear()
-    settings = settings_for(
-        tmp_path,
-        assembly={"idle_s": 0.2},
-        scoring={"max_queue": 80, "workers": 1},
-        scorers=[{"id": "gated", "python": "support.gated:scorer"}],
-    )
-    async with running_app(settings) as app:
-        acked, shed, taken_after_shed = [], {"http": 0, "grpc": 0}, 0
-        for i in range(1, 600):
-            transport = "http" if (i // 3) % 2 else "grpc"
-            if await _taken(app, transport, _agent_trace(i)):
-                acked.append(i)
-                taken_after_shed += any(shed.values())
-            else:
-                # the gate holds the scorer, so its queue only grows: short of the bound now, so then
-                assert app.runner.backlog() is None, "refused only once the stage was at its bound"
-                shed[transport] += 1
-            if shed["http"] and shed["grpc"] and taken_after_shed:
-                break
-            await asyncio.sleep(0.02)
-        assert shed["http"] and shed["grpc"] and taken_after_shed, (len(acked), shed, taken_after_shed)
-        assert 'bound="scoring"' in app.metrics.render().decode()
-        gated.GATE.set()
-        await wait_for_async(lambda: _scored(app, len(acked)), 60, interval_s=0.2, what="every acked trace scored")
-        assert (
-            await scalar(app.stores.queries, "SELECT count(*) FROM scoring_decisions WHERE decision <> 'scored'") == 0
-        )
-
-
-async def test_assembly_reports_what_it_takes_in_for_admission(tmp_path):
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.2})
-    async with running_app(settings) as app:
-        assert app.assembly.throughput() == 0
-        spans = [s for i in range(1, 51) for s in _agent_trace(i)]
-        sent = time.monotonic()
-        assert await asyncio.to_thread(_post_http, app.http_port, spans) == 200
-        await wait_for_async(lambda: _count(app, "runs", 50), 30, interval_s=0.1, what="50 runs")
-        # 200 spans taken, over at least half a second; still within the window it is measured over
-        rate = app.assembly.throughput()
-        assert rate <= 200 / 0.5
-        if time.monotonic() - sent < RATE_WINDOW_S:
-            assert rate > 0
-        assert app.assembly.pressure() < SHED_FROM  # keeping up: admission takes everything
-
-
 async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bodies_are_read(tmp_path):
     settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 2, "retry_after_s": 1})
-    async with running_app(settings) as app, WriterGate(app.stores.intake, tmp_path) as gate:
-        # one request at each receiver waits for the held writer: that is every place there is
+    async with running_app(settings) as app, LogGate(app.segment_log) as gate:
+        # one request at each receiver waits for the held log writer: that is every place there is
         held = [
             asyncio.create_task(asyncio.to_thread(_post_http, app.http_port, _agent_trace(1))),
             asyncio.create_task(asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(2))),
@@ -189,7 +140,7 @@ async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bod
         assert app.ingestor.inflight_bytes == 0
         assert await asyncio.to_thread(_post_grpc, app.grpc_port, _agent_trace(4)) == grpc.StatusCode.OK
         assert await asyncio.to_thread(_post_http, app.http_port, _agent_trace(5)) == 200
-        assert await scalar(app.stores.queries, "SELECT count(DISTINCT trace_id) FROM spans") == 4
+        assert await scalar(await settled(app), "SELECT count(DISTINCT trace_id) FROM spans") == 4
 
 
 async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(tmp_path):
@@ -223,7 +174,7 @@ async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(t
             "loop_still_held": True,
             "first": grpc.StatusCode.OK,
         }
-        assert await scalar(app.stores.queries, "SELECT count(DISTINCT trace_id) FROM spans") == 1
+        assert await scalar(await settled(app), "SELECT count(DISTINCT trace_id) FROM spans") == 1
 
 
 async def _scored(app, n: int) -> bool:

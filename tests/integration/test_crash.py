@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from typing import Any
 
 import psutil
 import pytest
@@ -15,6 +16,7 @@ from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace
 from support.routing import Acked, RoutingExporter
 
+from tracescorer.control import RemoteQueryError
 from tracescorer.store.duckdb import open_read_only
 
 pytestmark = pytest.mark.slow
@@ -57,18 +59,31 @@ def _daemon_and_producers(
     return daemon, acked, stop, producers
 
 
+def _rows(daemon: DaemonProcess, sql: str) -> list[dict[str, Any]] | None:
+    """The rows, or None while the store process is being replaced (intake goes on meanwhile:
+    acknowledgements wait for the segment log only)."""
+    try:
+        return daemon.query_json(sql)
+    except RemoteQueryError:
+        return None
+
+
 def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
     wait_for(
-        lambda: not traces - {r["trace_id"] for r in daemon.query_json("SELECT trace_id FROM assembled_traces")},
+        lambda: (
+            (rows := _rows(daemon, "SELECT trace_id FROM assembled_traces")) is not None
+            and not traces - {r["trace_id"] for r in rows}
+        ),
         90,
         interval_s=0.25,
         what="every acknowledged trace assembled",
     )
     wait_for(
         lambda: (
-            daemon.query_json(
+            _rows(
+                daemon,
                 "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
-                "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')"
+                "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')",
             )
             == [{"n": 0}]
         ),

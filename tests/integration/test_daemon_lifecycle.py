@@ -60,6 +60,7 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
     daemon = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
     with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
         agent_trace(t)
+    daemon.settled()
     # read while serving: goes through the daemon's query endpoint
     rows = daemon.query_json("SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name")
     assert rows == [
@@ -87,6 +88,7 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
     daemon.start()
     with tracer(span_exporter("http", http_url=daemon.http_url)) as t:
         agent_trace(t)
+    daemon.settled()
     assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 8}]
     assert daemon.stop() == 0
 

@@ -13,10 +13,10 @@ import time
 
 import aiohttp
 import psutil
-from support.daemon import DaemonProcess, config_dict, running_app, settings_for, wait_for, wait_for_async
+from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import scalar
 from support.edges import Sender, chunk, close, connect, post_head, read_status, trickle
-from support.gate import WriterGate
+from support.gate import LogGate
 from support.payloads import trace_request
 
 
@@ -69,7 +69,7 @@ async def test_two_slow_bodies_refuse_no_one_else(tmp_path):
         await wait_for_async(
             lambda: app.ingestor.requests_in_flight == 0 and app.ingestor.inflight_bytes == 0, 10, what="all released"
         )
-        assert await scalar(app.stores.queries, "SELECT count(*) FROM spans") == 20
+        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 20
 
 
 async def test_requests_that_send_no_body_hold_no_place(tmp_path):
@@ -82,7 +82,7 @@ async def test_requests_that_send_no_body_hold_no_place(tmp_path):
         for conn in silent:
             assert (await read_status(conn, 30))[0] == 408
         close(silent)
-        assert await scalar(app.stores.queries, "SELECT count(*) FROM spans") == 10
+        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 10
 
 
 async def test_a_client_that_hangs_up_mid_body_is_counted_not_logged_as_an_error(tmp_path, caplog):
@@ -113,24 +113,24 @@ async def test_healthz_answers_while_a_large_request_is_decoded(tmp_path):
         for i in range(50)
     ]
     body = trace_request(spans).SerializeToString()
-    async with running_app(settings_for(tmp_path)) as app, WriterGate(app.stores.intake, tmp_path) as gate:
+    async with running_app(settings_for(tmp_path)) as app, LogGate(app.segment_log) as gate:
         url = f"http://127.0.0.1:{app.http_port}"
         answered_while_decoding = 0
         async with aiohttp.ClientSession() as s:
             big = asyncio.create_task(
                 s.post(url + "/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"})
             )
-            while app.stores.intake.pending_items == 0:  # the spans reach the store once decoded
+            while app.segment_log.queued_bytes == 0:  # the request reaches the log once checked
                 async with s.get(url + "/healthz") as r:
                     assert r.status == 200
-                if app.ingestor.ingesting_bytes >= len(body) and app.stores.intake.pending_items == 0:
+                if app.ingestor.ingesting_bytes >= len(body) and app.segment_log.queued_bytes == 0:
                     answered_while_decoding += 1
                 await asyncio.sleep(0.005)
             gate.open()
             async with await big as r:
                 assert r.status == 200
         assert answered_while_decoding > 0
-        assert await scalar(app.stores.queries, "SELECT count(*) FROM spans") == 50
+        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 50
 
 
 def _chunked_upload(port: int, body: bytes, piece: int = 256 * 1024) -> int:

@@ -10,7 +10,7 @@ import re
 import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.daemon import running_app, settings_for, wait_for_async
+from support.daemon import running_app, settings_for, settled, wait_for_async
 from support.db import scalar
 from support.edges import Sender, close, closed_by_peer, connect, post_head, read_status, trickle
 
@@ -72,7 +72,7 @@ async def test_exporters_keep_working_across_idle_timeouts(tmp_path):
         for sender in senders:
             assert await asyncio.to_thread(sender.send)
             sender.shutdown()
-        assert await scalar(app.stores.queries, "SELECT count(*) FROM spans") == 8
+        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 8
 
 
 async def test_at_the_cap_the_longest_idle_connection_makes_room(tmp_path):

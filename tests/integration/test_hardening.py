@@ -91,6 +91,7 @@ def test_out_of_range_integers_are_rejected_per_item_and_good_spans_stored(daemo
     message = reply["partialSuccess"]["errorMessage"]
     for field in ("startTimeUnixNano", "endTimeUnixNano", "flags", "droppedAttributesCount"):
         assert field in message, message
+    daemon.settled()
     stored = {r["name"] for r in daemon.query_json(f"SELECT name FROM spans WHERE trace_id = '{TRACE}'")}
     assert stored == {"good-1", "good-2"}
 
@@ -121,6 +122,7 @@ def test_out_of_range_integers_are_rejected_per_item_and_good_spans_stored(daemo
     status, _, body = _post(daemon.http_url + "/v1/logs", json.dumps(logs).encode())
     assert status == 200 and json.loads(body)["partialSuccess"]["rejectedLogRecords"] == "1"
     assert "severityNumber" in json.loads(body)["partialSuccess"]["errorMessage"]
+    daemon.settled()
     assert daemon.query_json("SELECT body FROM log_records") == [{"body": '"kept"'}]
 
 
@@ -232,7 +234,11 @@ def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        cfg = config_dict(tmp_path, store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"})
+        cfg = config_dict(
+            tmp_path,
+            store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"},
+            segment_log={"min_free_bytes": 1 << 20},
+        )
         d = DaemonProcess(tmp_path, cfg).start()
         try:
             ok = trace_request([{"trace_id": TRACE, "span_id": "00000000000000f1"}]).SerializeToString()
@@ -249,7 +255,7 @@ def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
             status, headers, _ = _post(d.http_url + "/v1/traces", big, "application/x-protobuf")
             assert status == 503 and headers["Retry-After"]  # retryable: nothing was stored
             status, _, body = _post_get(d.http_url + "/readyz")
-            assert status == 503 and "store writes are failing" in json.loads(body)["reason"]
+            assert status == 503 and "the disk is nearly full" in json.loads(body)["reason"]
             assert "tracescorer_ready 0.0" in _get(d.http_url + "/metrics")
             filler.unlink()
             wait_for(

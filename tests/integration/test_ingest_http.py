@@ -10,7 +10,7 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from support.daemon import running_app, settings_for
+from support.daemon import running_app, settings_for, settled
 from support.db import fetch, scalar
 from support.payloads import JSON_TRACE_ATTRS, SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
 
@@ -21,7 +21,7 @@ JS = {"Content-Type": "application/json"}
 
 
 async def _count(app, table="spans"):
-    return await scalar(app.stores.queries, f"SELECT count(*) FROM {table}")
+    return await scalar(await settled(app), f"SELECT count(*) FROM {table}")
 
 
 async def _post(app, path, body, headers):
@@ -36,7 +36,7 @@ async def test_json_mapping_is_decoded_losslessly(tmp_path):
         assert status == 200 and headers["Content-Type"].startswith("application/json")
         assert json.loads(body) == {}
         (row,) = await fetch(
-            app.stores.queries,
+            await settled(app),
             "SELECT trace_id, span_id, parent_span_id, kind, start_time_unix_nano, status_code, attributes, service_name, scope_version, events FROM spans",
         )
     assert row[:6] == (TRACE_ID, SPAN_ID, None, "client", 1544712660000000001, "error")
@@ -59,7 +59,7 @@ async def test_gzip_protobuf_and_json(tmp_path):
             app, "/v1/traces", gzip.compress(json_trace_body()), {**JS, "Content-Encoding": "gzip"}
         )
         assert status == 200
-        attrs = await scalar(app.stores.queries, "SELECT attributes FROM spans WHERE name = 'span'")
+        attrs = await scalar(await settled(app), "SELECT attributes FROM spans WHERE name = 'span'")
         assert loads(attrs) == {"kv": {"a": [1, {"b": b"x"}]}}
         assert await _count(app) == 2
 
@@ -149,7 +149,7 @@ async def test_huge_attribute_value_within_limit_is_stored(tmp_path):
     req = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"gen_ai.input.messages": value}}])
     async with running_app(settings_for(tmp_path)) as app:
         assert (await _post(app, "/v1/traces", req.SerializeToString(), PB))[0] == 200
-        stored = await scalar(app.stores.queries, "SELECT attributes FROM spans")
+        stored = await scalar(await settled(app), "SELECT attributes FROM spans")
     assert loads(stored)["gen_ai.input.messages"] == value
 
 

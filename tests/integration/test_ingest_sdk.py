@@ -20,7 +20,7 @@ from opentelemetry.trace import (
     TraceFlags,
     set_span_in_context,
 )
-from support.daemon import running_app, settings_for
+from support.daemon import running_app, settings_for, settled
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
 
@@ -40,7 +40,7 @@ ATTRS: dict[str, Any] = {
 
 
 async def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return await fetch(app.stores.queries, sql, *params)
+    return await fetch(await settled(app), sql, *params)
 
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])

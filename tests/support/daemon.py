@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tracescorer.app import App
 from tracescorer.config import Settings
 from tracescorer.control import ServeInfo, read_serve_info, remote_query, serve_info_path
 from tracescorer.output import jsonable
+from tracescorer.store.api import QueryStore
 from tracescorer.store.duckdb import readonly
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +91,13 @@ async def running_app(settings: Settings) -> AsyncIterator[App]:
         yield app
     finally:
         await app.stop()
+
+
+async def settled(app: App, timeout_s: float = 60.0) -> QueryStore:
+    """Wait until every request ``app`` acknowledged so far has its rows stored (the segment log's
+    feed caught up); its query path, to read them."""
+    assert await app.feed.caught_up(timeout_s), f"the segment log's feed is still {app.feed.lag_bytes} bytes behind"
+    return app.stores.queries
 
 
 class DaemonProcess:
@@ -169,6 +178,19 @@ class DaemonProcess:
         if check and result.returncode != 0:
             raise AssertionError(f"tracescorer {' '.join(args)} failed ({result.returncode}): {result.stderr}")
         return result
+
+    def settled(self, timeout_s: float = 60.0) -> None:
+        """Wait until every request acknowledged so far has its rows stored (the daemon's
+        ``tracescorer_feed_lag_bytes`` at 0, read from its /metrics)."""
+
+        def lag() -> float:
+            with urllib.request.urlopen(self.http_url + "/metrics", timeout=10) as resp:
+                for line in resp.read().decode().splitlines():
+                    if line.startswith("tracescorer_feed_lag_bytes "):
+                        return float(line.split()[1])
+            return -1.0
+
+        wait_for(lambda: lag() == 0.0, timeout_s, interval_s=0.05, what="the segment log's feed to catch up")
 
     def query_json(self, sql: str) -> list[dict[str, Any]]:
         """Rows as JSON-style dicts, in-process: through the running daemon's ops API (state

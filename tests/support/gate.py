@@ -37,3 +37,39 @@ class WriterGate:
         self.open()
         if self._task is not None:
             await self._task
+
+
+class LogGate:
+    """``async with LogGate(app.segment_log):`` holds the segment log's writer until the block exits
+    (or :meth:`open` is called, from any thread): requests are taken but not acknowledged."""
+
+    def __init__(self, segment_log: Any) -> None:
+        self._log = segment_log
+
+    async def __aenter__(self) -> LogGate:
+        self._log.pause()
+        return self
+
+    def open(self) -> None:
+        self._log.resume()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.open()
+
+
+class FeedGate:
+    """``async with FeedGate(app.feed):`` holds the segment log's feed back (acknowledged requests
+    stay in the log, unread) until the block exits or :meth:`open` is called."""
+
+    def __init__(self, feed: Any) -> None:
+        self.held = True
+        feed.add_gate("test", lambda: "held by the test" if self.held else None)
+
+    async def __aenter__(self) -> FeedGate:
+        return self
+
+    def open(self) -> None:
+        self.held = False
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.open()

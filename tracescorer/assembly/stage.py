@@ -1,6 +1,6 @@
 """The assembly stage of the daemon: committed spans -> complete traces -> agent runs in the store.
 
-Fed by the receiver after each commit (:class:`~tracescorer.receiver.ingest.TelemetryListener`),
+Fed by the segment log's feed once spans are stored (:class:`~tracescorer.feed.stage.TelemetryListener`),
 it tracks traces in a :class:`TraceBuffer`; on a timer it extracts the runs of every complete
 trace, upserts them and records the trace as assembled, then hands the runs to
 :class:`RunListener`s (scoring). Traces whose items are not in memory — spilled out of the
@@ -18,7 +18,6 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -38,7 +37,6 @@ log = logging.getLogger(__name__)
 CHUNK = 200  # traces per extraction pass, their runs written together (a write has a fixed cost)
 SLICE = 25  # traces extracted in one turn of the event loop (~4 ms): receivers answer in between
 IN_FLIGHT = 4  # chunks whose runs are being written while the next ones are extracted
-RATE_WINDOW_S = 3.0  # throughput() is measured over about this long
 WATERMARK_EVERY_S = 10.0
 
 
@@ -113,8 +111,6 @@ class AssemblyStage:
         self._moved = False  # traces were handed out since the watermark was stored
         self._store_away = False  # the last pass could not read from the store (warned once until it answers)
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
-        self._taken = 0  # spans and log records taken for extraction so far
-        self._taken_at: deque[tuple[float, int]] = deque([(time.monotonic(), 0)])  # (when, _taken)
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -128,31 +124,14 @@ class AssemblyStage:
         self._metrics.buffered_traces.set(len(self.buffer))
 
     def backlog(self) -> str | None:
-        """Backlog check for admission: None while the buffer has room for more traces and
-        assembly keeps up (takes traces within ``assembly.max_lag_s`` of their becoming ready)."""
+        """Backlog check for the segment log's feed: None while the buffer has room for more
+        traces and assembly keeps up (takes traces within ``assembly.max_lag_s`` of their becoming
+        ready)."""
         if self.buffer.full:
             return f"{len(self.buffer)} traces waiting for assembly (assembly.max_traces)"
         if self.lag_s > self._settings.max_lag_s:
             return f"assembly is {self.lag_s:.1f}s behind (assembly.max_lag_s)"
         return None
-
-    def pressure(self) -> float:
-        """Load for admission: the lag as a share of ``assembly.max_lag_s`` (admission then follows
-        :meth:`throughput`; traces tracked but not complete are bounded by :meth:`backlog` only:
-        long traces waiting for their end take no assembly work)."""
-        return self.lag_s / self._settings.max_lag_s
-
-    def throughput(self) -> float:
-        """Spans and log records taken for extraction per second over the last few seconds."""
-        now = time.monotonic()
-        self._forget_before(now - RATE_WINDOW_S)
-        since, taken = self._taken_at[0]
-        return (self._taken - taken) / max(now - since, 0.5)
-
-    def _forget_before(self, when: float) -> None:
-        samples = self._taken_at
-        while len(samples) > 1 and samples[1][0] <= when:
-            samples.popleft()
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
@@ -254,10 +233,6 @@ class AssemblyStage:
                     continue  # nothing stored (e.g. retention removed it): nothing to assemble
                 results.append(self._extract(trace, _dedupe(spans), logs))
             self._metrics.child(self._metrics.stage_cpu, "assembly").inc(time.thread_time() - started)
-        self._taken += sum(len(r.spans) + len(r.logs) for r in results)
-        now = time.monotonic()
-        self._taken_at.append((now, self._taken))
-        self._forget_before(now - RATE_WINDOW_S)
         if not results:
             return True
         task = asyncio.create_task(self._persist(results), name="assembly-write")

@@ -22,9 +22,13 @@ from tracescorer.model import (
     SpanLink,
 )
 from tracescorer.receiver.decoded import (
+    EVENT_ATTRIBUTE_DEPTH,
     INT64,
-    MAX_VALUE_DEPTH,
+    LOG_BODY_DEPTH,
+    MAX_MESSAGE_DEPTH,
+    RESOURCE_ATTRIBUTE_DEPTH,
     SEVERITY_NUMBERS,
+    SPAN_ATTRIBUTE_DEPTH,
     SPAN_KINDS,
     STATUS_CODES,
     DecodedLogs,
@@ -126,7 +130,10 @@ def _json_int(value: Any, where: str) -> int:
     raise DecodeError(f"{where}: expected an integer, got {value!r:.40}")
 
 
-def _json_value(raw: Any, where: str, depth: int = 1) -> Any:
+def _json_value(raw: Any, where: str, depth: int) -> Any:
+    """One AnyValue at message ``depth`` (see :data:`MAX_MESSAGE_DEPTH`)."""
+    if depth > MAX_MESSAGE_DEPTH:
+        raise too_deep()
     v = _Obj(raw, where)
     d = v.d
     if "stringValue" in d or "string_value" in d:
@@ -153,19 +160,16 @@ def _json_value(raw: Any, where: str, depth: int = 1) -> Any:
             return base64.b64decode(v.text("bytes_value"), validate=True)
         except (binascii.Error, ValueError):
             raise DecodeError(f"{where}.bytesValue: invalid base64") from None
-    if "arrayValue" in d or "array_value" in d:
-        if depth > MAX_VALUE_DEPTH:
-            raise too_deep()
+    if "arrayValue" in d or "array_value" in d:  # AnyValue > ArrayValue > AnyValue
         arr = v.obj("array_value")
-        return [_json_value(x, f"{where}.arrayValue", depth + 1) for x in arr.array("values")]
-    if "kvlistValue" in d or "kvlist_value" in d:
-        if depth > MAX_VALUE_DEPTH:
-            raise too_deep()
-        return _json_attrs(v.obj("kvlist_value").array("values"), f"{where}.kvlistValue", depth + 1)
+        return [_json_value(x, f"{where}.arrayValue", depth + 2) for x in arr.array("values")]
+    if "kvlistValue" in d or "kvlist_value" in d:  # AnyValue > KeyValueList > KeyValue > AnyValue
+        return _json_attrs(v.obj("kvlist_value").array("values"), f"{where}.kvlistValue", depth + 3)
     return None
 
 
-def _json_attrs(kvs: list[Any], where: str, depth: int = 1) -> Attributes:
+def _json_attrs(kvs: list[Any], where: str, depth: int) -> Attributes:
+    """Key-value pairs whose values are AnyValues at message ``depth``."""
     out: Attributes = {}
     for kv in kvs:
         o = _Obj(kv, where)
@@ -176,7 +180,7 @@ def _json_attrs(kvs: list[Any], where: str, depth: int = 1) -> Attributes:
 def _json_resource(rs: _Obj) -> Resource:
     r = rs.obj("resource")
     return Resource(
-        attributes=_json_attrs(r.array("attributes"), "resource.attributes"),
+        attributes=_json_attrs(r.array("attributes"), "resource.attributes", RESOURCE_ATTRIBUTE_DEPTH),
         schema_url=rs.text("schema_url"),
         dropped_attributes_count=r.unsigned("dropped_attributes_count", 32),
     )
@@ -187,7 +191,7 @@ def _json_scope(ss: _Obj) -> Scope:
     return Scope(
         name=s.text("name"),
         version=s.text("version"),
-        attributes=_json_attrs(s.array("attributes"), "scope.attributes"),
+        attributes=_json_attrs(s.array("attributes"), "scope.attributes", SPAN_ATTRIBUTE_DEPTH),
         schema_url=ss.text("schema_url"),
         dropped_attributes_count=s.unsigned("dropped_attributes_count", 32),
     )
@@ -208,7 +212,7 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
                 trace_id=link_trace,
                 span_id=link_span,
                 trace_state=link.text("trace_state"),
-                attributes=_json_attrs(link.array("attributes"), "link.attributes"),
+                attributes=_json_attrs(link.array("attributes"), "link.attributes", EVENT_ATTRIBUTE_DEPTH),
                 dropped_attributes_count=link.unsigned("dropped_attributes_count", 32),
                 flags=link.unsigned("flags", 32),
             )
@@ -220,7 +224,7 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
             SpanEvent(
                 name=e.text("name"),
                 time_unix_nano=e.unsigned("time_unix_nano", 64),
-                attributes=_json_attrs(e.array("attributes"), "event.attributes"),
+                attributes=_json_attrs(e.array("attributes"), "event.attributes", EVENT_ATTRIBUTE_DEPTH),
                 dropped_attributes_count=e.unsigned("dropped_attributes_count", 32),
             )
         )
@@ -235,7 +239,7 @@ def _json_span(s: _Obj, resource: Resource, scope: Scope) -> Span:
         end_time_unix_nano=s.unsigned("end_time_unix_nano", 64),
         status_code=enum_name(STATUS_CODES, status.enum("code", STATUS_CODES, "status_code_")),
         status_message=status.text("message"),
-        attributes=_json_attrs(s.array("attributes"), "span.attributes"),
+        attributes=_json_attrs(s.array("attributes"), "span.attributes", SPAN_ATTRIBUTE_DEPTH),
         events=tuple(events),
         links=tuple(links),
         resource=resource,
@@ -255,8 +259,8 @@ def _json_log(r: _Obj, resource: Resource, scope: Scope) -> LogRecord:
         observed_time_unix_nano=r.unsigned("observed_time_unix_nano", 64),
         severity_number=r.enum("severity_number", SEVERITY_NUMBERS, "severity_number_"),
         severity_text=r.text("severity_text"),
-        body=None if body is None else _json_value(body, "logRecord.body"),
-        attributes=_json_attrs(r.array("attributes"), "logRecord.attributes"),
+        body=None if body is None else _json_value(body, "logRecord.body", LOG_BODY_DEPTH),
+        attributes=_json_attrs(r.array("attributes"), "logRecord.attributes", SPAN_ATTRIBUTE_DEPTH),
         event_name=r.text("event_name"),
         trace_id=json_id(r.raw("trace_id"), 16, "trace_id", required=False),
         span_id=json_id(r.raw("span_id"), 8, "span_id", required=False),

@@ -20,7 +20,6 @@ from tracescorer.model import (
     SpanLink,
 )
 from tracescorer.receiver.decoded import (
-    MAX_VALUE_DEPTH,
     SPAN_KINDS,
     STATUS_CODES,
     DecodedLogs,
@@ -29,22 +28,20 @@ from tracescorer.receiver.decoded import (
     enum_name,
     id_hex,
     rejection,
-    too_deep,
 )
 
 _SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})
 
 
-def _pb_value(v: Any, depth: int = 1) -> Any:
+def _pb_value(v: Any) -> Any:
+    # as deep as the parser allowed (MAX_MESSAGE_DEPTH): the recursion is bounded by it
     kind = v.WhichOneof("value")
     if kind in _SCALARS:
         return getattr(v, kind)
-    if depth > MAX_VALUE_DEPTH:
-        raise too_deep()
     if kind == "array_value":
-        return [_pb_value(x, depth + 1) for x in v.array_value.values]
+        return [_pb_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _pb_value(kv.value, depth + 1) for kv in v.kvlist_value.values}
+        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
     if kind == "bytes_value":
         return bytes(v.bytes_value)
     return None

@@ -50,9 +50,15 @@ SEVERITY_NUMBERS = (
 MAX_ERRORS = 5
 
 
-#: Deepest nesting of array/kvlist attribute values accepted, the same for protobuf and JSON
-#: (deeper requests are refused whole, as undecodable).
-MAX_VALUE_DEPTH = 32
+#: How deep messages may nest in a request (the request itself at 0), as the protobuf parser (upb)
+#: allows: a protobuf request past it does not parse, and an OTLP/JSON request is refused at the
+#: same point, counting its values as their protobuf form (an AnyValue holding an array is two
+#: levels above its items, one holding a key-value list three). Refused whole, as undecodable.
+MAX_MESSAGE_DEPTH = 100
+#: Where each kind of attribute value starts (the message depth of its AnyValue).
+SPAN_ATTRIBUTE_DEPTH, EVENT_ATTRIBUTE_DEPTH, RESOURCE_ATTRIBUTE_DEPTH, LOG_BODY_DEPTH = 5, 6, 4, 4
+#: How many arrays deep a span attribute's value may nest (47): what the limit means in practice.
+MAX_VALUE_DEPTH = (MAX_MESSAGE_DEPTH - SPAN_ATTRIBUTE_DEPTH) // 2
 
 
 INT64 = 1 << 63
@@ -67,7 +73,10 @@ class OutOfRange(ValueError):
 
 
 def too_deep() -> DecodeError:
-    return DecodeError(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
+    return DecodeError(
+        f"attribute value nested deeper than protobuf allows ({MAX_MESSAGE_DEPTH} message levels; "
+        f"{MAX_VALUE_DEPTH} arrays deep in a span attribute)"
+    )
 
 
 @dataclass(slots=True)

@@ -1,25 +1,19 @@
-"""Transport-independent ingest: admit, decode, store, wait for durability.
+"""Transport-independent ingest: admit, check, append to the segment log, wait for the sync.
 
 Both receivers (gRPC and HTTP) call :meth:`Ingestor.ingest` and map its outcome or exception to
-their protocol's status codes. Nothing is acknowledged before its rows are committed.
+their protocol's status codes. A request is acknowledged once it is in the segment log
+(:mod:`tracescorer.seglog`: appended and synced); its spans are decoded, stored and assembled
+later by the log's feed (:mod:`tracescorer.feed`). Before the append a request is only parsed and
+its ids checked (:mod:`tracescorer.receiver.checks`): what is acknowledged is what the feed can
+store.
 
-Admission is bounded by the whole pipeline, not only the write queue: the requests in flight
-(counted from the moment a receiver gets one: at HTTP before its body is read, whose announced
-length is held meanwhile; at gRPC as grpc's own loop hands it over), the bytes of requests in
-flight (being received, decoded or waiting for their commit), the store's queue of uncommitted
-items, and whatever the downstream stages report through their backlog checks (traces waiting
-for assembly, targets waiting for a scorer). When any is over its bound the request is refused as retryable
-backpressure before it is decoded, so a client that keeps sending is slowed down instead of
-filling the daemon's memory.
-
-Short of a bound, a stage that reports its load (:data:`Pressure`) sheds load from
-:data:`SHED_FROM` of its bound on: when it also reports its throughput (items it takes in per
-second), new requests are admitted at that rate, a little less the further behind it is, so the
-backlog stops growing; otherwise a share of new requests that grows with the load is refused.
-Refusing nothing until a bound is reached and then everything until the backlog was gone made
-admission swing between both for tens of seconds at a time under a 2x overload (~20 s open at the
-full offered rate, ~20 s closed while assembly caught up); a share that grows with assembly's lag
-still swung (the lag shows what was admitted seconds before); matching its throughput does not.
+Admission is bounded by what the receivers hold — requests in flight (counted from the moment a
+receiver gets one's first body bytes, at gRPC as grpc's own loop hands it over) and the bytes of
+requests in flight (being received, checked, or waiting for their sync) — and by the segment log:
+once its feed is ``segment_log.max_lag_bytes`` behind, or the disk is short of
+``segment_log.min_free_bytes``, new requests are refused as retryable backpressure. The stages
+after the log (assembly, scoring) never refuse a client: they hold the feed back, and their
+backlog waits in the log, on disk, not in memory.
 """
 
 from __future__ import annotations
@@ -27,15 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from tracescorer.metrics import Metrics
-from tracescorer.model import LogRecord, Span
-from tracescorer.receiver import decode
-from tracescorer.store.api import AppendOutcome, Intake, QueueFull, StoreClosed, StoreError
+from tracescorer.receiver import checks, decode
+from tracescorer.seglog import LOGS, TRACES, LogClosed, LogError, LogFull
 
 log = logging.getLogger(__name__)
 
@@ -76,42 +69,34 @@ class IngestOutcome:
     message: str = ""
 
 
-class TelemetryListener(Protocol):
-    """Told about telemetry after it was committed, with the range of ``received_at`` it got
-    (epoch seconds; called on the event loop; must not block)."""
+class RequestLog(Protocol):
+    """Where accepted requests go (the segment log): ``append`` returns once the record is synced."""
 
-    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
+    async def append(self, kind: int, payload: bytes) -> int: ...
 
 
 #: A downstream stage's backlog check: None while under its bound, else why not.
 BacklogCheck = Callable[[], str | None]
-#: A downstream stage's load as a share of its bound (0: idle, 1.0: at the bound).
-Pressure = Callable[[], float]
-#: A downstream stage's throughput: items (spans and log records) it takes in per second.
-Throughput = Callable[[], float]
-#: the load from which load is shed; the share shed grows as (load - SHED_FROM) / (1 - SHED_FROM)
-SHED_FROM = 0.3
-BURST_S = 0.5  # admission at a stage's throughput allows a burst of this many seconds of it
 
-_Decoded = decode.DecodedTraces | decode.DecodedLogs
-#: bodies from this size on are decoded in a worker thread, so the event loop keeps turning
-#: (decoding runs at roughly 20-40 MB/s here: 256 KiB holds the loop under ~10 ms)
-DECODE_INLINE_BYTES = 256 * 1024
+#: bodies from this size on are checked in a worker thread, so the event loop keeps turning
+#: (a protobuf body is checked at ~500 MB/s, an OTLP/JSON one decoded at roughly 20-40 MB/s)
+CHECK_INLINE_BYTES = {Encoding.PROTOBUF: 4 * 1024 * 1024, Encoding.JSON: 256 * 1024}
 
-_DECODERS: dict[tuple[Signal, Encoding], Callable[[bytes], _Decoded]] = {
-    (Signal.TRACES, Encoding.PROTOBUF): decode.decode_traces_protobuf,
-    (Signal.TRACES, Encoding.JSON): decode.decode_traces_json,
-    (Signal.LOGS, Encoding.PROTOBUF): decode.decode_logs_protobuf,
-    (Signal.LOGS, Encoding.JSON): decode.decode_logs_json,
+_CHECKS: dict[tuple[Signal, Encoding], Callable[[bytes], checks.Checked]] = {
+    (Signal.TRACES, Encoding.PROTOBUF): checks.check_traces_protobuf,
+    (Signal.TRACES, Encoding.JSON): checks.check_traces_json,
+    (Signal.LOGS, Encoding.PROTOBUF): checks.check_logs_protobuf,
+    (Signal.LOGS, Encoding.JSON): checks.check_logs_json,
 }
+_KIND = {Signal.TRACES: TRACES, Signal.LOGS: LOGS}
 
 
-def _timed(decoder: Callable[[bytes], _Decoded], body: bytes) -> tuple[_Decoded | decode.DecodeError, float]:
-    """``decoder(body)`` (or the error it raised) and the CPU time the calling thread spent on it."""
+def _timed(check: Callable[[bytes], checks.Checked], body: bytes) -> tuple[checks.Checked | decode.DecodeError, float]:
+    """``check(body)`` (or the error it raised) and the CPU time the calling thread spent on it."""
     started = time.thread_time()
-    result: _Decoded | decode.DecodeError
+    result: checks.Checked | decode.DecodeError
     try:
-        result = decoder(body)
+        result = check(body)
     except decode.DecodeError as exc:
         result = exc
     return result, time.thread_time() - started
@@ -120,17 +105,14 @@ def _timed(decoder: Callable[[bytes], _Decoded], body: bytes) -> tuple[_Decoded 
 class Ingestor:
     def __init__(
         self,
-        store: Intake,
+        requests: RequestLog,
         metrics: Metrics,
         *,
         retry_after_s: int = 1,
         max_inflight_bytes: int = 64 * 1024 * 1024,
         max_requests: int = 64,
-        listeners: Sequence[TelemetryListener] = (),
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._store = store
-        self._clock = clock
+        self._log = requests
         self._metrics = metrics
         self._retry_after_s = retry_after_s
         self._max_inflight = max_inflight_bytes
@@ -138,28 +120,13 @@ class Ingestor:
         self._max_requests = max_requests
         self._requests = 0  # requests seen by a receiver and not answered yet
         self._receiving = 0  # bytes reserved for bodies being received
-        self._listeners = list(listeners)
         self._checks: list[tuple[str, BacklogCheck]] = []
-        self._pressures: list[tuple[str, Pressure, Throughput | None]] = []
         self._saturation: list[tuple[str, BacklogCheck]] = []
-        self._shed_debt = 0.0  # refusals owed by the shares so far: spreads them evenly over requests
-        self._credit = 0.0  # items that may be admitted now while admission follows a throughput
-        self._credit_at: float | None = None  # when _credit was last topped up (None: not following)
-        self._items_per_request = 100.0  # moving average: what an admitted request is charged
         self._closing = False
 
-    def add_listener(self, listener: TelemetryListener) -> None:
-        self._listeners.append(listener)
-
-    def add_backlog_check(
-        self, stage: str, check: BacklogCheck, pressure: Pressure | None = None, throughput: Throughput | None = None
-    ) -> None:
-        """Refuse new requests while ``check()`` says ``stage`` is over its bound; from
-        ``pressure()`` :data:`SHED_FROM` on, admit them at ``throughput()`` (a little less as the
-        pressure grows) or, without one, refuse a share of them that grows with the pressure."""
-        self._checks.append((stage, check))
-        if pressure is not None:
-            self._pressures.append((stage, pressure, throughput))
+    def add_backlog_check(self, bound: str, check: BacklogCheck) -> None:
+        """Refuse new requests (retryable) while ``check()`` says ``bound`` is over its limit."""
+        self._checks.append((bound, check))
 
     def stop_accepting(self) -> None:
         self._closing = True
@@ -187,7 +154,6 @@ class Ingestor:
         if not self._closing:
             self.check_requests(signal, self._requests)
         self.admit(signal, announced)
-        self.shed(signal)
         self._requests += 1
         return Ticket(0)
 
@@ -246,41 +212,6 @@ class Ingestor:
                 return f"{stage}: {reason}"
         return None
 
-    def shed(self, signal: Signal) -> None:
-        """Raise :class:`IngestRefused` when this request is part of the load the most loaded
-        stage sheds (once per request: :meth:`enter` calls it)."""
-        if self._closing or not self._pressures:
-            return
-        stage, load, throughput = max(
-            ((name, pressure(), taken) for name, pressure, taken in self._pressures), key=lambda p: p[1]
-        )
-        share = min(1.0, (load - SHED_FROM) / (1.0 - SHED_FROM))
-        if share <= 0.0:
-            self._shed_debt, self._credit_at = 0.0, None
-            return
-        if throughput is None:
-            self._shed_debt += share
-            if self._shed_debt >= 1.0:
-                self._shed_debt -= 1.0
-                raise self._refuse(
-                    signal,
-                    stage,
-                    f"pipeline busy ({stage} at {load:.0%} of its bound: refusing {share:.0%} of new requests)",
-                )
-            return
-        rate = throughput() * (1.0 - share / 2)  # below what it takes in: its backlog shrinks
-        now = self._clock()
-        top_up = rate * BURST_S if self._credit_at is None else self._credit + (now - self._credit_at) * rate
-        self._credit, self._credit_at = min(top_up, rate * BURST_S), now
-        if self._credit <= 0.0:
-            raise self._refuse(
-                signal,
-                stage,
-                f"pipeline busy ({stage} at {load:.0%} of its bound: admitting "
-                f"{rate:.0f} items/s, about what it takes in)",
-            )
-        self._credit -= self._items_per_request
-
     def _refuse(self, signal: Signal, reason: str, message: str) -> IngestRefused:
         self._metrics.backpressure.labels(reason).inc()
         return IngestRefused("backpressure", message, retryable=True, retry_after_s=self._retry_after_s)
@@ -302,14 +233,12 @@ class Ingestor:
     async def ingest(
         self, signal: Signal, encoding: Encoding, body: bytes, ticket: Ticket | None = None
     ) -> IngestOutcome:
-        """Admit, decode ``body`` and return once its valid items are committed; the bytes the
-        request's ``ticket`` held for it are now counted as the body's."""
+        """Admit, check ``body`` and return once its valid items are in the segment log; the bytes
+        the request's ``ticket`` held for it are now counted as the body's."""
         if ticket is not None:
             self._receiving -= ticket.reserved
             ticket.reserved = 0
         self.admit(signal, len(body))
-        if ticket is None:  # not entered: its share of shedding is taken here
-            self.shed(signal)
         self._inflight += len(body)
         try:
             return await self._ingest(signal, encoding, body)
@@ -317,54 +246,32 @@ class Ingestor:
             self._inflight -= len(body)
 
     async def _ingest(self, signal: Signal, encoding: Encoding, body: bytes) -> IngestOutcome:
-        decoder = _DECODERS[(signal, encoding)]
-        if len(body) < DECODE_INLINE_BYTES:
-            decoded, cpu_s = _timed(decoder, body)
-        else:  # a large body would hold the event loop (50 spans x 10k attributes: 455 ms)
-            decoded, cpu_s = await asyncio.to_thread(_timed, decoder, body)
-        self._metrics.stage_cpu.labels("decode").inc(cpu_s)
-        if isinstance(decoded, decode.DecodeError):
-            raise IngestRefused("decode_error", str(decoded), retryable=False)
-        if isinstance(decoded, decode.DecodedTraces):
-            spans, logs = decoded.spans, []
-        else:
-            spans, logs = [], decoded.records
-        self._items_per_request += 0.1 * (len(spans) + len(logs) - self._items_per_request)
-        rejected, errors = decoded.rejected, list(decoded.errors)
-        accepted = 0
-        if spans or logs:
-            outcome = await self._commit(signal, spans, logs)
-            accepted = outcome.stored
-            if outcome.rejected:
-                rejected += outcome.rejected
-                errors.append(outcome.message)
-        if rejected:
-            self._metrics.rejected.labels(signal.value, "invalid").inc(rejected)
-        message = decode.error_summary(rejected, errors) if rejected else ""
-        return IngestOutcome(accepted=accepted, rejected=rejected, message=message)
+        check = _CHECKS[(signal, encoding)]
+        if len(body) < CHECK_INLINE_BYTES[encoding]:
+            checked, cpu_s = _timed(check, body)
+        else:  # a large body would hold the event loop (50 spans x 10k attributes as JSON: 455 ms)
+            checked, cpu_s = await asyncio.to_thread(_timed, check, body)
+        self._metrics.stage_cpu.labels("check").inc(cpu_s)
+        if isinstance(checked, decode.DecodeError):
+            raise IngestRefused("decode_error", str(checked), retryable=False)
+        if checked.accepted:
+            await self._append(signal, checked)
+        if checked.rejected:
+            self._metrics.rejected.labels(signal.value, "invalid").inc(checked.rejected)
+        message = decode.error_summary(checked.rejected, checked.errors) if checked.rejected else ""
+        return IngestOutcome(accepted=checked.accepted, rejected=checked.rejected, message=message)
 
-    async def _commit(self, signal: Signal, spans: list[Span], logs: list[LogRecord]) -> AppendOutcome:
-        count = len(spans) + len(logs)
+    async def _append(self, signal: Signal, checked: checks.Checked) -> None:
         try:
-            # shield: a client that hangs up must not cancel the commit wait of others' batch
-            outcome = await asyncio.shield(self._store.append(spans, logs))
-        except QueueFull as exc:
-            self._metrics.rejected.labels(signal.value, "backpressure").inc(count)
-            self._metrics.backpressure.labels("write_queue").inc()
-            raise IngestRefused("backpressure", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
-        except StoreClosed as exc:
-            self._metrics.rejected.labels(signal.value, "shutting_down").inc(count)
+            # shield: a client that hangs up must not cancel the sync wait of others' batch
+            await asyncio.shield(self._log.append(_KIND[signal], checked.payload))
+        except LogFull as exc:  # 503 / UNAVAILABLE: nothing can be kept until space is freed
+            self._metrics.rejected.labels(signal.value, "disk_full").inc(checked.accepted)
+            raise IngestRefused("disk_full", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
+        except LogClosed as exc:
+            self._metrics.rejected.labels(signal.value, "shutting_down").inc(checked.accepted)
             raise IngestRefused("shutting_down", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
-        except StoreError as exc:
-            self._metrics.rejected.labels(signal.value, "store_error").inc(count)
+        except LogError as exc:
+            self._metrics.rejected.labels(signal.value, "store_error").inc(checked.accepted)
             raise IngestRefused("store_error", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
-        self._metrics.accepted.labels(signal.value).inc(outcome.stored)
-        if outcome.stored:
-            # items the store refused (rare: decode validates ranges) still reach assembly; their
-            # runs are rebuilt from what was stored the next time the trace is assembled
-            for listener in self._listeners:
-                try:
-                    listener.on_committed(spans, logs, (outcome.received_from, outcome.received_to))
-                except Exception:  # a downstream stage must never fail an acknowledged request
-                    log.exception("telemetry listener %r failed", listener)
-        return outcome
+        self._metrics.accepted.labels(signal.value).inc(checked.accepted)

@@ -136,20 +136,14 @@ class ScoringRunner:
         return next((b for b in self._bound if b.binding.id == scorer_id), None)
 
     def backlog(self) -> str | None:
-        """Backlog check for admission: refuse telemetry while half a scoring queue is taken, so
-        runs already on their way still find room (and are not recorded as rate_limited)."""
+        """Backlog check for the segment log's feed: hold it back while half a scoring queue is
+        taken, so runs already on their way still find room (and are not recorded as rate_limited)."""
         for pool in (self._judge, self._code):
             if pool.qsize() * 2 >= pool.maxsize:
                 return f"{pool.qsize()} targets waiting for {pool.name} scorers (scoring.max_queue)"
         if self.writer.waiting >= 20 * self._settings.scoring.max_queue:
             return f"{self.writer.waiting} score rows waiting for the store"
         return None
-
-    def pressure(self) -> float:
-        """Load for admission (1.0 where :meth:`backlog` refuses): the fullest queue's share of
-        half of it, or the score rows waiting for the store as a share of their bound."""
-        queued = max(pool.qsize() * 2 / pool.maxsize for pool in (self._judge, self._code))
-        return max(queued, self.writer.waiting / (20 * self._settings.scoring.max_queue))
 
     # --- lifecycle ----------------------------------------------------------------------------
 

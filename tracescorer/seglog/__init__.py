@@ -6,7 +6,17 @@ offsets, so a crash loses nothing acknowledged and a restart is a replay. See
 :mod:`tracescorer.seglog.segments` (files, framing, the torn tail).
 """
 
-from tracescorer.seglog.log import LogClosed, LogError, LogFull, SegmentLog
+from tracescorer.seglog.log import LogClosed, LogError, LogFull, SegmentLog, build_segment_log
 from tracescorer.seglog.segments import LOGS, TRACES, CorruptRecord, Record
 
-__all__ = ["LOGS", "TRACES", "CorruptRecord", "LogClosed", "LogError", "LogFull", "Record", "SegmentLog"]
+__all__ = [
+    "LOGS",
+    "TRACES",
+    "CorruptRecord",
+    "LogClosed",
+    "LogError",
+    "LogFull",
+    "Record",
+    "SegmentLog",
+    "build_segment_log",
+]

@@ -22,12 +22,14 @@ import itertools
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracescorer.seglog.segments import (
     CorruptRecord,
@@ -39,6 +41,9 @@ from tracescorer.seglog.segments import (
     segments,
     valid_length,
 )
+
+if TYPE_CHECKING:
+    from tracescorer.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +78,13 @@ class SegmentLog:
         directory: str | Path,
         *,
         segment_bytes: int = 64 << 20,
-        min_free_bytes: int = 256 << 20,
+        min_free_bytes: int = 64 << 20,
         max_batch_bytes: int = 16 << 20,
         sync: bool = True,
+        temporary: bool = False,
     ) -> None:
         self.directory = Path(directory)
+        self._temporary = temporary  # removed at stop (a store in memory has a log only while it runs)
         self.segment_bytes = segment_bytes
         self.min_free_bytes = min_free_bytes
         self.max_batch_bytes = max_batch_bytes
@@ -95,12 +102,17 @@ class SegmentLog:
         self._free_at = 0.0
         self.appended_bytes = 0  # framed bytes synced since start (for metrics)
         self.syncs = 0
+        self._grown: asyncio.Event | None = None  # set when synced records were added
+        self._writing = threading.Event()  # cleared: the writer holds what is queued (hold())
+        self._writing.set()
+        self._synced: deque[tuple[int, float]] = deque(maxlen=8192)  # (end offset, wall time) per sync
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open (creating the directory; cutting a torn tail off the last segment) and start the writer."""
         self._loop = asyncio.get_running_loop()
+        self._grown = asyncio.Event()
         await asyncio.to_thread(self._open)
         self._thread = threading.Thread(target=self._write_loop, name="seglog-writer", daemon=True)
         self._thread.start()
@@ -138,6 +150,7 @@ class SegmentLog:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+        self._writing.set()
         thread = self._thread
         if thread is not None:
             await asyncio.to_thread(thread.join, max(0.0, deadline - time.monotonic()))
@@ -146,7 +159,14 @@ class SegmentLog:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
         return True
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of records kept on disk."""
+        return self.end_offset - self._start
 
     # --- appends -------------------------------------------------------------------------------------
 
@@ -199,7 +219,17 @@ class SegmentLog:
                     item = self._queue.popleft()
                     batch.append(item)
                     size += len(item.data)
+            self._writing.wait()
             self._commit(batch)
+
+    def pause(self) -> None:
+        """Keep appends queued, unwritten and unanswered until :meth:`resume` (tests and drills fill
+        the pipeline with it). Thread-safe."""
+        self._writing.clear()
+
+    def resume(self) -> None:
+        """Write what :meth:`pause` held, as usual. Thread-safe."""
+        self._writing.set()
 
     def _commit(self, batch: list[_Pending]) -> None:
         data = b"".join(p.data for p in batch)
@@ -216,6 +246,7 @@ class SegmentLog:
         except OSError as exc:
             self._cut_back()
             full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            self._free_at = 0.0  # look at the disk again at once (readiness asks too)
             self._fail(batch, (LogFull if full else LogError)(f"segment log write failed: {exc}"))
             return
         offsets = []
@@ -226,6 +257,7 @@ class SegmentLog:
         self._size += len(data)
         self.appended_bytes += len(data)
         self.syncs += 1
+        self._synced.append((self.end_offset, time.time()))
         self._answer(batch, offsets)
 
     def _roll(self) -> None:
@@ -247,6 +279,8 @@ class SegmentLog:
             for p, offset in zip(batch, offsets, strict=True):
                 if not p.future.done():
                     p.future.set_result(offset)
+            if self._grown is not None:
+                self._grown.set()
 
         self._call(resolve)
 
@@ -266,6 +300,27 @@ class SegmentLog:
             loop.call_soon_threadsafe(fn)  # type: ignore[arg-type]
 
     # --- reading and releasing ---------------------------------------------------------------------
+
+    async def wait_beyond(self, offset: int, timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until a synced record ends after ``offset``; whether one does."""
+        grown = self._grown
+        while self.end_offset <= offset and grown is not None:
+            grown.clear()
+            if self.end_offset > offset:
+                break
+            try:
+                await asyncio.wait_for(grown.wait(), timeout_s)
+            except TimeoutError:
+                return self.end_offset > offset
+        return self.end_offset > offset
+
+    def synced_at(self, offset: int) -> float | None:
+        """When (epoch seconds) the record at ``offset`` was synced, if it was among the last few
+        thousand syncs."""
+        for end, when in self._synced:
+            if end > offset:
+                return when
+        return None
 
     def read(self, start: int, max_bytes: int) -> list[Record]:
         """Synced records from offset ``start`` (the end of a record; an offset before the oldest
@@ -287,6 +342,10 @@ class SegmentLog:
             if taken >= max_bytes:
                 break
         return out
+
+    def segment_bases(self) -> list[int]:
+        """The base offsets of the segments kept, oldest first."""
+        return [base for base, _ in segments(self.directory)]
 
     def release_before(self, offset: int) -> int:
         """Delete every segment that ends at or before ``offset`` (never the one being written);
@@ -311,4 +370,24 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-__all__ = ["CorruptRecord", "LogClosed", "LogError", "LogFull", "Record", "SegmentLog"]
+def build_segment_log(settings: Settings) -> SegmentLog:
+    """The segment log the settings ask for: ``segment_log.path``, else beside ``store.path``
+    (``<path>.log``), else (a store in memory) a temporary directory removed at stop."""
+    s = settings.segment_log
+    temporary = False
+    if s.path:
+        directory = Path(s.path)
+    elif settings.store.path != ":memory:":
+        directory = Path(settings.store.path + ".log")
+    else:
+        directory, temporary = Path(tempfile.mkdtemp(prefix="tracescorer-log-")), True
+    return SegmentLog(
+        directory,
+        segment_bytes=s.segment_bytes,
+        min_free_bytes=s.min_free_bytes,
+        sync=s.sync,
+        temporary=temporary,
+    )
+
+
+__all__ = ["CorruptRecord", "LogClosed", "LogError", "LogFull", "Record", "SegmentLog", "build_segment_log"]

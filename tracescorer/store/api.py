@@ -166,7 +166,8 @@ class ConversationClaim:
 
 
 class Intake(Protocol):
-    """The receivers: raw telemetry in, acknowledged only once committed."""
+    """Span rows in: the segment log's feed stores telemetry rows, each with the log offset of the
+    request it came in (a row's ``log_offset``), committed before it goes on."""
 
     max_queue_items: int
     """Bound of :attr:`pending_items`: past it :meth:`append` raises :class:`QueueFull`."""
@@ -175,10 +176,32 @@ class Intake(Protocol):
     def pending_items(self) -> int:
         """Telemetry items handed to :meth:`append` and not yet committed."""
 
-    async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
-        """Store spans and log records; returns once they are committed. Raises
-        :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`; items
-        whose values cannot be stored are refused one by one in the outcome."""
+    async def append(
+        self,
+        spans: Sequence[Span],
+        logs: Sequence[LogRecord] = (),
+        *,
+        span_offsets: Sequence[int] | None = None,
+        log_offsets: Sequence[int] | None = None,
+    ) -> AppendOutcome:
+        """Store spans and log records (with the log offsets of their requests, one per item);
+        returns once they are committed, all in one transaction unless some cannot be stored.
+        Raises :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`;
+        items whose values cannot be stored are refused one by one in the outcome."""
+
+
+class FeedState(Protocol):
+    """Where the segment log's feed stands, kept beside the span rows it writes."""
+
+    async def rows_through(self) -> int | None:
+        """The largest log offset of a stored span or log row (None when no row has one): every
+        request up to it was stored whole, a batch at a time."""
+
+    async def feed_offset(self) -> int:
+        """Where the feed resumes: every request before it was handled (0 at first)."""
+
+    async def set_feed_offset(self, offset: int) -> None:
+        """Remember where the feed resumes."""
 
 
 class SpanLog(Protocol):
@@ -348,6 +371,7 @@ __all__ = [
     "Coordination",
     "DataError",
     "DeliveryStore",
+    "FeedState",
     "Health",
     "Intake",
     "Leadership",

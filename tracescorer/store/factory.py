@@ -17,6 +17,7 @@ from tracescorer.lifecycle import Component
 from tracescorer.store.api import (
     Coordination,
     DeliveryStore,
+    FeedState,
     Health,
     Intake,
     Leadership,
@@ -45,6 +46,7 @@ class Stores:
     """The parts of the store a daemon hands its stages (see :mod:`tracescorer.store.api`)."""
 
     intake: Intake
+    feed: FeedState
     span_log: SpanLog
     runs: RunStore
     scores: ScoreStore
@@ -104,6 +106,7 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
     if s.backend == "duckdb":
         return Stores(
             intake=local,
+            feed=local,
             span_log=local,
             runs=local,
             scores=local,
@@ -140,6 +143,7 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
 
     return Stores(
         intake=local,
+        feed=local,
         span_log=local,
         runs=shared,
         scores=shared,

@@ -45,6 +45,7 @@ SPAN_COLUMNS: Columns = (
     ("resource_schema_url", "VARCHAR"),
     ("scope_schema_url", "VARCHAR"),
     ("received_at", "TIMESTAMPTZ"),
+    ("log_offset", "UBIGINT"),  # where the request that carried it starts in the segment log
 )
 
 LOG_COLUMNS: Columns = (
@@ -68,6 +69,7 @@ LOG_COLUMNS: Columns = (
     ("resource_schema_url", "VARCHAR"),
     ("scope_schema_url", "VARCHAR"),
     ("received_at", "TIMESTAMPTZ"),
+    ("log_offset", "UBIGINT"),  # where the request that carried it starts in the segment log
 )
 
 _BASE_TYPES = {"str": "VARCHAR", "float": "DOUBLE", "int": "BIGINT", "bool": "BOOLEAN"}

@@ -3,17 +3,14 @@ bytes are held as they arrive (an announced length is only checked); saturation 
 
 from __future__ import annotations
 
-import itertools
-import re
-
 import pytest
 
 from tracescorer.metrics import Metrics
-from tracescorer.receiver.ingest import SHED_FROM, Ingestor, IngestRefused, Signal
+from tracescorer.receiver.ingest import Ingestor, IngestRefused, Signal
 
 
 def _ingestor(**kw) -> Ingestor:
-    return Ingestor(store=None, metrics=Metrics(), **kw)  # type: ignore[arg-type] - enter/leave never reach the store
+    return Ingestor(requests=None, metrics=Metrics(), **kw)  # type: ignore[arg-type] - enter/leave never reach the store
 
 
 def test_places_are_bounded_and_given_back_once():
@@ -82,43 +79,15 @@ def _admitted(ing: Ingestor, n: int, stage: str) -> list[bool]:
     return out
 
 
-def test_a_share_of_new_requests_growing_with_a_stages_load_is_refused_evenly():
-    load = [0.0]
-    metrics = Metrics()
-    ing = Ingestor(store=None, metrics=metrics, max_requests=10_000)  # type: ignore[arg-type]
-    ing.add_backlog_check("scoring", lambda: None, lambda: load[0])
-    load[0] = SHED_FROM * 0.9
-    assert all(_admitted(ing, 50, "scoring"))  # below SHED_FROM nothing is refused
-    load[0] = SHED_FROM + (1 - SHED_FROM) / 2  # half way to the bound: every other request
-    got = _admitted(ing, 40, "scoring")
-    assert got.count(False) in (19, 20) and not any(a == b is False for a, b in itertools.pairwise(got)), got
-    load[0] = 1.2
-    assert not any(_admitted(ing, 10, "scoring"))
-    load[0] = 0.0
-    assert all(_admitted(ing, 10, "scoring"))
-    counted = re.search(r'tracescorer_receiver_backpressure_total\{bound="scoring"\} (\S+)', metrics.render().decode())
-    assert counted and float(counted.group(1)) == got.count(False) + 10
-
-
-def test_admission_follows_a_stages_throughput_while_it_is_behind():
-    now, load, rate = [0.0], [0.0], [1000.0]  # items/s the stage takes in; requests are charged ~100 items
-    ing = Ingestor(store=None, metrics=Metrics(), max_requests=10_000, clock=lambda: now[0])  # type: ignore[arg-type]
-    ing.add_backlog_check("assembly", lambda: None, lambda: load[0], lambda: rate[0])
-
-    def offer(seconds: float, per_s: int) -> int:
-        admitted = 0
-        for _ in range(int(seconds * per_s)):
-            now[0] += 1 / per_s
-            admitted += _admitted(ing, 1, "assembly")[0]
-        return admitted
-
-    assert offer(1, 100) == 100  # keeping up: no limit, whatever is offered
-    load[0] = SHED_FROM + 1e-6  # behind: 100 requests/s offered, its 1,000 items/s = 10 requests/s admitted
-    assert 10 * 10 <= offer(10, 100) <= 10 * 10 + 6  # (+ a burst of half a second)
-    load[0] = SHED_FROM + (1 - SHED_FROM) / 2  # further behind: admitted a quarter below what it takes in
-    assert 7.5 * 10 - 1 <= offer(10, 100) <= 7.5 * 10 + 1
-    rate[0] = 0.0  # stalled: nothing is admitted until it moves again
-    offer(1, 100)
-    assert offer(5, 100) == 0
-    load[0] = 0.1  # caught up
-    assert offer(1, 100) == 100
+def test_a_backlog_check_refuses_new_requests_as_retryable_naming_its_bound():
+    behind = [False]
+    ing = _ingestor()
+    ing.add_backlog_check("log", lambda: "the feed is 9 bytes behind" if behind[0] else None)
+    ing.leave(ing.enter(Signal.TRACES))
+    behind[0] = True
+    with pytest.raises(IngestRefused) as refused:
+        ing.enter(Signal.TRACES)
+    assert refused.value.retryable and "the feed is 9 bytes behind" in str(refused.value)
+    assert ing.over_bound() == "log: the feed is 9 bytes behind"
+    behind[0] = False
+    ing.leave(ing.enter(Signal.TRACES))

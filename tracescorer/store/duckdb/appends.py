@@ -45,6 +45,7 @@ SPAN_INPUT = pa.schema(
         ("dropped_links_count", _U),
         ("resource_schema_url", _S),
         ("scope_schema_url", _S),
+        ("log_offset", _U),
     ]
 )
 
@@ -68,6 +69,7 @@ LOG_INPUT = pa.schema(
         ("scope_attributes", _S),
         ("resource_schema_url", _S),
         ("scope_schema_url", _S),
+        ("log_offset", _U),
     ]
 )
 
@@ -78,7 +80,7 @@ INSERT INTO {catalog}.spans SELECT
   start_ns, end_ns, status_code, status_message, service_name, scope_name, scope_version,
   resource_attributes, scope_attributes, attributes, events, links,
   dropped_attributes_count, dropped_events_count, dropped_links_count,
-  resource_schema_url, scope_schema_url, to_timestamp($received)
+  resource_schema_url, scope_schema_url, to_timestamp($received), log_offset
 FROM span_batch
 """
 
@@ -88,7 +90,7 @@ INSERT INTO {catalog}.log_records SELECT
   time_ns, observed_ns, severity_number, severity_text, event_name, body,
   attributes, trace_id, span_id, flags, dropped_attributes_count, service_name,
   scope_name, scope_version, resource_attributes, scope_attributes,
-  resource_schema_url, scope_schema_url, to_timestamp($received)
+  resource_schema_url, scope_schema_url, to_timestamp($received), log_offset
 FROM log_batch
 """
 

@@ -88,7 +88,7 @@ def _span_logs(con: Any) -> None:
     """Create the span-log tables in each attached span log, one transaction each (DuckDB writes
     one database per transaction); a database from before the split has its rows copied to the
     first (again after a crash between the copy and the main upgrade: the copy replaces what an
-    earlier one left)."""
+    earlier one left). Columns added since are added here too (``IF NOT EXISTS``: every open)."""
     copy = layout.holds_span_log(con)
     main = layout.main_catalog(con)
     for catalog in SPAN_LOGS:
@@ -96,8 +96,10 @@ def _span_logs(con: Any) -> None:
         try:
             for name, columns in SPAN_LOG_TABLES.items():
                 con.execute(create_table(name, columns, catalog))
+                # added with the segment log: a span log of an earlier release gets it too (nulls)
+                con.execute(f"ALTER TABLE {catalog}.{name} ADD COLUMN IF NOT EXISTS log_offset UBIGINT")
                 if copy and catalog == SPAN_LOGS[0]:
-                    names = ", ".join(column_names(columns))
+                    names = ", ".join(c for c in column_names(columns) if c != "log_offset")
                     con.execute(f"DELETE FROM {catalog}.{name}")
                     con.execute(
                         f"INSERT INTO {catalog}.{name} ({names}) SELECT {names} FROM {layout.quote(main)}.main.{name}"

@@ -63,8 +63,11 @@ def _links_json(links: Sequence[SpanLink]) -> bytes | str:
 Rejected = list[tuple[int, str]]
 
 
-def span_rows(spans: Sequence[Span]) -> tuple[list[tuple[Any, ...]], Rejected]:
-    """One tuple per span in ``appends.SPAN_INPUT`` order, and the spans that cannot be encoded
+def span_rows(
+    spans: Sequence[Span], offsets: Sequence[int | None] | None = None
+) -> tuple[list[tuple[Any, ...]], Rejected]:
+    """One tuple per span in ``appends.SPAN_INPUT`` order (``offsets``: the segment-log offset of
+    each span's request, None when it came another way), and the spans that cannot be encoded
     (index, why)."""
     cache = _JsonCache()
     out: list[tuple[Any, ...]] = []
@@ -99,6 +102,7 @@ def span_rows(spans: Sequence[Span]) -> tuple[list[tuple[Any, ...]], Rejected]:
                     s.dropped_links_count,
                     s.resource.schema_url,
                     s.scope.schema_url,
+                    None if offsets is None else offsets[i],
                 )
             )
         except (TypeError, ValueError) as exc:  # a value JSON cannot carry (e.g. a lone surrogate)
@@ -106,8 +110,11 @@ def span_rows(spans: Sequence[Span]) -> tuple[list[tuple[Any, ...]], Rejected]:
     return out, rejected
 
 
-def log_rows(records: Sequence[LogRecord]) -> tuple[list[tuple[Any, ...]], Rejected]:
-    """One tuple per record in ``appends.LOG_INPUT`` order, and the records that cannot be encoded."""
+def log_rows(
+    records: Sequence[LogRecord], offsets: Sequence[int | None] | None = None
+) -> tuple[list[tuple[Any, ...]], Rejected]:
+    """One tuple per record in ``appends.LOG_INPUT`` order (``offsets`` as for :func:`span_rows`),
+    and the records that cannot be encoded."""
     cache = _JsonCache()
     out: list[tuple[Any, ...]] = []
     rejected: Rejected = []
@@ -133,6 +140,7 @@ def log_rows(records: Sequence[LogRecord]) -> tuple[list[tuple[Any, ...]], Rejec
                     cache(r.scope, r.scope.attributes),
                     r.resource.schema_url,
                     r.scope.schema_url,
+                    None if offsets is None else offsets[i],
                 )
             )
         except (TypeError, ValueError) as exc:

@@ -25,6 +25,7 @@ RECOVERY_MARGIN = dt.timedelta(minutes=5)
 
 WATERMARK = "assembled_through"
 INSTANCE_KEY = "instance_id"
+FEED_OFFSET = "feed_offset"  # where the segment log's feed resumes
 
 
 class SpanLogPart(Jobs):
@@ -39,9 +40,16 @@ class SpanLogPart(Jobs):
     def pending_items(self) -> int:
         return self._pending_items
 
-    async def append(self, spans: Sequence[Span], logs: Sequence[LogRecord] = ()) -> AppendOutcome:
-        span_rows, span_bad = rows.span_rows(spans) if spans else ([], [])
-        log_rows, log_bad = rows.log_rows(logs) if logs else ([], [])
+    async def append(
+        self,
+        spans: Sequence[Span],
+        logs: Sequence[LogRecord] = (),
+        *,
+        span_offsets: Sequence[int] | None = None,
+        log_offsets: Sequence[int] | None = None,
+    ) -> AppendOutcome:
+        span_rows, span_bad = rows.span_rows(spans, span_offsets) if spans else ([], [])
+        log_rows, log_bad = rows.log_rows(logs, log_offsets) if logs else ([], [])
         bad = span_bad + log_bad
         items = (len(spans) - len(span_bad)) + (len(logs) - len(log_bad))
         message = "; ".join(m for _, m in bad[:5])
@@ -79,6 +87,16 @@ class SpanLogPart(Jobs):
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
         return set(await self.read(assembled_before, list(trace_ids))) if trace_ids else set()
+
+    async def rows_through(self) -> int | None:
+        return await self.read(rows_through)
+
+    async def feed_offset(self) -> int:
+        stored = await self.read(read_marker, FEED_OFFSET)
+        return int(stored) if stored else 0
+
+    async def set_feed_offset(self, offset: int) -> None:
+        await self.write(write_marker, FEED_OFFSET, str(offset))
 
     async def instance_id(self) -> str:
         """This span log's instance id (made at first use, kept in the file): in postgres mode it
@@ -243,3 +261,15 @@ def _delete_before(con: Any, tables: Sequence[tuple[str, str, str]], older_than:
         rows = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchall()
         deleted[name] = int(rows[0][0]) if rows else 0
     return deleted
+
+
+def rows_through(con: Any) -> int | None:
+    """The largest log offset of a stored row, over both span logs (each batch of the feed is one
+    transaction, committed in order: every request up to it is stored)."""
+    parts = " UNION ALL ".join(
+        f"SELECT max(log_offset) AS o FROM {catalog}.{table}"
+        for catalog in layout.SPAN_LOGS
+        for table in ("spans", "log_records")
+    )
+    row = con.execute(f"SELECT max(o) FROM ({parts})").fetchall()
+    return None if not row or row[0][0] is None else int(row[0][0])

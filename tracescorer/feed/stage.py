@@ -1,0 +1,302 @@
+"""The segment log's feed: requests read back from the log become span rows and assembly's input.
+
+The receivers acknowledge a request once it is in the segment log (:mod:`tracescorer.seglog`);
+everything after happens here, off the acknowledgement's path, a batch of records at a time:
+decode the records, store their rows in the span log (each row with its request's log offset),
+hand what was stored to the listeners (assembly), remember how far it went, and release the
+segments every reader has passed.
+
+Nothing is stored twice, nothing is skipped: a batch's rows are one transaction, batches commit
+in order, so after a crash the largest stored ``log_offset`` says exactly which requests were
+stored; the feed goes on after it (and after its own saved offset, which may lag). A batch the
+store refuses for now (shutting down, a restart of its process, its queue full) is tried again,
+never dropped. A damaged record (a disk fault: the checksum does not hold) is skipped with its
+segment, loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tracescorer.aio import cancel
+from tracescorer.metrics import Metrics
+from tracescorer.model import LogRecord, Span
+from tracescorer.receiver import decode
+from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog
+from tracescorer.store.api import FeedState, Intake, StoreError
+
+log = logging.getLogger(__name__)
+
+#: how often the feed's offset is saved (and released segments deleted) while it runs
+SAVE_EVERY_S = 1.0
+RETRY_S = 0.5
+
+
+class TelemetryListener(Protocol):
+    """Told about telemetry once its rows are stored, with the range of ``received_at`` they got
+    (epoch seconds; called on the event loop; must not block)."""
+
+    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
+
+
+@dataclass(slots=True)
+class _Batch:
+    spans: list[Span] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+    span_offsets: list[int] = field(default_factory=list)
+    log_offsets: list[int] = field(default_factory=list)
+    rejected: int = 0
+    end: int = 0  # the offset after the batch's last record
+    # per record: where its spans and log records end in the lists (handed on a record at a time)
+    cuts: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _decode(records: Sequence[Record]) -> _Batch:
+    batch = _Batch()
+    for record in records:
+        batch.end = record.end
+        try:
+            if record.kind == LOGS:
+                logs = decode.decode_logs_protobuf(record.payload)
+                batch.logs += logs.records
+                batch.log_offsets += [record.offset] * len(logs.records)
+                batch.rejected += logs.rejected
+            else:
+                traces = decode.decode_traces_protobuf(record.payload)
+                batch.spans += traces.spans
+                batch.span_offsets += [record.offset] * len(traces.spans)
+                batch.rejected += traces.rejected
+        except decode.DecodeError as exc:  # checked before it was appended: only a bug gets here
+            log.error("segment log record at %d does not decode (%s): skipped", record.offset, exc)
+            batch.rejected += 1
+        batch.cuts.append((len(batch.spans), len(batch.logs)))
+    return batch
+
+
+class LogFeed:
+    """Reads the segment log from where it stopped (see the module docstring)."""
+
+    def __init__(
+        self,
+        segment_log: SegmentLog,
+        intake: Intake,
+        state: FeedState,
+        metrics: Metrics,
+        *,
+        max_batch_bytes: int = 4 << 20,
+        listeners: Sequence[TelemetryListener] = (),
+        retain_bytes: int = 0,
+    ) -> None:
+        self._log = segment_log
+        self._intake = intake
+        self._state = state
+        self._metrics = metrics
+        self._max_batch_bytes = max_batch_bytes
+        self._retain_bytes = retain_bytes
+        self.listeners = list(listeners)
+        self.offset = 0  # every request before it was handled
+        self._stored_through: int | None = None  # requests up to this offset already have their rows
+        self._saved = 0
+        self._saved_at = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._drain_until: float | None = None  # while stopping: go on reading until then
+        self._gates: list[tuple[str, Callable[[], str | None]]] = []
+        self.held_by: str | None = None  # the gate holding the feed back now
+        self.lag_s = 0.0
+
+    def add_listener(self, listener: TelemetryListener) -> None:
+        self.listeners.append(listener)
+
+    def add_gate(self, stage: str, check: Callable[[], str | None]) -> None:
+        """Hold the feed back while ``check()`` says ``stage`` is over its bound (its backlog stays
+        in the segment log, on disk, not in memory; the receivers refuse new requests once the log
+        is ``segment_log.max_lag_bytes`` ahead of the feed)."""
+        self._gates.append((stage, check))
+
+    def _held(self) -> str | None:
+        if self._drain_until is not None:
+            return None  # stopping: the stages take what is left while they still run
+        for stage, check in self._gates:
+            reason = check()
+            if reason is not None:
+                return f"{stage}: {reason}"
+        return None
+
+    async def caught_up(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every request acknowledged before the call is handled (its rows stored, its
+        spans given to the listeners); whether that happened within ``timeout_s``."""
+        target = self._log.end_offset
+        deadline = time.monotonic() + timeout_s
+        while self.offset < target:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    @property
+    def lag_bytes(self) -> int:
+        """Bytes of acknowledged requests not handled yet."""
+        return max(0, self._log.end_offset - self.offset)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        saved = await self._state.feed_offset()
+        self._stored_through = await self._state.rows_through()
+        self.offset = self._saved = max(saved, self._log.start_offset)
+        if self._stored_through is not None and self._stored_through >= self.offset:
+            log.info(
+                "segment log feed: requests up to offset %d were stored before the last stop; going on after them",
+                self._stored_through,
+            )
+        behind = self.lag_bytes
+        if behind:
+            log.info(
+                "segment log feed: %d byte(s) of acknowledged requests to replay from offset %d", behind, self.offset
+            )
+        self._task = asyncio.create_task(self._run(), name="log-feed")
+
+    async def stop(self, deadline: float) -> bool:
+        """Store what the log holds until ``deadline`` (the receivers stopped before: it does not
+        grow), then save the offset. What was not read by then stays in the log: the next start
+        goes on from there. Whether everything was stored."""
+        self._drain_until = deadline
+        task = self._task
+        if task is not None:
+            _, pending = await asyncio.wait([task], timeout=max(0.0, deadline - time.monotonic()))
+            if pending:
+                self._stopping = True
+                _, pending = await asyncio.wait([task], timeout=1.0)  # the batch being stored
+                await cancel([task])
+        self._stopping = True
+        try:
+            await self._save(force=True)
+        except StoreError as exc:
+            log.warning(
+                "segment log feed: could not save its offset at stop (%s); the next start replays a little more", exc
+            )
+        left = self.lag_bytes
+        if left:
+            log.info("segment log feed: %d byte(s) of acknowledged requests left in the log for the next start", left)
+        return left == 0
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            if self._drain_until is not None and (
+                self.offset >= self._log.end_offset or time.monotonic() >= self._drain_until
+            ):
+                return
+            self.held_by = self._held()
+            if self.held_by is not None:
+                await asyncio.sleep(0.05)
+                await self._save()
+                continue
+            if not await self._log.wait_beyond(self.offset, 0.5):
+                await self._save()
+                continue
+            try:
+                records = await asyncio.to_thread(self._log.read, self.offset, self._max_batch_bytes)
+            except CorruptRecord as exc:
+                self._skip_damaged(exc)
+                continue
+            if not records:
+                continue
+            try:
+                await self._handle(records)
+            except StoreError:
+                return  # only while stopping: the batch is read again at the next start
+
+    async def _handle(self, records: Sequence[Record]) -> None:
+        if self._stored_through is not None:  # replay after a crash: these have their rows already
+            fresh = [r for r in records if r.offset > self._stored_through]
+            if len(fresh) < len(records):
+                self.offset = records[-1].end if not fresh else fresh[0].offset
+                records = fresh
+            if not fresh:
+                return
+            self._stored_through = None
+        started = time.thread_time()
+        batch = await asyncio.to_thread(_decode, records)
+        self._metrics.stage_cpu.labels("decode").inc(time.thread_time() - started)
+        if batch.spans or batch.logs:
+            received = await self._store(batch)
+            await self._hand_on(batch, received)
+        self.offset = batch.end
+        synced = self._log.synced_at(records[-1].offset)
+        self.lag_s = max(0.0, time.time() - synced) if synced is not None else 0.0
+        self._metrics.feed_lag_seconds.set(self.lag_s)
+        await self._save()
+
+    async def _hand_on(self, batch: _Batch, received: tuple[float, float]) -> None:
+        """Give the stored spans to the listeners a request at a time, waiting while a gate holds
+        the feed back (a batch stores many requests at once; the stages take them at their pace)."""
+        span_at = log_at = 0
+        for span_end, log_end in batch.cuts:
+            if span_end == span_at and log_end == log_at:
+                continue
+            while (held := self._held()) is not None:
+                self.held_by = held
+                await asyncio.sleep(0.05)
+            self.held_by = None
+            spans, logs = batch.spans[span_at:span_end], batch.logs[log_at:log_end]
+            span_at, log_at = span_end, log_end
+            for listener in self.listeners:
+                try:
+                    listener.on_committed(spans, logs, received)
+                except Exception:  # a downstream stage must never stop the feed
+                    log.exception("telemetry listener %r failed", listener)
+
+    async def _store(self, batch: _Batch) -> tuple[float, float]:
+        """Store the batch's rows, trying again until the store takes them (or the feed stops)."""
+        delay = RETRY_S
+        while True:
+            try:
+                outcome = await self._intake.append(
+                    batch.spans, batch.logs, span_offsets=batch.span_offsets, log_offsets=batch.log_offsets
+                )
+            except StoreError as exc:
+                if self._stopping:
+                    raise
+                log.debug("segment log feed: the store refused a batch for now (%s); trying again", exc)
+                await asyncio.sleep(delay)
+                delay = min(5.0, delay * 2)
+                continue
+            if outcome.rejected:
+                self._metrics.rejected.labels("traces", "store_refused").inc(outcome.rejected)
+                log.warning("segment log feed: the store refused %d item(s): %s", outcome.rejected, outcome.message)
+            return outcome.received_from, outcome.received_to
+
+    async def _save(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.offset == self._saved or (not force and now - self._saved_at < SAVE_EVERY_S):
+            return
+        self._saved_at = now
+        offset = self.offset
+        try:
+            await self._state.set_feed_offset(offset)
+        except StoreError as exc:
+            if force:
+                raise
+            log.debug("segment log feed: could not save its offset now (%s); trying again", exc)
+            return
+        self._saved = offset
+        released = await asyncio.to_thread(self._log.release_before, offset - self._retain_bytes)
+        if released:
+            log.debug("segment log: released %d segment(s) before offset %d", released, offset)
+
+    def _skip_damaged(self, exc: CorruptRecord) -> None:
+        later = [base for base in self._log.segment_bases() if base > exc.offset]
+        target = later[0] if later else self._log.end_offset
+        self._metrics.log_damaged.inc()
+        log.error(
+            "segment log: %s; skipping to offset %d (the rest of that segment is lost: a disk fault?)", exc, target
+        )
+        self.offset = target
