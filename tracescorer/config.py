@@ -263,7 +263,8 @@ class ScoringSettings(_Section):
     max_queue: int = Field(
         10_000,
         gt=0,
-        description="targets waiting for a scorer; past half of it ingest pushes back, when full: rate_limited",
+        description="targets waiting for a scorer: past half of it the segment log's feed waits; live runs"
+        " already assembled still queue, backfills and recovery are rate_limited when full",
     )
     workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
     recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")

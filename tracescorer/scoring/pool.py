@@ -33,7 +33,9 @@ class WorkerPool(Generic[T]):
         self.name = name
         self._workers = workers
         self._handle = handle
-        self._queue: asyncio.Queue[T] = asyncio.Queue(max_queue)
+        self._limit = max_queue
+        # unbounded underneath: submit() enforces the limit, except for items that may pass it
+        self._queue: asyncio.Queue[T] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[asyncio.Task[None], T] = {}
         self._accepting = False
@@ -43,7 +45,7 @@ class WorkerPool(Generic[T]):
 
     @property
     def maxsize(self) -> int:
-        return self._queue.maxsize
+        return self._limit
 
     def qsize(self) -> int:
         return self._queue.qsize()
@@ -62,14 +64,12 @@ class WorkerPool(Generic[T]):
         self._accepting = True
         self._tasks = [asyncio.create_task(self._work(), name=f"{self.name}-worker-{i}") for i in range(self._workers)]
 
-    def submit(self, item: T) -> bool:
-        """Queue ``item``; False when the queue is full or the pool no longer accepts work."""
-        if not self._accepting:
+    def submit(self, item: T, *, past_limit: bool = False) -> bool:
+        """Queue ``item``; False when the pool no longer accepts work, or when the queue holds
+        ``max_queue`` items and ``past_limit`` is not set (the caller bounds those items itself)."""
+        if not self._accepting or (not past_limit and self._queue.qsize() >= self._limit):
             return False
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
-            return False
+        self._queue.put_nowait(item)
         self._unfinished += 1
         self._idle.clear()
         return True

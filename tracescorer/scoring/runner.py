@@ -230,7 +230,10 @@ class ScoringRunner:
             return verdict.decision
         done: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         pool = self._judge if bound.uses_judge else self._code
-        if not pool.submit(_Task(bound, target, source, done)):
+        # live runs come from the segment log's feed, which waits while half a queue is taken
+        # (backlog()): the runs of traces already in assembly may pass the limit rather than be
+        # dropped; their number is bounded by assembly's own limits
+        if not pool.submit(_Task(bound, target, source, done), past_limit=source == "live"):
             detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
             self._record(bound, target, Decision.RATE_LIMITED, detail, source)
             return Decision.RATE_LIMITED

@@ -96,11 +96,12 @@ async def test_pool_runs_items_force_flush_waits_and_shutdown_hands_back_what_di
     for i in (12, 13, 14, 15):  # two run (hanging), four wait; the queue holds four
         assert pool.submit(i)
     assert not pool.submit(16)  # full: the caller records rate_limited
+    assert pool.submit(16, past_limit=True)  # unless the caller bounds what it submits
     assert not await pool.force_flush(0.05)
     t0 = time.monotonic()
     abandoned = await pool.shutdown(0.2)
     assert time.monotonic() - t0 < 2  # bounded although two items never finish
-    assert sorted(abandoned) == [10, 11, 12, 13, 14, 15]
+    assert sorted(abandoned) == [10, 11, 12, 13, 14, 15, 16]
     assert not pool.submit(17)  # nothing accepted after shutdown
 
 

@@ -12,8 +12,10 @@ from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message, Part
 from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.decider import Decision
 from tracescorer.scoring.limits import DailyBudget, RateLimiter
 from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.scoring.targets import run_target
 from tracescorer.store.duckdb import DuckDBStore
 
 
@@ -72,15 +74,20 @@ async def _rows(store, sql):
     return await fetch(store, sql)
 
 
-async def test_queue_overflow_records_rate_limited_and_errors_become_rows(tmp_path, store):
+async def test_live_runs_pass_a_full_queue_other_sources_are_rate_limited_and_errors_become_rows(tmp_path, store):
     settings = _settings(tmp_path, max_queue=2, workers=1)
     runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, store, Metrics(), settings)
     await runner.start()
-    runner.on_runs([_run(i) for i in range(6)])  # 12 targets into a queue of 2: the rest is rate_limited
+    # 12 live targets into a queue of 2: the feed holds intake back (backlog()), so the runs of
+    # traces already assembled are queued past the limit rather than dropped
+    runner.on_runs([_run(i) for i in range(6)])
+    assert runner.backlog() is not None
+    late = runner.bindings[0]
+    assert runner.decide(late, run_target(_run(99)), "recovery") == Decision.RATE_LIMITED
     await runner.stop(time.monotonic() + 10)
     decisions = dict(await _rows(store, "SELECT decision, count(*) FROM scoring_decisions GROUP BY ALL"))
-    assert decisions.get("rate_limited", 0) >= 6
-    assert sum(decisions.values()) == 12  # every (binding, target) has a decision, none silent
+    assert decisions.pop("rate_limited") == 1
+    assert sum(decisions.values()) == 12  # every live (binding, target) has a decision, none silent
     errors = await _rows(store, "SELECT error, error_type, status FROM scores WHERE scorer_id = 'boom'")
     assert errors and all(e[2] == "error" and e[1] == "RuntimeError" and "scorer bug" in e[0] for e in errors)
     failed = await _rows(
