@@ -205,4 +205,5 @@ CONVENTION = Convention(
         "file_data": _data("file_data"),
         "fileData": _data("file_data"),
     },
+    markers=(SCOPE.encode(),),
 )

@@ -330,10 +330,28 @@ class Convention:
     result_shapes: Mapping[str, ResultShape] = field(default_factory=dict)
     #: the convention runs are labelled with (an extension names its base); default ``name``
     label: str = ""
+    #: byte strings one of which is in the OTLP protobuf of every scope group (``ScopeSpans`` /
+    #: ``ScopeLogs``) ``detect`` or a reader could find something in: what triage looks for before
+    #: anything is decoded (:mod:`tracescorer.feed.triage`). Substrings of attribute keys, scope,
+    #: span and event names; :func:`whole` for a short key that must match exactly. A marker seen
+    #: where it means nothing only costs a decode; a missing one loses runs.
+    markers: tuple[bytes, ...] = ()
 
     @property
     def run_label(self) -> str:
         return self.label or self.name
+
+
+def whole(text: str) -> bytes:
+    """A marker matching ``text`` as a whole OTLP string field (an attribute key, a scope name, a
+    string value): its tag, length and bytes, so ``input`` does not match ``http.input_size``."""
+    raw = text.encode()
+    size, length = len(raw), bytearray()
+    while size >= 0x80:
+        length.append((size & 0x7F) | 0x80)
+        size >>= 7
+    length.append(size)
+    return b"\n" + bytes(length) + raw
 
 
 def run_id_for(trace_id: str, span_id: str) -> str:

@@ -246,4 +246,11 @@ def detect(facts: TraceFacts) -> float:
     return 0.2 if "gen_ai" in facts.namespaces else 0.0
 
 
-CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool)
+CONVENTION = Convention(
+    name=NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    markers=(b"gen_ai.", b"invoke_agent"),
+)

@@ -16,7 +16,16 @@ when a span says one. Nothing else is guessed: without such spans the trace stay
 from __future__ import annotations
 
 from tracescorer.conventions import openinference
-from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, ToolExec, TraceFacts, TraceView, span_error
+from tracescorer.conventions.base import (
+    AgentInfo,
+    Convention,
+    LlmCall,
+    ToolExec,
+    TraceFacts,
+    TraceView,
+    span_error,
+    whole,
+)
 from tracescorer.conventions.calls import request_messages, response_messages
 from tracescorer.conventions.common import (
     ASSISTANT,
@@ -124,4 +133,11 @@ def _never(facts: TraceFacts) -> float:
     return 0.0  # asked by the registry only when no convention gave runs: see claims()
 
 
-CONVENTION = Convention(name=NAME, detect=_never, llm_call=read_llm_call, tool=read_tool, root_agent=read_root)
+CONVENTION = Convention(
+    name=NAME,
+    detect=_never,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    root_agent=read_root,
+    markers=(*(whole(k) for k in INPUT_KEYS), _FLAT_IN.encode()),
+)

@@ -157,4 +157,4 @@ def detect(facts: TraceFacts) -> float:
     return 0.85 if SCOPE in facts.scopes else 0.0
 
 
-CONVENTION = Convention(name=NAME, label=openinference.NAME, detect=detect, agent=read_agent)
+CONVENTION = Convention(name=NAME, label=openinference.NAME, detect=detect, agent=read_agent, markers=(SCOPE.encode(),))

@@ -201,4 +201,5 @@ CONVENTION = Convention(
         "output": _tool_message_result,
         "tool_call_id": _tool_message_result,
     },
+    markers=(b"opentelemetry.instrumentation.langchain",),
 )

@@ -149,5 +149,11 @@ def detect(facts: TraceFacts) -> float:
 
 
 CONVENTION = Convention(
-    name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool, root_agent=read_root
+    name=NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    root_agent=read_root,
+    markers=(KIND.encode(),),
 )

@@ -195,4 +195,6 @@ def detect(facts: TraceFacts) -> float:
     return 0.65 if SCOPE in facts.scopes or CALL_ID in facts.keys else 0.0
 
 
-CONVENTION = Convention(name=NAME, label=genai.NAME, detect=detect, llm_call=read_llm_call, root_agent=read_root)
+CONVENTION = Convention(
+    name=NAME, label=genai.NAME, detect=detect, llm_call=read_llm_call, root_agent=read_root, markers=(SCOPE.encode(),)
+)

@@ -74,4 +74,5 @@ CONVENTION = Convention(
     llm_call=read_llm_call,
     root_agent=read_root,
     result_shapes={"raw_output": _tool_output},
+    markers=(SCOPE.encode(),),
 )

@@ -179,4 +179,6 @@ def detect(facts: TraceFacts) -> float:
     return 0.0
 
 
-CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool)
+CONVENTION = Convention(
+    name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call, tool=read_tool, markers=(b"logfire",)
+)

@@ -168,4 +168,5 @@ CONVENTION = Convention(
     tool=read_tool,
     parts={"tool-invocation": _tool_invocation},
     keyed_parts={"toolInvocation": _tool_invocation},
+    markers=(TYPE.encode(),),
 )

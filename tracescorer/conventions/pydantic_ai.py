@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, TraceFacts, TraceView
+from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, TraceFacts, TraceView, whole
 from tracescorer.conventions.common import (
     ASSISTANT,
     first_str,
@@ -109,4 +109,10 @@ def detect(facts: TraceFacts) -> float:
     return 0.0
 
 
-CONVENTION = Convention(name=NAME, detect=detect, agent=read_agent, llm_call=read_llm_call)
+CONVENTION = Convention(
+    name=NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    markers=(b"pydantic_ai", b"gen_ai.", whole("all_messages_events"), whole("final_result"), whole("events")),
+)

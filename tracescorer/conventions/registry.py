@@ -76,6 +76,13 @@ def names(conventions: Sequence[Convention] = CONVENTIONS) -> tuple[str, ...]:
     return tuple(dict.fromkeys(c.run_label for c in conventions))
 
 
+def markers(conventions: Sequence[Convention] = CONVENTIONS) -> tuple[bytes, ...]:
+    """What triage looks for in a request's bytes: every convention's markers, without those that
+    contain another one (found wherever the shorter one is)."""
+    found = {m for c in conventions for m in c.markers}
+    return tuple(sorted(m for m in found if not any(o != m and o in m for o in found)))
+
+
 @dataclass(slots=True)
 class Extraction:
     """Runs rebuilt from some spans; ``unmatched_reason`` says why a trace gave none."""

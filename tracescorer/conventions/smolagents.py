@@ -103,4 +103,6 @@ def detect(facts: TraceFacts) -> float:
     return 0.83 if SCOPE in facts.scopes else 0.0
 
 
-CONVENTION = Convention(name=NAME, label=openinference.NAME, detect=detect, agent=read_agent, tool=read_tool)
+CONVENTION = Convention(
+    name=NAME, label=openinference.NAME, detect=detect, agent=read_agent, tool=read_tool, markers=(SCOPE.encode(),)
+)

@@ -130,4 +130,5 @@ CONVENTION = Convention(
         "image": _media("image"),
         "document": _media("document"),
     },
+    markers=(SCOPE.encode(),),
 )

@@ -222,4 +222,5 @@ CONVENTION = Convention(
         "source-url": _nothing,
         "source-document": _nothing,
     },
+    markers=(b"ai.",),
 )
