@@ -25,9 +25,11 @@ from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import Settings
+from tracescorer.conventions.registry import markers
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
 from tracescorer.feed.stage import LogFeed
+from tracescorer.feed.triage import Triage
 from tracescorer.http_server import API_LIMITS, HttpServer, server_ssl_context
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
@@ -117,6 +119,11 @@ class App:
             max_batch_bytes=s.segment_log.feed_batch_bytes,
             retain_bytes=s.segment_log.retain_bytes,
             listeners=[self.assembly],
+            triage=(
+                Triage(markers(), window_s=s.triage.window_s, max_traces=s.triage.max_traces)
+                if s.store.spans == "agent"
+                else None
+            ),
         )
         self.ingestor.add_backlog_check("log", self._feed_backlog)
         self.assembly.add_listener(self.runner)

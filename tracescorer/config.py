@@ -163,6 +163,11 @@ class StoreSettings(_Section):
     )
     postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
+    spans: Literal["agent", "all"] = Field(
+        "agent",
+        description="agent: only spans and log records that may be part of a run are decoded, stored and "
+        "assembled (triage); the traces skipped are counted in skipped_traces. all: every span, as received",
+    )
     retention_days: float = Field(30, gt=0, description="span-log rows received longer ago than this are deleted")
     retention_interval_s: float = Field(3600, gt=0)
     results_retention_days: float | None = Field(
@@ -421,12 +426,23 @@ class SegmentLogSettings(_Section):
     sync: bool = Field(True, description="fdatasync before acknowledging (false only for tests and benchmarks)")
 
 
+class TriageSettings(_Section):
+    """``triage`` (with ``store.spans: agent``): how long a skipped trace is remembered, so its spans
+    are read back from the segment log when its agent content comes later."""
+
+    window_s: float = Field(
+        60, ge=0, description="a trace's skipped spans are read back when agent content follows within this"
+    )
+    max_traces: int = Field(100_000, gt=0, description="traces remembered at most (skipped ones, agent ones)")
+
+
 class Settings(_Section):
     """The whole daemon configuration (see config/tracescorer.yaml for every key)."""
 
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
     segment_log: SegmentLogSettings = SegmentLogSettings()
+    triage: TriageSettings = TriageSettings()
     assembly: AssemblySettings = AssemblySettings()
     judge: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()

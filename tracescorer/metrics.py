@@ -97,6 +97,20 @@ class Metrics:
             "Records of the segment log whose checksum did not hold: skipped with the rest of their segment",
             registry=r,
         )
+        self.triage_items = Counter(
+            "tracescorer_triage_items",
+            "Spans and log records by what triage did with them: kept (may be part of a run: decoded, "
+            "stored, assembled), skipped (no convention can use them: never decoded), read_back (skipped "
+            "first, kept once their trace showed agent content)",
+            ["signal", "decision"],
+            registry=r,
+        )
+        self.triage_lost_traces = Counter(
+            "tracescorer_triage_lost_traces",
+            "Traces whose skipped items were to be read back (agent content came later) from a segment "
+            "already released: their runs lack those spans (triage.window_s, segment_log.retain_bytes)",
+            registry=r,
+        )
         self.stage_cpu = Counter(
             "tracescorer_stage_cpu_seconds",
             "CPU time of the daemon's own thread spent per pipeline stage (decode, assembly, scoring)",

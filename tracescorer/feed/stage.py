@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tracescorer.aio import cancel
+from tracescorer.feed.triage import Sorted, Triage, pick
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
 from tracescorer.receiver import decode
+from tracescorer.records.skipped import SkippedTrace
 from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog
 from tracescorer.store.api import FeedState, Intake, StoreError
 
@@ -50,32 +52,97 @@ class _Batch:
     logs: list[LogRecord] = field(default_factory=list)
     span_offsets: list[int] = field(default_factory=list)
     log_offsets: list[int] = field(default_factory=list)
+    skipped: list[SkippedTrace] = field(default_factory=list)
     rejected: int = 0
     end: int = 0  # the offset after the batch's last record
     # per record: where its spans and log records end in the lists (handed on a record at a time)
     cuts: list[tuple[int, int]] = field(default_factory=list)
+    # what triage did: (signal, decision) -> items
+    triaged: dict[tuple[str, str], int] = field(default_factory=dict)
+    lost_traces: int = 0  # skipped items that could not be read back (segment released)
+
+    def count(self, signal: str, decision: str, n: int) -> None:
+        if n:
+            self.triaged[signal, decision] = self.triaged.get((signal, decision), 0) + n
+
+    def add(self, payload: bytes, offset: int, logs: bool) -> None:
+        """Decode one request's protobuf into the batch."""
+        if logs:
+            decoded_logs = decode.decode_logs_protobuf(payload)
+            self.logs += decoded_logs.records
+            self.log_offsets += [offset] * len(decoded_logs.records)
+            self.rejected += decoded_logs.rejected
+            return
+        traces = decode.decode_traces_protobuf(payload)
+        self.spans += traces.spans
+        self.span_offsets += [offset] * len(traces.spans)
+        self.rejected += traces.rejected
+
+    def note_skipped(self, sorted_: Sorted, offset: int, logs: bool) -> None:
+        signal = "logs" if logs else "spans"
+        for trace_id, entry in sorted_.skipped.items():
+            self.count(signal, "skipped", entry.items)
+            if trace_id:  # log records without a trace belong to no run: counted only
+                self.skipped.append(
+                    SkippedTrace(
+                        trace_id=trace_id.hex(),
+                        service_name=entry.service if isinstance(entry.service, str) else None,
+                        span_count=0 if logs else entry.items,
+                        log_count=entry.items if logs else 0,
+                        log_offset=offset,
+                    )
+                )
 
 
-def _decode(records: Sequence[Record]) -> _Batch:
+def _decode(records: Sequence[Record], triage: Triage | None, read_back: Callable[[int], Record | None]) -> _Batch:
+    """Decode a batch of records (in a worker thread): with ``triage``, only what may be part of a
+    run, and the earlier skipped items of traces that turn out to hold agent content."""
     batch = _Batch()
+    if triage is not None:
+        triage.expire()
     for record in records:
         batch.end = record.end
+        logs = record.kind == LOGS
+        signal = "logs" if logs else "spans"
         try:
-            if record.kind == LOGS:
-                logs = decode.decode_logs_protobuf(record.payload)
-                batch.logs += logs.records
-                batch.log_offsets += [record.offset] * len(logs.records)
-                batch.rejected += logs.rejected
+            if triage is None:
+                batch.add(record.payload, record.offset, logs)
             else:
-                traces = decode.decode_traces_protobuf(record.payload)
-                batch.spans += traces.spans
-                batch.span_offsets += [record.offset] * len(traces.spans)
-                batch.rejected += traces.rejected
+                sorted_ = triage.sort(record.payload, record.offset, logs=logs)
+                batch.note_skipped(sorted_, record.offset, logs)
+                batch.count(signal, "kept", sorted_.kept_items)
+                if sorted_.kept is not None:
+                    batch.add(sorted_.kept, record.offset, logs)
+                    _read_back(batch, triage, triage.late(sorted_.kept_traces), read_back)
         except decode.DecodeError as exc:  # checked before it was appended: only a bug gets here
             log.error("segment log record at %d does not decode (%s): skipped", record.offset, exc)
             batch.rejected += 1
         batch.cuts.append((len(batch.spans), len(batch.logs)))
     return batch
+
+
+def _read_back(
+    batch: _Batch, triage: Triage, late: dict[int, set[bytes]], read_back: Callable[[int], Record | None]
+) -> None:
+    """Add the items of ``late`` traces from the earlier records they were skipped in."""
+    for offset, trace_ids in sorted(late.items()):
+        record = read_back(offset)
+        if record is None:
+            batch.lost_traces += len(trace_ids)
+            log.warning(
+                "segment log: %d trace(s) skipped at offset %d showed agent content later, after that "
+                "segment was released; their earlier spans are not part of their runs",
+                len(trace_ids),
+                offset,
+            )
+            continue
+        logs = record.kind == LOGS
+        picked = pick(record.payload, trace_ids, logs=logs)
+        if picked is not None:
+            before = len(batch.logs) if logs else len(batch.spans)
+            batch.add(picked, record.offset, logs)
+            after = len(batch.logs) if logs else len(batch.spans)
+            batch.count("logs" if logs else "spans", "read_back", after - before)
 
 
 class LogFeed:
@@ -91,6 +158,7 @@ class LogFeed:
         max_batch_bytes: int = 4 << 20,
         listeners: Sequence[TelemetryListener] = (),
         retain_bytes: int = 0,
+        triage: Triage | None = None,
     ) -> None:
         self._log = segment_log
         self._intake = intake
@@ -98,6 +166,7 @@ class LogFeed:
         self._metrics = metrics
         self._max_batch_bytes = max_batch_bytes
         self._retain_bytes = retain_bytes
+        self.triage = triage
         self.listeners = list(listeners)
         self.offset = 0  # every request before it was handled
         self._stored_through: int | None = None  # requests up to this offset already have their rows
@@ -224,9 +293,13 @@ class LogFeed:
                 return
             self._stored_through = None
         started = time.thread_time()
-        batch = await asyncio.to_thread(_decode, records)
+        batch = await asyncio.to_thread(_decode, records, self.triage, self._record_at)
         self._metrics.stage_cpu.labels("decode").inc(time.thread_time() - started)
-        if batch.spans or batch.logs:
+        for (signal, decision), n in batch.triaged.items():
+            self._metrics.triage_items.labels(signal, decision).inc(n)
+        if batch.lost_traces:
+            self._metrics.triage_lost_traces.inc(batch.lost_traces)
+        if batch.spans or batch.logs or batch.skipped:
             received = await self._store(batch)
             await self._hand_on(batch, received)
         self.offset = batch.end
@@ -260,7 +333,11 @@ class LogFeed:
         while True:
             try:
                 outcome = await self._intake.append(
-                    batch.spans, batch.logs, span_offsets=batch.span_offsets, log_offsets=batch.log_offsets
+                    batch.spans,
+                    batch.logs,
+                    span_offsets=batch.span_offsets,
+                    log_offsets=batch.log_offsets,
+                    skipped=batch.skipped,
                 )
             except StoreError as exc:
                 if self._stopping:
@@ -288,9 +365,23 @@ class LogFeed:
             log.debug("segment log feed: could not save its offset now (%s); trying again", exc)
             return
         self._saved = offset
-        released = await asyncio.to_thread(self._log.release_before, offset - self._retain_bytes)
+        keep_from = offset - self._retain_bytes
+        if self.triage is not None:  # skipped items of recent traces may still be read back
+            oldest = self.triage.oldest_skipped_offset()
+            if oldest is not None:
+                keep_from = min(keep_from, oldest)
+        released = await asyncio.to_thread(self._log.release_before, keep_from)
         if released:
             log.debug("segment log: released %d segment(s) before offset %d", released, offset)
+
+    def _record_at(self, offset: int) -> Record | None:
+        """The record at ``offset`` (blocking: the decode thread reads back skipped items); None
+        when its segment was released or it is damaged."""
+        try:
+            found = self._log.read(offset, 1)
+        except CorruptRecord:
+            return None
+        return found[0] if found and found[0].offset == offset else None
 
     def _skip_damaged(self, exc: CorruptRecord) -> None:
         later = [base for base in self._log.segment_bases() if base > exc.offset]

@@ -49,6 +49,8 @@ class Sorted:
     whole: bool
     skipped: dict[bytes, Skipped] = field(default_factory=dict)
     kept_items: int = 0
+    #: the trace ids of the items kept
+    kept_traces: set[bytes] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -100,8 +102,8 @@ class Triage:
     def oldest_skipped_offset(self) -> int | None:
         """The oldest log offset a skipped trace may still be read back from (segments from it on
         are kept while it may be)."""
-        self._expire()
-        return min((offsets[0] for _, offsets in self._skipped.values()), default=None)
+        entries = list(self._skipped.values())  # one C-level copy: safe beside the feed's thread
+        return min((offsets[0] for _, offsets in entries), default=None)
 
     def late(self, trace_ids: Iterable[bytes]) -> dict[int, set[bytes]]:
         """Records (by offset) holding skipped items of ``trace_ids``, now known to hold agent
@@ -129,7 +131,8 @@ class Triage:
             elif entry[1][-1] != offset:
                 entry[1].append(offset)
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """Forget traces older than the window, and the oldest beyond ``max_traces``."""
         horizon = self._clock() - self.window_s
         agent, skipped = self._agent, self._skipped
         while agent:  # oldest first (insertion order)
@@ -156,7 +159,7 @@ class Triage:
     def sort(self, payload: bytes, offset: int, *, logs: bool = False) -> Sorted:
         """Triage of the request at ``offset`` of the log (spans, or log records with ``logs``)."""
         now = self._clock()
-        self._expire()
+        self.expire()
         try:
             groups = _groups(payload, wire.LOG_TRACE_ID if logs else wire.SPAN_TRACE_ID)
         except wire.WireError:
@@ -176,8 +179,8 @@ class Triage:
         agent_here.discard(b"")
         self._remember_agent(agent_here, now)
         if not plain:
-            return Sorted(kept=payload, whole=True, kept_items=items)
-        result = Sorted(kept=None, whole=False)
+            return Sorted(kept=payload, whole=True, kept_items=items, kept_traces=agent_here)
+        result = Sorted(kept=None, whole=False, kept_traces=agent_here)
         skipped = result.skipped
         known = self._agent
         for scope in plain:
@@ -186,6 +189,7 @@ class Triage:
                 trace_id = item[2]
                 if trace_id in known:
                     kept.append(item)
+                    agent_here.add(trace_id)
                     continue
                 entry = skipped.get(trace_id)
                 if entry is None:

@@ -23,6 +23,7 @@ from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.records.skipped import SkippedTrace
 
 T = TypeVar("T")
 
@@ -183,9 +184,11 @@ class Intake(Protocol):
         *,
         span_offsets: Sequence[int] | None = None,
         log_offsets: Sequence[int] | None = None,
+        skipped: Sequence[SkippedTrace] = (),
     ) -> AppendOutcome:
-        """Store spans and log records (with the log offsets of their requests, one per item);
-        returns once they are committed, all in one transaction unless some cannot be stored.
+        """Store spans and log records (with the log offsets of their requests, one per item) and
+        the traces triage skipped; returns once they are committed, all in one transaction unless
+        some cannot be stored.
         Raises :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`;
         items whose values cannot be stored are refused one by one in the outcome."""
 
@@ -194,7 +197,7 @@ class FeedState(Protocol):
     """Where the segment log's feed stands, kept beside the span rows it writes."""
 
     async def rows_through(self) -> int | None:
-        """The largest log offset of a stored span or log row (None when no row has one): every
+        """The largest log offset of a stored span, log or skipped-trace row (None when no row has one): every
         request up to it was stored whole, a batch at a time."""
 
     async def feed_offset(self) -> int:

@@ -150,11 +150,22 @@ MONITOR_EVENT_COLUMNS: Columns = (
     ("detail", "VARCHAR"),
 )
 
+#: Traces triage skipped, a row per request (records.skipped.SkippedTrace; no key: appended only).
+SKIPPED_COLUMNS: Columns = (
+    ("trace_id", "VARCHAR NOT NULL"),
+    ("service_name", "VARCHAR"),
+    ("span_count", "INTEGER NOT NULL"),
+    ("log_count", "INTEGER NOT NULL"),
+    ("received_at", "TIMESTAMPTZ NOT NULL"),
+    ("log_offset", "UBIGINT"),
+)
+
 #: The span log's tables, in their own file (:mod:`tracescorer.store.duckdb.layout`); the main database
 #: has views of the same names.
 SPAN_LOG_TABLES: dict[str, Columns] = {
     "spans": SPAN_COLUMNS,
     "log_records": LOG_COLUMNS,
+    "skipped_traces": SKIPPED_COLUMNS,
 }
 
 #: The main database's tables.

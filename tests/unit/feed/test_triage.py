@@ -135,8 +135,10 @@ def test_what_is_remembered_is_bounded_and_expires():
     triage = Triage(markers(), window_s=10, max_traces=3, clock=lambda: now[0])
     for i in range(5):
         triage.sort(encode_traces([_span(f"{i + 1:032x}", "1" * 16)]), i)
+    triage.expire()  # each request's sort expires first: at most max_traces + one request's
     assert triage.oldest_skipped_offset() == 2  # the three newest are remembered
     now[0] = 11
+    triage.expire()
     assert triage.oldest_skipped_offset() is None
     assert triage.late([bytes.fromhex(f"{5:032x}")]) == {}
 

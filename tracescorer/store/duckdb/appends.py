@@ -73,6 +73,10 @@ LOG_INPUT = pa.schema(
     ]
 )
 
+SKIPPED_INPUT = pa.schema(
+    [("trace_id", _S), ("service_name", _S), ("span_count", pa.int32()), ("log_count", pa.int32()), ("log_offset", _U)]
+)
+
 SPAN_INSERT = """
 INSERT INTO {catalog}.spans SELECT
   trace_id, span_id, parent_span_id, trace_state, flags, name, kind,
@@ -95,6 +99,12 @@ FROM log_batch
 """
 
 
+SKIPPED_INSERT = """
+INSERT INTO {catalog}.skipped_traces
+SELECT trace_id, service_name, span_count, log_count, to_timestamp($received), log_offset FROM skipped_batch
+"""
+
+
 def _table(schema: pa.Schema, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays(
         [pa.array(col, type=f.type) for col, f in zip(zip(*rows, strict=False), schema, strict=False)], schema=schema
@@ -109,6 +119,10 @@ def span_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
 
 def log_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return _table(LOG_INPUT, rows)
+
+
+def skipped_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    return _table(SKIPPED_INPUT, rows)
 
 
 def _insert(con: Any, name: str, sql: str, tables: Sequence[pa.Table], received: float) -> None:
@@ -128,3 +142,7 @@ def insert_spans(con: Any, tables: Sequence[pa.Table], received: float, catalog:
 
 def insert_logs(con: Any, tables: Sequence[pa.Table], received: float, catalog: str) -> None:
     _insert(con, "log_batch", LOG_INSERT.format(catalog=catalog), tables, received)
+
+
+def insert_skipped(con: Any, tables: Sequence[pa.Table], received: float, catalog: str) -> None:
+    _insert(con, "skipped_batch", SKIPPED_INSERT.format(catalog=catalog), tables, received)

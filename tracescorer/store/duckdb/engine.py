@@ -59,7 +59,7 @@ class _Job:
     kind: str
     items: int
     payload: Any
-    arrow: tuple[pa.Table | None, pa.Table | None] | None = None
+    arrow: tuple[pa.Table | None, pa.Table | None, pa.Table | None] | None = None
     queued_at: float = 0.0
 
 
@@ -167,7 +167,7 @@ class Engine(Checkpoints, Rejects):
             return
         items = 1
         if kind == TELEMETRY:
-            span_rows, log_rows = payload
+            span_rows, log_rows, _ = payload
             items = max(1, len(span_rows or ()) + len(log_rows or ()))
         # an op may ask for the telemetry writer (tests hold that writer to fill its queue)
         on_telemetry = kind == TELEMETRY or getattr(payload[0], "telemetry_writer", False)
@@ -230,11 +230,12 @@ class Engine(Checkpoints, Rejects):
         convert is split right here, without touching the database."""
         for job in batch:
             if job.kind == TELEMETRY and job.arrow is None:
-                span_rows, log_rows = job.payload
+                span_rows, log_rows, skipped_rows = job.payload
                 try:
                     job.arrow = (
                         appends.span_table(span_rows) if span_rows else None,
                         appends.log_table(log_rows) if log_rows else None,
+                        appends.skipped_table(skipped_rows) if skipped_rows else None,
                     )
                 except DATA_ERRORS:
                     job.arrow = None
@@ -260,7 +261,8 @@ class Engine(Checkpoints, Rejects):
         results: list[Any] = []
         spans = [job.arrow[0] for job in batch if job.arrow is not None and job.arrow[0] is not None]
         logs = [job.arrow[1] for job in batch if job.arrow is not None and job.arrow[1] is not None]
-        catalog = self._claim_log() if spans or logs else None
+        skipped = [job.arrow[2] for job in batch if job.arrow is not None and job.arrow[2] is not None]
+        catalog = self._claim_log() if spans or logs or skipped else None
         try:
             con.execute("BEGIN TRANSACTION")
             received = time.time()
@@ -268,6 +270,8 @@ class Engine(Checkpoints, Rejects):
                 appends.insert_spans(con, spans, received, catalog)
             if logs and catalog:
                 appends.insert_logs(con, logs, received, catalog)
+            if skipped and catalog:
+                appends.insert_skipped(con, skipped, received, catalog)
             results = self._run_writes(con, batch)
             con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed

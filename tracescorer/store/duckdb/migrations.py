@@ -57,8 +57,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             statement
             for name in reversed(SPAN_LOG_TABLES)
             for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name))
+            if name != "skipped_traces"
         ),
     ),
+    Migration(7, "traces triage skipped, read through a view", (layout.union_view("skipped_traces"),)),
 )
 
 BASELINE_VERSION = 1
@@ -98,7 +100,7 @@ def _span_logs(con: Any) -> None:
                 con.execute(create_table(name, columns, catalog))
                 # added with the segment log: a span log of an earlier release gets it too (nulls)
                 con.execute(f"ALTER TABLE {catalog}.{name} ADD COLUMN IF NOT EXISTS log_offset UBIGINT")
-                if copy and catalog == SPAN_LOGS[0]:
+                if copy and catalog == SPAN_LOGS[0] and name in ("spans", "log_records"):
                     names = ", ".join(c for c in column_names(columns) if c != "log_offset")
                     con.execute(f"DELETE FROM {catalog}.{name}")
                     con.execute(

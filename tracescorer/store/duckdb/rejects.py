@@ -64,7 +64,7 @@ class Rejects:
     def _isolate(self, job: Any) -> None:
         """Store the rows of a telemetry job that can be stored, one half at a time; report the
         rest as rejected (with the first error)."""
-        span_rows, log_rows = job.payload
+        span_rows, log_rows, skipped_rows = job.payload
         errors: list[str] = []
         times: list[float] = []
         stored = 0
@@ -75,6 +75,8 @@ class Rejects:
             ):
                 if rows:
                     stored += self._store_halves(rows, table_of, insert, errors, times)
+            if skipped_rows:  # bookkeeping beside the items, not items of the request
+                self._store_halves(skipped_rows, appends.skipped_table, appends.insert_skipped, errors, times)
         except duckdb.Error as exc:  # not the data: the database is failing
             self._fail(job, exc)
             return

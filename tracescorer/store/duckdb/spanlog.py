@@ -13,6 +13,7 @@ from typing import Any
 
 from tracescorer.model import LogRecord, Span
 from tracescorer.records.scores import AssemblyRecord
+from tracescorer.records.skipped import SkippedTrace
 from tracescorer.store.api import AppendOutcome, QueueFull, StoreClosed, TraceData
 from tracescorer.store.duckdb import layout, rows, wire
 from tracescorer.store.duckdb.jobs import Jobs, Row, alone, coalescable, hinted
@@ -47,13 +48,15 @@ class SpanLogPart(Jobs):
         *,
         span_offsets: Sequence[int] | None = None,
         log_offsets: Sequence[int] | None = None,
+        skipped: Sequence[SkippedTrace] = (),
     ) -> AppendOutcome:
         span_rows, span_bad = rows.span_rows(spans, span_offsets) if spans else ([], [])
         log_rows, log_bad = rows.log_rows(logs, log_offsets) if logs else ([], [])
+        skipped_rows = [(t.trace_id, t.service_name, t.span_count, t.log_count, t.log_offset) for t in skipped]
         bad = span_bad + log_bad
         items = (len(spans) - len(span_bad)) + (len(logs) - len(log_bad))
         message = "; ".join(m for _, m in bad[:5])
-        if items == 0:
+        if items == 0 and not skipped_rows:
             return AppendOutcome(stored=0, rejected=len(bad), message=message)
         if self._closing or self._channel is None:
             raise StoreClosed("store is shutting down" if self._closing else "store is not available")
@@ -61,7 +64,7 @@ class SpanLogPart(Jobs):
         if self._pending_items and self._pending_items + items > self.max_queue_items:
             raise QueueFull(f"write queue full ({self._pending_items} items waiting)")
         stored, rejected, detail, first, last = await self._request(
-            wire.TELEMETRY, (span_rows or None, log_rows or None), items
+            wire.TELEMETRY, (span_rows or None, log_rows or None, skipped_rows or None), items
         )
         if detail:
             message = "; ".join(filter(None, (message, detail)))
@@ -244,7 +247,11 @@ def prune_spans(con: Any, catalog: str, older_than: dt.datetime) -> dict[str, in
     """Delete the rows of one span log (a transaction writes one file) received before ``older_than``."""
     return _delete_before(
         con,
-        ((f"{catalog}.spans", "spans", "received_at"), (f"{catalog}.log_records", "log_records", "received_at")),
+        (
+            (f"{catalog}.spans", "spans", "received_at"),
+            (f"{catalog}.log_records", "log_records", "received_at"),
+            (f"{catalog}.skipped_traces", "skipped_traces", "received_at"),
+        ),
         older_than,
     )
 
@@ -269,7 +276,7 @@ def rows_through(con: Any) -> int | None:
     parts = " UNION ALL ".join(
         f"SELECT max(log_offset) AS o FROM {catalog}.{table}"
         for catalog in layout.SPAN_LOGS
-        for table in ("spans", "log_records")
+        for table in ("spans", "log_records", "skipped_traces")
     )
     row = con.execute(f"SELECT max(o) FROM ({parts})").fetchall()
     return None if not row or row[0][0] is None else int(row[0][0])

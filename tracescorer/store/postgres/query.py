@@ -32,7 +32,7 @@ from tracescorer.store.postgres.schema import QUERYABLE
 from tracescorer.store.postgres.tx import Tx
 
 SPAN_LOG, RESULTS = "span_log", "results"
-SPAN_LOG_TABLES = frozenset({"spans", "log_records", "assembled_traces"})
+SPAN_LOG_TABLES = frozenset({"spans", "log_records", "skipped_traces", "assembled_traces"})
 
 # administration functions a query must not reach (the query role lacks most rights anyway)
 _DENIED = frozenset(

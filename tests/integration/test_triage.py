@@ -1,0 +1,95 @@
+"""Triage through the daemon: a Collector-like feed sent with the OpenTelemetry SDK.
+
+Plain service traces are skipped (never decoded or stored; counted in skipped_traces); an agent
+trace keeps every span, also the plain ones sent before its agent spans (read back from the
+segment log) and after them; ``store.spans: all`` stores every span as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from opentelemetry.trace import SpanKind
+from support.daemon import running_app, settings_for, settled, wait_for_async
+from support.db import fetch
+from support.otlp import span_exporter, tracer
+
+GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
+
+
+def _send(grpc_port: int) -> dict[str, str]:
+    """A plain checkout trace, then an agent trace whose database span ends (and is exported)
+    before its model call and whose HTTP root ends after it; each span is its own request."""
+    ids: dict[str, str] = {}
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    with tracer(exporter, service="checkout") as t:
+        with t.start_as_current_span("GET /cart", kind=SpanKind.SERVER, attributes={"http.request.method": "GET"}) as s:
+            with t.start_as_current_span("SELECT carts", kind=SpanKind.CLIENT, attributes={"db.system.name": "pg"}):
+                pass
+            ids["plain"] = f"{s.get_span_context().trace_id:032x}"
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    with tracer(exporter, service="support-bot") as t:
+        with t.start_as_current_span(
+            "POST /ask", kind=SpanKind.SERVER, attributes={"http.request.method": "POST"}
+        ) as s:
+            with t.start_as_current_span("SELECT faq", kind=SpanKind.CLIENT, attributes={"db.system.name": "pg"}):
+                pass
+            with t.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=GENAI):
+                pass
+            ids["agent"] = f"{s.get_span_context().trace_id:032x}"
+    return ids
+
+
+async def _metric(app: Any, name: str, **labels: str) -> float:
+    for family in app.metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(tmp_path):
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    async with running_app(settings) as app:
+        ids = await asyncio.to_thread(_send, app.grpc_port)
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the agent trace's run")
+        spans = await fetch(queries, "SELECT trace_id, name FROM spans ORDER BY name")
+        skipped = await fetch(queries, "SELECT trace_id, service_name, span_count FROM skipped_traces")
+        read_back = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
+        skipped_n = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped")
+    assert [r[0] for r in runs] == [ids["agent"]]
+    # every span of the agent trace: the database span sent before the model call came back
+    assert spans == [
+        (ids["agent"], "POST /ask"),
+        (ids["agent"], "SELECT faq"),
+        (ids["agent"], "chat gpt-4o-mini"),
+    ]
+    # the plain trace: one row per request it had spans skipped in; the agent trace's first span too
+    plain = sorted((s[1], s[2]) for s in skipped if s[0] == ids["plain"])
+    assert plain == [("checkout", 1), ("checkout", 1)]
+    assert {s[0] for s in skipped} == {ids["plain"], ids["agent"]}
+    assert read_back == 1 and skipped_n == 3
+
+
+@pytest.mark.parametrize("transport", ["grpc"])
+async def test_store_spans_all_stores_every_span_and_skips_nothing(tmp_path, transport):
+    settings = settings_for(tmp_path, store={"spans": "all"}, assembly={"idle_s": 0.5})
+    async with running_app(settings) as app:
+        ids = await asyncio.to_thread(_send, app.grpc_port)
+        queries = await settled(app)
+
+        async def unmatched() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id FROM assembled_traces WHERE unmatched_reason IS NOT NULL")
+
+        assert [r[0] for r in await wait_for_async(unmatched, 30, what="the plain trace assembled")] == [ids["plain"]]
+        spans = await fetch(queries, "SELECT trace_id, count(*) FROM spans GROUP BY ALL ORDER BY 2")
+        skipped = await fetch(queries, "SELECT count(*) FROM skipped_traces")
+    assert sorted(spans) == sorted([(ids["plain"], 2), (ids["agent"], 3)])
+    assert skipped == [(0,)]
