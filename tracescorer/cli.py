@@ -30,9 +30,9 @@ def serve(config_path: str | None) -> None:
 
     from tracescorer.config import ConfigError, check_store_path
 
-    settings = load(config_path)
+    settings = load(config_path, reading=False)
     logging.basicConfig(
-        level=settings.log_level,
+        level=settings.log.level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -82,7 +82,7 @@ def check_config(config_path: str | None) -> None:
     from tracescorer.config import ConfigError, check_store_path
     from tracescorer.scoring.bindings import BindingError, build_bindings
 
-    settings = load(config_path)
+    settings = load(config_path, reading=False)
     try:
         created = check_store_path(settings.store.path)
         bound = build_bindings(settings.scorers, settings.judge)
