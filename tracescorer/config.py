@@ -230,6 +230,16 @@ class JudgeSettings(_Section):
     requests_per_minute: int = Field(600, gt=0)
     daily_budget_usd: float | None = Field(None, ge=0)
     timeout_s: float = Field(60, gt=0)
+    retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="retries of a judge request the provider did not answer (timeouts, connection errors, "
+        "408/409/429, 5xx; never 400/401/403/404), so a request makes at most retries + 1 attempts",
+    )
+    retry_initial_s: float = Field(
+        1.0, gt=0, le=60, description="wait before the first retry, doubling per retry; a longer Retry-After wins"
+    )
 
 
 class ScoringSettings(_Section):

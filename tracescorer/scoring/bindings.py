@@ -14,8 +14,10 @@ Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundS
   keys are merged over its own judge, and where a prompt step would still have no model the
   ``judge:`` defaults go underneath (a judge the scorer configured keeps its own settings).
 
-Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, and any other
-:class:`Judge` argument or litellm option (``temperature``, ``max_tokens``, ``instructions``).
+Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, ``retries``,
+``retry_initial_s``, and any other :class:`Judge` argument or litellm option (``temperature``,
+``max_tokens``, ``instructions``). ``retries`` (default: the ``judge:`` section's, 2) retries the
+requests a provider did not answer with :func:`~tracescorer.scorers.retry.retry_options`.
 The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
 refused there: they belong to the ``judge:`` section.
 
@@ -42,12 +44,15 @@ from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
+from tracescorer.scorers.retry import retry_options
 from tracescorer.scorers.scorer import PromptStep, Scorer
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are
 # (``temperature``, ``max_tokens``, ``instructions``...).
 _CONNECTION_OPTIONS = ("api_base", "api_key", "timeout")
+# How many times a request the provider did not answer is retried (become error processors).
+_RETRY_KEYS = ("retries", "retry_initial_s")
 # JudgeSettings keys that belong to the runner's limits, never to a Judge object.
 _RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
 
@@ -129,6 +134,7 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
     kwargs = dict(binding.options)
     if "model" in params:
         kwargs.update(_judge_kwargs(binding, name, kwargs, defaults))
+        kwargs.update(_retries(binding.judge, kwargs, defaults))
     elif binding.judge:
         raise _Problem(f"'judge' is set but prebuilt {name!r} is a code scorer that uses no judge")
     if "id" in params:
@@ -165,11 +171,33 @@ def _judge_kwargs(
 
 
 def _judge_override(binding: ScorerBinding) -> dict[str, Any]:
-    """The binding's ``judge`` keys as Judge arguments (``timeout_s`` is litellm's ``timeout``)."""
-    override = dict(binding.judge)
+    """The binding's ``judge`` keys as Judge arguments (``timeout_s`` is litellm's ``timeout``;
+    the retry keys are turned into error processors by :func:`_retries`)."""
+    override = {k: v for k, v in binding.judge.items() if k not in _RETRY_KEYS}
     if "timeout_s" in override:
         override["timeout"] = override.pop("timeout_s")
     return override
+
+
+def _retries(given: Mapping[str, Any], options: dict[str, Any], defaults: JudgeSettings | None) -> dict[str, Any]:
+    """Judge arguments for the retry keys: the binding's ``judge`` keys > ``options`` > the
+    ``judge:`` defaults (None: no default, nothing unless given). Removes them from ``options``."""
+    picked: dict[str, Any] = {}
+    for key in _RETRY_KEYS:
+        if key in given:
+            picked[key] = given[key]
+            options.pop(key, None)
+        elif key in options:
+            picked[key] = options.pop(key)
+        elif defaults is not None:
+            picked[key] = getattr(defaults, key)
+    if not picked:
+        return {}
+    initial = picked.get("retry_initial_s", defaults.retry_initial_s if defaults is not None else 1.0)
+    try:
+        return retry_options(picked.get("retries", defaults.retries if defaults is not None else 0), initial_s=initial)
+    except ValueError as exc:
+        raise _Problem(f"judge.{exc}") from None
 
 
 def _connection(defaults: JudgeSettings) -> dict[str, Any]:
@@ -234,7 +262,7 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding, defaults: Judg
     judge = scorer.judge
     if binding.judge:
         try:
-            extra = Judge(**_drop_unset(_judge_override(binding)))
+            extra = Judge(**_drop_unset(_judge_override(binding)), **_retries(binding.judge, {}, None))
         except (TypeError, ValueError) as exc:
             raise _Problem(f"bad judge settings: {exc}") from exc
         judge = judge.merged_with(extra) if judge is not None else extra
@@ -245,7 +273,7 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding, defaults: Judg
                 "on the binding, or the 'judge: model:' default "
                 "(TRACESCORER_JUDGE_MODEL)"
             )
-        base = Judge(model=defaults.model, **_connection(defaults))
+        base = Judge(model=defaults.model, **_connection(defaults), **_retries({}, {}, defaults))
         judge = base.merged_with(judge)
     return dataclasses.replace(scorer, judge=judge) if judge is not scorer.judge else scorer
 
