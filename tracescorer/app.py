@@ -20,7 +20,7 @@ import time
 
 from aiohttp import web
 
-from tracescorer import control
+from tracescorer import __version__, control
 from tracescorer.aio import cancel
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import IdleConversations, LocalIdleConversations, SharedIdleConversations
@@ -47,6 +47,13 @@ log = logging.getLogger(__name__)
 
 MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
 MONITOR_LEADER_CHECK_S = 5.0
+
+
+def _address(host: str, port: int) -> str:
+    """``127.0.0.1:4317``, ``[::]:4317``: what a listener bound, as logged at start."""
+    if not port:
+        return "off"
+    return f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
 
 
 def _local(host: str) -> str:
@@ -258,11 +265,13 @@ class App:
         stack.callback(setattr, self.ops, "ready", False)
         self._write_serve_info()
         log.info(
-            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, store %s%s",
-            self.grpc_port,
-            self.http_port,
-            s.api.host,
-            self.api_port,
+            "tracescorer %s serving (pid %d): OTLP gRPC %s, OTLP HTTP %s (and /metrics, /healthz, /readyz), "
+            "ops API %s, store %s%s",
+            __version__,
+            os.getpid(),
+            _address(s.receiver.grpc.host, self.grpc_port),
+            _address(s.receiver.http.host, self.http_port),
+            _address(s.api.host, self.api_port),
             s.store.path,
             " + PostgreSQL results" if self.shared else "",
         )

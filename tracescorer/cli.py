@@ -28,14 +28,11 @@ def serve(config_path: str | None) -> None:
     """Run the daemon: OTLP receivers, span log, scoring."""
     import asyncio
 
+    from tracescorer import logs
     from tracescorer.config import ConfigError, check_store_path
 
     settings = load(config_path, reading=False)
-    logging.basicConfig(
-        level=settings.log.level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(settings.log.level, settings.log.format)
     try:
         created = check_store_path(settings.store.path)
         if created is not None:

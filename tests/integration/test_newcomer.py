@@ -66,7 +66,11 @@ def test_partial_env_override_keeps_the_listeners_own_port(tmp_path):
     [
         ({"store": {"path": "${TS_DATA_DIR}/ts.duckdb"}}, {}, "store.path: ${TS_DATA_DIR} is not set"),
         ({}, {"TRACESCORER_STOER__PATH": "/tmp/x.duckdb"}, "TRACESCORER_STOER__PATH: unknown section 'stoer'"),
-        ({}, {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"}, "store.paht: unknown key (from TRACESCORER_STORE__PAHT)"),
+        (
+            {},
+            {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"},
+            "store.paht: unknown key (did you mean 'path'?) (from TRACESCORER_STORE__PAHT)",
+        ),
         (
             {"scorers": [{"id": "x", "prebuilt": "no_such_scorer"}]},
             {},

@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tracescorer import logs
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.monitors.evaluator import MonitorState
 from tracescorer.sizes import size_bytes
@@ -166,6 +167,8 @@ class DuckDBStore:
                 json.dumps(self._options.to_json()),
                 "--log-level",
                 logging.getLevelName(log.getEffectiveLevel()),
+                "--log-format",
+                logs.current_format(),
                 pass_fds=(child.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL,
             )

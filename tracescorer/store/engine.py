@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 import duckdb
 import pyarrow as pa
 
+from tracescorer import logs
 from tracescorer.sizes import size_bytes
 from tracescorer.store import appends, layout, readonly
 from tracescorer.store.ipc import BlockingChannel, enlarge_buffers
@@ -649,10 +650,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--options", required=True)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the daemon stops this process when it stops; a terminal's SIGHUP reaches the whole group
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    logs.configure(args.log_level, args.log_format)
     serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
 
 
