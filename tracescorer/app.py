@@ -464,14 +464,30 @@ class App:
         )
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT, stop gracefully."""
+        """Start, serve until SIGTERM/SIGINT/SIGHUP, stop gracefully.
+
+        SIGHUP (the terminal that ran ``serve &`` closed, or ``kill -HUP``) drains and stops like
+        SIGTERM: the configuration is not reloaded (restart to apply a change)."""
         loop = asyncio.get_running_loop()
         stop_requested = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop_requested.set)
+        received: list[signal.Signals] = []
+
+        def requested(sig: signal.Signals) -> None:
+            received.append(sig)
+            stop_requested.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, requested, sig)
         await self.start()
         try:
             await stop_requested.wait()
-            log.info("signal received, shutting down (within shutdown.grace_s=%gs)", self.settings.shutdown.grace_s)
+            log.info(
+                "%s received, shutting down (within shutdown.grace_s=%gs)%s",
+                received[0].name,
+                self.settings.shutdown.grace_s,
+                "; SIGHUP stops like SIGTERM, it does not reload the configuration"
+                if received[0] == signal.SIGHUP
+                else "",
+            )
         finally:
             await self.stop()

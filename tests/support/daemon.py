@@ -94,7 +94,9 @@ async def running_app(settings: Settings) -> AsyncIterator[App]:
 class DaemonProcess:
     """``tracescorer serve`` in a child process, configured from a YAML file in ``tmp_path``."""
 
-    def __init__(self, tmp_path: Path, config: dict[str, Any], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, config: dict[str, Any], env: dict[str, str] | None = None, *, new_session: bool = False
+    ) -> None:
         self.tmp_path = tmp_path
         self.config_path = tmp_path / "tracescorer.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -103,6 +105,8 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: ServeInfo | None = None
         self.log_path = tmp_path / "daemon.log"
+        # its own process group (pgid = pid), as a shell job is: os.killpg reaches its children too
+        self.new_session = new_session
 
     def start(self, timeout_s: float = 30.0) -> DaemonProcess:
         serve_info_path(self.db_path).unlink(missing_ok=True)
@@ -113,6 +117,7 @@ class DaemonProcess:
             stderr=subprocess.STDOUT,
             env=self.env,
             cwd=str(REPO),
+            start_new_session=self.new_session,
         )
 
         def ready() -> ServeInfo | None:
