@@ -33,6 +33,7 @@ Building never calls a model and never imports litellm (a :class:`Judge` is conf
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import inspect
 import re
@@ -141,6 +142,7 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
         if "id" in kwargs:
             raise _Problem("options.id is not allowed: the binding id is the scorer id")
         kwargs["id"] = binding.id
+    _check_options(f"prebuilt {name!r}", params, binding.options, supplied=kwargs.keys() - binding.options.keys())
     try:
         scorer = factory(**kwargs)
     except re.error as exc:  # a pattern option (matches) that does not compile
@@ -152,6 +154,33 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
         # name stays the prebuilt's own.
         scorer = dataclasses.replace(scorer, id=binding.id)
     return scorer
+
+
+def _check_options(
+    what: str, params: Mapping[str, inspect.Parameter], options: Mapping[str, Any], *, supplied: Any = ()
+) -> None:
+    """Name the option that is wrong, and the valid ones, before a factory's TypeError would:
+    an unknown option (a misspelt one even where extra options go on to the judge: they would
+    reach the provider as request parameters) and a missing required one."""
+    named = {
+        n: p
+        for n, p in params.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in supplied and n not in ("id", "model")
+    }
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    listed = ", ".join(named) or "none"
+    valid = f"valid options: {listed}" + (" (and Judge/litellm options such as temperature)" if open_ended else "")
+    for key in options:
+        if key in named or key in supplied:
+            continue
+        close = difflib.get_close_matches(key, list(named), n=1, cutoff=0.75)
+        if close:
+            raise _Problem(f"{what}: unknown option {key!r} (did you mean {close[0]!r}?); {valid}")
+        if not open_ended:
+            raise _Problem(f"{what}: unknown option {key!r}; {valid}")
+    missing = [n for n, p in named.items() if p.default is p.empty and n not in options]
+    if missing:
+        raise _Problem(f"{what} needs option {missing[0]!r} (under options:); {valid}")
 
 
 def _judge_kwargs(
@@ -218,6 +247,12 @@ def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) ->
             raise _Problem(f"{spec!r} is a Scorer instance: 'options' need a function that returns a scorer")
         scorer = target
     elif callable(target):
+        try:
+            params = inspect.signature(target).parameters
+        except (TypeError, ValueError):  # no signature to check (a C function): the call says
+            params = None
+        if params is not None:
+            _check_options(repr(spec), params, binding.options)
         try:
             scorer = target(**binding.options)
         except Exception as exc:  # user code: any failure is a configuration error to report
