@@ -56,6 +56,20 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
 
 
+def _warn_if_exposed(s: Settings) -> None:
+    exposed = [
+        f"{what} {listener.host}"
+        for what, listener in (("receiver.grpc", s.receiver.grpc), ("receiver.http", s.receiver.http))
+        if listener.enabled and listener.host not in ("127.0.0.1", "::1", "localhost")
+    ]
+    if exposed and not s.receiver.auth_token:
+        log.warning(
+            "%s: OTLP ingest is reachable beyond this host without receiver.auth_token: anyone who reaches "
+            "the port can write traces (set TRACESCORER_AUTH_TOKEN, or keep the host 127.0.0.1)",
+            ", ".join(exposed),
+        )
+
+
 def _local(host: str) -> str:
     """An address a local client can connect to for a listener bound to ``host``."""
     return "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
@@ -276,6 +290,7 @@ class App:
             " + PostgreSQL results" if self.shared else "",
         )
         _log_bindings(self.runner)
+        _warn_if_exposed(s)
 
     async def _start_receivers(self, stack: contextlib.AsyncExitStack) -> None:
         s = self.settings

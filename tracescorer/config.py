@@ -46,7 +46,9 @@ class _Section(BaseModel):
 
 
 class ListenerSettings(_Section):
-    host: str = "0.0.0.0"
+    # loopback, as the Collector's receivers since v0.104: exposing OTLP is a choice
+    # (TRACESCORER_RECEIVER__GRPC__HOST=0.0.0.0; the Docker image makes it)
+    host: str = "127.0.0.1"
     port: int = Field(4317, ge=0, le=65535, description="0 = any free port")
     enabled: bool = True
 

@@ -38,7 +38,7 @@ def test_unset_variable_without_default_is_an_error_naming_key_and_variable(tmp_
 def test_partial_listener_override_keeps_that_listeners_defaults(tmp_path):
     s = load_settings(None, env={"TRACESCORER_RECEIVER__HTTP__HOST": "127.0.0.1"})
     assert (s.receiver.http.host, s.receiver.http.port) == ("127.0.0.1", 4318)
-    assert (s.receiver.grpc.host, s.receiver.grpc.port) == ("0.0.0.0", 4317)
+    assert (s.receiver.grpc.host, s.receiver.grpc.port) == ("127.0.0.1", 4317)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("receiver:\n  grpc: {host: 127.0.0.1}\napi: {port: 0}\n")
     s = load_settings(cfg, env={})
