@@ -1,6 +1,7 @@
 """The daemon's log: one handler on the root logger, text or JSON lines, quiet libraries.
 
-Libraries log at WARNING and above (``THIRD_PARTY``): LiteLLM writes an INFO line per call
+Libraries log at WARNING and above (the root logger's level; ``THIRD_PARTY`` are set to it
+explicitly): LiteLLM writes an INFO line per call
 (two, in fact, through its own handler and again through the root logger), httpx one per
 request. :func:`quiet_litellm` removes the handlers LiteLLM adds to its loggers when it is
 imported, so its warnings go through the one root handler, once.
@@ -70,8 +71,10 @@ def configure(level: str, fmt: LogFormat = "text") -> None:
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper())
-    for name in THIRD_PARTY:
+    # every library inherits WARNING from the root; the package logs at the level asked for
+    root.setLevel(logging.WARNING)
+    logging.getLogger("tracescorer").setLevel(level.upper())
+    for name in THIRD_PARTY:  # and those known to set a level of their own are put back to WARNING
         logging.getLogger(name).setLevel(logging.WARNING)
     quiet_litellm()
     logging.captureWarnings(True)  # Python warnings as records of this handler, not bare stderr text

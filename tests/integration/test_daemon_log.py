@@ -22,7 +22,10 @@ pytestmark = pytest.mark.slow  # a daemon with the judge (litellm import) and a 
 def _json_lines(text: str) -> list[dict[str, Any]]:
     records = []
     for line in text.splitlines():
-        record = json.loads(line)  # every line of the log is one JSON object
+        try:
+            record = json.loads(line)  # every line of the log is one JSON object
+        except ValueError:
+            raise AssertionError(f"not a JSON line: {line!r}") from None
         assert {"time", "level", "logger", "message"} <= set(record), line
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", record["time"]), record["time"]
         records.append(record)
@@ -77,7 +80,11 @@ def test_json_log_of_a_judge_outage_and_its_recovery(tmp_path: Path) -> None:
     assert f"OTLP HTTP {daemon.http_url.removeprefix('http://')}" in serving
 
     failing = [m for m in messages if "is failing" in m]
-    assert len(failing) == 1 and failing[0].startswith("judge openai/gpt-4o-mini is failing: InternalServerError")
+    assert len(failing) == 1 and failing[0].startswith("judge openai/gpt-4o-mini is failing: ")
+    # the four runs are judged concurrently: any of the failures may come first
+    assert re.match(
+        r"judge \S+ is failing: (InternalServerError \(500\)|RateLimitError \(429\)|AuthenticationError)", failing[0]
+    )
     recovered = [m for m in messages if "answering again" in m]
     assert len(recovered) == 1
     assert recovered[0].startswith("judge openai/gpt-4o-mini answering again after 4 failed request(s) in ")
@@ -87,7 +94,8 @@ def test_json_log_of_a_judge_outage_and_its_recovery(tmp_path: Path) -> None:
     assert not [r for r in records if r["logger"].lower().startswith("litellm") and r["level"] in ("DEBUG", "INFO")]
     assert not [r for r in records if r["logger"].startswith(("httpx", "httpcore", "openai"))]
     assert not any("warmup" in line or "warm up" in line for line in daemon.log().splitlines())
-    assert len(messages) == len({(r["time"], r["logger"], r["message"]) for r in records}), "doubled lines"
+    keys = [(r["time"], r["logger"], r["message"]) for r in records]
+    assert len(keys) == len(set(keys)), f"doubled lines: {[k for k in keys if keys.count(k) > 1]}"
 
 
 def test_text_log_has_one_line_per_record_and_the_bound_addresses(tmp_path: Path) -> None:
