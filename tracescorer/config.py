@@ -10,18 +10,16 @@ message naming the key (and the key meant, for a misspelt one). Environment over
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from tracescorer import envexpand
+from tracescorer import config_errors, envexpand
 from tracescorer.filterspec import RunFilter
 from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
 from tracescorer.sizes import size_bytes
@@ -522,7 +520,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
         if path[0] not in sections:
             raise ConfigError(
                 f"invalid configuration: {name}: unknown section {path[0]!r}"
-                f"{_did_you_mean(path[0], sections)} (sections: {', '.join(sorted(sections))})"
+                f"{config_errors.did_you_mean(path[0], sections)} (sections: {', '.join(sorted(sections))})"
             )
         if any(not part for part in path):
             raise ConfigError(f"invalid configuration: {name}: empty key part (use one '__' between keys)")
@@ -546,73 +544,6 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
         node[path[-1]] = parsed if isinstance(parsed, (int, float, bool, list, dict)) else raw
         sources[tuple(path)] = name
     return sources
-
-
-def _did_you_mean(key: str, valid: Any) -> str:
-    close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model a field holds: itself, the item of a list, the model of an Optional."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = get_origin(annotation)
-    if origin in (list, Union, types.UnionType):
-        for arg in get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _keys_at(loc: tuple[str, ...]) -> list[str] | None:
-    """The valid keys of the section at ``loc`` (list indexes skipped), None if not a section."""
-    model: type[BaseModel] | None = Settings
-    for part in loc:
-        if part.isdigit():
-            continue
-        field = model.model_fields.get(part) if model is not None else None
-        model = _model_in(field.annotation) if field is not None else None
-        if model is None:
-            return None
-    return list(model.model_fields) if model is not None else None
-
-
-def _where(loc: tuple[str, ...], data: Any) -> str:
-    """``monitors.0 (support-quality).window``: list items with an ``id`` are named by it."""
-    out: list[str] = []
-    node = data
-    for part in loc:
-        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-            item_id = node.get("id") if isinstance(node, dict) else None
-            out.append(f"{part} ({item_id})" if isinstance(item_id, str) and item_id else part)
-            continue
-        node = node.get(part) if isinstance(node, dict) else None
-        out.append(part)
-    return ".".join(out)
-
-
-def _format_error(exc: ValidationError, sources: Mapping[tuple[str, ...], str], data: Any = None) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            valid = _keys_at(loc[:-1]) or []
-            hint = _did_you_mean(loc[-1], valid)
-            msg = f"unknown key{hint}" if hint or not valid else f"unknown key (valid keys: {', '.join(valid)})"
-        elif isinstance(err.get("input"), (str, int, float, bool)) and repr(err["input"]) not in msg:
-            msg = f"{msg} (got {err['input']!r})"
-        origin = next(
-            (var for path, var in sources.items() if loc[: len(path)] == path or path[: len(loc)] == loc), None
-        )
-        if origin is not None:
-            msg += f" (from {origin})"
-        # a model-level check names its own key (``monitors.0 (id): ...``): no "(root)" before it
-        lines.append(f"{_where(loc, data)}: {msg}" if loc else msg)
-    return "invalid configuration: " + "; ".join(lines)
 
 
 def load_settings(
@@ -645,7 +576,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, sources, data)) from None
+        raise ConfigError(config_errors.describe(exc, Settings, sources, data)) from None
     settings._deferred = deferred
     return settings
 
