@@ -19,7 +19,7 @@ import time
 
 from aiohttp import web
 
-from tracescorer import control
+from tracescorer import __version__, control
 from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
@@ -46,6 +46,27 @@ from tracescorer.store.factory import build_stores
 log = logging.getLogger(__name__)
 
 MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
+
+
+def _address(host: str, port: int) -> str:
+    """``127.0.0.1:4317``, ``[::]:4317``: what a listener bound, as logged at start."""
+    if not port:
+        return "off"
+    return f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
+
+
+def _warn_if_exposed(s: Settings) -> None:
+    exposed = [
+        f"{what} {listener.host}"
+        for what, listener in (("receiver.grpc", s.receiver.grpc), ("receiver.http", s.receiver.http))
+        if listener.enabled and listener.host not in ("127.0.0.1", "::1", "localhost")
+    ]
+    if exposed and not s.receiver.auth_token:
+        log.warning(
+            "%s: OTLP ingest is reachable beyond this host without receiver.auth_token: anyone who reaches "
+            "the port can write traces (set TRACESCORER_AUTH_TOKEN, or keep the host 127.0.0.1)",
+            ", ".join(exposed),
+        )
 
 
 def _local(host: str) -> str:
@@ -216,14 +237,17 @@ class App:
         stages.stack.callback(setattr, self.ops, "ready", False)
         self._publish_serve_info()
         log.info(
-            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, %s",
-            self.grpc_port,
-            self.http_port,
-            s.api.host,
-            self.api_port,
+            "tracescorer %s serving (pid %d): OTLP gRPC %s, OTLP HTTP %s (and /metrics, /healthz, /readyz), "
+            "ops API %s, %s",
+            __version__,
+            os.getpid(),
+            _address(s.receiver.grpc.host, self.grpc_port),
+            _address(s.receiver.http.host, self.http_port),
+            _address(s.api.host, self.api_port),
             st.description,
         )
         _log_bindings(self.runner)
+        _warn_if_exposed(s)
 
     async def _start_receivers(self, stages: Stages) -> None:
         s = self.settings
@@ -334,14 +358,30 @@ class App:
         )
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT, stop gracefully."""
+        """Start, serve until SIGTERM/SIGINT/SIGHUP, stop gracefully.
+
+        SIGHUP (the terminal that ran ``serve &`` closed, or ``kill -HUP``) drains and stops like
+        SIGTERM: the configuration is not reloaded (restart to apply a change)."""
         loop = asyncio.get_running_loop()
         stop_requested = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop_requested.set)
+        received: list[signal.Signals] = []
+
+        def requested(sig: signal.Signals) -> None:
+            received.append(sig)
+            stop_requested.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, requested, sig)
         await self.start()
         try:
             await stop_requested.wait()
-            log.info("signal received, shutting down (within shutdown.grace_s=%gs)", self.settings.shutdown.grace_s)
+            log.info(
+                "%s received, shutting down (within shutdown.grace_s=%gs)%s",
+                received[0].name,
+                self.settings.shutdown.grace_s,
+                "; SIGHUP stops like SIGTERM, it does not reload the configuration"
+                if received[0] == signal.SIGHUP
+                else "",
+            )
         finally:
             await self.stop()

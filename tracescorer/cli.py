@@ -28,14 +28,11 @@ def serve(config_path: str | None) -> None:
     """Run the daemon: OTLP receivers, span log, scoring."""
     import asyncio
 
+    from tracescorer import logs
     from tracescorer.config import ConfigError, check_store_path
 
-    settings = load(config_path)
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings = load(config_path, reading=False)
+    logs.configure(settings.log.level, settings.log.format)
     try:
         created = check_store_path(settings.store.path)
         if created is not None:
@@ -82,7 +79,7 @@ def check_config(config_path: str | None) -> None:
     from tracescorer.config import ConfigError, check_store_path
     from tracescorer.scoring.bindings import BindingError, build_bindings
 
-    settings = load(config_path)
+    settings = load(config_path, reading=False)
     try:
         created = check_store_path(settings.store.path)
         bound = build_bindings(settings.scorers, settings.judge)
@@ -133,6 +130,60 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
         note = span_log_note(sql)
         if note:
             click.echo(note, err=True)
+
+
+@main.command()
+@config_option
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to wait for the daemon to become ready.",
+)
+def ready(config_path: str | None, wait_s: float) -> None:
+    """Exit 0 once the daemon of this configuration takes traffic (its /readyz says 200).
+
+    For scripts: `tracescorer serve & tracescorer ready --wait 30 && <send traces>` sends nothing
+    before the daemon listens. Exit 1 with the reason when it is not ready in time.
+    """
+    import time
+
+    settings = load(config_path)
+    deadline = time.monotonic() + wait_s
+    while True:
+        reason = _not_ready(settings.store.path)
+        if reason is None:
+            return
+        if time.monotonic() >= deadline:
+            raise click.ClickException(f"not ready{f' after {wait_s:g}s' if wait_s else ''}: {reason}")
+        time.sleep(0.1)
+
+
+def _not_ready(db_path: str) -> str | None:
+    """Why the daemon serving ``db_path`` is not ready (None when it is)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tracescorer import control
+
+    info = control.read_serve_info(db_path)
+    if info is None:
+        return f"no daemon is running for {db_path} (no state file {control.serve_info_path(db_path)})"
+    if not info.url:  # no HTTP receiver: the state file is written once the daemon serves
+        return None
+    context = ssl.create_default_context(cafile=info.cafile) if info.cafile else None
+    if context is not None:
+        context.check_hostname = False  # the state file names 127.0.0.1; the CA is the daemon's own
+    try:
+        with urllib.request.urlopen(info.url + "/readyz", timeout=5, context=context) as response:
+            return None if response.status == 200 else f"/readyz said {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"/readyz said {exc.code}: {exc.read().decode(errors='replace').strip()}"
+    except OSError as exc:
+        return f"{info.url} does not answer: {exc}"
 
 
 @main.command()

@@ -100,6 +100,8 @@ class DaemonProcess:
         config: dict[str, Any],
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        *,
+        new_session: bool = False,
     ) -> None:
         self.tmp_path = tmp_path
         self.config_path = tmp_path / "tracescorer.yaml"
@@ -110,6 +112,8 @@ class DaemonProcess:
         self.info: ServeInfo | None = None
         self.log_path = tmp_path / "daemon.log"
         self.preexec_fn = preexec_fn  # run in the child before it starts (resource limits, say)
+        # its own process group (pgid = pid), as a shell job is: os.killpg reaches its children too
+        self.new_session = new_session
 
     def start(self, timeout_s: float = 30.0) -> DaemonProcess:
         serve_info_path(self.db_path).unlink(missing_ok=True)
@@ -121,6 +125,7 @@ class DaemonProcess:
             env=self.env,
             cwd=str(REPO),
             preexec_fn=self.preexec_fn,
+            start_new_session=self.new_session,
         )
 
         def ready() -> ServeInfo | None:

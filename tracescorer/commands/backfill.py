@@ -62,6 +62,7 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
+    from tracescorer.config import ConfigError
     from tracescorer.export.exporter import default_owner
     from tracescorer.lifecycle import Stages
     from tracescorer.metrics import Metrics
@@ -71,6 +72,11 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
     from tracescorer.scoring.runner import ScoringRunner
     from tracescorer.store.api import StoreError
     from tracescorer.store.factory import build_stores
+
+    try:  # scoring here, not in a daemon: the judge's variables are needed after all
+        settings.require_environment()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
 
     async def go() -> dict[str, Any]:
         metrics = Metrics()

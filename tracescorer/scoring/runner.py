@@ -295,7 +295,6 @@ class ScoringRunner:
         decision = outcome(record.status)
         self._record(bound, target, decision, decision_detail(record), source, record)
         m = self._metrics
-        m.child(m.scores, bound.binding.id, record.status).inc()
         if result is not None:
             for call in result.judge_calls:
                 m.judge_calls.labels(call.model, call.status).inc()
@@ -304,8 +303,6 @@ class ScoringRunner:
                     m.judge_tokens.labels("input").inc(call.input_tokens)
                 if call.output_tokens:
                     m.judge_tokens.labels("output").inc(call.output_tokens)
-        if record.judge_cost_usd:
-            m.judge_cost.inc(record.judge_cost_usd)
         return decision
 
     async def flush(self) -> None:

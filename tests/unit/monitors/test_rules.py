@@ -58,7 +58,7 @@ def test_an_unset_slack_variable_is_a_clear_error(tmp_path):
     path.write_text(ISSUE_EXAMPLE)
     with pytest.raises(ConfigError, match=r"monitors\.0\.notify\.1\.slack: \$\{SLACK_WEBHOOK_URL\} is not set"):
         load_settings(path, env={})
-    with pytest.raises(ConfigError, match=r"monitors\.0\.notify\.1.*slack: the URL is empty"):
+    with pytest.raises(ConfigError, match=r"monitors\.0 \(support-quality\)\.notify\.1.*slack: the URL is empty"):
         load_settings(path, env={"SLACK_WEBHOOK_URL": ""})
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tracescorer import logs
 from tracescorer.lifecycle import seconds_left
 from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import wire
@@ -129,6 +130,8 @@ class StoreProcess(Jobs):
                 json.dumps(self._options.to_json()),
                 "--log-level",
                 logging.getLevelName(log.getEffectiveLevel()),
+                "--log-format",
+                logs.current_format(),
                 pass_fds=(child.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL,
             )

@@ -7,12 +7,12 @@ end of the stream. The process ignores SIGINT/SIGTERM: the daemon decides when t
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import socket
 from typing import Any
 
+from tracescorer import logs
 from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
@@ -55,10 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--options", required=True)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the daemon stops this process when it stops; a terminal's SIGHUP reaches the whole group
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    logs.configure(args.log_level, args.log_format)
     serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
 
 
