@@ -83,7 +83,7 @@ def decide(
         if monitor.notify_resolved:
             return dataclasses.replace(state, notified_state="resolved", unsent="resolved"), Notice(send="resolved")
         return dataclasses.replace(state, notified_state="resolved"), NOTHING
-    if before.state == "firing":  # it resolved while its firing message was held back
+    if before.state == "firing" and before.notified_state != "firing":  # it resolved while held back
         return state, Notice(cancelled=True)
     return state, NOTHING
 

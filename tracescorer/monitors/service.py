@@ -273,7 +273,8 @@ class MonitorService:
             log.debug("monitor %s pending: breaching, firing after %s", monitor.id, format_duration(monitor.for_s))
             return
         if entered == "firing":
-            self._event(i, "fired", now, detail=f"breaching for {format_duration(monitor.for_s)} (for)")
+            held = f"breaching for {format_duration(monitor.for_s)} (for)" if monitor.for_s else None
+            self._event(i, "fired", now, detail=held)
             log.warning(
                 "monitor %s firing: %s %s %g is %s over %s (%d samples)",
                 monitor.id,
@@ -285,9 +286,8 @@ class MonitorService:
                 state.samples,
             )
             return
-        self._event(
-            i, "resolved", now, detail=f"clear for {format_duration(monitor.keep_firing_for_s)} (keep_firing_for)"
-        )
+        kept = monitor.keep_firing_for_s
+        self._event(i, "resolved", now, detail=f"clear for {format_duration(kept)} (keep_firing_for)" if kept else None)
         log.info(
             "monitor %s resolved: %s is %s over %s (%d samples)",
             monitor.id,

@@ -424,3 +424,28 @@ async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(s
         await second.service.stop(time.monotonic() + 5)
     assert await second.rows("SELECT pending FROM monitor_state") == [(None,)]
     assert await second.rows("SELECT count(*) FROM monitor_events WHERE event = 'notified'") == [(1,)]
+
+
+async def test_a_message_cut_off_by_the_stop_that_is_no_longer_true_is_not_sent(store, receiver):
+    clock = Clock()
+    receiver.hang("/u", 5.0)
+    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + "/u", "retries": 0, "timeout_s": 30}])
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(score("fail"))
+    assert first.state().unsent == "firing"
+    await first.service.stop(time.monotonic() + 0.2)  # the firing never got through
+    await store.write_scores([score("pass") for _ in range(9)], [])  # meanwhile: 9 of 10 pass
+
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        await second.idle()
+        state = second.state()
+        assert state.state == "resolved" and state.unsent is None and state.notified_state == "resolved"
+        # nothing to tell: the targets never heard of the firing, and it is over
+        assert [r for r in receiver.at("/u") if r.status == 200 and r.body["status"] == "resolved"] == []
+    finally:
+        await second.service.stop(time.monotonic() + 5)
+    events = [r[0] for r in await second.rows("SELECT event FROM monitor_events ORDER BY event_at")]
+    assert "cancelled" not in events and events.count("resolved") == 1
