@@ -403,18 +403,23 @@ async def test_count_and_error_rate_monitors(store, receiver):
         await h.service.stop(time.monotonic() + 5)
 
 
-async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
+async def _cut_off_firing(store: DuckDBStore, receiver: WebhookReceiver, path: str) -> Harness:
+    """A monitor fires and the daemon stops while its endpoint hangs: the firing stays unsent.
+    Returns a second service on the same store, not started."""
     clock = Clock()
-    receiver.hang("/p", 5.0)
-    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + "/p", "retries": 0, "timeout_s": 30}])
+    receiver.hang(path, 5.0)
+    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + path, "retries": 0, "timeout_s": 30}])
     first = Harness(store, [m], clock)
     await first.service.start()
     await first.commit(score("fail"))
     assert first.state().unsent == "firing"
     await first.service.stop(time.monotonic() + 0.2)  # the endpoint is still hanging: give up on it
     assert await first.rows("SELECT state, pending FROM monitor_state") == [("firing", "firing")]
+    return Harness(store, [m], clock)
 
-    second = Harness(store, [m], clock)
+
+async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
+    second = await _cut_off_firing(store, receiver, "/p")
     await second.service.start()
     try:
         await second.idle()
@@ -427,17 +432,8 @@ async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(s
 
 
 async def test_a_message_cut_off_by_the_stop_that_is_no_longer_true_is_not_sent(store, receiver):
-    clock = Clock()
-    receiver.hang("/u", 5.0)
-    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + "/u", "retries": 0, "timeout_s": 30}])
-    first = Harness(store, [m], clock)
-    await first.service.start()
-    await first.commit(score("fail"))
-    assert first.state().unsent == "firing"
-    await first.service.stop(time.monotonic() + 0.2)  # the firing never got through
+    second = await _cut_off_firing(store, receiver, "/u")
     await store.write_scores([score("pass") for _ in range(9)], [])  # meanwhile: 9 of 10 pass
-
-    second = Harness(store, [m], clock)
     await second.service.start()
     try:
         await second.idle()

@@ -6,6 +6,7 @@ notified stays told, one the old cooldown hid is told once the cooldown ended.""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -100,63 +101,55 @@ def _check_upgraded(states: list[MonitorState]) -> None:
     assert decide(m.model_copy(update={"id": "told"}), told, told, NOW)[1] == Notice()  # no repeat after the upgrade
 
 
-async def test_duckdb_round_trips_every_field_and_upgrades_version_6(tmp_path):
-    path = tmp_path / "m.duckdb"
-    store = DuckDBStore(path)
+async def _round_trip_then_upgrade(make: Callable[[], Any], downgrade: Callable[[], None]) -> None:
+    """Save and load every field (and an upsert); put the table back as it was before (``downgrade``),
+    then start again: the migration brings the rows back as meant."""
+    store = make()
     await store.start()
     try:
         await store.save_monitors([FULL, PENDING], [MonitorEvent(monitor_id="full", at=NOW, event="fired")])
-        assert sorted(await store.monitor_states(["full", "pending", "unknown"]), key=lambda s: s.monitor_id) == [
-            FULL,
-            PENDING,
-        ]
-    finally:
-        await store.stop()
-
-    con = duckdb.connect(str(path))
-    for statement in _old_table("duckdb"):
-        con.execute(statement)
-    sql, rows = _old_insert("?", "to_timestamp(?::DOUBLE)")
-    for row in rows:
-        con.execute(sql, row)
-    con.execute("UPDATE schema_info SET value = '6' WHERE key = 'version'")
-    con.close()
-
-    store = DuckDBStore(path)
-    await store.start()
-    try:
-        _check_upgraded(await store.monitor_states([r[0] for r in OLD_ROWS]))
-    finally:
-        await store.stop()
-
-
-async def test_postgres_round_trips_every_field_and_upgrades_version_1(pg_dsn):
-    store = PostgresResultStore(pg_dsn)
-    await store.start()
-    try:
-        await store.save_monitors([FULL, PENDING], [MonitorEvent(monitor_id="full", at=NOW, event="fired")])
-        assert sorted(await store.monitor_states(["full", "pending", "unknown"]), key=lambda s: s.monitor_id) == [
-            FULL,
-            PENDING,
-        ]
-        await store.save_monitors([PENDING.__class__(monitor_id="pending", state="ok")], [])  # an upsert
+        stored = await store.monitor_states(["full", "pending", "unknown"])
+        assert sorted(stored, key=lambda s: s.monitor_id) == [FULL, PENDING]
+        await store.save_monitors([MonitorState(monitor_id="pending", state="ok")], [])  # an upsert
         [again] = await store.monitor_states(["pending"])
         assert again.state == "ok" and again.since is None
     finally:
         await store.stop()
-
-    with psycopg.connect(pg_dsn, autocommit=True) as con:
-        con.execute("SET search_path TO tracescorer")
-        for statement in _old_table("postgres"):
-            con.execute(statement)
-        sql, rows = _old_insert("%s", "to_timestamp(%s)")
-        for row in rows:
-            con.execute(sql, row)
-        con.execute("UPDATE schema_info SET value = '1' WHERE key = 'version'")
-
-    store = PostgresResultStore(pg_dsn)
+    downgrade()
+    store = make()
     await store.start()
     try:
         _check_upgraded(await store.monitor_states([r[0] for r in OLD_ROWS]))
     finally:
         await store.stop()
+
+
+def _downgrade(con: Any, dialect: str, mark: str, ts: str, version: str) -> None:
+    for statement in _old_table(dialect):
+        con.execute(statement)
+    sql, rows = _old_insert(mark, ts)
+    for row in rows:
+        con.execute(sql, row)
+    con.execute(f"UPDATE schema_info SET value = '{version}' WHERE key = 'version'")
+
+
+async def test_duckdb_round_trips_every_field_and_upgrades_version_6(tmp_path):
+    path = tmp_path / "m.duckdb"
+
+    def downgrade() -> None:
+        con = duckdb.connect(str(path))
+        try:
+            _downgrade(con, "duckdb", "?", "to_timestamp(?::DOUBLE)", "6")
+        finally:
+            con.close()
+
+    await _round_trip_then_upgrade(lambda: DuckDBStore(path), downgrade)
+
+
+async def test_postgres_round_trips_every_field_and_upgrades_version_1(pg_dsn):
+    def downgrade() -> None:
+        with psycopg.connect(pg_dsn, autocommit=True) as con:
+            con.execute("SET search_path TO tracescorer")
+            _downgrade(con, "postgres", "%s", "to_timestamp(%s)", "1")
+
+    await _round_trip_then_upgrade(lambda: PostgresResultStore(pg_dsn), downgrade)
