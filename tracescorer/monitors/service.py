@@ -266,7 +266,12 @@ class MonitorService:
         """Count, log and record a state change."""
         monitor, state = self._monitors[i], self._states[i]
         if was == "pending" and entered != "firing":
-            log.debug("monitor %s: no longer breaching before %s passed; back to %s", monitor.id, monitor.for_, entered)
+            log.debug(
+                "monitor %s: no longer breaching before %s passed; back to %s",
+                monitor.id,
+                format_duration(monitor.for_s),
+                entered,
+            )
             return
         self._metrics.monitor_transitions.labels(monitor.id, entered).inc()
         if entered == "pending":
