@@ -272,7 +272,7 @@ class Metrics:
         # Built-in monitors (tracescorer.monitors): one series per configured monitor.
         self.monitor_state = Gauge(
             "tracescorer_monitor_state",
-            "1 for the monitor's current state (ok, firing, resolved), else 0",
+            "1 for the monitor's current state (ok, pending, firing, resolved), else 0",
             ["monitor", "state"],
             registry=r,
         )
@@ -296,13 +296,14 @@ class Metrics:
         )
         self.monitor_transitions = Counter(
             "tracescorer_monitor_transitions",
-            "Monitor state changes, by the state entered (firing, resolved)",
+            "Monitor state changes, by the state entered (pending, firing, resolved)",
             ["monitor", "state"],
             registry=r,
         )
         self.monitor_notifications = Counter(
             "tracescorer_monitor_notifications",
-            "Notifications per target, by channel (webhook, slack) and result (sent, failed, suppressed, dropped)",
+            "Notifications per target, by channel (webhook, slack) and result "
+            "(sent, failed, deferred, cancelled, dropped)",
             ["monitor", "channel", "result"],
             registry=r,
         )

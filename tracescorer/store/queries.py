@@ -163,10 +163,8 @@ MONITOR_TABLES = Query(
     "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
 )
 
-MONITOR_STATES = Query(
-    "SELECT monitor_id, state, since, value, samples, evaluated_at, notified_at, pending "
-    "FROM monitor_state ORDER BY monitor_id"
-)
+# every column: a file from before a schema upgrade is read as it is (the command reads by name)
+MONITOR_STATES = Query("SELECT * FROM monitor_state ORDER BY monitor_id")
 
 
 def monitor_events(monitor_id: str | None = None) -> Query:

@@ -22,6 +22,7 @@ from tracescorer.store.tables import (
     column_names,
     create_table,
     delivery_table,
+    monitor_state_upgrade,
     monitor_tables,
 )
 
@@ -58,6 +59,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             for name in reversed(SPAN_LOG_TABLES)
             for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name))
         ),
+    ),
+    Migration(
+        7,
+        "monitors: pending period, keep-firing period, what the targets were last told, reminders",
+        monitor_state_upgrade(),
     ),
 )
 

@@ -21,13 +21,20 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
+from tracescorer.store.tables import monitor_state_upgrade
 
 log = logging.getLogger(__name__)
 
 BASELINE_VERSION = 1
 
-#: Upgrades, oldest first (none yet: version 1 is the first PostgreSQL schema).
-MIGRATIONS: tuple[Migration, ...] = ()
+#: Upgrades, oldest first (version 1 is the first PostgreSQL schema).
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        2,
+        "monitors: pending period, keep-firing period, what the targets were last told, reminders",
+        monitor_state_upgrade("postgres"),
+    ),
+)
 
 _LOCK = "hashtext('tracescorer.schema')"
 
