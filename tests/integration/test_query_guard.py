@@ -33,6 +33,11 @@ def refused_statements(tmp: Path, db: Path) -> list[str]:
         "DROP TABLE scores",
         "ALTER TABLE spans ADD COLUMN planted INTEGER",
         "TRUNCATE spans",
+        # a WITH clause that writes: DuckDB parses the whole statement as a SELECT
+        "WITH x AS (UPDATE spans SET name = 'x' RETURNING *) SELECT * FROM x",
+        "WITH x AS (INSERT INTO spans (trace_id, span_id) VALUES ('a', 'b') RETURNING *) SELECT * FROM x",
+        "WITH x AS (DELETE FROM spans RETURNING *) SELECT count(*) FROM x",
+        f"WITH x AS (COPY spans TO '{tmp}/cte.csv') SELECT 1",
         # other databases, files, extensions, configuration
         f"ATTACH '{tmp}/other.duckdb' AS other",
         "DETACH other",
@@ -171,6 +176,7 @@ def test_refusals_name_what_was_refused(stored):
     tmp, daemon = stored
     cases = {
         "DELETE FROM spans": "only read statements (SELECT) are allowed, not DELETE",
+        "WITH x AS (DELETE FROM spans RETURNING *) SELECT * FROM x": "not one with DELETE inside",
         "EXPLAIN ANALYZE SELECT 1": "EXPLAIN is not allowed",
         "SELECT 1; SELECT 2": "only one statement per query",
         f"SELECT * FROM read_text('{tmp}/secret.csv')": "table function read_text() is not allowed",
