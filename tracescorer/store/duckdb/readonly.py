@@ -104,6 +104,7 @@ def connect(path: str | Path) -> duckdb.DuckDBPyConnection:
         raise QueryError(f"cannot open {path} read-only: {exc}") from None
     try:
         layout.attach(con, path, read_only=True)
+        layout.check_belonging(con, path)
         lock_down(con)
     except (duckdb.Error, layout.LayoutError) as exc:
         con.close()
