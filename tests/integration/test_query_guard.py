@@ -92,8 +92,10 @@ def refused_statements(tmp: Path, db: Path) -> list[str]:
 def _fingerprint(db: Path) -> tuple:
     con = readonly.connect(db)
     try:
-        tables = con.execute("SELECT table_name, column_count FROM duckdb_tables() ORDER BY 1").fetchall()
-        counts = tuple(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in tables)
+        tables = con.execute(
+            "SELECT database_name, table_name, column_count FROM duckdb_tables() ORDER BY 1, 2"
+        ).fetchall()
+        counts = tuple(con.execute(f'SELECT count(*) FROM "{d}"."{t}"').fetchone()[0] for d, t, _ in tables)
         names = con.execute("SELECT list_sort(list(name)) FROM spans").fetchone()[0]
     finally:
         con.close()

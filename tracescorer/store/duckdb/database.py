@@ -23,6 +23,8 @@ log = logging.getLogger("tracescorer.store.duckdb.engine")  # run in the store p
 def settings_for(options: EngineOptions) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "memory_limit": options.memory_limit,
+        # the query box's scans send Arrow batches whose types read back as they were (JSON, HUGEINT...)
+        "arrow_lossless_conversion": True,
         # checkpoints run beside the writer (Engine._checkpointer): DuckDB's own, inside a commit,
         # stalls every write for the checkpoint's length; it stays only as a safety net
         "checkpoint_threshold": f"{4 * size_bytes(options.checkpoint_threshold)}B",

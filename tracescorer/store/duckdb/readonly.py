@@ -88,18 +88,20 @@ class QueryRefused(QueryError):
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     """Apply :data:`QUERY_CONFIG` to a running database (after its span log is attached: ATTACH
-    is file access); ``lock_configuration`` last."""
+    is file access); ``lock_configuration`` last. The connection draws no progress bar (its
+    process's output is a log)."""
+    con.execute("SET enable_progress_bar = false")
     for name, value in QUERY_CONFIG.items():
         con.execute(f"SET GLOBAL {name} = {str(value).lower() if isinstance(value, bool) else value!r}")
 
 
-def connect(path: str | Path) -> duckdb.DuckDBPyConnection:
+def connect(path: str | Path, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """Open a store's database read-only, its span log attached, with :data:`QUERY_CONFIG`
-    (fails while a daemon holds it)."""
+    (fails while a daemon holds it); ``config``: further DuckDB settings (a memory limit, say)."""
     if not Path(path).exists():
         raise QueryError(f"database {path} does not exist")
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(str(path), read_only=True, config=config or {})
     except duckdb.Error as exc:
         raise QueryError(f"cannot open {path} read-only: {exc}") from None
     try:
