@@ -150,6 +150,7 @@ class App:
             token=self.api_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
+            max_concurrent=s.store.query_max_concurrent,
             runner=self.runner,
         )
         self._api: HttpServer | None = None

@@ -36,7 +36,7 @@ def serve(config_path: str | None) -> None:
     try:
         created = check_store_path(settings.store.path)
         if created is not None:
-            created.mkdir(parents=True, exist_ok=True)
+            created.mkdir(mode=0o700, parents=True, exist_ok=True)  # the database's alone, as its files
             log.info("store.path: created directory %s for the database", created)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None

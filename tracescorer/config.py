@@ -217,6 +217,22 @@ class StoreSettings(_Section):
     )
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
+    query_max_concurrent: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="ops-API queries (the read commands') run at once, each in a query process of its own; "
+        "more are refused with 429 and Retry-After (the CLI waits and retries)",
+    )
+    query_memory_limit: str = Field(
+        "512MB",
+        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="what one query may hold: DuckDB's memory_limit in its query process, whose address space "
+        "is capped at this above what it needs to start; a query past it fails, nothing else is touched",
+    )
+    query_max_result_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="a query's result (its rows, serialized) larger than this is refused"
+    )
 
     @field_validator("memory_limit")
     @classmethod
@@ -228,6 +244,13 @@ class StoreSettings(_Section):
                 f"store.memory_limit {value} is below 128MB: DuckDB holds the results' key indexes and "
                 "each commit inside it, and writes fail with less"
             )
+        return value
+
+    @field_validator("query_memory_limit")
+    @classmethod
+    def _room_for_a_query(cls, value: str) -> str:
+        if size_bytes(value) < 64 * 1024 * 1024:
+            raise ValueError(f"store.query_memory_limit {value} is below 64MB: a query process needs that to start")
         return value
 
     @model_validator(mode="after")

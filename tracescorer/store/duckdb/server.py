@@ -2,14 +2,19 @@
 
 Started by :class:`~tracescorer.store.duckdb.process.StoreProcess`; serves the
 :class:`~tracescorer.store.duckdb.engine.Engine` over the socket it inherits until ``close`` or the
-end of the stream. The process ignores SIGINT/SIGTERM: the daemon decides when to stop.
+end of the stream: a daemon that went away (killed, say) closes or resets its end, and what it
+sent is committed as at a stop. The process then exits 0 once everything queued was committed,
+1 otherwise. It ignores SIGINT/SIGTERM: the daemon decides when to stop. Files it creates are
+0600 (folders 0700).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
+import sys
 from typing import Any
 
 from tracescorer import logs
@@ -17,9 +22,12 @@ from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
 
+log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
-def serve(sock: socket.socket, options: EngineOptions) -> None:
-    """Open the database, serve requests from ``sock`` until ``close`` or end of stream."""
+
+def serve(sock: socket.socket, options: EngineOptions) -> bool:
+    """Open the database, serve requests from ``sock`` until ``close`` or end of stream; whether
+    it opened and everything queued was committed."""
     enlarge_buffers(sock)
     chan = BlockingChannel(sock)
 
@@ -31,7 +39,7 @@ def serve(sock: socket.socket, options: EngineOptions) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
         chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
         chan.close()
-        return
+        return False
     chan.send((0, True, os.getpid(), {}))
     engine.start()
     timeout_s = 30.0
@@ -41,9 +49,12 @@ def serve(sock: socket.socket, options: EngineOptions) -> None:
             timeout_s = float(payload)
             break
         engine.dispatch(req_id, kind, payload)
+    else:
+        log.warning("the daemon went away: committing what it sent, then exiting")
     drained = engine.shutdown(timeout_s)
     chan.send((-1, drained, None, {}))
     chan.close()
+    return drained
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,7 +72,20 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     logs.configure(args.log_level, args.log_format)
-    serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+    # the database files, their WALs and the spill folder are the daemon's alone: 0600 / 0700
+    os.umask(0o077)
+    try:
+        ok = serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+    except BaseException:  # the exit status says it; the log says why
+        log.exception("the store process failed")
+        ok = False
+    log.info("store process exiting (%s)", "everything committed" if ok else "not everything committed")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter teardown: a thread still inside DuckDB (a shutdown past its deadline) could
+    # abort it; what was committed is in the WAL either way
+    os._exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ class DuckDBStore(SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPar
         results_delay_s: float = 0.0,
         index_memory_share: float = 0.4,
         prune_slice_keys: int = 20_000,
+        query_max_concurrent: int = 2,
+        query_memory_limit: str = "512MB",
+        query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
     ) -> None:
         StoreProcess.__init__(
@@ -56,6 +59,9 @@ class DuckDBStore(SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPar
             threads=threads,
             readers=readers,
             results_delay_s=results_delay_s,
+            query_max_concurrent=query_max_concurrent,
+            query_memory_limit=query_memory_limit,
+            query_max_result_bytes=query_max_result_bytes,
             duckdb_settings=duckdb_settings,
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.duckdb.keys`)
