@@ -59,6 +59,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name))
         ),
     ),
+    # (version 7: the monitors' pending period and hysteresis)
+    Migration(
+        8,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at TIMESTAMPTZ",),
+    ),
 )
 
 BASELINE_VERSION = 1

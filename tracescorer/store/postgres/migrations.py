@@ -26,8 +26,16 @@ log = logging.getLogger(__name__)
 
 BASELINE_VERSION = 1
 
-#: Upgrades, oldest first (none yet: version 1 is the first PostgreSQL schema).
-MIGRATIONS: tuple[Migration, ...] = ()
+#: Upgrades, oldest first; version N upgrades a schema at version N-1 (a fresh schema gets the
+#: baseline, which already has the latest columns, plus every migration: written to run on it too).
+MIGRATIONS: tuple[Migration, ...] = (
+    # (version 2: the monitors' pending period and hysteresis)
+    Migration(
+        3,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at timestamptz",),
+    ),
+)
 
 _LOCK = "hashtext('tracescorer.schema')"
 
