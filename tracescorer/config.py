@@ -400,6 +400,29 @@ class ExportSettings(_Section):
         return self
 
 
+class ReportSettings(_Section):
+    """``tracescorer report``: links from the report to the trace backend."""
+
+    trace_url: str | None = Field(
+        None, description="trace link template, e.g. https://jaeger/trace/{trace_id} ({run_id}, {conversation_id} too)"
+    )
+
+    @field_validator("trace_url")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must be an http:// or https:// URL")
+        try:
+            value.format(trace_id="t", run_id="r", conversation_id="c", scorer_id="s")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"placeholders may be {{trace_id}}, {{run_id}}, {{conversation_id}}, {{scorer_id}}: {exc}"
+            ) from None
+        return value
+
+
 class Settings(_Section):
     """The whole daemon configuration (see config/tracescorer.yaml for every key)."""
 
@@ -415,6 +438,7 @@ class Settings(_Section):
     shutdown: ShutdownSettings = ShutdownSettings()
     score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
     monitors: list[MonitorSettings] = []
+    report: ReportSettings = ReportSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("scorers")

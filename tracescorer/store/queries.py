@@ -182,10 +182,15 @@ def monitor_events(monitor_id: str | None = None) -> Query:
 
 # --- report -----------------------------------------------------------------------------------------
 
+#: When what a score is about happened: the run's end, a conversation's last turn (rows written
+#: before the column existed: when the score was written). The report's history is keyed on it,
+#: so re-scoring a target (a backfill) leaves its place in time unchanged.
+SCORED_AT = "coalesce(target_ended_at, updated_at)"
+
 
 def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") -> _Where:
     where = _Where()
-    where.add(f"updated_at >= {_TIME}", since.isoformat())
+    where.add(f"{SCORED_AT} >= {_TIME}", since.isoformat())
     if scorer_id is not None:
         where.add("scorer_id = ?", scorer_id)
     if extra:
@@ -194,7 +199,7 @@ def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") ->
 
 
 def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
-    """One row per scorer: counts by status and label, mean, range, cost, first/last score."""
+    """One row per scorer: counts by status and label, mean, range, cost, first/last scored time."""
     where = _scores_where(since, scorer_id)
     return Query(
         "SELECT scorer_id, min(scorer_name) AS scorer_name, count(*) AS n, "
@@ -204,18 +209,19 @@ def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
         "min(score) FILTER (WHERE status = 'ok') AS lo, max(score) FILTER (WHERE status = 'ok') AS hi, "
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         "coalesce(sum(judge_cost_usd), 0) AS cost_usd, max(threshold) AS threshold, "
-        "count(*) FILTER (WHERE source = 'backfill') AS backfill, min(updated_at) AS first_at, "
-        f"max(updated_at) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
+        f"count(*) FILTER (WHERE source = 'backfill') AS backfill, min({SCORED_AT}) AS first_at, "
+        f"max({SCORED_AT}) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
         tuple(where.params),
     )
 
 
 def report_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Query:
-    """Per scorer and time bucket (epoch seconds of its start): count, mean, pass/fail, errors."""
+    """Per scorer and time bucket of the scored time (epoch seconds of its start): count, mean,
+    pass/fail, errors."""
     where = _scores_where(since, scorer_id)
     bucket = int(bucket_s)
     return Query(
-        f"SELECT scorer_id, (floor(EXTRACT(EPOCH FROM updated_at) / {bucket}) * {bucket})::BIGINT "
+        f"SELECT scorer_id, (floor(EXTRACT(EPOCH FROM {SCORED_AT}) / {bucket}) * {bucket})::BIGINT "
         "AS bucket, count(*) AS n, avg(score) FILTER (WHERE status = 'ok') AS mean, "
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         "count(*) FILTER (WHERE status = 'error') AS errors "
@@ -239,13 +245,15 @@ def report_distribution(since: dt.datetime, scorer_id: str | None, bins: int) ->
     )
 
 
-def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
-    """Per scorer the ``per_scorer`` lowest ok scores (then errors), newest first among equals."""
-    where = _scores_where(since, scorer_id, "status IN ('ok', 'error')")
+_TARGET_COLUMNS = (
+    "scorer_id, id, entity_type, entity_id, conversation_id, trace_id, span_id, run_id, status, score, label, "
+    f"threshold, reason, error, error_type, {SCORED_AT} AS scored_at"
+)
+
+
+def _ranked(where: _Where, order: str, per_scorer: int) -> Query:
     inner = (
-        "SELECT scorer_id, id, entity_type, entity_id, conversation_id, trace_id, run_id, status, score, label, "
-        "threshold, reason, error, updated_at, row_number() OVER (PARTITION BY scorer_id ORDER BY "
-        "CASE WHEN status = 'ok' THEN 0 ELSE 1 END, score ASC NULLS LAST, updated_at DESC, id) AS rank "
+        f"SELECT {_TARGET_COLUMNS}, row_number() OVER (PARTITION BY scorer_id ORDER BY {order}) AS rank "
         f"FROM scores{where.sql()}"
     )
     return Query(
@@ -254,22 +262,32 @@ def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> 
     )
 
 
+def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
+    """Per scorer the ``per_scorer`` lowest ok scores that did not pass (failures, or every score
+    of a scorer without a threshold), most recent first among equals."""
+    where = _scores_where(
+        since, scorer_id, "status = 'ok' AND score IS NOT NULL AND (label IS NULL OR label <> 'pass')"
+    )
+    return _ranked(where, f"score ASC, {SCORED_AT} DESC, id", per_scorer)
+
+
+def report_errors(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
+    """Per scorer its ``per_scorer`` most recent errors."""
+    return _ranked(_scores_where(since, scorer_id, "status = 'error'"), f"{SCORED_AT} DESC, id", per_scorer)
+
+
 def report_transcripts(run_ids: Sequence[str], conversation_ids: Sequence[str], runs_per_conversation: int) -> Query:
-    """The runs behind the worst scores: each run-scope target, and the latest runs of each
-    conversation-scope target."""
-    clauses = []
+    """The runs behind the scores shown: each run-scope target (``part`` run) and the latest runs
+    of each conversation-scope target (``part`` conversation), by start time."""
+    columns = "run_id, trace_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output, tool_calls"
+    parts = []
     if run_ids:
-        clauses.append(f"run_id IN ({_placeholders(len(run_ids))})")
+        parts.append(f"SELECT 'run' AS part, {columns} FROM runs WHERE run_id IN ({_placeholders(len(run_ids))})")
     if conversation_ids:
-        clauses.append(f"conversation_id IN ({_placeholders(len(conversation_ids))})")
-    where = " OR ".join(clauses) or "FALSE"
-    inner = (
-        "SELECT run_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output, "
-        "row_number() OVER (PARTITION BY coalesce(conversation_id, run_id) ORDER BY started_at_unix_nano DESC) "
-        f"AS recent FROM runs WHERE {where}"
-    )
-    return Query(
-        f"SELECT run_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output FROM ({inner}) "
-        f"AS latest WHERE recent <= {int(runs_per_conversation)} ORDER BY conversation_id, started_at_unix_nano",
-        (*run_ids, *conversation_ids),
-    )
+        parts.append(
+            f"SELECT 'conversation' AS part, {columns} FROM (SELECT {columns}, row_number() OVER (PARTITION BY "
+            "conversation_id ORDER BY started_at_unix_nano DESC) AS recent FROM runs WHERE conversation_id IN "
+            f"({_placeholders(len(conversation_ids))})) AS latest WHERE recent <= {int(runs_per_conversation)}"
+        )
+    union = " UNION ALL ".join(parts) or f"SELECT 'run' AS part, {columns} FROM runs WHERE FALSE"
+    return Query(f"SELECT * FROM ({union}) AS shown ORDER BY part, started_at_unix_nano", (*run_ids, *conversation_ids))

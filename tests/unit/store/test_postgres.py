@@ -243,12 +243,18 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
         queries.trace_runs(f"{1:032x}"),
         queries.conversation_runs("c1"),
         queries.decisions([("run", "run-1")]),
+        queries.report_errors(since, None, 5),
     ]
     results = [await composite.queries.query(q.sql, max_rows=100, timeout_s=10, params=q.params) for q in statements]
     summary = results[0].dicts()
     assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
     assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]
-    assert len(results[4].rows) == 2  # the conversation's runs, once
+    # the run target's run, and the conversation's runs
+    assert sorted((r[0], r[1]) for r in results[4].rows) == [
+        ("conversation", "run-1"),
+        ("conversation", "run-2"),
+        ("run", "run-1"),
+    ]
 
 
 async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
