@@ -156,13 +156,15 @@ class DaemonProcess:
             self._log.close()
         return code
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run another ``tracescorer`` command with this daemon's config."""
+    def cli(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run another ``tracescorer`` command with this daemon's config (and ``env`` on top of its environment)."""
         result = subprocess.run(
             [sys.executable, "-m", "tracescorer", *args, "--config", str(self.config_path)],
             capture_output=True,
             text=True,
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=str(REPO),
             timeout=120,
         )

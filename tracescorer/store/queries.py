@@ -30,8 +30,8 @@ class Query:
 _TIME = "CAST(? AS TIMESTAMPTZ)"
 
 SCORE_SUMMARY_COLUMNS = (
-    "updated_at, scorer_id, entity_type, coalesce(entity_id, '') AS agent, coalesce(conversation_id, '') AS "
-    "conversation, trace_id, status, score, label, judge_cost_usd, reason, error"
+    "updated_at, scorer_id, entity_type, entity_id AS agent, id, run_id, trace_id, conversation_id, status, score, "
+    "label, judge_cost_usd, reason, error, target_ended_at"
 )
 
 
@@ -54,23 +54,92 @@ def _placeholders(n: int) -> str:
     return ", ".join(["?"] * n)
 
 
+# --- ids: what a trace, run, score or conversation id (or a prefix of one) names ----------------
+
+#: The table and column of each kind of id (all but conversation ids are lower-case hex).
+_ID_SOURCES = {"trace": ("runs", "trace_id"), "run": ("runs", "run_id"), "conversation": ("runs", "conversation_id")}
+_ID_SOURCES["score"] = ("scores", "id")
+ID_KINDS = tuple(_ID_SOURCES)
+
+
+def _id_query(text: str, kinds: Sequence[str], clause: str) -> Query:
+    parts = [
+        f"SELECT DISTINCT '{kind}' AS kind, {column} AS id FROM {table} WHERE {clause.format(column)}"
+        for kind in kinds
+        for table, column in (_ID_SOURCES[kind],)
+    ]
+    params = tuple(text if kind == "conversation" else text.lower() for kind in kinds)
+    return Query(f"SELECT kind, id FROM ({' UNION ALL '.join(parts)}) AS ids ORDER BY kind, id", params)
+
+
+def ids_equal(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+    """The stored ids of these kinds equal to ``text`` (through the key indexes)."""
+    return _id_query(text, kinds, "{} = ?")
+
+
+def ids_starting(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+    """The stored ids of these kinds that start with ``text``."""
+    return _id_query(text, kinds, "starts_with({}, ?)")
+
+
+def assembled_trace_ids(text: str) -> Query:
+    """Trace ids of the span log's assembled traces (those no run came from too) starting with ``text``."""
+    return Query(
+        "SELECT trace_id FROM assembled_traces WHERE starts_with(trace_id, ?) ORDER BY trace_id", (text.lower(),)
+    )
+
+
+def score_target(score_id: str) -> Query:
+    """What a score is about: its entity type and ids."""
+    return Query(
+        "SELECT id, scorer_id, entity_type, run_id, trace_id, conversation_id FROM scores WHERE id = ?", (score_id,)
+    )
+
+
+_RUN_KEYS = {"trace": "trace_id", "run": "run_id", "conversation": "conversation_id"}
+
+
+def runs_of(kind: str, target_id: str) -> Query:
+    """The run, trace and conversation ids of the runs of a trace, a run or a conversation."""
+    return Query(
+        f"SELECT run_id, trace_id, conversation_id FROM runs WHERE {_RUN_KEYS[kind]} = ? "
+        "ORDER BY started_at_unix_nano, run_id",
+        (target_id,),
+    )
+
+
 # --- runs, scores, explain ----------------------------------------------------------------------
 
 
-def runs(*, trace_id: str | None = None, conversation_id: str | None = None, since: dt.datetime | None = None) -> Query:
-    """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first."""
+def runs(
+    *,
+    trace_id: str | None = None,
+    conversation_id: str | None = None,
+    since: dt.datetime | None = None,
+    run_id: str | None = None,
+    newest_first: bool = False,
+) -> Query:
+    """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first
+    (``newest_first``: so that a row limit keeps the newest)."""
     where = _Where()
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
+    if run_id:
+        where.add("run_id = ?", run_id.lower())
     if conversation_id:
         where.add("conversation_id = ?", conversation_id)
     if since:
         where.add(f"started_at >= {_TIME}", since.isoformat())
-    return Query(RUN_SELECT + where.sql() + " ORDER BY started_at_unix_nano, run_id", tuple(where.params))
+    order = " DESC" if newest_first else ""
+    return Query(
+        RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params)
+    )
 
 
-def unmatched_traces(*, trace_id: str | None = None, since: dt.datetime | None = None) -> Query:
-    """Assembled traces no convention rebuilt a run from, with the reason."""
+def unmatched_traces(
+    *, trace_id: str | None = None, since: dt.datetime | None = None, newest_first: bool = False
+) -> Query:
+    """Assembled traces no convention rebuilt a run from, with the reason, oldest first (or newest)."""
     where = _Where("unmatched_reason IS NOT NULL")
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
@@ -78,9 +147,31 @@ def unmatched_traces(*, trace_id: str | None = None, since: dt.datetime | None =
         where.add(f"assembled_at >= {_TIME}", since.isoformat())
     return Query(
         "SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
-        f"FROM assembled_traces{where.sql()} ORDER BY assembled_at",
+        f"FROM assembled_traces{where.sql()} ORDER BY assembled_at{' DESC' if newest_first else ''}",
         tuple(where.params),
     )
+
+
+def glob_clause(column: str, pattern: str) -> tuple[str, str]:
+    """``column`` matching a shell-style pattern (``*`` any text, ``?`` one character), or equal
+    to it when it has neither: the clause and its parameter."""
+    if "*" not in pattern and "?" not in pattern:
+        return f"{column} = ?", pattern
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{column} LIKE ? ESCAPE '\\'", escaped.replace("*", "%").replace("?", "_")
+
+
+#: Scores about a stored id: a trace's or run's run scores and the scores of its conversations;
+#: a conversation's score and its runs' scores; one score.
+_IN_CONVERSATIONS_OF = (
+    "(entity_type = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {} = ?))"
+)
+_SCORES_ABOUT = {
+    "trace": (f"((entity_type <> 'conversation' AND trace_id = ?) OR {_IN_CONVERSATIONS_OF.format('trace_id')})", 2),
+    "run": (f"((entity_type <> 'conversation' AND run_id = ?) OR {_IN_CONVERSATIONS_OF.format('run_id')})", 2),
+    "conversation": ("conversation_id = ?", 1),
+    "score": ("id = ?", 1),
+}
 
 
 def scores(
@@ -88,9 +179,14 @@ def scores(
     scorer_id: str | None = None,
     since: dt.datetime | None = None,
     status: str | None = None,
+    label: str | None = None,
+    agent: str | None = None,
+    about: tuple[str, str] | None = None,
     all_columns: bool = False,
 ) -> Query:
-    """Stored scores, oldest update first: the summary columns, or every column."""
+    """Stored scores, newest update first (a row limit keeps the newest): the summary columns,
+    or every column. ``about`` is ``(kind, id)`` of a trace, run, conversation or score;
+    ``agent`` a name or a ``*`` pattern."""
     where = _Where()
     if scorer_id:
         where.add("scorer_id = ?", scorer_id)
@@ -98,8 +194,15 @@ def scores(
         where.add(f"updated_at >= {_TIME}", since.isoformat())
     if status:
         where.add("status = ?", status)
+    if label:
+        where.add("label = ?", label)
+    if agent:
+        where.add(*glob_clause("entity_id", agent))
+    if about:
+        clause, n = _SCORES_ABOUT[about[0]]
+        where.add(clause, *([about[1]] * n))
     columns = "*" if all_columns else SCORE_SUMMARY_COLUMNS
-    return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at, id", tuple(where.params))
+    return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at DESC, id DESC", tuple(where.params))
 
 
 def trace_runs(trace_id: str) -> Query:
