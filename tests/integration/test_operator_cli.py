@@ -211,6 +211,8 @@ def test_backfill_of_the_errors_rescores_only_them(daemon, fake):
     assert "1/1 target(s): scored: 1" in daemon.cli("backfill", "--scorer", "conversation-judge", trace[:12]).stdout
     both = daemon.cli("backfill", "--scorer", "non-empty", "--status", "error", "--missing", check=False)
     assert both.returncode == 2 and "exclude each other" in both.stderr
+    timed = daemon.cli("backfill", "--scorer", "non-empty", trace[:12], "--since", "1d", check=False)
+    assert timed.returncode == 2 and "IDs name the targets" in timed.stderr
 
 
 def test_backfill_of_the_missing_scores_only(tmp_path):

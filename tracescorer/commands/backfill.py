@@ -125,7 +125,7 @@ def _local(settings: Settings, request: BackfillRequest) -> dict[str, Any]:
 @click.option(
     "--since",
     default=None,
-    help="Runs that started after this (30m, 2h, 7d or ISO 8601; default 7d, or all of the IDs given).",
+    help="Runs that started after this (30m, 2h, 7d or ISO 8601; default 7d). Not with IDs.",
 )
 @click.option("--until", default=None, help="Runs that started before this.")
 @click.option(
@@ -161,12 +161,16 @@ def backfill(
 
     if status and missing:
         raise click.UsageError("--status error and --missing exclude each other: run one, then the other")
+    if targets and (since or until):
+        raise click.UsageError(
+            "IDs name the targets: --since and --until select them by time instead, give one or the other"
+        )
     settings = load(config_path)
     binding = next((b for b in settings.scorers if b.id == scorer_id), None)
     ids = _target_ids(settings, targets, binding.scope) if targets and binding is not None else None
     request = BackfillRequest(
         scorer_id=scorer_id,
-        since=parse_since(since) if since else None if targets else parse_since("7d"),
+        since=None if targets else parse_since(since or "7d"),
         until=parse_since(until) if until else None,
         filter=_parse_filters(filters),
         dry_run=dry_run,
