@@ -128,7 +128,19 @@ class DaemonProcess:
                 raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log()}")
             return read_serve_info(self.db_path)
 
-        self.info = wait_for(ready, timeout_s, what="daemon start")
+        try:
+            self.info = wait_for(ready, timeout_s, what="daemon start")
+        except BaseException:
+            # a daemon that did not start in time is not left running behind the failed test
+            if self.proc.poll() is None:
+                self.proc.terminate()  # it stops its store process too
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(30)
+            self._log.close()
+            raise
         return self
 
     @property
