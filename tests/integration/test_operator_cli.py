@@ -178,6 +178,7 @@ def test_one_time_format_no_null_and_csv_wherever_json(daemon):
         "explain": daemon.cli("explain", trace).stdout,
         "query": daemon.cli("query", "SELECT updated_at, exported_at, label FROM scores ORDER BY id").stdout,
         "unmatched": daemon.cli("runs", "--unmatched").stdout,
+        "report": daemon.cli("report", "--output", str(daemon.tmp_path / "r.html")).stdout,
     }
     for name, out in outputs.items():
         assert "NULL" not in out, (name, out)

@@ -39,6 +39,7 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     a backfill does not move it; the trend's axis spans the data. With `report.trace_url` set in
     the configuration, trace ids link to the trace backend.
     """
+    from tracescorer.output import stamp
     from tracescorer.report import collect, render
     from tracescorer.report.reasons import criteria
 
@@ -80,7 +81,7 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
         raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
     total = sum(s.n for s in data.scorers)
     click.echo(
-        f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {start.isoformat(timespec='seconds')}"
+        f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {stamp(start)}"
     )
     if scorer_id and total == 0:
         click.echo(f"no scores for scorer {scorer_id!r} in this window", err=True)
