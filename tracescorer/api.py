@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import logging
 import uuid
@@ -194,14 +193,7 @@ class ControlApi:
         if self._runner is None:
             return web.json_response({"error": "scoring is not running"}, status=503)
         try:
-            payload = await request.json()
-            req = BackfillRequest(
-                scorer_id=str(payload["scorer"]),
-                since=dt.datetime.fromisoformat(payload["since"]) if payload.get("since") else None,
-                until=dt.datetime.fromisoformat(payload["until"]) if payload.get("until") else None,
-                filter=dict(payload.get("filter") or {}),
-                dry_run=bool(payload.get("dry_run", False)),
-            )
+            req = BackfillRequest.from_json(await request.json())
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": f"bad backfill request: {exc}"}, status=400)
         progress = BackfillProgress()

@@ -119,7 +119,15 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
     limit = row_limit(settings, max_rows)
     result = run_query(settings, Query(sql), limit)
     if fmt == "table":
-        click.echo(format_table(result["columns"], result["rows"], wide=wide, wrap=("reason", "error", "detail")))
+        click.echo(
+            format_table(
+                result["columns"],
+                result["rows"],
+                wide=wide,
+                wrap=("reason", "error", "detail"),
+                types=result.get("types"),
+            )
+        )
     else:
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     if result["truncated"]:
@@ -196,13 +204,13 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from tracescorer.commands import backfill, monitors, replay, report, runs, scores
+    from tracescorer.commands import backfill, explain, monitors, replay, report, runs, scorers, scores
 
     main.add_command(runs.runs)
     main.add_command(replay.replay)
     main.add_command(scores.scores)
-    main.add_command(scores.explain)
-    main.add_command(scores.scorers)
+    main.add_command(explain.explain)
+    main.add_command(scorers.scorers)
     main.add_command(backfill.backfill)
     main.add_command(monitors.monitors)
     main.add_command(report.report)

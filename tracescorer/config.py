@@ -464,6 +464,29 @@ class LogSettings(_Section):
         return value.strip().lower() if isinstance(value, str) else value
 
 
+class ReportSettings(_Section):
+    """``tracescorer report``: links from the report to the trace backend."""
+
+    trace_url: str | None = Field(
+        None, description="trace link template, e.g. https://jaeger/trace/{trace_id} ({run_id}, {conversation_id} too)"
+    )
+
+    @field_validator("trace_url")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must be an http:// or https:// URL")
+        try:
+            value.format(trace_id="t", run_id="r", conversation_id="c", scorer_id="s")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"placeholders may be {{trace_id}}, {{run_id}}, {{conversation_id}}, {{scorer_id}}: {exc}"
+            ) from None
+        return value
+
+
 class Settings(_Section):
     """The whole daemon configuration (see config/tracescorer.yaml for every key)."""
 
@@ -480,6 +503,7 @@ class Settings(_Section):
     score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
     monitors: list[MonitorSettings] = []
     log: LogSettings = LogSettings()
+    report: ReportSettings = ReportSettings()
     # read commands: variables left unset under keys only serve uses (see tracescorer.envexpand)
     _deferred: tuple[envexpand.Unset, ...] = PrivateAttr(default=())
 

@@ -133,7 +133,19 @@ class DaemonProcess:
                 raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log()}")
             return read_serve_info(self.db_path)
 
-        self.info = wait_for(ready, timeout_s, what="daemon start")
+        try:
+            self.info = wait_for(ready, timeout_s, what="daemon start")
+        except BaseException:
+            # a daemon that did not start in time is not left running behind the failed test
+            if self.proc.poll() is None:
+                self.proc.terminate()  # it stops its store process too
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(30)
+            self._log.close()
+            raise
         return self
 
     @property
@@ -161,13 +173,15 @@ class DaemonProcess:
             self._log.close()
         return code
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run another ``tracescorer`` command with this daemon's config."""
+    def cli(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run another ``tracescorer`` command with this daemon's config (and ``env`` on top of its environment)."""
         result = subprocess.run(
             [sys.executable, "-m", "tracescorer", *args, "--config", str(self.config_path)],
             capture_output=True,
             text=True,
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=str(REPO),
             timeout=120,
         )

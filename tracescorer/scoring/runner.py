@@ -121,6 +121,11 @@ class ScoringRunner:
         return self._runs
 
     @property
+    def scores(self) -> ScoreStore:
+        """Where the score rows go (backfills of errors or missing scores read their statuses)."""
+        return self._scores
+
+    @property
     def bindings(self) -> list[BoundScorer]:
         return list(self._bound)
 

@@ -236,6 +236,10 @@ class ScoreStore(Protocol):
     async def spent_today_usd(self) -> float:
         """Judge spend recorded on scores updated since the start of the UTC day."""
 
+    async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
+        """``{score id: status}`` of the stored score rows among ``score_ids`` (a backfill of
+        errors or of missing scores asks which targets to re-score)."""
+
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:

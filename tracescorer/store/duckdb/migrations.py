@@ -65,6 +65,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "monitors: pending period, keep-firing period, what the targets were last told, reminders",
         monitor_state_upgrade(),
     ),
+    Migration(
+        8,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at TIMESTAMPTZ",),
+    ),
 )
 
 BASELINE_VERSION = 1

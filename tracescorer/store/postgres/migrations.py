@@ -27,12 +27,18 @@ log = logging.getLogger(__name__)
 
 BASELINE_VERSION = 1
 
-#: Upgrades, oldest first (version 1 is the first PostgreSQL schema).
+#: Upgrades, oldest first; version N upgrades a schema at version N-1 (a fresh schema gets the
+#: baseline, which already has the latest columns, plus every migration: written to run on it too).
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
         "monitors: pending period, keep-firing period, what the targets were last told, reminders",
         monitor_state_upgrade("postgres"),
+    ),
+    Migration(
+        3,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at timestamptz",),
     ),
 )
 

@@ -133,6 +133,10 @@ async def write_scores(conn: Conn, scores: Sequence[Row], decisions: Sequence[Ro
         await conn.execute(_DECISIONS_SQL, upsert_params(DECISION_FIELDS, "id", decisions))
 
 
+async def score_statuses(conn: Conn, score_ids: Sequence[str]) -> list[Row]:
+    return await _rows(conn, "SELECT id, status FROM scores WHERE id = ANY(%s::text[])", [list(score_ids)])
+
+
 async def spent_today(conn: Conn) -> float:
     rows = await _rows(conn, "SELECT spent_usd FROM judge_spend WHERE day = (now() AT TIME ZONE 'UTC')::date")
     return float(rows[0][0]) if rows else 0.0
@@ -209,6 +213,11 @@ class ResultsPart(Tx):
 
     async def spent_today_usd(self) -> float:
         return await self._tx(spent_today, write=False)
+
+    async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
+        if not score_ids:
+            return {}
+        return {r[0]: r[1] for r in await self._tx(score_statuses, list(score_ids), write=False)}
 
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         # indexes in PostgreSQL are on disk: only the age deletes
