@@ -43,6 +43,7 @@ from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
 from tracescorer.scorers.scorer import PromptStep, Scorer
+from tracescorer.scoring.versions import scorer_version
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are
@@ -68,6 +69,8 @@ class BoundScorer:
     binding: ScorerBinding
     scorer: Scorer[Any, Any]
     uses_judge: bool
+    #: a stable hash of the binding's definition (:mod:`tracescorer.scoring.versions`), on every score
+    version: str = ""
 
     @property
     def judge_requests(self) -> int:
@@ -93,7 +96,11 @@ def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSetti
             scorer = _build(binding, judge_defaults)
         except _Problem as exc:
             raise BindingError(f"scorers[{index}] ({binding.id}): {exc}") from exc.__cause__
-        bound.append(BoundScorer(binding=binding, scorer=scorer, uses_judge=uses_judge(scorer)))
+        bound.append(
+            BoundScorer(
+                binding=binding, scorer=scorer, uses_judge=uses_judge(scorer), version=scorer_version(binding, scorer)
+            )
+        )
     return bound
 
 

@@ -257,9 +257,10 @@ async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg
 
     a, _ = stores
     await a.upsert_runs([_run(1, "c1")])
-    later = (Migration(2, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
+    now, later = latest_version(), latest_version() + 1
+    steps = (Migration(later, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        assert await migrate(conn, "tracescorer", later) == (1, 2)
-        assert await migrate(conn, "tracescorer", later) == (2, 2)  # nothing left to do
+        assert await migrate(conn, "tracescorer", steps) == (now, later)
+        assert await migrate(conn, "tracescorer", steps) == (later, later)  # nothing left to do
         cur = await conn.execute("SELECT run_id, region FROM tracescorer.runs")
         assert await cur.fetchall() == [("run-1", None)]  # the rows are kept

@@ -19,6 +19,7 @@ from tracescorer.store.tables import (
     INDEXES,
     SPAN_LOG_TABLES,
     TABLES,
+    calibration_tables,
     column_names,
     create_table,
     delivery_table,
@@ -58,6 +59,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             for name in reversed(SPAN_LOG_TABLES)
             for statement in (f"DROP TABLE IF EXISTS {name}", layout.union_view(name))
         ),
+    ),
+    Migration(
+        9,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version VARCHAR", *calibration_tables()),
     ),
 )
 

@@ -21,13 +21,20 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
+from tracescorer.store.tables import calibration_tables
 
 log = logging.getLogger(__name__)
 
 BASELINE_VERSION = 1
 
-#: Upgrades, oldest first (none yet: version 1 is the first PostgreSQL schema).
-MIGRATIONS: tuple[Migration, ...] = ()
+#: Upgrades, oldest first; version N upgrades a schema at version N-1 (versions may be skipped).
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        4,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version text", *calibration_tables("postgres")),
+    ),
+)
 
 _LOCK = "hashtext('tracescorer.schema')"
 
