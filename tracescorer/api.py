@@ -3,8 +3,9 @@
 - :class:`OpsApi`, on the OTLP HTTP port: ``/healthz`` and ``/readyz`` (open, for probes and
   load balancers) and ``/metrics`` (Prometheus; bearer token ``metrics.auth_token`` when set).
 - :class:`ControlApi`, on its own listener (``api:``, loopback by default): the read-only query
-  endpoint and backfill jobs, behind a token generated at each start and published only in the
-  0600 state file (:mod:`tracescorer.control`). The ingest token never opens it.
+  endpoint, backfill jobs and human labels (:mod:`tracescorer.calibration.routes`), behind a token
+  generated at each start and published only in the 0600 state file (:mod:`tracescorer.control`).
+  The ingest token never opens it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
@@ -103,11 +105,19 @@ class ControlApi:
     """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
 
     def __init__(
-        self, queries: QueryStore, *, token: str, max_rows: int, timeout_s: float, runner: ScoringRunner | None = None
+        self,
+        queries: QueryStore,
+        *,
+        token: str,
+        max_rows: int,
+        timeout_s: float,
+        runner: ScoringRunner | None = None,
+        labels: LabelRoutes | None = None,
     ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
+        self._labels = labels
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._queries = queries
         self._token = token
@@ -122,6 +132,7 @@ class ControlApi:
                 web.post(QUERY_PATH, self.query),
                 web.post(BACKFILL_PATH, self.start_backfill),
                 web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+                *(self._labels.routes() if self._labels is not None else ()),
             ]
         )
         return webapp

@@ -25,6 +25,7 @@ from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
@@ -126,12 +127,14 @@ class App:
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
         self.control = ControlApi(
             st.queries,
             token=self.api_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
             runner=self.runner,
+            labels=self.labels,
         )
         self._api: HttpListener | None = None
         self.api_port = 0
