@@ -25,6 +25,7 @@ from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.calibration.intake import EvaluationIntake
 from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
@@ -110,6 +111,8 @@ class App:
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
         self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
         self.ingestor.add_listener(self.assembly)
+        self.evaluations = EvaluationIntake(st.evaluations, self.metrics)  # other tools' evaluations
+        self.ingestor.set_prefilter(self.evaluations)
         self.assembly.add_listener(self.runner)
         self.ingestor.add_backlog_check(
             "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput

@@ -40,16 +40,19 @@ def scores(
     wide: bool,
     limit: int | None,
 ) -> None:
-    """Stored scores, newest last."""
+    """Stored scores, newest last, with other tools' evaluations (source external) beside them."""
+    from tracescorer.commands.external import with_external
     from tracescorer.output import FORMATS, format_table
     from tracescorer.store import queries
 
     settings = load(config_path)
     limit = row_limit(settings, limit)
-    sql = queries.scores(
-        scorer_id=scorer_id, since=parse_since(since) if since else None, status=status, all_columns=fmt != "table"
-    )
+    start = parse_since(since) if since else None
+    sql = queries.scores(scorer_id=scorer_id, since=start, status=status, all_columns=fmt != "table")
     result = run_query(settings, sql, limit)
+    result = with_external(  # other tools' evaluations, source external
+        settings, result, scorer_id=scorer_id, since=start, status=status, all_columns=fmt != "table", limit=limit
+    )
     if fmt != "table":
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     elif wide:
@@ -129,6 +132,9 @@ def explain(config_path: str | None, trace_id: str | None, conversation_id: str 
                 reason = decisions.get(binding.id, {}).get("reason")
                 if reason and decisions[binding.id]["decision"] == "scored":
                     click.echo(f"      reason: {str(reason).strip()}")
+    from tracescorer.commands.external import explain_external
+
+    explain_external(settings, targets)
 
 
 def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[tuple[str, str, str, str]] | None:
@@ -251,7 +257,8 @@ def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: st
     if d["decision"] == "scored":
         extra = f" label={d['label']}" if d["label"] else ""
         cost = f" cost=${d['judge_cost_usd']:.6f}" if d["judge_cost_usd"] else ""
-        return f"scored {d['score']}{extra}{cost} ({d['source']})"
+        version = f", version {d['scorer_version']}" if d.get("scorer_version") else ""
+        return f"scored {d['score']}{extra}{cost} ({d['source']}){version}"
     detail = f" — {d['detail']}" if d["detail"] else ""
     if d["decision"] == "sampled_out" and not detail:
         detail = f" — sampling ratio {binding.sampling.ratio:g}"

@@ -40,6 +40,13 @@ def target_runs(text: str) -> Query:
     )
 
 
+def run_traces(run_ids: Sequence[str]) -> Query:
+    """The traces of these runs."""
+    return Query(
+        f"SELECT DISTINCT trace_id FROM runs WHERE run_id IN ({_placeholders(len(run_ids)) or 'NULL'})", tuple(run_ids)
+    )
+
+
 # --- external evaluations -----------------------------------------------------------------------------
 
 
@@ -118,7 +125,7 @@ def external_as_scores(
             f"{_AS_SCORE['entity_type']} AS entity_type, coalesce(agent_name, '') AS agent, "
             "coalesce(run_conversation_id, '') AS conversation, trace_id, "
             f"{_AS_SCORE['status']} AS status, score, label, NULL AS judge_cost_usd, explanation AS reason, "
-            "error_type AS error"
+            "error_type AS error, evaluator_version AS scorer_version"
         )
     outer = f" WHERE {_AS_SCORE['status']} = ?" if status else ""
     return Query(

@@ -31,7 +31,7 @@ _TIME = "CAST(? AS TIMESTAMPTZ)"
 
 SCORE_SUMMARY_COLUMNS = (
     "updated_at, scorer_id, entity_type, coalesce(entity_id, '') AS agent, coalesce(conversation_id, '') AS "
-    "conversation, trace_id, status, score, label, judge_cost_usd, reason, error"
+    "conversation, trace_id, status, score, label, judge_cost_usd, reason, error, scorer_version"
 )
 
 
@@ -141,7 +141,7 @@ def decisions(targets: Sequence[tuple[str, str]]) -> Query:
     pairs = ", ".join(["(?, ?)"] * len(targets)) or "(NULL, NULL)"
     return Query(
         "SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
-        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd FROM scoring_decisions d "
+        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd, s.scorer_version FROM scoring_decisions d "
         "LEFT JOIN scores s ON s.id = d.score_id "
         f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})",
         tuple(value for pair in targets for value in pair),
