@@ -42,6 +42,7 @@ from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.caps import BindingCaps
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store.duckdb import layout
@@ -97,8 +98,9 @@ class App:
             else None
         )
         shared = st.coordination is not None
+        bound = build_bindings(s.scorers, s.judge)
         self.runner = ScoringRunner(
-            build_bindings(s.scorers, s.judge),
+            bound,
             st.runs,
             st.scores,
             self.metrics,
@@ -106,6 +108,7 @@ class App:
             listeners=[self.exporter] if self.exporter is not None else [],
             rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
             shared_budget=shared,
+            caps=BindingCaps(bound, shared=st.coordination),  # per-binding caps, shared in postgres mode
         )
         needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None

@@ -283,6 +283,21 @@ class SamplingSettings(_Section):
     ratio: float = Field(1.0, ge=0, le=1)
 
 
+class BindingLimits(_Section):
+    """``scorers[].limits``: caps of one binding beside the global ``judge:`` ones (a target over a
+    cap gets a decision naming the cap: ``budget_exhausted`` or ``rate_limited``)."""
+
+    daily_budget_usd: float | None = Field(
+        None, ge=0, description="judge spend of this binding per UTC day; once reached its targets are refused"
+    )
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="judge requests of this binding per minute; a target that would exceed it is refused (not "
+        "queued: a full bucket would hold the judge workers every binding shares)",
+    )
+
+
 class ScorerBinding(_Section):
     id: str
     prebuilt: str | None = None
@@ -293,6 +308,7 @@ class ScorerBinding(_Section):
     filter: RunFilter = RunFilter()
     threshold: float | None = None
     judge: dict[str, Any] = {}
+    limits: BindingLimits = BindingLimits()
     enabled: bool = True
 
     @model_validator(mode="after")

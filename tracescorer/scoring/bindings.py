@@ -17,7 +17,8 @@ Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundS
 Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, and any other
 :class:`Judge` argument or litellm option (``temperature``, ``max_tokens``, ``instructions``).
 The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
-refused there: they belong to the ``judge:`` section.
+refused there: they belong to the ``judge:`` section (a binding's own caps are its ``limits:``,
+:mod:`tracescorer.scoring.caps`).
 
 Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
 renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
@@ -120,7 +121,9 @@ class _Problem(Exception):
 def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
     runner_keys = sorted(_RUNNER_KEYS & binding.judge.keys())
     if runner_keys:
-        raise _Problem(f"judge.{runner_keys[0]} is a global limit: set it in the 'judge:' section")
+        key = runner_keys[0]
+        own = f", or limits.{key} for this binding alone" if key != "max_concurrency" else ""
+        raise _Problem(f"judge.{key} is a global limit: set it in the 'judge:' section{own}")
     if binding.prebuilt is not None:
         return _build_prebuilt(binding, binding.prebuilt, defaults)
     if binding.python is not None:
