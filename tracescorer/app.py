@@ -25,6 +25,7 @@ from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.calibration.gauges import AgreementGauges
 from tracescorer.calibration.intake import EvaluationIntake
 from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.config import Settings
@@ -134,6 +135,11 @@ class App:
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
         self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
+        self.agreement = AgreementGauges(
+            st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
+        )
+        self.labels.on_labels.append(self.agreement.poke)
+        self.evaluations.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,
@@ -209,6 +215,7 @@ class App:
             await stages.enter(self.exporter, reserve_s=reserve)
         if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
             await stages.enter(self.monitors, reserve_s=reserve)
+        await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.assembly, reserve_s=reserve)
         await self._start_receivers(stages.stack)

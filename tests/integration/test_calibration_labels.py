@@ -174,6 +174,21 @@ def test_labels_in_through_cli_api_and_import_then_agreement_and_disagreements(t
         text = daemon.cli("agreement", "--scorer", JUDGE).stdout
         assert "vs labels: 7 target(s) with both" in text and "kappa" in text and "confusion" in text
 
+        # the gauges follow the labels within seconds of the last one stored
+        version = judged["conv-4"]["scorer_version"]
+        series = f'reference="labels",scorer="{JUDGE}",version="{version}"'
+
+        def gauges() -> str | None:
+            text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
+            return text if f"tracescorer_agreement_pairs{{{series}}} 7.0" in text else None
+
+        metrics = wait_for(gauges, 30, interval_s=0.5, what="agreement gauges with 7 pairs")
+        accuracy = next(
+            line for line in metrics.splitlines() if line.startswith(f"tracescorer_agreement_accuracy{{{series}}}")
+        )
+        assert float(accuracy.rsplit(" ", 1)[1]) == pytest.approx(4 / 7)
+        assert f"tracescorer_agreement_kappa{{{series}}}" in metrics
+
         out = daemon.cli("disagreements", "--scorer", JUDGE)
         assert "conversation:conv-4" in out.stdout and "conversation:conv-6" in out.stdout
         assert "judge pass, reference fail" in out.stdout and "judge's reason:" in out.stdout
