@@ -213,6 +213,12 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         )
         assert against[0]["reference"] == "external:Helpfulness" and against[0]["numeric"] == 3
 
+        report = tmp_path / "report.html"
+        daemon.cli("report", "--since", "1h", "--output", str(report))
+        section = report.read_text().split('id="calibration"', 1)[1]
+        assert '<td>Helpfulness</td><td>agentcore-evals</td><td class="num">3</td>' in section
+        assert "<td>external:Helpfulness</td>" in section  # its agreement with the labels
+
         # counted; none of it was assembled or scored again
         metrics = _metrics(daemon)
         assert _metric(metrics, 'tracescorer_external_evaluations_total{result="stored"}') == 6

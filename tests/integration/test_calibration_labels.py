@@ -189,6 +189,14 @@ def test_labels_in_through_cli_api_and_import_then_agreement_and_disagreements(t
         assert float(accuracy.rsplit(" ", 1)[1]) == pytest.approx(4 / 7)
         assert f"tracescorer_agreement_kappa{{{series}}}" in metrics
 
+        report = tmp_path / "report.html"
+        daemon.cli("report", "--since", "1h", "--output", str(report))
+        html = report.read_text()
+        section = html[html.index('id="calibration"') :]
+        assert "Judge calibration" in section and f"<td>{JUDGE}</td>" in section
+        assert f'<span class="ids">{version}</span></td><td>7</td><td>0.571' in section  # pairs, accuracy
+        assert "rows labels, columns judge" in section and f'data-versions="{JUDGE}"' in section
+
         out = daemon.cli("disagreements", "--scorer", JUDGE)
         assert "conversation:conv-4" in out.stdout and "conversation:conv-6" in out.stdout
         assert "judge pass, reference fail" in out.stdout and "judge's reason:" in out.stdout

@@ -6,9 +6,12 @@ import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracescorer.store import queries
+
+if TYPE_CHECKING:
+    from tracescorer.report.calibration import CalibrationReport
 
 RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
@@ -91,6 +94,7 @@ class Report:
     bucket_s: int
     source: str
     scorers: tuple[ScorerReport, ...]
+    calibration: CalibrationReport | None = None  # the judge calibration section (tracescorer.report.calibration)
 
 
 def bucket_for(span_s: float) -> int:
@@ -258,7 +262,12 @@ def collect(
                 worst=tuple(worst_by.get(sid, ())),
             )
         )
-    return Report(since=since, until=until, bucket_s=bucket_s, source=source, scorers=tuple(scorers))
+    from tracescorer.report.calibration import collect_calibration
+
+    calibration = collect_calibration(query, since=since, until=until, scorer_id=scorer_id, bucket_s=bucket_s)
+    return Report(
+        since=since, until=until, bucket_s=bucket_s, source=source, scorers=tuple(scorers), calibration=calibration
+    )
 
 
 def _bins(span: tuple[float, float] | None, counts: dict[int, int]) -> tuple[Bin, ...]:

@@ -11,6 +11,7 @@ import datetime as dt
 import re
 from html import escape
 
+from tracescorer.report.calibration import render_calibration
 from tracescorer.report.data import Report, ScorerReport, WorstScore
 from tracescorer.report.svg import distribution_chart, trend_chart
 
@@ -178,6 +179,7 @@ def render(report: Report) -> str:
     )
     total = sum(s.n for s in report.scorers)
     sections = "".join(_section(s, report) for s in report.scorers) or '<p class="muted">No scorers.</p>'
+    calibration = render_calibration(report.calibration) if report.calibration is not None else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -190,5 +192,5 @@ def render(report: Report) -> str:
         "</header><main>"
         '<table class="overview"><thead><tr><th>scorer</th><th>scores</th><th>mean</th><th>pass rate</th>'
         "<th>errors</th><th>not scorable</th><th>judge cost</th><th>last score</th></tr></thead>"
-        f"<tbody>{overview}</tbody></table>{sections}</main></body></html>\n"
+        f"<tbody>{overview}</tbody></table>{sections}{calibration}</main></body></html>\n"
     )
