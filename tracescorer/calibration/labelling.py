@@ -154,8 +154,12 @@ async def resolve(text: str, scope: str | None, query: AsyncQuery) -> Target:
                 )
             )
         return Target(type="conversation", id=conversations[0], conversation_id=conversations[0])
-    if kind == "conversation":
-        raise LabelError(f"target {text!r}: the scorer scores runs; name a run (run:<id>) or a trace (trace:<id>)")
+    if kind == "conversation" and len(runs) > 1:
+        ids = ", ".join(f"run:{r['run_id']}" for r in runs[:5])
+        raise LabelError(
+            f"target {text!r}: the scorer scores runs and the conversation has {len(runs)}; name one ({ids}) "
+            "or a trace (trace:<id>)"
+        )
     if kind == "trace":
         outermost = [r for r in runs if r["outermost"]] or runs
         if len(outermost) > 1:
