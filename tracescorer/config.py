@@ -327,6 +327,14 @@ class OtlpSinkSettings(_Section):
     headers: dict[str, str] = {}
     timeout_s: float | None = Field(None, gt=0)
     compression: Literal["gzip", "none"] | None = None
+    log_records: bool = Field(
+        False,
+        description="otlp sinks: also send each score as a gen_ai.evaluation.result log record (the evaluated "
+        "span's trace and span id) to the same endpoint, the form the GenAI conventions now prefer",
+    )
+    span_events: bool = Field(
+        True, description="otlp sinks: the gen_ai.evaluation.result span event on each evaluation span"
+    )
 
 
 class PhoenixSinkSettings(_Section):
@@ -372,6 +380,10 @@ class SinkEntry(_Section):
     def _exactly_one(self) -> SinkEntry:
         if len(self.kinds()) != 1:
             raise ValueError("each sink is a mapping with exactly one of: otlp, otlp_logs, phoenix, mlflow")
+        if self.otlp_logs is not None and (self.otlp_logs.log_records or not self.otlp_logs.span_events):
+            raise ValueError(
+                "log_records and span_events are otlp sink keys (an otlp_logs sink sends log records only)"
+            )
         return self
 
     def kinds(self) -> list[str]:

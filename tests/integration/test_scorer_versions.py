@@ -16,7 +16,7 @@ from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow
 
-SCORER = '''
+SCORER = """
 from tracescorer import PromptStep, create_scorer
 
 PROMPT = {prompt!r}
@@ -31,7 +31,7 @@ def make():
     return create_scorer(id="politeness", description="polite answers", type="agent").generate_score(
         PromptStep(description="ask the judge", create_prompt=_ask)
     )
-'''
+"""
 
 
 def _conversations(first: int, n: int) -> list[dict]:
@@ -70,7 +70,9 @@ def test_a_changed_prompt_gives_a_new_version_and_splits_the_trend_and_agreement
             emit_conversations(daemon.grpc_endpoint, _conversations(4, 3))
             rows = wait_for(
                 lambda: (lambda r: r if len(r) == 6 else None)(
-                    daemon.query_json("SELECT conversation_id, scorer_version, score FROM scores ORDER BY conversation_id")
+                    daemon.query_json(
+                        "SELECT conversation_id, scorer_version, score FROM scores ORDER BY conversation_id"
+                    )
                 ),
                 30,
                 interval_s=0.2,
@@ -92,21 +94,25 @@ def test_a_changed_prompt_gives_a_new_version_and_splits_the_trend_and_agreement
             daemon.cli("report", "--since", "1h", "--output", str(report))
             section = report.read_text().split('id="calibration"', 1)[1]
             assert "politeness: 2 version(s)" in section
-            assert section.index(f'<td class="ids">{v1}</td><td class="num">3</td><td class="num">1.000</td>') < section.index(
-                f'<td class="ids">{v2}</td><td class="num">3</td><td class="num">0.500</td>'
-            )
+            assert section.index(
+                f'<td class="ids">{v1}</td><td class="num">3</td><td class="num">1.000</td>'
+            ) < section.index(f'<td class="ids">{v2}</td><td class="num">3</td><td class="num">0.500</td>')
             assert f"politeness version {v1}" in section and f"politeness version {v2}" in section  # a trend each
 
             # people agree with the old prompt's verdicts and not with the new one's
             for i in range(1, 7):
-                daemon.cli("label", f"conversation:conv-{i}", "--scorer", "politeness", "--value", "pass", "--by", "ann")
+                daemon.cli(
+                    "label", f"conversation:conv-{i}", "--scorer", "politeness", "--value", "pass", "--by", "ann"
+                )
             rows = json.loads(daemon.cli("agreement", "--scorer", "politeness", "--format", "json").stdout)
             by = {r["version"]: r for r in rows}
             assert set(by) == {v1, v2, "all"}
             assert (by[v1]["pairs"], by[v1]["accuracy"]) == (3, 1.0)
             assert (by[v2]["pairs"], by[v2]["accuracy"]) == (3, 0.0)
             assert by["all"]["pairs"] == 6 and by["all"]["accuracy"] == 0.5
-            single = json.loads(daemon.cli("agreement", "--scorer", "politeness", "--all-versions", "--format", "json").stdout)
+            single = json.loads(
+                daemon.cli("agreement", "--scorer", "politeness", "--all-versions", "--format", "json").stdout
+            )
             assert [r["version"] for r in single] == ["all"]
         finally:
             assert daemon.stop() == 0, daemon.log()
