@@ -138,3 +138,80 @@ async def test_scores_keep_their_scorer_version_and_spend_is_summed_per_scorer_t
     assert await any_store.scores.spent_today_by_scorer([]) == {}
     rows = await _rows(any_store, "SELECT id, scorer_version FROM scores ORDER BY id")
     assert [(r["id"], r["scorer_version"]) for r in rows] == [("s1", "v1"), ("s2", "v2"), ("s3", "v1"), ("s4", "v1")]
+
+
+async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluations_to_runs(any_store):
+    import datetime as dt
+
+    from tracescorer.conventions.base import run_id_for
+    from tracescorer.model import AgentRun
+    from tracescorer.report.calibration import _EXTERNAL, _TABLES
+    from tracescorer.store import label_queries
+    from tracescorer.store.queries import Query
+
+    trace = "d" * 32
+
+    def run(span: str, parent: str | None) -> AgentRun:
+        return AgentRun(
+            run_id=run_id_for(trace, span),
+            trace_id=trace,
+            span_id=span,
+            parent_span_id=parent,
+            conversation_id="conv-9",
+            resource_id=None,
+            agent_name=f"agent-{span[:2]}",
+            agent_id=None,
+            service_name="svc",
+            model=None,
+            error=None,
+            convention="genai",
+            started_at=1 if parent is None else 2,
+            ended_at=3,
+            status="ok",
+        )
+
+    outer, inner = run("1" * 16, None), run("2" * 16, "1" * 16)
+    await any_store.runs.upsert_runs([outer, inner])
+
+    def evaluation(span: str | None, name: str) -> EvaluationRecord:
+        return EvaluationRecord(
+            id=evaluation_id("tool", name, trace, span, None),
+            name=name,
+            source="tool",
+            kind="log_record",
+            target_type="run",
+            trace_id=trace,
+            span_id=span,
+            conversation_id=None,
+            response_id=None,
+            score=0.5,
+            label="ok",
+            explanation=None,
+            error_type=None,
+            evaluator_version=None,
+        )
+
+    # the inner agent span itself; a child span of no run (resolved to the outermost run)
+    await any_store.evaluations.write_evaluations([evaluation("2" * 16, "Exact"), evaluation("9" * 16, "Child")])
+    await any_store.labels.write_labels([_label("ann", "pass", time.time())])
+
+    async def rows(q: Query) -> list[dict]:
+        return (await any_store.queries.query(q.sql, max_rows=1000, timeout_s=10, params=q.params)).dicts()
+
+    resolved = {r["name"]: r["target_id"] for r in await rows(label_queries.evaluations())}
+    assert resolved == {"Exact": inner.run_id, "Child": outer.run_id}
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    assert [r["target_id"] for r in await rows(label_queries.judge_evaluations("Child", since))] == [outer.run_id]
+    as_scores = await rows(label_queries.external_as_scores(all_columns=True))
+    assert {r["source"] for r in as_scores} == {"external"} and {r["run_id"] for r in as_scores} == {outer.run_id, inner.run_id}
+    assert len(await rows(label_queries.external_as_scores(name="Exact", since=since, status="ok"))) == 1
+    assert len(await rows(label_queries.external_for_targets([trace], ["conv-9"]))) == 2
+    assert {r["trace_id"] for r in await rows(label_queries.run_traces([outer.run_id]))} == {trace}
+    targets = await rows(label_queries.target_runs(trace))
+    assert {(r["run_id"], bool(r["outermost"])) for r in targets} == {(outer.run_id, True), (inner.run_id, False)}
+    assert [r["author"] for r in await rows(label_queries.labels_for("judge"))] == ["ann"]
+    assert await rows(label_queries.labelled_scorers()) == [{"scorer_id": "judge", "n": 1}]
+    assert await rows(label_queries.judge_scores("judge", since)) == []
+    assert await rows(label_queries.version_trend(since, None, 60)) == []
+    assert {r["table_name"] for r in await rows(_TABLES)} >= {"labels", "evaluations", "scores"}
+    assert [(r["name"], r["n"]) for r in await rows(Query(_EXTERNAL, (since.isoformat(),)))] == [("Child", 1), ("Exact", 1)]
