@@ -203,7 +203,10 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     assert [r["target_id"] for r in await rows(label_queries.judge_evaluations("Child", since))] == [outer.run_id]
     as_scores = await rows(label_queries.external_as_scores(all_columns=True))
-    assert {r["source"] for r in as_scores} == {"external"} and {r["run_id"] for r in as_scores} == {outer.run_id, inner.run_id}
+    assert {r["source"] for r in as_scores} == {"external"} and {r["run_id"] for r in as_scores} == {
+        outer.run_id,
+        inner.run_id,
+    }
     assert len(await rows(label_queries.external_as_scores(name="Exact", since=since, status="ok"))) == 1
     assert len(await rows(label_queries.external_for_targets([trace], ["conv-9"]))) == 2
     assert {r["trace_id"] for r in await rows(label_queries.run_traces([outer.run_id]))} == {trace}
@@ -214,4 +217,7 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
     assert await rows(label_queries.judge_scores("judge", since)) == []
     assert await rows(label_queries.version_trend(since, None, 60)) == []
     assert {r["table_name"] for r in await rows(_TABLES)} >= {"labels", "evaluations", "scores"}
-    assert [(r["name"], r["n"]) for r in await rows(Query(_EXTERNAL, (since.isoformat(),)))] == [("Child", 1), ("Exact", 1)]
+    assert [(r["name"], r["n"]) for r in await rows(Query(_EXTERNAL, (since.isoformat(),)))] == [
+        ("Child", 1),
+        ("Exact", 1),
+    ]
