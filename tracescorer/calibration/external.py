@@ -57,6 +57,12 @@ class Split:
     own: int = 0  # tracescorer's own exported evaluations, dropped
     invalid: int = 0  # evaluation events without gen_ai.evaluation.name, dropped
 
+    def add(self, found: EvaluationRecord | None) -> None:
+        if found is None:
+            self.invalid += 1
+        else:
+            self.evaluations.append(found)
+
 
 def _text(value: Any) -> str | None:
     if value is None:
@@ -149,36 +155,17 @@ def _from_span(span: Span, out: Split) -> bool:
         out.own += max(1, len(events))
         return True
     evaluated = _evaluated(span) if evaluation_span else span.span_id
+    found: list[tuple[Mapping[str, Any], str, int]] = []  # (attributes, kind, time)
     for event in events:
-        attrs = {**span.attributes, **event.attributes} if evaluation_span else event.attributes
+        merged = {**span.attributes, **event.attributes} if evaluation_span else event.attributes
+        found.append((merged, "span_event", event.time_unix_nano))
+    if evaluation_span and not events:
+        found.append((span.attributes, "span", span.end_time_unix_nano))
+    for attrs, kind, at in found:
         if _own(attrs, scope):
             out.own += 1
             continue
-        found = _record(
-            attrs,
-            source=source,
-            kind="span_event",
-            trace_id=span.trace_id,
-            span_id=evaluated,
-            at_unix_nano=event.time_unix_nano,
-        )
-        if found is None:
-            out.invalid += 1
-        else:
-            out.evaluations.append(found)
-    if evaluation_span and not events:
-        found = _record(
-            span.attributes,
-            source=source,
-            kind="span",
-            trace_id=span.trace_id,
-            span_id=evaluated,
-            at_unix_nano=span.end_time_unix_nano,
-        )
-        if found is None:
-            out.invalid += 1
-        else:
-            out.evaluations.append(found)
+        out.add(_record(attrs, source=source, kind=kind, trace_id=span.trace_id, span_id=evaluated, at_unix_nano=at))
     return evaluation_span
 
 
@@ -197,18 +184,16 @@ def split(spans: Sequence[Span], logs: Sequence[LogRecord]) -> Split:
         if _own(record.attributes, record.scope.name):
             out.own += 1
             continue
-        found = _record(
-            record.attributes,
-            source=record.service_name or "",
-            kind="log_record",
-            trace_id=record.trace_id,
-            span_id=record.span_id,
-            at_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
+        out.add(
+            _record(
+                record.attributes,
+                source=record.service_name or "",
+                kind="log_record",
+                trace_id=record.trace_id,
+                span_id=record.span_id,
+                at_unix_nano=record.time_unix_nano or record.observed_time_unix_nano,
+            )
         )
-        if found is None:
-            out.invalid += 1
-        else:
-            out.evaluations.append(found)
     kept_spans: list[Span] | None = None
     for i, span in enumerate(spans):
         taken = _from_span(span, out)

@@ -275,6 +275,27 @@ async def store(
     return Stored(written=written, older=unique - written, blank=blank, labels=tuple(records))
 
 
+def answer(stored: Stored, items: Sequence[Mapping[str, Any]], scopes: Mapping[str, str]) -> dict[str, Any]:
+    """What storing labels came to, as the ops API answers and the CLI reports it."""
+    return {
+        "written": stored.written,
+        "older": stored.older,
+        "blank": stored.blank,
+        "unbound": unbound(items, scopes),
+        "labels": [
+            {
+                "id": r.id,
+                "target": f"{r.target_type}:{r.target_id}",
+                "scorer": r.scorer_id,
+                "by": r.author,
+                "label": r.label,
+                "score": r.score,
+            }
+            for r in stored.labels
+        ],
+    }
+
+
 def unbound(items: Sequence[Mapping[str, Any]], scopes: Mapping[str, str]) -> list[str]:
     """Scorer ids of these items that no binding of the configuration has (a note, not an error:
     labels may be for another tool's evaluator or a scorer bound elsewhere)."""

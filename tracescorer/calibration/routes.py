@@ -85,25 +85,7 @@ class LabelRoutes:
             log.info("stored %d label(s) from the ops API (%s)", stored.written, source)
             for callback in self.on_labels:
                 callback()
-        return web.json_response(
-            {
-                "written": stored.written,
-                "older": stored.older,
-                "blank": stored.blank,
-                "unbound": labelling.unbound(items, self._scopes),
-                "labels": [
-                    {
-                        "id": r.id,
-                        "target": f"{r.target_type}:{r.target_id}",
-                        "scorer": r.scorer_id,
-                        "by": r.author,
-                        "label": r.label,
-                        "score": r.score,
-                    }
-                    for r in stored.labels
-                ],
-            }
-        )
+        return web.json_response(labelling.answer(stored, items, self._scopes))
 
 
 def _namer(names: Sequence[Any] | None) -> Callable[[int], str]:

@@ -101,23 +101,7 @@ def _send(
     info = control.read_serve_info(settings.store.path)
     if info is not None:
         return _remote(info, {**payload, "labels": items, **({"names": names} if names else {})})
-    stored = _local(settings, items, payload, names)
-    return {
-        "written": stored.written,
-        "older": stored.older,
-        "blank": stored.blank,
-        "unbound": labelling.unbound(items, _scopes(settings)),
-        "labels": [
-            {
-                "target": f"{r.target_type}:{r.target_id}",
-                "scorer": r.scorer_id,
-                "by": r.author,
-                "label": r.label,
-                "score": r.score,
-            }
-            for r in stored.labels
-        ],
-    }
+    return labelling.answer(_local(settings, items, payload, names), items, _scopes(settings))
 
 
 def _unbound_note(answer: dict[str, Any]) -> None:

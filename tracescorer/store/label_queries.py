@@ -69,16 +69,21 @@ def _evaluations_resolved(where: str) -> str:
     )
 
 
-def evaluations(*, name: str | None = None, since: dt.datetime | None = None) -> Query:
-    """External evaluations (every column, and the resolved ``run_id``/``target_id``), oldest first."""
-    clauses, params = [], []
+def _evaluations_where(name: str | None, since: dt.datetime | None) -> tuple[str, list[object]]:
+    clauses: list[str] = []
+    params: list[object] = []
     if name is not None:
         clauses.append("name = ?")
         params.append(name)
     if since is not None:
         clauses.append(f"received_at >= {_TIME}")
         params.append(since.isoformat())
-    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+
+def evaluations(*, name: str | None = None, since: dt.datetime | None = None) -> Query:
+    """External evaluations (every column, and the resolved ``run_id``/``target_id``), oldest first."""
+    where, params = _evaluations_where(name, since)
     return Query(f"SELECT * FROM ({_evaluations_resolved(where)}) AS resolved ORDER BY received_at, id", tuple(params))
 
 
@@ -109,14 +114,7 @@ def external_as_scores(
 ) -> Query:
     """External evaluations in the shape of ``scores`` rows (``source = 'external'``): every
     column of the scores table, or the ``scores`` command's summary columns."""
-    clauses, params = [], []
-    if name is not None:
-        clauses.append("name = ?")
-        params.append(name)
-    if since is not None:
-        clauses.append(f"received_at >= {_TIME}")
-        params.append(since.isoformat())
-    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    where, params = _evaluations_where(name, since)
     if all_columns:
         select = ", ".join(f"{_AS_SCORE.get(column, 'NULL')} AS {column}" for column, _ in SCORE_COLUMNS)
     else:
