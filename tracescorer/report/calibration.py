@@ -17,17 +17,7 @@ from tracescorer.calibration.render import to_json
 from tracescorer.report.data import RunQuery, TrendPoint
 from tracescorer.report.svg import trend_chart
 from tracescorer.store import label_queries
-from tracescorer.store.queries import Query
 
-_TABLES = Query(
-    "SELECT table_name FROM information_schema.tables WHERE table_name IN ('labels', 'evaluations', 'scores') "
-    "GROUP BY table_name"
-)
-_EXTERNAL = (
-    "SELECT name, source, count(*) AS n, avg(score) AS mean, count(DISTINCT label) AS labels, "
-    "max(received_at) AS last_at FROM evaluations WHERE received_at >= CAST(? AS TIMESTAMPTZ) "
-    "GROUP BY name, source ORDER BY name, source"
-)
 RESAMPLES = 1000
 # the section's own rules (the page's are in tracescorer.report.html): a box like a scorer's
 _CSS = (
@@ -110,7 +100,7 @@ def collect_calibration(
     query: RunQuery, *, since: dt.datetime, until: dt.datetime, scorer_id: str | None, bucket_s: int
 ) -> CalibrationReport | None:
     """The section's data; None for a store without the calibration tables (not migrated yet)."""
-    tables = {r["table_name"] for r in _rows(query(_TABLES, 10))}
+    tables = {r["table_name"] for r in _rows(query(label_queries.CALIBRATION_TABLES, 10))}
     if not {"labels", "evaluations", "scores"} <= tables:
         return None
     found: list[agreement.Agreement] = []
@@ -120,7 +110,7 @@ def collect_calibration(
         if pairs:
             found += agreement.by_version(pairs, judge=str(judge), reference=sources.LABELS, resamples=RESAMPLES)
     versions = _versions(_rows(query(label_queries.version_trend(since, scorer_id, bucket_s), 100_000)))
-    external = tuple(_rows(query(Query(_EXTERNAL, (since.isoformat(),)), 10_000)))
+    external = tuple(_rows(query(label_queries.external_summary(since), 10_000)))
     return CalibrationReport(agreements=tuple(found), versions=versions, external=external, since=since, until=until)
 
 

@@ -197,6 +197,23 @@ def labelled_scorers() -> Query:
     return Query("SELECT scorer_id, count(*) AS n FROM labels GROUP BY scorer_id ORDER BY scorer_id")
 
 
+#: whether the store has the calibration tables (a database from before them, read offline, has not)
+CALIBRATION_TABLES = Query(
+    "SELECT table_name FROM information_schema.tables WHERE table_name IN ('labels', 'evaluations', 'scores') "
+    "GROUP BY table_name"
+)
+
+
+def external_summary(since: dt.datetime) -> Query:
+    """Per external evaluator and emitter: evaluations received since ``since``, mean score, labels used."""
+    return Query(
+        "SELECT name, source, count(*) AS n, avg(score) AS mean, count(DISTINCT label) AS labels, "
+        f"max(received_at) AS last_at FROM evaluations WHERE received_at >= {_TIME} "
+        "GROUP BY name, source ORDER BY name, source",
+        (since.isoformat(),),
+    )
+
+
 def version_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Query:
     """Per scorer, version and time bucket: count, mean and pass rate (a trend split by version)."""
     params: list[object] = [since.isoformat()]

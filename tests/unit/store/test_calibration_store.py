@@ -145,7 +145,6 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
 
     from tracescorer.conventions.base import run_id_for
     from tracescorer.model import AgentRun
-    from tracescorer.report.calibration import _EXTERNAL, _TABLES
     from tracescorer.store import label_queries
     from tracescorer.store.queries import Query
 
@@ -216,8 +215,12 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
     assert await rows(label_queries.labelled_scorers()) == [{"scorer_id": "judge", "n": 1}]
     assert await rows(label_queries.judge_scores("judge", since)) == []
     assert await rows(label_queries.version_trend(since, None, 60)) == []
-    assert {r["table_name"] for r in await rows(_TABLES)} >= {"labels", "evaluations", "scores"}
-    assert [(r["name"], r["n"]) for r in await rows(Query(_EXTERNAL, (since.isoformat(),)))] == [
+    assert {r["table_name"] for r in await rows(label_queries.CALIBRATION_TABLES)} >= {
+        "labels",
+        "evaluations",
+        "scores",
+    }
+    assert [(r["name"], r["n"]) for r in await rows(label_queries.external_summary(since))] == [
         ("Child", 1),
         ("Exact", 1),
     ]
