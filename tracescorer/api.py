@@ -3,10 +3,10 @@
 - :class:`OpsApi`, on the OTLP HTTP port: ``/healthz`` and ``/readyz`` (open, for probes and
   load balancers) and ``/metrics`` (Prometheus; bearer token ``metrics.auth_token`` when set).
 - :class:`ControlApi`, on its own listener (``api:``, loopback by default): the read-only query
-  endpoint and backfill jobs, behind a token generated at each start and published only in the
-  0600 state file (:mod:`tracescorer.control`). The ingest token never opens it. At most
-  ``store.query_max_concurrent`` queries run at once; more are refused with 429 and Retry-After
-  (the CLI waits and retries).
+  endpoint, backfill jobs and human labels (:mod:`tracescorer.calibration.routes`), behind a token
+  generated at each start and published only in the 0600 state file (:mod:`tracescorer.control`).
+  The ingest token never opens it. At most ``store.query_max_concurrent`` queries run at once;
+  more are refused with 429 and Retry-After (the CLI waits and retries).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
@@ -115,12 +116,14 @@ class ControlApi:
         timeout_s: float,
         max_concurrent: int = 2,
         runner: ScoringRunner | None = None,
+        labels: LabelRoutes | None = None,
     ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
         self._max_concurrent = max_concurrent
         self._running = 0  # queries in flight (the event loop's only: no lock)
+        self._labels = labels
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._queries = queries
         self._token = token
@@ -135,6 +138,7 @@ class ControlApi:
                 web.post(QUERY_PATH, self.query),
                 web.post(BACKFILL_PATH, self.start_backfill),
                 web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+                *(self._labels.routes() if self._labels is not None else ()),
             ]
         )
         return webapp

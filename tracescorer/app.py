@@ -24,6 +24,9 @@ from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.calibration.gauges import AgreementGauges
+from tracescorer.calibration.intake import EvaluationIntake
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.config import Settings
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
@@ -39,6 +42,7 @@ from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.caps import BindingCaps
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store.factory import build_stores
@@ -114,8 +118,9 @@ class App:
             else None
         )
         shared = st.coordination is not None
+        bound = build_bindings(s.scorers, s.judge)
         self.runner = ScoringRunner(
-            build_bindings(s.scorers, s.judge),
+            bound,
             st.runs,
             st.scores,
             self.metrics,
@@ -123,11 +128,14 @@ class App:
             listeners=[self.exporter] if self.exporter is not None else [],
             rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
             shared_budget=shared,
+            caps=BindingCaps(bound, shared=st.coordination),  # per-binding caps, shared in postgres mode
         )
         needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
         self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
         self.ingestor.add_listener(self.assembly)
+        self.evaluations = EvaluationIntake(st.evaluations, self.metrics)  # other tools' evaluations
+        self.ingestor.set_prefilter(self.evaluations)
         self.assembly.add_listener(self.runner)
         self.ingestor.add_backlog_check(
             "assembly", self.assembly.backlog, self.assembly.pressure, self.assembly.throughput
@@ -145,6 +153,12 @@ class App:
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
+        self.agreement = AgreementGauges(
+            st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
+        )
+        self.labels.on_labels.append(self.agreement.poke)
+        self.evaluations.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,
@@ -152,6 +166,7 @@ class App:
             timeout_s=s.store.query_timeout_s,
             max_concurrent=s.store.query_max_concurrent,
             runner=self.runner,
+            labels=self.labels,
         )
         self._api: HttpServer | None = None
         self.api_port = 0
@@ -220,6 +235,7 @@ class App:
             await stages.enter(self.exporter, reserve_s=reserve)
         if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
             await stages.enter(self.monitors, reserve_s=reserve)
+        await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.assembly, reserve_s=reserve)
         await self._start_receivers(stages)

@@ -214,6 +214,16 @@ def _register() -> None:
     main.add_command(backfill.backfill)
     main.add_command(monitors.monitors)
     main.add_command(report.report)
+    _register_calibration()
+
+
+def _register_calibration() -> None:
+    from tracescorer.commands import agreement, labels
+
+    main.add_command(labels.label)
+    main.add_command(labels.label_queue)
+    main.add_command(agreement.agreement)
+    main.add_command(agreement.disagreements)
 
 
 _register()

@@ -322,6 +322,21 @@ class SamplingSettings(_Section):
     ratio: float = Field(1.0, ge=0, le=1)
 
 
+class BindingLimits(_Section):
+    """``scorers[].limits``: caps of one binding beside the global ``judge:`` ones (a target over a
+    cap gets a decision naming the cap: ``budget_exhausted`` or ``rate_limited``)."""
+
+    daily_budget_usd: float | None = Field(
+        None, ge=0, description="judge spend of this binding per UTC day; once reached its targets are refused"
+    )
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="judge requests of this binding per minute; a target that would exceed it is refused (not "
+        "queued: a full bucket would hold the judge workers every binding shares)",
+    )
+
+
 class ScorerBinding(_Section):
     id: str
     prebuilt: str | None = None
@@ -332,6 +347,7 @@ class ScorerBinding(_Section):
     filter: RunFilter = RunFilter()
     threshold: float | None = None
     judge: dict[str, Any] = {}
+    limits: BindingLimits = BindingLimits()
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -350,6 +366,14 @@ class OtlpSinkSettings(_Section):
     headers: dict[str, str] = {}
     timeout_s: float | None = Field(None, gt=0)
     compression: Literal["gzip", "none"] | None = None
+    log_records: bool = Field(
+        False,
+        description="otlp sinks: also send each score as a gen_ai.evaluation.result log record (the evaluated "
+        "span's trace and span id) to the same endpoint, the form the GenAI conventions now prefer",
+    )
+    span_events: bool = Field(
+        True, description="otlp sinks: the gen_ai.evaluation.result span event on each evaluation span"
+    )
 
 
 class PhoenixSinkSettings(_Section):
@@ -395,6 +419,10 @@ class SinkEntry(_Section):
     def _exactly_one(self) -> SinkEntry:
         if len(self.kinds()) != 1:
             raise ValueError("each sink is a mapping with exactly one of: otlp, otlp_logs, phoenix, mlflow")
+        if self.otlp_logs is not None and (self.otlp_logs.log_records or not self.otlp_logs.span_events):
+            raise ValueError(
+                "log_records and span_events are otlp sink keys (an otlp_logs sink sends log records only)"
+            )
         return self
 
     def kinds(self) -> list[str]:

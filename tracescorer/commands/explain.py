@@ -65,9 +65,12 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
         targets = _explain_trace(settings, value, now)
     if targets is None:
         return
+    from tracescorer.commands.external import explain_external
+
     bindings = settings.scorers
     if not bindings:
         click.echo("  no scorers are bound in this configuration (see `scorers:` in config/scorers.example.yaml)")
+        explain_external(settings, targets)
         return
     decided: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for d in rows_of(run_query(settings, queries.decisions([(k, t) for k, t, _, _ in targets]), 10_000)):
@@ -81,6 +84,7 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
                 reason = decisions.get(binding.id, {}).get("reason")
                 if reason and decisions[binding.id]["decision"] == "scored":
                     click.echo(f"      reason: {str(reason).strip()}")
+    explain_external(settings, targets)
 
 
 def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[tuple[str, str, str, str]] | None:
@@ -203,7 +207,8 @@ def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: st
     if d["decision"] == "scored":
         extra = f" label={d['label']}" if d["label"] else ""
         cost = f" cost=${d['judge_cost_usd']:.6f}" if d["judge_cost_usd"] else ""
-        return f"scored {d['score']}{extra}{cost} ({d['source']})"
+        version = f", version {d['scorer_version']}" if d.get("scorer_version") else ""
+        return f"scored {d['score']}{extra}{cost} ({d['source']}){version}"
     detail = f" — {d['detail']}" if d["detail"] else ""
     if d["decision"] == "sampled_out" and not detail:
         detail = f" — sampling ratio {binding.sampling.ratio:g}"

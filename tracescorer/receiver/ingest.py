@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -83,6 +83,9 @@ class TelemetryListener(Protocol):
     def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
 
 
+#: Takes items out of a decoded request before it is stored (other tools' evaluations,
+#: :mod:`tracescorer.calibration.intake`): returns the spans and log records left to store.
+Prefilter = Callable[[Sequence[Span], Sequence[LogRecord]], Awaitable[tuple[Sequence[Span], Sequence[LogRecord]]]]
 #: A downstream stage's backlog check: None while under its bound, else why not.
 BacklogCheck = Callable[[], str | None]
 #: A downstream stage's load as a share of its bound (0: idle, 1.0: at the bound).
@@ -147,6 +150,11 @@ class Ingestor:
         self._credit_at: float | None = None  # when _credit was last topped up (None: not following)
         self._items_per_request = 100.0  # moving average: what an admitted request is charged
         self._closing = False
+        self._prefilter: Prefilter | None = None
+
+    def set_prefilter(self, prefilter: Prefilter) -> None:
+        """Run ``prefilter`` on every decoded request before its items are stored."""
+        self._prefilter = prefilter
 
     def add_listener(self, listener: TelemetryListener) -> None:
         self._listeners.append(listener)
@@ -325,6 +333,8 @@ class Ingestor:
         self._metrics.stage_cpu.labels("decode").inc(cpu_s)
         if isinstance(decoded, decode.DecodeError):
             raise IngestRefused("decode_error", str(decoded), retryable=False)
+        spans: Sequence[Span]
+        logs: Sequence[LogRecord]
         if isinstance(decoded, decode.DecodedTraces):
             spans, logs = decoded.spans, []
         else:
@@ -332,6 +342,8 @@ class Ingestor:
         self._items_per_request += 0.1 * (len(spans) + len(logs) - self._items_per_request)
         rejected, errors = decoded.rejected, list(decoded.errors)
         accepted = 0
+        if self._prefilter is not None and (spans or logs):
+            spans, logs = await self._filtered(signal, spans, logs)
         if spans or logs:
             outcome = await self._commit(signal, spans, logs)
             accepted = outcome.stored
@@ -343,7 +355,22 @@ class Ingestor:
         message = decode.error_summary(rejected, errors) if rejected else ""
         return IngestOutcome(accepted=accepted, rejected=rejected, message=message)
 
-    async def _commit(self, signal: Signal, spans: list[Span], logs: list[LogRecord]) -> AppendOutcome:
+    async def _filtered(
+        self, signal: Signal, spans: Sequence[Span], logs: Sequence[LogRecord]
+    ) -> tuple[Sequence[Span], Sequence[LogRecord]]:
+        assert self._prefilter is not None
+        try:
+            return await asyncio.shield(self._prefilter(spans, logs))
+        except QueueFull as exc:
+            self._metrics.backpressure.labels("write_queue").inc()
+            raise IngestRefused("backpressure", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
+        except StoreClosed as exc:
+            raise IngestRefused("shutting_down", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
+        except StoreError as exc:
+            self._metrics.rejected.labels(signal.value, "store_error").inc(len(spans) + len(logs))
+            raise IngestRefused("store_error", str(exc), retryable=True, retry_after_s=self._retry_after_s) from None
+
+    async def _commit(self, signal: Signal, spans: Sequence[Span], logs: Sequence[LogRecord]) -> AppendOutcome:
         count = len(spans) + len(logs)
         try:
             # shield: a client that hangs up must not cancel the commit wait of others' batch

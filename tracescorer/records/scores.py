@@ -23,13 +23,16 @@ class ScoreRecord:
     """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
 
     Columns follow Mastra's score row (docs/architecture.md); ``label``, ``threshold``,
-    ``error_type`` and ``target_ended_at`` are additions. ``created_at``/``updated_at``/``exported_at``
-    are set by the store.
+    ``error_type``, ``target_ended_at`` and ``scorer_version`` are additions. ``created_at``/``updated_at``/
+    ``exported_at`` are set by the store.
     """
 
     id: str
     scorer_id: str
     scorer_name: str
+    # a stable hash of what defines the binding (tracescorer.scoring.versions): a changed prompt,
+    # judge model, criterion or threshold is a new version
+    scorer_version: str | None = None
     run_id: str | None
     trace_id: str | None
     span_id: str | None

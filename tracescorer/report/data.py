@@ -10,10 +10,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracescorer.report.transcripts import RunTranscript, transcripts
 from tracescorer.store import queries
+
+if TYPE_CHECKING:
+    from tracescorer.report.calibration import CalibrationReport
 
 RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
@@ -120,6 +123,7 @@ class Report:
     scorers: tuple[ScorerReport, ...]
     trace_url: str | None = None  # a link template: {trace_id}, {conversation_id}, {run_id}, {scorer_id}
     criteria: Mapping[str, str] = field(default_factory=dict)  # a judge binding's criterion, said once
+    calibration: CalibrationReport | None = None  # the judge calibration section (tracescorer.report.calibration)
 
 
 def bucket_for(span_s: float) -> int:
@@ -223,6 +227,9 @@ def collect(
                 recent_errors=tuple(errors_by.get(sid, ())),
             )
         )
+    from tracescorer.report.calibration import collect_calibration
+
+    calibration = collect_calibration(query, since=since, until=until, scorer_id=scorer_id, axis=(bucket_s, start, end))
     return Report(
         since=since,
         until=until,
@@ -233,6 +240,7 @@ def collect(
         scorers=tuple(scorers),
         trace_url=trace_url,
         criteria=dict(criteria or {}),
+        calibration=calibration,
     )
 
 

@@ -12,6 +12,7 @@ import re
 from html import escape
 from urllib.parse import quote
 
+from tracescorer.report.calibration import render_calibration
 from tracescorer.report.data import Report, ScoredTarget, ScorerReport
 from tracescorer.report.reasons import shown_reason
 from tracescorer.report.svg import bucket_words as _bucket
@@ -288,6 +289,7 @@ def render(report: Report) -> str:
     )
     total = sum(s.n for s in report.scorers)
     sections = "".join(_section(s, report) for s in report.scorers) or '<p class="muted">No scorers.</p>'
+    calibration = render_calibration(report.calibration) if report.calibration is not None else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -300,5 +302,5 @@ def render(report: Report) -> str:
         "</header><main>"
         '<table class="overview"><thead><tr><th>scorer</th><th>scores</th><th>mean</th><th>pass rate</th>'
         "<th>failed</th><th>errors</th><th>not scorable</th><th>judge cost</th><th>last scored</th></tr></thead>"
-        f"<tbody>{overview}</tbody></table>{sections}</main></body></html>\n"
+        f"<tbody>{overview}</tbody></table>{sections}{calibration}</main></body></html>\n"
     )

@@ -19,7 +19,8 @@ Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, ``r
 ``max_tokens``, ``instructions``). ``retries`` (default: the ``judge:`` section's, 2) retries the
 requests a provider did not answer with :func:`~tracescorer.scorers.retry.retry_options`.
 The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
-refused there: they belong to the ``judge:`` section.
+refused there: they belong to the ``judge:`` section (a binding's own caps are its ``limits:``,
+:mod:`tracescorer.scoring.caps`).
 
 Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
 renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
@@ -47,6 +48,7 @@ from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
 from tracescorer.scorers.retry import retry_options
 from tracescorer.scorers.scorer import PromptStep, Scorer
+from tracescorer.scoring.versions import scorer_version
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are
@@ -74,6 +76,8 @@ class BoundScorer:
     binding: ScorerBinding
     scorer: Scorer[Any, Any]
     uses_judge: bool
+    #: a stable hash of the binding's definition (:mod:`tracescorer.scoring.versions`), on every score
+    version: str = ""
 
     @property
     def judge_requests(self) -> int:
@@ -99,7 +103,11 @@ def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSetti
             scorer = _build(binding, judge_defaults)
         except _Problem as exc:
             raise BindingError(f"scorers[{index}] ({binding.id}): {exc}") from exc.__cause__
-        bound.append(BoundScorer(binding=binding, scorer=scorer, uses_judge=uses_judge(scorer)))
+        bound.append(
+            BoundScorer(
+                binding=binding, scorer=scorer, uses_judge=uses_judge(scorer), version=scorer_version(binding, scorer)
+            )
+        )
     return bound
 
 
@@ -119,7 +127,9 @@ class _Problem(Exception):
 def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
     runner_keys = sorted(_RUNNER_KEYS & binding.judge.keys())
     if runner_keys:
-        raise _Problem(f"judge.{runner_keys[0]} is a global limit: set it in the 'judge:' section")
+        key = runner_keys[0]
+        own = f", or limits.{key} for this binding alone" if key != "max_concurrency" else ""
+        raise _Problem(f"judge.{key} is a global limit: set it in the 'judge:' section{own}")
     if binding.prebuilt is not None:
         return _build_prebuilt(binding, binding.prebuilt, defaults)
     if binding.python is not None:

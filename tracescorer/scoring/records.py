@@ -97,6 +97,7 @@ def score_record(
         id=score_id(binding.id, target),
         scorer_id=binding.id,
         scorer_name=getattr(bound.scorer, "name", binding.id) or binding.id,
+        scorer_version=bound.version or None,
         run_id=target.run_id,
         trace_id=target.trace_id,
         span_id=target.span_id,

@@ -17,8 +17,10 @@ from tracescorer.lifecycle import Component
 from tracescorer.store.api import (
     Coordination,
     DeliveryStore,
+    EvaluationStore,
     Health,
     Intake,
+    LabelStore,
     Leadership,
     MonitorStore,
     QueryStore,
@@ -50,6 +52,8 @@ class Stores:
     scores: ScoreStore
     deliveries: DeliveryStore
     monitors: MonitorStore
+    labels: LabelStore
+    evaluations: EvaluationStore
     queries: QueryStore
     health: Health
     #: postgres mode: several daemons coordinate through the shared results
@@ -112,6 +116,8 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
             scores=local,
             deliveries=local,
             monitors=local,
+            labels=local,
+            evaluations=local,
             queries=local,
             health=local,
             coordination=None,
@@ -148,6 +154,8 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
         scores=shared,
         deliveries=shared,
         monitors=shared,
+        labels=shared,
+        evaluations=shared,
         queries=QueryRouter(route, span_log=local, results=shared),
         health=_BothHealthy([local, shared]),
         coordination=shared,

@@ -31,7 +31,7 @@ _TIME = "CAST(? AS TIMESTAMPTZ)"
 
 SCORE_SUMMARY_COLUMNS = (
     "updated_at, scorer_id, entity_type, entity_id AS agent, id, run_id, trace_id, conversation_id, status, score, "
-    "label, judge_cost_usd, reason, error, target_ended_at"
+    "label, judge_cost_usd, reason, error, target_ended_at, scorer_version"
 )
 
 
@@ -244,7 +244,7 @@ def decisions(targets: Sequence[tuple[str, str]]) -> Query:
     pairs = ", ".join(["(?, ?)"] * len(targets)) or "(NULL, NULL)"
     return Query(
         "SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
-        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd FROM scoring_decisions d "
+        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd, s.scorer_version FROM scoring_decisions d "
         "LEFT JOIN scores s ON s.id = d.score_id "
         f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})",
         tuple(value for pair in targets for value in pair),

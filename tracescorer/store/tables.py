@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import RUN_COLUMNS as RUN_COLUMNS  # derived from AgentRun
 
@@ -106,6 +107,36 @@ SCORE_COLUMNS = record_columns(
 )
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
+
+#: Human labels (one per target, scorer and person) and other tools' evaluations received over OTLP
+#: (:mod:`tracescorer.records.labels`).
+LABEL_COLUMNS = record_columns(
+    LabelRecord,
+    key="id",
+    not_null=("target_type", "target_id", "scorer_id", "author", "source", "labelled_at"),
+    after=(("created_at", _STAMP), ("updated_at", _STAMP)),
+)
+EVALUATION_COLUMNS = record_columns(
+    EvaluationRecord, key="id", not_null=("name", "source", "kind", "target_type"), after=(("received_at", _STAMP),)
+)
+#: The calibration tables' indexes in PostgreSQL: labels by scorer, evaluations by the ids they name.
+#: DuckDB gets none (its ART indexes live in memory, within the key budget of
+#: :mod:`tracescorer.store.duckdb.keys`; its scans skip row groups by their min/max).
+CALIBRATION_INDEXES: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS labels_scorer ON labels (scorer_id, target_type, target_id)",
+    "CREATE INDEX IF NOT EXISTS evaluations_trace ON evaluations (trace_id)",
+    "CREATE INDEX IF NOT EXISTS evaluations_name ON evaluations (name, received_at)",
+)
+
+
+def calibration_tables(dialect: str = "duckdb") -> tuple[str, ...]:
+    """``labels`` and ``evaluations`` (with their indexes in PostgreSQL), in ``dialect``."""
+    return (
+        create_table("labels", LABEL_COLUMNS, dialect=dialect),
+        create_table("evaluations", EVALUATION_COLUMNS, dialect=dialect),
+        *(CALIBRATION_INDEXES if dialect == "postgres" else ()),
+    )
+
 
 #: Per-sink delivery state of exported scores (semantics: :mod:`tracescorer.store.duckdb.deliveries`).
 DELIVERY_COLUMNS: Columns = (

@@ -307,8 +307,9 @@ def test_judge_on_code_prebuilt_is_refused() -> None:
 
 @pytest.mark.parametrize("key", ["max_concurrency", "requests_per_minute", "daily_budget_usd"])
 def test_global_judge_limits_are_refused_per_binding(key: str) -> None:
+    own = f", or limits.{key} for this binding alone" if key != "max_concurrency" else ""
     assert error_of(id="b", prebuilt="bias", judge={key: 1}) == (
-        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section"
+        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section{own}"
     )
 
 

@@ -274,14 +274,14 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
 
 async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
     from tracescorer.store.duckdb.migrations import Migration
-    from tracescorer.store.postgres.migrations import MIGRATIONS, migrate
+    from tracescorer.store.postgres.migrations import migrate
 
     a, _ = stores
     await a.upsert_runs([_run(1, "c1")])
-    now = latest_version()
-    later = (*MIGRATIONS, Migration(now + 1, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)))
+    now, later = latest_version(), latest_version() + 1
+    steps = (Migration(later, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        assert await migrate(conn, "tracescorer", later) == (now, now + 1)
-        assert await migrate(conn, "tracescorer", later) == (now + 1, now + 1)  # nothing left to do
+        assert await migrate(conn, "tracescorer", steps) == (now, later)
+        assert await migrate(conn, "tracescorer", steps) == (later, later)  # nothing left to do
         cur = await conn.execute("SELECT run_id, region FROM tracescorer.runs")
         assert await cur.fetchall() == [("run-1", None)]  # the rows are kept

@@ -19,6 +19,7 @@ from tracescorer.store.tables import (
     INDEXES,
     SPAN_LOG_TABLES,
     TABLES,
+    calibration_tables,
     column_names,
     create_table,
     delivery_table,
@@ -69,6 +70,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         8,
         "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at TIMESTAMPTZ",),
+    ),
+    Migration(
+        9,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version VARCHAR", *calibration_tables()),
     ),
 )
 

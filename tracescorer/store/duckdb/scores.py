@@ -37,6 +37,11 @@ class ScoresPart(Jobs):
     async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
         return dict(await self.read(score_statuses, list(score_ids))) if score_ids else {}
 
+    async def spent_today_by_scorer(self, scorer_ids: Sequence[str]) -> dict[str, float]:
+        if not scorer_ids:
+            return {}
+        return dict(await self.read(spent_today_by_scorer, list(scorer_ids)))
+
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
@@ -89,6 +94,18 @@ def score_statuses(con: Any, score_ids: Sequence[str]) -> list[tuple[str, str]]:
     for part in chunks(list(score_ids)):
         found += con.execute(f"SELECT id, status FROM scores WHERE {key_in('id', len(part))}", part).fetchall()
     return found
+
+
+def spent_today_by_scorer(con: Any, scorer_ids: Sequence[str]) -> list[tuple[str, float]]:
+    return [
+        (str(r[0]), float(r[1]))
+        for r in con.execute(
+            "SELECT scorer_id, sum(judge_cost_usd) FROM scores WHERE list_contains(?::VARCHAR[], scorer_id) "
+            "AND judge_cost_usd > 0 AND updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+            "GROUP BY scorer_id",
+            [list(scorer_ids)],
+        ).fetchall()
+    ]
 
 
 def unscored_recent(

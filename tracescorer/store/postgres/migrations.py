@@ -21,7 +21,7 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
-from tracescorer.store.tables import monitor_state_upgrade
+from tracescorer.store.tables import calibration_tables, monitor_state_upgrade
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         3,
         "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at timestamptz",),
+    ),
+    Migration(
+        4,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version text", *calibration_tables("postgres")),
     ),
 )
 
