@@ -10,9 +10,13 @@ FROM python:3.11-slim
 RUN useradd --system --uid 10001 --home-dir /var/lib/tracescorer --create-home tracescorer
 COPY --from=build /opt/tracescorer /opt/tracescorer
 COPY config/tracescorer.yaml /etc/tracescorer/tracescorer.yaml
+# the receivers bind to loopback by default; in a container only 0.0.0.0 is reachable through -p
+# (set receiver.auth_token, TRACESCORER_AUTH_TOKEN, when the port is reachable beyond your network)
 ENV PATH=/opt/tracescorer/bin:$PATH \
     TRACESCORER_CONFIG=/etc/tracescorer/tracescorer.yaml \
     TRACESCORER_STORE__PATH=/var/lib/tracescorer/tracescorer.duckdb \
+    TRACESCORER_RECEIVER__GRPC__HOST=0.0.0.0 \
+    TRACESCORER_RECEIVER__HTTP__HOST=0.0.0.0 \
     PYTHONUNBUFFERED=1
 USER tracescorer
 WORKDIR /var/lib/tracescorer

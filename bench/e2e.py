@@ -595,7 +595,7 @@ def main() -> int:
     print(
         f"\n/metrics at the end: judge calls {total(final, 'tracescorer_judge_calls_total'):.0f} "
         f"(ok {total(final, 'tracescorer_judge_calls_total', status='ok'):.0f}), "
-        f"judge cost ${total(final, 'tracescorer_judge_cost_usd_total'):.4f} (scores table ${cost[0] or 0:.4f}, "
+        f"judge cost ${total(final, 'tracescorer_score_judge_cost_usd_total'):.4f} (scores table ${cost[0] or 0:.4f}, "
         f"{cost[1] or 0} in / {cost[2] or 0} out tokens), "
         f"items rejected {total(final, 'tracescorer_receiver_items_rejected_total'):.0f}, "
         f"runs {total(final, 'tracescorer_assembly_runs_total'):.0f}, "

@@ -3,14 +3,15 @@
 - :class:`OpsApi`, on the OTLP HTTP port: ``/healthz`` and ``/readyz`` (open, for probes and
   load balancers) and ``/metrics`` (Prometheus; bearer token ``metrics.auth_token`` when set).
 - :class:`ControlApi`, on its own listener (``api:``, loopback by default): the read-only query
-  endpoint and backfill jobs, behind a token generated at each start and published only in the
-  0600 state file (:mod:`tracescorer.control`). The ingest token never opens it.
+  endpoint, backfill jobs and human labels (:mod:`tracescorer.calibration.routes`), behind a token
+  generated at each start and published only in the 0600 state file (:mod:`tracescorer.control`).
+  The ingest token never opens it. At most ``store.query_max_concurrent`` queries run at once;
+  more are refused with 429 and Retry-After (the CLI waits and retries).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import logging
 import uuid
@@ -19,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
@@ -28,6 +30,9 @@ from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError
 
 log = logging.getLogger(__name__)
+
+#: what a query refused for the concurrency bound is told to wait (seconds)
+RETRY_AFTER_S = 1
 
 Readiness = Callable[[], "str | None"]
 """Returns None when the daemon is ready, else the reason it is not (shown in ``/readyz``)."""
@@ -103,11 +108,22 @@ class ControlApi:
     """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
 
     def __init__(
-        self, queries: QueryStore, *, token: str, max_rows: int, timeout_s: float, runner: ScoringRunner | None = None
+        self,
+        queries: QueryStore,
+        *,
+        token: str,
+        max_rows: int,
+        timeout_s: float,
+        max_concurrent: int = 2,
+        runner: ScoringRunner | None = None,
+        labels: LabelRoutes | None = None,
     ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
+        self._max_concurrent = max_concurrent
+        self._running = 0  # queries in flight (the event loop's only: no lock)
+        self._labels = labels
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._queries = queries
         self._token = token
@@ -122,6 +138,7 @@ class ControlApi:
                 web.post(QUERY_PATH, self.query),
                 web.post(BACKFILL_PATH, self.start_backfill),
                 web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+                *(self._labels.routes() if self._labels is not None else ()),
             ]
         )
         return webapp
@@ -134,6 +151,24 @@ class ControlApi:
         return response
 
     async def query(self, request: web.Request) -> web.Response:
+        if self._running >= self._max_concurrent:
+            # each query takes a query process of the store's box: past the bound, the client waits
+            busy = web.json_response(
+                {
+                    "error": f"{self._running} queries are running, as many as store.query_max_concurrent allows; "
+                    "retry in a moment"
+                },
+                status=429,
+            )
+            busy.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return busy
+        self._running += 1
+        try:
+            return await self._query(request)
+        finally:
+            self._running -= 1
+
+    async def _query(self, request: web.Request) -> web.Response:
         try:
             payload = await request.json()
             sql = payload["sql"]
@@ -162,14 +197,7 @@ class ControlApi:
         if self._runner is None:
             return web.json_response({"error": "scoring is not running"}, status=503)
         try:
-            payload = await request.json()
-            req = BackfillRequest(
-                scorer_id=str(payload["scorer"]),
-                since=dt.datetime.fromisoformat(payload["since"]) if payload.get("since") else None,
-                until=dt.datetime.fromisoformat(payload["until"]) if payload.get("until") else None,
-                filter=dict(payload.get("filter") or {}),
-                dry_run=bool(payload.get("dry_run", False)),
-            )
+            req = BackfillRequest.from_json(await request.json())
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": f"bad backfill request: {exc}"}, status=400)
         progress = BackfillProgress()

@@ -19,11 +19,14 @@ import time
 
 from aiohttp import web
 
-from tracescorer import control
+from tracescorer import __version__, control
 from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.assembly.idle import build_idler
 from tracescorer.assembly.stage import AssemblyStage
+from tracescorer.calibration.gauges import AgreementGauges
+from tracescorer.calibration.intake import EvaluationIntake
+from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.config import Settings
 from tracescorer.conventions.registry import markers
 from tracescorer.export import EvaluationExporter
@@ -42,6 +45,7 @@ from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
+from tracescorer.scoring.caps import BindingCaps
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.seglog import build_segment_log
@@ -50,6 +54,27 @@ from tracescorer.store.factory import build_stores
 log = logging.getLogger(__name__)
 
 MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
+
+
+def _address(host: str, port: int) -> str:
+    """``127.0.0.1:4317``, ``[::]:4317``: what a listener bound, as logged at start."""
+    if not port:
+        return "off"
+    return f"[{host}]:{port}" if ":" in host else f"{host or '0.0.0.0'}:{port}"
+
+
+def _warn_if_exposed(s: Settings) -> None:
+    exposed = [
+        f"{what} {listener.host}"
+        for what, listener in (("receiver.grpc", s.receiver.grpc), ("receiver.http", s.receiver.http))
+        if listener.enabled and listener.host not in ("127.0.0.1", "::1", "localhost")
+    ]
+    if exposed and not s.receiver.auth_token:
+        log.warning(
+            "%s: OTLP ingest is reachable beyond this host without receiver.auth_token: anyone who reaches "
+            "the port can write traces (set TRACESCORER_AUTH_TOKEN, or keep the host 127.0.0.1)",
+            ", ".join(exposed),
+        )
 
 
 def _local(host: str) -> str:
@@ -98,8 +123,9 @@ class App:
             else None
         )
         shared = st.coordination is not None
+        bound = build_bindings(s.scorers, s.judge)
         self.runner = ScoringRunner(
-            build_bindings(s.scorers, s.judge),
+            bound,
             st.runs,
             st.scores,
             self.metrics,
@@ -107,10 +133,12 @@ class App:
             listeners=[self.exporter] if self.exporter is not None else [],
             rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
             shared_budget=shared,
+            caps=BindingCaps(bound, shared=st.coordination),  # per-binding caps, shared in postgres mode
         )
         needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
         self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
+        self.evaluations = EvaluationIntake(st.evaluations, self.metrics)  # other tools' evaluations
         self.feed = LogFeed(
             self.segment_log,
             st.intake,
@@ -124,6 +152,7 @@ class App:
                 if s.store.spans == "agent"
                 else None
             ),
+            prefilter=self.evaluations,
         )
         self.ingestor.add_backlog_check("log", self._feed_backlog)
         self.assembly.add_listener(self.runner)
@@ -142,12 +171,20 @@ class App:
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
+        self.agreement = AgreementGauges(
+            st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
+        )
+        self.labels.on_labels.append(self.agreement.poke)
+        self.evaluations.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
+            max_concurrent=s.store.query_max_concurrent,
             runner=self.runner,
+            labels=self.labels,
         )
         self._api: HttpServer | None = None
         self.api_port = 0
@@ -228,6 +265,7 @@ class App:
             await stages.enter(self.exporter, reserve_s=reserve)
         if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
             await stages.enter(self.monitors, reserve_s=reserve)
+        await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.assembly, reserve_s=reserve)
         await stages.enter(self.feed, reserve_s=reserve)  # stopped before assembly, after the receivers
@@ -247,14 +285,17 @@ class App:
         stages.stack.callback(setattr, self.ops, "ready", False)
         self._publish_serve_info()
         log.info(
-            "tracescorer serving: OTLP gRPC :%s, OTLP HTTP :%s, ops API %s:%s, %s",
-            self.grpc_port,
-            self.http_port,
-            s.api.host,
-            self.api_port,
+            "tracescorer %s serving (pid %d): OTLP gRPC %s, OTLP HTTP %s (and /metrics, /healthz, /readyz), "
+            "ops API %s, %s",
+            __version__,
+            os.getpid(),
+            _address(s.receiver.grpc.host, self.grpc_port),
+            _address(s.receiver.http.host, self.http_port),
+            _address(s.api.host, self.api_port),
             st.description,
         )
         _log_bindings(self.runner)
+        _warn_if_exposed(s)
 
     async def _start_receivers(self, stages: Stages) -> None:
         s = self.settings
@@ -365,14 +406,30 @@ class App:
         )
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT, stop gracefully."""
+        """Start, serve until SIGTERM/SIGINT/SIGHUP, stop gracefully.
+
+        SIGHUP (the terminal that ran ``serve &`` closed, or ``kill -HUP``) drains and stops like
+        SIGTERM: the configuration is not reloaded (restart to apply a change)."""
         loop = asyncio.get_running_loop()
         stop_requested = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop_requested.set)
+        received: list[signal.Signals] = []
+
+        def requested(sig: signal.Signals) -> None:
+            received.append(sig)
+            stop_requested.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, requested, sig)
         await self.start()
         try:
             await stop_requested.wait()
-            log.info("signal received, shutting down (within shutdown.grace_s=%gs)", self.settings.shutdown.grace_s)
+            log.info(
+                "%s received, shutting down (within shutdown.grace_s=%gs)%s",
+                received[0].name,
+                self.settings.shutdown.grace_s,
+                "; SIGHUP stops like SIGTERM, it does not reload the configuration"
+                if received[0] == signal.SIGHUP
+                else "",
+            )
         finally:
             await self.stop()

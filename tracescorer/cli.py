@@ -28,18 +28,15 @@ def serve(config_path: str | None) -> None:
     """Run the daemon: OTLP receivers, span log, scoring."""
     import asyncio
 
+    from tracescorer import logs
     from tracescorer.config import ConfigError, check_store_path
 
-    settings = load(config_path)
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings = load(config_path, reading=False)
+    logs.configure(settings.log.level, settings.log.format)
     try:
         created = check_store_path(settings.store.path)
         if created is not None:
-            created.mkdir(parents=True, exist_ok=True)
+            created.mkdir(mode=0o700, parents=True, exist_ok=True)  # the database's alone, as its files
             log.info("store.path: created directory %s for the database", created)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -82,7 +79,7 @@ def check_config(config_path: str | None) -> None:
     from tracescorer.config import ConfigError, check_store_path
     from tracescorer.scoring.bindings import BindingError, build_bindings
 
-    settings = load(config_path)
+    settings = load(config_path, reading=False)
     try:
         created = check_store_path(settings.store.path)
         bound = build_bindings(settings.scorers, settings.judge)
@@ -122,7 +119,15 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
     limit = row_limit(settings, max_rows)
     result = run_query(settings, Query(sql), limit)
     if fmt == "table":
-        click.echo(format_table(result["columns"], result["rows"], wide=wide, wrap=("reason", "error", "detail")))
+        click.echo(
+            format_table(
+                result["columns"],
+                result["rows"],
+                wide=wide,
+                wrap=("reason", "error", "detail"),
+                types=result.get("types"),
+            )
+        )
     else:
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     if result["truncated"]:
@@ -136,6 +141,60 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
 
 
 @main.command()
+@config_option
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to wait for the daemon to become ready.",
+)
+def ready(config_path: str | None, wait_s: float) -> None:
+    """Exit 0 once the daemon of this configuration takes traffic (its /readyz says 200).
+
+    For scripts: `tracescorer serve & tracescorer ready --wait 30 && <send traces>` sends nothing
+    before the daemon listens. Exit 1 with the reason when it is not ready in time.
+    """
+    import time
+
+    settings = load(config_path)
+    deadline = time.monotonic() + wait_s
+    while True:
+        reason = _not_ready(settings.store.path)
+        if reason is None:
+            return
+        if time.monotonic() >= deadline:
+            raise click.ClickException(f"not ready{f' after {wait_s:g}s' if wait_s else ''}: {reason}")
+        time.sleep(0.1)
+
+
+def _not_ready(db_path: str) -> str | None:
+    """Why the daemon serving ``db_path`` is not ready (None when it is)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tracescorer import control
+
+    info = control.read_serve_info(db_path)
+    if info is None:
+        return f"no daemon is running for {db_path} (no state file {control.serve_info_path(db_path)})"
+    if not info.url:  # no HTTP receiver: the state file is written once the daemon serves
+        return None
+    context = ssl.create_default_context(cafile=info.cafile) if info.cafile else None
+    if context is not None:
+        context.check_hostname = False  # the state file names 127.0.0.1; the CA is the daemon's own
+    try:
+        with urllib.request.urlopen(info.url + "/readyz", timeout=5, context=context) as response:
+            return None if response.status == 200 else f"/readyz said {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"/readyz said {exc.code}: {exc.read().decode(errors='replace').strip()}"
+    except OSError as exc:
+        return f"{info.url} does not answer: {exc}"
+
+
+@main.command()
 @click.option("--keep", is_flag=True, help="Keep the demo's working directory.")
 def demo(keep: bool) -> None:
     """Start a daemon, send sample agent traffic with the OTel SDK, print what was stored."""
@@ -145,16 +204,26 @@ def demo(keep: bool) -> None:
 
 
 def _register() -> None:
-    from tracescorer.commands import backfill, monitors, replay, report, runs, scores
+    from tracescorer.commands import backfill, explain, monitors, replay, report, runs, scorers, scores
 
     main.add_command(runs.runs)
     main.add_command(replay.replay)
     main.add_command(scores.scores)
-    main.add_command(scores.explain)
-    main.add_command(scores.scorers)
+    main.add_command(explain.explain)
+    main.add_command(scorers.scorers)
     main.add_command(backfill.backfill)
     main.add_command(monitors.monitors)
     main.add_command(report.report)
+    _register_calibration()
+
+
+def _register_calibration() -> None:
+    from tracescorer.commands import agreement, labels
+
+    main.add_command(labels.label)
+    main.add_command(labels.label_queue)
+    main.add_command(agreement.agreement)
+    main.add_command(agreement.disagreements)
 
 
 _register()

@@ -1,9 +1,11 @@
 """Settings: ``config/tracescorer.yaml`` + ``${VAR:-default}`` expansion + ``TRACESCORER_*`` env.
 
 One pydantic model validates everything at start; unknown keys and bad values fail with one
-message naming the key. Environment overrides use ``TRACESCORER_<SECTION>__<KEY>`` (nested keys
-joined by ``__``), e.g. ``TRACESCORER_STORE__PATH=/data/ts.duckdb``; variables whose first part is
-not a section (``TRACESCORER_AUTH_TOKEN``, ``TRACESCORER_JUDGE_MODEL``) are only used for expansion.
+message naming the key (and the key meant, for a misspelt one). Environment overrides use
+``TRACESCORER_<SECTION>__<KEY>`` (nested keys joined by ``__``), e.g.
+``TRACESCORER_STORE__PATH=/data/ts.duckdb``; variables whose first part is not a section
+(``TRACESCORER_AUTH_TOKEN``, ``TRACESCORER_JUDGE_MODEL``) are only used for expansion
+(:mod:`tracescorer.envexpand`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from tracescorer import config_errors, envexpand
 from tracescorer.filters import RunFilter
 from tracescorer.monitors.config import MonitorSettings, ScoreMetricsSettings, check_monitors
 from tracescorer.sizes import size_bytes
@@ -27,8 +30,9 @@ MIN_MEMORY_BYTES = 128 * 1000**2
 ENV_PREFIX = "TRACESCORER_"
 # TRACESCORER_* variables the CLI reads itself (never configuration overrides)
 _NOT_OVERRIDES = frozenset({"TRACESCORER_CONFIG"})
+# the key ``log_level`` of earlier releases (and TRACESCORER_LOG_LEVEL) sets ``log.level``
+_ALIASES: dict[tuple[str, ...], tuple[str, ...]] = {("log_level",): ("log", "level")}
 SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers", "token", "slack"})
-_EXPAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
 class ConfigError(ValueError):
@@ -40,7 +44,9 @@ class _Section(BaseModel):
 
 
 class ListenerSettings(_Section):
-    host: str = "0.0.0.0"
+    # loopback, as the Collector's receivers since v0.104: exposing OTLP is a choice
+    # (TRACESCORER_RECEIVER__GRPC__HOST=0.0.0.0; the Docker image makes it)
+    host: str = "127.0.0.1"
     port: int = Field(4317, ge=0, le=65535, description="0 = any free port")
     enabled: bool = True
 
@@ -216,6 +222,22 @@ class StoreSettings(_Section):
     )
     query_max_rows: int = Field(10_000, gt=0)
     query_timeout_s: float = Field(30.0, gt=0)
+    query_max_concurrent: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="ops-API queries (the read commands') run at once, each in a query process of its own; "
+        "more are refused with 429 and Retry-After (the CLI waits and retries)",
+    )
+    query_memory_limit: str = Field(
+        "512MB",
+        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description="what one query may hold: DuckDB's memory_limit in its query process, whose address space "
+        "is capped at this above what it needs to start; a query past it fails, nothing else is touched",
+    )
+    query_max_result_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="a query's result (its rows, serialized) larger than this is refused"
+    )
 
     @field_validator("memory_limit")
     @classmethod
@@ -227,6 +249,13 @@ class StoreSettings(_Section):
                 f"store.memory_limit {value} is below 128MB: DuckDB holds the results' key indexes and "
                 "each commit inside it, and writes fail with less"
             )
+        return value
+
+    @field_validator("query_memory_limit")
+    @classmethod
+    def _room_for_a_query(cls, value: str) -> str:
+        if size_bytes(value) < 64 * 1024 * 1024:
+            raise ValueError(f"store.query_memory_limit {value} is below 64MB: a query process needs that to start")
         return value
 
     @model_validator(mode="after")
@@ -262,6 +291,16 @@ class JudgeSettings(_Section):
     requests_per_minute: int = Field(600, gt=0)
     daily_budget_usd: float | None = Field(None, ge=0)
     timeout_s: float = Field(60, gt=0)
+    retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="retries of a judge request the provider did not answer (timeouts, connection errors, "
+        "408/409/429, 5xx; never 400/401/403/404), so a request makes at most retries + 1 attempts",
+    )
+    retry_initial_s: float = Field(
+        1.0, gt=0, le=60, description="wait before the first retry, doubling per retry; a longer Retry-After wins"
+    )
 
 
 class ScoringSettings(_Section):
@@ -280,13 +319,28 @@ class ShutdownSettings(_Section):
     grace_s: float = Field(
         20,
         gt=0,
-        description="the whole shutdown (SIGTERM/SIGINT) ends within this; judge calls "
+        description="the whole shutdown (SIGTERM/SIGINT/SIGHUP) ends within this; judge calls "
         "still running then are cancelled and scored after the next start",
     )
 
 
 class SamplingSettings(_Section):
     ratio: float = Field(1.0, ge=0, le=1)
+
+
+class BindingLimits(_Section):
+    """``scorers[].limits``: caps of one binding beside the global ``judge:`` ones (a target over a
+    cap gets a decision naming the cap: ``budget_exhausted`` or ``rate_limited``)."""
+
+    daily_budget_usd: float | None = Field(
+        None, ge=0, description="judge spend of this binding per UTC day; once reached its targets are refused"
+    )
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="judge requests of this binding per minute; a target that would exceed it is refused (not "
+        "queued: a full bucket would hold the judge workers every binding shares)",
+    )
 
 
 class ScorerBinding(_Section):
@@ -299,6 +353,7 @@ class ScorerBinding(_Section):
     filter: RunFilter = RunFilter()
     threshold: float | None = None
     judge: dict[str, Any] = {}
+    limits: BindingLimits = BindingLimits()
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -317,6 +372,14 @@ class OtlpSinkSettings(_Section):
     headers: dict[str, str] = {}
     timeout_s: float | None = Field(None, gt=0)
     compression: Literal["gzip", "none"] | None = None
+    log_records: bool = Field(
+        False,
+        description="otlp sinks: also send each score as a gen_ai.evaluation.result log record (the evaluated "
+        "span's trace and span id) to the same endpoint, the form the GenAI conventions now prefer",
+    )
+    span_events: bool = Field(
+        True, description="otlp sinks: the gen_ai.evaluation.result span event on each evaluation span"
+    )
 
 
 class PhoenixSinkSettings(_Section):
@@ -362,6 +425,10 @@ class SinkEntry(_Section):
     def _exactly_one(self) -> SinkEntry:
         if len(self.kinds()) != 1:
             raise ValueError("each sink is a mapping with exactly one of: otlp, otlp_logs, phoenix, mlflow")
+        if self.otlp_logs is not None and (self.otlp_logs.log_records or not self.otlp_logs.span_events):
+            raise ValueError(
+                "log_records and span_events are otlp sink keys (an otlp_logs sink sends log records only)"
+            )
         return self
 
     def kinds(self) -> list[str]:
@@ -436,6 +503,54 @@ class TriageSettings(_Section):
     max_traces: int = Field(100_000, gt=0, description="traces remembered at most (skipped ones, agent ones)")
 
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class LogSettings(_Section):
+    """``log``: the daemon's own log (third-party libraries log at WARNING and above)."""
+
+    level: LogLevel = Field("INFO", description="debug, info, warning, error or critical, in any case")
+    format: Literal["text", "json"] = Field(
+        "text", description="json: one object per line (time, level, logger, message, exception)"
+    )
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            upper = value.strip().upper()
+            return "WARNING" if upper == "WARN" else upper
+        return value
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class ReportSettings(_Section):
+    """``tracescorer report``: links from the report to the trace backend."""
+
+    trace_url: str | None = Field(
+        None, description="trace link template, e.g. https://jaeger/trace/{trace_id} ({run_id}, {conversation_id} too)"
+    )
+
+    @field_validator("trace_url")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must be an http:// or https:// URL")
+        try:
+            value.format(trace_id="t", run_id="r", conversation_id="c", scorer_id="s")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"placeholders may be {{trace_id}}, {{run_id}}, {{conversation_id}}, {{scorer_id}}: {exc}"
+            ) from None
+        return value
+
+
 class Settings(_Section):
     """The whole daemon configuration (see config/tracescorer.yaml for every key)."""
 
@@ -453,7 +568,22 @@ class Settings(_Section):
     shutdown: ShutdownSettings = ShutdownSettings()
     score_metrics: ScoreMetricsSettings = ScoreMetricsSettings()
     monitors: list[MonitorSettings] = []
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log: LogSettings = LogSettings()
+    report: ReportSettings = ReportSettings()
+    # read commands: variables left unset under keys only serve uses (see tracescorer.envexpand)
+    _deferred: tuple[envexpand.Unset, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _log_level_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "log_level" in data:
+            data = dict(data)
+            level = data.pop("log_level")
+            log = data.get("log")
+            if isinstance(log, dict) and "level" in log:
+                raise ValueError("log_level is the old name of log.level: set only log.level")
+            data["log"] = {**(log if isinstance(log, dict) else {}), "level": level}
+        return data
 
     @field_validator("scorers")
     @classmethod
@@ -469,6 +599,17 @@ class Settings(_Section):
     def _monitors_match_scorers(self) -> Settings:
         check_monitors(self.monitors, self.scorers)
         return self
+
+    @property
+    def deferred(self) -> tuple[envexpand.Unset, ...]:
+        """Variables a read command left unset (their keys are left out); empty for ``serve``."""
+        return self._deferred
+
+    def require_environment(self) -> None:
+        """Raise :class:`ConfigError` listing every variable a read command's load left unset:
+        what needs the judge, export or notifications (``backfill`` on the file) calls this."""
+        if self._deferred:
+            raise ConfigError(f"invalid configuration: {envexpand.UnsetVariables(self._deferred)}")
 
     def masked(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by ``***``."""
@@ -498,34 +639,6 @@ def _mask(value: Any, key: str = "") -> Any:
     return value
 
 
-def expand(value: Any, env: Mapping[str, str], where: str = "") -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML tree.
-
-    ``${VAR}`` with VAR unset is a :class:`ConfigError` naming the key and the variable (an
-    empty string would silently become, say, a database path at the root of the disk);
-    ``${VAR:-}`` asks for an empty default explicitly.
-    """
-    if isinstance(value, str):
-
-        def one(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if default is None:
-                if name not in env:
-                    raise ConfigError(
-                        f"invalid configuration: {where or '(root)'}: ${{{name}}} is not set in the environment "
-                        f"(set it, or write ${{{name}:-default}})"
-                    )
-                return env[name]
-            return env.get(name) or default
-
-        return _EXPAND.sub(one, value)
-    if isinstance(value, dict):
-        return {k: expand(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand(v, env, f"{where}.{i}") for i, v in enumerate(value)]
-    return value
-
-
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
     """Apply ``TRACESCORER_<SECTION>__<KEY>`` overrides; returns {key path: variable name}.
 
@@ -538,17 +651,22 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
         if not name.startswith(ENV_PREFIX) or name in _NOT_OVERRIDES:
             continue
         path = name[len(ENV_PREFIX) :].lower().split("__")
+        alias = _ALIASES.get(tuple(path))
+        if alias is not None:
+            for old in _ALIASES:  # the variable wins over the file's old spelling of the key
+                data.pop(old[0], None)
+            path = list(alias)
         if len(path) == 1:
             if path[0] not in sections:
                 continue  # an expansion variable such as TRACESCORER_AUTH_TOKEN, not an override
-            if path[0] != "log_level":
-                raise ConfigError(
-                    f"invalid configuration: {name}: {path[0]!r} is a section; set one key with "
-                    f"{ENV_PREFIX}{path[0].upper()}__<KEY>"
-                )
+            raise ConfigError(
+                f"invalid configuration: {name}: {path[0]!r} is a section; set one key with "
+                f"{ENV_PREFIX}{path[0].upper()}__<KEY>"
+            )
         if path[0] not in sections:
             raise ConfigError(
-                f"invalid configuration: {name}: unknown section {path[0]!r} (sections: {', '.join(sorted(sections))})"
+                f"invalid configuration: {name}: unknown section {path[0]!r}"
+                f"{config_errors.did_you_mean(path[0], sections)} (sections: {', '.join(sorted(sections))})"
             )
         if any(not part for part in path):
             raise ConfigError(f"invalid configuration: {name}: empty key part (use one '__' between keys)")
@@ -574,26 +692,15 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
     return sources
 
 
-def _format_error(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif isinstance(err.get("input"), (str, int, float, bool)):
-            msg = f"{msg} (got {err['input']!r})"
-        origin = next(
-            (var for path, var in sources.items() if loc[: len(path)] == path or path[: len(loc)] == loc), None
-        )
-        if origin is not None:
-            msg += f" (from {origin})"
-        lines.append(f"{'.'.join(loc) or '(root)'}: {msg}")
-    return "invalid configuration: " + "; ".join(lines)
+def load_settings(
+    path: str | Path | None = None, env: Mapping[str, str] | None = None, *, reading: bool = False
+) -> Settings:
+    """Load and validate settings from ``path`` (optional) and the environment.
 
-
-def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Load and validate settings from ``path`` (optional) and the environment."""
+    ``reading``: for the read commands, which neither call the judge nor export nor notify:
+    variables only those keys use may be unset (:mod:`tracescorer.envexpand`); the keys are left
+    out and :meth:`Settings.require_environment` reports them if something needs them after all.
+    """
     env = os.environ if env is None else env
     data: Any = {}
     if path is not None:
@@ -607,12 +714,17 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping")
-    data = expand(data, env)
+    try:
+        data, deferred = envexpand.expand(data, env, reading=reading)
+    except envexpand.UnsetVariables as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
     sources = _apply_env(data, env)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, sources)) from None
+        raise ConfigError(config_errors.describe(exc, Settings, sources, data)) from None
+    settings._deferred = deferred
+    return settings
 
 
 def check_store_path(path: str) -> Path | None:

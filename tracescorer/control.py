@@ -122,6 +122,10 @@ class DaemonUnreachable(RemoteQueryError):
     """The daemon in the state file does not answer; the message says what to do."""
 
 
+class DaemonBusy(RemoteQueryError):
+    """The daemon kept refusing the request for its concurrency bound (429) until the wait ran out."""
+
+
 def remote_query(
     info: ServeInfo, sql: str, *, max_rows: int, timeout_s: float = 60.0, params: Sequence[Any] = ()
 ) -> dict[str, Any]:
@@ -145,7 +149,10 @@ def call_daemon(
     """One authenticated JSON call to the daemon's ops API.
 
     Refused connections are retried for ``retry_s`` (a daemon starting or stopping); then, or on
-    a timeout, :class:`DaemonUnreachable` says which daemon did not answer and what to do.
+    a timeout, :class:`DaemonUnreachable` says which daemon did not answer and what to do. A
+    request refused as retryable (429 or 503 with ``Retry-After``: as many queries running as the
+    daemon allows) is sent again after the time it says, for up to ``timeout_s``; then
+    :class:`DaemonBusy`.
     """
     if not info.api_url:
         raise DaemonUnreachable(
@@ -162,6 +169,7 @@ def call_daemon(
     if context is not None:
         context.check_hostname = False
     deadline = time.monotonic() + retry_s
+    busy_until = time.monotonic() + timeout_s
     delay = 0.05
     while True:
         try:
@@ -173,7 +181,12 @@ def call_daemon(
                 message = json.loads(exc.read()).get("error", str(exc))
             except ValueError:
                 message = str(exc)
-            raise RemoteQueryError(message) from None
+            wait_s = _retry_after(exc)
+            if wait_s is None:
+                raise RemoteQueryError(message) from None
+            if time.monotonic() + wait_s > busy_until:
+                raise DaemonBusy(f"the daemon (pid {info.pid}) is busy: {message}") from None
+            time.sleep(wait_s)
         except (urllib.error.URLError, OSError) as exc:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             refused = isinstance(reason, (ConnectionRefusedError, ConnectionResetError))
@@ -186,6 +199,16 @@ def call_daemon(
                 f"at {info.api_url}: {reason}. If it is starting or busy, try again; if that process is not "
                 "tracescorer, delete the state file"
             ) from None
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    """Seconds a retryable refusal (429, 503) asks to wait, at most 5; None when it is not one."""
+    if exc.code not in (429, 503):
+        return None
+    try:
+        return min(5.0, max(0.05, float(exc.headers.get("Retry-After", ""))))
+    except ValueError:
+        return None
 
 
 def publish_serve_info(db_path: str, info: ServeInfo) -> None:

@@ -1,13 +1,29 @@
-"""Prometheus self-metrics, on a registry owned by the app (no global state)."""
+"""Prometheus self-metrics, on a registry owned by the app (no global state).
+
+Besides the ``tracescorer_*`` metrics: the daemon process's ``process_*`` (CPU, resident memory,
+open files, start time; the store process is not included) and ``tracescorer_build_info``. No
+``*_created`` series: each counter would expose a second, constant series beside it.
+"""
 
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from tracescorer import __version__
 
 __all__ = ["CONTENT_TYPE_LATEST", "DEFAULT_SCORE_BUCKETS", "Metrics"]
 
@@ -18,9 +34,20 @@ class Metrics:
     """Every metric the daemon exports; components receive this object explicitly."""
 
     def __init__(self, *, score_buckets: Sequence[float] = DEFAULT_SCORE_BUCKETS) -> None:
+        # prometheus_client's own switch (process-wide, read at each scrape): counters and
+        # histograms without their *_created series
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
+        ProcessCollector(registry=r)
+        self.build_info = Gauge(
+            "tracescorer_build_info",
+            "1, labelled with the running version of tracescorer and of Python",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(__version__, platform.python_version()).set(1)
         self.requests = Counter(
             "tracescorer_receiver_requests",
             "OTLP export requests by transport, signal and outcome (ok, partial, a refusal's reason, body_timeout, "
@@ -211,9 +238,6 @@ class Metrics:
             ["scorer", "decision"],
             registry=r,
         )
-        self.scores = Counter(
-            "tracescorer_scores", "Scores stored, by scorer and status", ["scorer", "status"], registry=r
-        )
         self.scoring_queue = Gauge(
             "tracescorer_scoring_queue_depth", "Targets waiting for a scorer", ["pool"], registry=r
         )
@@ -243,7 +267,6 @@ class Metrics:
             registry=r,
         )
         self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)
-        self.judge_cost = Counter("tracescorer_judge_cost_usd", "Judge spend in USD", registry=r)
         self.exports = Counter(
             "tracescorer_export_spans",
             "Evaluation spans sent, by result (exported, failed)",
@@ -266,6 +289,8 @@ class Metrics:
             buckets=tuple(score_buckets),
             registry=r,
         )
+        # the one count of scores (live: backfills re-score history; tracescorer_scoring_decisions
+        # counts them); tracescorer_score_judge_cost_usd the one count of judge spend
         self.score_results = Counter(
             "tracescorer_score_results",
             "Live scores stored, by scorer, agent, label (pass, fail, none) and status (ok, error, not_scorable)",
@@ -278,10 +303,55 @@ class Metrics:
             ["scorer"],
             registry=r,
         )
+        # Calibration (tracescorer.calibration): other tools' evaluations in, agreement of each
+        # judge version with human labels out; `version` is bounded by the versions labelled.
+        self.external_evaluations = Counter(
+            "tracescorer_external_evaluations",
+            "Other tools' gen_ai.evaluation.result events received over OTLP, by result (stored; own = "
+            "tracescorer's own exported evaluations, dropped; invalid = no gen_ai.evaluation.name, dropped)",
+            ["result"],
+            registry=r,
+        )
+        agreement = ["scorer", "version", "reference"]
+        self.agreement_pairs = Gauge(
+            "tracescorer_agreement_pairs",
+            "Targets a judge version and its reference (human labels) both judged",
+            agreement,
+            registry=r,
+        )
+        self.agreement_kappa = Gauge(
+            "tracescorer_agreement_kappa",
+            "Cohen's kappa of a judge version's labels against the reference's (NaN: undefined)",
+            agreement,
+            registry=r,
+        )
+        self.agreement_accuracy = Gauge(
+            "tracescorer_agreement_accuracy",
+            "Share of labelled targets where a judge version and the reference agree",
+            agreement,
+            registry=r,
+        )
+        self.agreement_mae = Gauge(
+            "tracescorer_agreement_mae",
+            "Mean absolute error of a judge version's scores against the reference's numbers",
+            agreement,
+            registry=r,
+        )
+        self.agreement_spearman = Gauge(
+            "tracescorer_agreement_spearman",
+            "Spearman's rho of a judge version's scores against the reference's numbers",
+            agreement,
+            registry=r,
+        )
+        self.agreement_updated = Gauge(
+            "tracescorer_agreement_last_update_timestamp_seconds",
+            "When the agreement gauges were last computed from the stored labels and scores",
+            registry=r,
+        )
         # Built-in monitors (tracescorer.monitors): one series per configured monitor.
         self.monitor_state = Gauge(
             "tracescorer_monitor_state",
-            "1 for the monitor's current state (ok, firing, resolved), else 0",
+            "1 for the monitor's current state (ok, pending, firing, resolved), else 0",
             ["monitor", "state"],
             registry=r,
         )
@@ -305,13 +375,14 @@ class Metrics:
         )
         self.monitor_transitions = Counter(
             "tracescorer_monitor_transitions",
-            "Monitor state changes, by the state entered (firing, resolved)",
+            "Monitor state changes, by the state entered (pending, firing, resolved)",
             ["monitor", "state"],
             registry=r,
         )
         self.monitor_notifications = Counter(
             "tracescorer_monitor_notifications",
-            "Notifications per target, by channel (webhook, slack) and result (sent, failed, suppressed, dropped)",
+            "Notifications per target, by channel (webhook, slack) and result "
+            "(sent, failed, deferred, cancelled, dropped)",
             ["monitor", "channel", "result"],
             registry=r,
         )

@@ -3,6 +3,7 @@ restarted daemon assembles and scores what the dead one had not."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from typing import Any
@@ -14,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace
+from support.reaper import ReapedDaemon
 from support.routing import Acked, RoutingExporter
 
 from tracescorer.control import RemoteQueryError
@@ -207,6 +209,46 @@ def test_a_store_process_killed_under_load_is_restarted_and_nothing_acknowledged
     log = daemon.log()
     assert code == 0, log[-3000:]
     assert "store process exited unexpectedly" in log and "store process restarted" in log, log[-3000:]
+    stored = _stored_span_ids(daemon)
+    lost = set(acked.spans[0]) - stored
+    assert not lost, f"{len(lost)} acknowledged spans lost"
+
+
+def test_kill_9_of_the_daemon_lets_its_store_process_commit_and_exit_0(tmp_path):
+    """Three times: the daemon killed under load; its store process, orphaned, commits what it
+    was sent and exits 0 (no ConnectionResetError from the reset socket, no abort at exit); every
+    acknowledged span is in the file."""
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.3},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+        shutdown={"grace_s": 10},
+    )
+    acked = Acked(1)
+    for round_ in range(3):
+        daemon = ReapedDaemon(tmp_path, cfg).start()
+        stop = threading.Event()
+        producers = [
+            threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True)
+            for i in range(PRODUCERS)
+        ]
+        before = len(acked.spans[0])
+        try:
+            for p in producers:
+                p.start()
+            wait_for(lambda n=before + 300: len(acked.spans[0]) >= n, 120, interval_s=0.05, what="spans acknowledged")
+            [store] = psutil.Process(daemon.daemon_pid).children()
+            os.kill(daemon.daemon_pid, signal.SIGKILL)  # under load: replies in flight, unread
+            assert daemon.exit_code(store.pid) == 0, f"round {round_}: {daemon.log()[-3000:]}"
+        finally:
+            stop.set()
+            for p in producers:
+                p.join(30)
+            daemon.stop()  # the subreaper, gone once the store process exited
+    log = daemon.log()
+    assert log.count("the daemon went away: committing what it sent") == 3, log[-3000:]
+    for sign in ("Traceback", "ConnectionResetError", "Aborted", "terminate called"):
+        assert sign not in log, log[-3000:]
     stored = _stored_span_ids(daemon)
     lost = set(acked.spans[0]) - stored
     assert not lost, f"{len(lost)} acknowledged spans lost"

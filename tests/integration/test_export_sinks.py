@@ -455,6 +455,41 @@ async def test_otlp_logs_are_the_semconv_evaluation_event_on_the_agent_span(
     assert set(await delivery_states(store, "otlp_logs")) == {(ok["id"], "otlp_logs"), (err["id"], "otlp_logs")}
 
 
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+async def test_an_otlp_sink_with_log_records_sends_each_score_as_a_span_and_a_log_record(
+    transport: str, store: DuckDBStore, capture: OtlpCapture, make_exporter: Factory
+) -> None:
+    run = await insert_run(store)
+    row = await insert_score(store, run, scorer_version="3f9a2b7c1d0e")
+    endpoint = capture.grpc_endpoint if transport == "grpc" else capture.http_base_url
+    protocol = "grpc" if transport == "grpc" else "http/protobuf"
+    capture.fail_next(2)  # both requests of the first attempt fail: the score stays pending, both go again
+    exporter = make_exporter(
+        {"otlp": {"endpoint": endpoint, "protocol": protocol, "log_records": True, "span_events": False}}
+    )
+    assert not await exporter.force_flush(5)  # retryable failure
+    assert await exporter.force_flush(5)
+    assert sorted(e.signal for e in capture.exports if not e.failed) == ["logs", "traces"]
+    [span] = capture.spans()
+    assert span.parent_span_id == run["span_id"] and span.events == []  # no span event: span_events false
+    assert span.attributes["tracescorer.scorer.version"] == "3f9a2b7c1d0e"
+    [record] = await capture.await_log_records(1)
+    assert (record.event_name, record.trace_id, record.span_id) == (
+        "gen_ai.evaluation.result",
+        run["trace_id"],
+        run["span_id"],
+    )
+    assert record.attributes["gen_ai.evaluation.score.value"] == 0.75
+    assert record.attributes["tracescorer.scorer.version"] == "3f9a2b7c1d0e"
+    states = await delivery_states(store, "otlp")
+    assert (states[(row["id"], "otlp")]["status"], states[(row["id"], "otlp")]["attempts"]) == ("delivered", 2)
+
+
+def test_log_records_and_span_events_are_otlp_sink_keys() -> None:
+    with pytest.raises(ValueError, match="otlp sink keys"):
+        ExportSettings(enabled=True, sinks=[{"otlp_logs": {"log_records": True}}])
+
+
 # --- several sinks ---------------------------------------------------------------------------------
 
 

@@ -1,6 +1,8 @@
 """Monitors and score metrics end to end: OTel SDK traffic -> `tracescorer serve` (code scorers) ->
 monitor notifications to a real local webhook receiver, score metrics on /metrics, state shown by
-`tracescorer monitors` and kept across a restart."""
+`tracescorer monitors` and kept across a restart (a firing monitor stays firing without a repeat, a
+pending one keeps counting from when its breach began). Series of scores against flapping,
+cooldowns and reminders: test_monitors_series.py."""
 
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ def _config(tmp_path: Any, hooks: WebhookReceiver) -> dict[str, Any]:
                 "window": "1h",
                 "below": 0.8,
                 "min_samples": 4,
+                "for": "0s",
                 "cooldown": "1h",
                 "notify": [
                     {"webhook": hooks.url + "/quality", "retries": 0},
@@ -78,7 +81,18 @@ def _config(tmp_path: Any, hooks: WebhookReceiver) -> dict[str, Any]:
                 "aggregate": "count",
                 "window": "1h",
                 "above": 0,
+                "for": "0s",
                 "notify": [{"webhook": hooks.url + "/flaky", "retries": 3, "retry_initial_s": 0.1}],
+            },
+            {  # the same rule, an hour's pending period: pending for the whole test
+                "id": "patient",
+                "scorer": "mentions-*",
+                "aggregate": "pass_rate",
+                "window": "1h",
+                "below": 0.8,
+                "min_samples": 4,
+                "for": "1h",
+                "notify": [{"webhook": hooks.url + "/patient", "retries": 0}],
             },
         ],
     )
@@ -155,6 +169,7 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
         assert m[key("tracescorer_score_value_sum", scorer="non-empty", agent="support-alpha")] == 3.0
         assert not any(dict(labels).get("agent") == "billing-bot" for _, labels in m)
         assert m[key("tracescorer_monitor_state", monitor="quality", state="firing")] == 1
+        assert m[key("tracescorer_monitor_state", monitor="patient", state="pending")] == 1
         assert (
             m[key("tracescorer_monitor_notifications_total", monitor="first-score", channel="webhook", result="sent")]
             == 1
@@ -164,14 +179,21 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
         quality = next(line for line in out.splitlines() if line.startswith("quality"))
         assert "firing" in quality  # the table (its rule column wraps)
         listed = {m["monitor"]: m for m in json.loads(daemon.cli("monitors", "--format", "json").stdout)}
-        assert listed["quality"]["rule"] == "pass_rate(mentions-*) below 0.8 over 1h, min 4, cooldown 1h"
-        assert listed["quality"]["state"] == "firing"
+        assert listed["quality"]["rule"] == (
+            "pass_rate(mentions-*) below 0.8 over 1h, min 4, cooldown 1h, repeat_interval 4h"
+        )
+        assert listed["quality"]["state"] == "firing" and listed["quality"]["last_message"] == "firing"
+        patient = listed["patient"]
+        assert patient["rule"].startswith("pass_rate(mentions-*) below 0.8 over 1h, min 4, for 1h, keep_firing_for 1h")
+        assert patient["state"] == "pending" and patient["detail"].endswith("of for 1h")
+        pending_since = patient["since"]
     finally:
         assert daemon.stop() == 0, daemon.log()
 
     # stopped: the state is read from the file
-    offline = daemon.cli("monitors", "--format", "json").stdout
-    assert '"monitor": "quality"' in offline and '"state": "firing"' in offline
+    offline = {m["monitor"]: m for m in json.loads(daemon.cli("monitors", "--format", "json").stdout)}
+    assert offline["quality"]["state"] == "firing"
+    assert offline["patient"]["state"] == "pending" and offline["patient"]["since"] == pending_since
 
     restarted_at = time.time()
     daemon.start()
@@ -185,7 +207,10 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
             what="evaluated after the restart",
         )
         assert _value(daemon, "tracescorer_monitor_state", monitor="quality", state="firing") == 1
+        assert _value(daemon, "tracescorer_monitor_state", monitor="patient", state="pending") == 1
         assert _value(daemon, "tracescorer_monitor_samples", monitor="quality") == 4  # rebuilt from the table
+        listed = {m["monitor"]: m for m in json.loads(daemon.cli("monitors", "--format", "json").stdout)}
+        assert listed["patient"]["since"] == pending_since  # still counting from when the breach began
         emit_conversations(daemon.grpc_endpoint, _conversations(1, good=False))
         _wait_metric(daemon, "tracescorer_monitor_samples", 5, "the 5th score", monitor="quality")
         assert len(hooks.at("/quality")) == 1  # still firing: no duplicate after the restart
@@ -197,20 +222,27 @@ def test_monitors_fire_once_resolve_respect_cooldown_and_survive_a_restart(tmp_p
         assert hooks.at("/quality")[1].body["status"] == "resolved"
         assert hooks.at("/quality")[1].body["value"] == 0.8
 
-        # failing again within the 1h cooldown: firing, but not notified
+        # the pending monitor went back to ok without a word: it never fired
+        assert _value(daemon, "tracescorer_monitor_state", monitor="patient", state="ok") == 1
+
+        # failing again within the 1h cooldown: firing, held until the cooldown ends (not dropped)
         emit_conversations(daemon.grpc_endpoint, _conversations(10, good=False))
         _wait_metric(
             daemon,
             "tracescorer_monitor_notifications_total",
             1,
-            "suppressed by the cooldown",
+            "held by the cooldown",
             monitor="quality",
             channel="webhook",
-            result="suppressed",
+            result="deferred",
         )
         assert _value(daemon, "tracescorer_monitor_state", monitor="quality", state="firing") == 1
         assert len(hooks.at("/quality")) == 2 and len(hooks.at("/slack")) == 2
         events = daemon.cli("monitors", "--events", "--monitor", "quality", "--format", "json").stdout
-        assert '"event": "suppressed"' in events and events.count('"event": "fired"') == 2
+        assert '"event": "deferred"' in events and events.count('"event": "fired"') == 2
+        listed = {m["monitor"]: m for m in json.loads(daemon.cli("monitors", "--format", "json").stdout)}
+        assert "held by the cooldown until" in listed["quality"]["detail"]
+        assert listed["quality"]["last_message"] == "resolved"
+        assert hooks.at("/patient") == []
     finally:
         assert daemon.stop() == 0, daemon.log()

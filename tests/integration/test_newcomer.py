@@ -66,7 +66,11 @@ def test_partial_env_override_keeps_the_listeners_own_port(tmp_path):
     [
         ({"store": {"path": "${TS_DATA_DIR}/ts.duckdb"}}, {}, "store.path: ${TS_DATA_DIR} is not set"),
         ({}, {"TRACESCORER_STOER__PATH": "/tmp/x.duckdb"}, "TRACESCORER_STOER__PATH: unknown section 'stoer'"),
-        ({}, {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"}, "store.paht: unknown key (from TRACESCORER_STORE__PAHT)"),
+        (
+            {},
+            {"TRACESCORER_STORE__PAHT": "/tmp/x.duckdb"},
+            "store.paht: unknown key (did you mean 'path'?) (from TRACESCORER_STORE__PAHT)",
+        ),
         (
             {"scorers": [{"id": "x", "prebuilt": "no_such_scorer"}]},
             {},
@@ -78,6 +82,25 @@ def test_partial_env_override_keeps_the_listeners_own_port(tmp_path):
             "cannot import module 'no_such_module_anywhere'",
         ),
         ({"scorers": [{"id": "judge", "prebuilt": "answer_relevancy"}]}, {}, "is an LLM judge and needs a model"),
+        (
+            {"scorers": [{"id": "x", "prebuilt": "completeness", "options": {"scael": 2}}]},
+            {},
+            "scorers[0] (x): prebuilt 'completeness': unknown option 'scael' (did you mean 'scale'?); "
+            "valid options: scale",
+        ),
+        (
+            {
+                "scorers": [{"id": "x", "prebuilt": "completeness", "threshold": 0.5}],
+                "monitors": [{"id": "quality", "scorer": "x", "aggregate": "mean", "window": "30 min", "below": 1}],
+            },
+            {},
+            "invalid configuration: monitors.0 (quality).window: '30 min' is not a duration",
+        ),
+        (
+            {"store": {"path": "${DATA_DIR}/ts.duckdb"}, "judge": {"api_key": "${env:JUDGE_KEY}"}},
+            {},
+            "judge.api_key: ${JUDGE_KEY} is not set in the environment; store.path: ${DATA_DIR} is not set",
+        ),
     ],
 )
 def test_config_errors_name_the_key_in_check_config_and_serve(tmp_path, command, setup, env, message):

@@ -33,6 +33,11 @@ def refused_statements(tmp: Path, db: Path) -> list[str]:
         "DROP TABLE scores",
         "ALTER TABLE spans ADD COLUMN planted INTEGER",
         "TRUNCATE spans",
+        # a WITH clause that writes: DuckDB parses the whole statement as a SELECT
+        "WITH x AS (UPDATE spans SET name = 'x' RETURNING *) SELECT * FROM x",
+        "WITH x AS (INSERT INTO spans (trace_id, span_id) VALUES ('a', 'b') RETURNING *) SELECT * FROM x",
+        "WITH x AS (DELETE FROM spans RETURNING *) SELECT count(*) FROM x",
+        f"WITH x AS (COPY spans TO '{tmp}/cte.csv') SELECT 1",
         # other databases, files, extensions, configuration
         f"ATTACH '{tmp}/other.duckdb' AS other",
         "DETACH other",
@@ -87,8 +92,10 @@ def refused_statements(tmp: Path, db: Path) -> list[str]:
 def _fingerprint(db: Path) -> tuple:
     con = readonly.connect(db)
     try:
-        tables = con.execute("SELECT table_name, column_count FROM duckdb_tables() ORDER BY 1").fetchall()
-        counts = tuple(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in tables)
+        tables = con.execute(
+            "SELECT database_name, table_name, column_count FROM duckdb_tables() ORDER BY 1, 2"
+        ).fetchall()
+        counts = tuple(con.execute(f'SELECT count(*) FROM "{d}"."{t}"').fetchone()[0] for d, t, _ in tables)
         names = con.execute("SELECT list_sort(list(name)) FROM spans").fetchone()[0]
     finally:
         con.close()
@@ -171,6 +178,7 @@ def test_refusals_name_what_was_refused(stored):
     tmp, daemon = stored
     cases = {
         "DELETE FROM spans": "only read statements (SELECT) are allowed, not DELETE",
+        "WITH x AS (DELETE FROM spans RETURNING *) SELECT * FROM x": "not one with DELETE inside",
         "EXPLAIN ANALYZE SELECT 1": "EXPLAIN is not allowed",
         "SELECT 1; SELECT 2": "only one statement per query",
         f"SELECT * FROM read_text('{tmp}/secret.csv')": "table function read_text() is not allowed",

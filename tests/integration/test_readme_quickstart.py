@@ -29,8 +29,11 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
     for name, body in files.items():
         (tmp_path / name).write_text(body)
     commands = [shlex.split(line.split("#")[0]) for line in files["quickstart.sh"].splitlines()]
-    reads = [c for c in commands if c[:1] == ["tracescorer"] and c[1] != "serve"]
-    assert [c[1] for c in reads] == ["runs", "scores"]
+    tracescorer = [c for c in commands if c[:1] == ["tracescorer"]]
+    assert [c[1] for c in tracescorer] == ["serve", "ready", "runs", "scores"]
+    # the trace is sent after `ready`, never before the daemon listens
+    assert commands.index(tracescorer[1]) < commands.index(["python", "first_trace.py"])
+    wait_ready, reads = tracescorer[1], tracescorer[2:]
     # the README's default ports may be taken on a shared machine: any free port here, same config
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORER_", "OTEL_"))},
@@ -48,7 +51,12 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
     )
     try:
         db = str(tmp_path / "quickstart.duckdb")
-        info = wait_for(lambda: serve.poll() is None and read_serve_info(db), 30, what="serve to start")
+        ready = subprocess.run(  # as written, right after `serve &`: it waits for the daemon itself
+            [sys.executable, "-m", *wait_ready], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        )
+        assert ready.returncode == 0, (ready.stderr, (tmp_path / "serve.log").read_text())
+        info = read_serve_info(db)
+        assert info is not None and serve.poll() is None
         sent = subprocess.run(
             [sys.executable, "first_trace.py"],
             cwd=tmp_path,
@@ -58,6 +66,8 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
             timeout=60,
         )
         assert sent.returncode == 0, sent.stderr
+        # the SDK exporter found the daemon listening: no "Connection refused ... retrying" lines
+        assert "retrying" not in sent.stderr.lower() and "refused" not in sent.stderr.lower(), sent.stderr
         trace_id = sent.stdout.split()[-1]
 
         wait_for(lambda: query_rows(db, "SELECT id FROM scores"), 60, interval_s=0.1, what="the quick start's score")
@@ -84,3 +94,16 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
         log.close()
     assert code == 0, (tmp_path / "serve.log").read_text()
     assert (tmp_path / "quickstart.duckdb").exists()  # the data is where the README says
+
+
+def test_ready_says_why_not_and_waits_no_longer_than_asked(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"store: {{path: {tmp_path / 'none.duckdb'}}}\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "tracescorer", "ready", "--config", str(cfg), "--wait", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "not ready after 0.5s: no daemon is running for" in out.stderr

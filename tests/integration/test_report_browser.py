@@ -1,11 +1,15 @@
 """`tracescorer report` end to end: real daemon and OTLP traffic (code scorers and an LLM judge on
 the fake OpenAI server), the report written while the daemon runs (query endpoint) and after it
 stopped (read-only file), each rendered in headless Chromium over the DevTools protocol: it
-loads with no console error, shows every scorer, and hostile agent/judge text stays text."""
+loads with no console error, shows every scorer, and hostile agent/judge text stays text; the
+failures, the errors and "no failures" are shown apart, transcripts open with the tool calls and
+an "(empty answer)" marker, trace ids link to the configured trace backend, and a backfill leaves
+the trend where it was."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import re
@@ -45,10 +49,20 @@ CONVERSATIONS = [
     {
         "id": "conv-<b>hostile</b>",
         "agent": "support-<i>beta</i>",
-        "turns": [("<script>console.error('xss-user')</script> refund please", None, None, None, HOSTILE_ANSWER)],
+        "turns": [
+            (
+                "<script>console.error('xss-user')</script> refund please",
+                "issue_refund",
+                {"order": 7},
+                "<b>refund</b> issued",
+                HOSTILE_ANSWER,
+            )
+        ],
     },
     {"id": "conv-empty", "agent": "support-alpha", "turns": [("Hello?", None, None, None, "")]},
+    {"id": "conv-broken", "agent": "support-gamma", "turns": [("Status?", None, None, None, "All fine, MARK-ERR.")]},
 ]
+TRACE_URL = "https://jaeger.example/trace/{trace_id}"
 BINDINGS = [
     {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
     {"id": "mentions-order", "prebuilt": "includes", "options": {"text": "order"}, "scope": "run", "threshold": 1},
@@ -60,6 +74,13 @@ BINDINGS = [
         "options": {"criterion": "The agent answered every question"},
     },
     {"id": "never-matches", "prebuilt": "non_empty_response", "scope": "run", "filter": {"agent_name": "nobody-*"}},
+    {
+        "id": "never-fails",
+        "prebuilt": "non_empty_response",
+        "scope": "run",
+        "threshold": 1,
+        "filter": {"agent_name": "support-gamma"},
+    },
 ]
 CHROMIUM_FLAGS = [
     "--headless",
@@ -202,7 +223,14 @@ def fake():
     with FakeOpenAI() as server:
         server.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "every question answered"}))
         server.script("xss-answer", Reply.json({"satisfied": False, "reasoning": HOSTILE_REASON}))  # newer rules win
+        server.script("MARK-ERR", Reply.error(400, "the judge refused this one"))
         yield server
+
+
+def _trend(html: str, scorer_id: str) -> str:
+    """The trend chart of one scorer's section."""
+    section = html[html.index(f'data-scorer="{scorer_id}"') :]
+    return section[section.index('<svg class="chart trend"') : section.index("</svg>") + 6]
 
 
 def _check(dom: dict[str, Any], html: Path) -> None:
@@ -210,9 +238,19 @@ def _check(dom: dict[str, Any], html: Path) -> None:
     assert dom["requests"] == [html.resolve().as_uri()], "the report loaded something besides itself"
     assert sorted(dom["scorers"]) == sorted(b["id"] for b in BINDINGS)
     assert dom["scripts"] == 0 and dom["images"] == 0
-    assert all(link.startswith(html.resolve().as_uri() + "#") for link in dom["links"]), dom["links"]
-    assert dom["svgs"] >= 6  # trend + distribution for each scorer with scores
+    inside = [link for link in dom["links"] if link.startswith(html.resolve().as_uri() + "#")]
+    traces = [link for link in dom["links"] if link not in inside]
+    assert traces and all(re.fullmatch(r"https://jaeger\.example/trace/[0-9a-f]{32}", link) for link in traces), traces
+    assert dom["svgs"] >= 8  # trend + distribution for each scorer with scores
     text = dom["text"]
+    assert "issue_refund" in text and '{"order": 7} → <b>refund</b> issued' in text  # the tool call, open
+    assert "(empty answer)" in text
+    assert "No failures: all 1 labelled score passed." in text  # never-fails, no "worst" passes listed
+    assert "Errors: the 1 latest of 1" in text and "could not be scored" in text and "the judge refused" in text
+    assert "Criterion: The agent answered every question" in text  # said once, not in each reason
+    assert f"Not satisfied: {HOSTILE_REASON}" in text  # the judge's reason without the criterion
+    for label in ("mean score", "pass rate", "scores per", "threshold 1", "time of the run's end"):
+        assert label in text, label
     for hostile in (
         '<script>console.error("xss-answer")</script>',
         HOSTILE_REASON,
@@ -222,31 +260,49 @@ def _check(dom: dict[str, Any], html: Path) -> None:
     ):
         assert hostile in text, f"{hostile!r} not shown as text"
     assert "No scores in this window." in text  # never-matches
-    assert "every question answered" in text or "Order 7 is in transit" in text
+    assert "every question answered" not in text  # a pass is no failure: conv-good's verdict is not listed
 
 
 async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tmp_path, fake):
     _chromium()
     judge = {"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "test-key", "timeout_s": 10}
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3, "conversation_idle_s": 1.0}, judge=judge, scorers=BINDINGS)
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
+        judge=judge,
+        scorers=BINDINGS,
+        report={"trace_url": TRACE_URL},
+    )
     daemon = DaemonProcess(tmp_path, cfg).start()
-    running, stopped = tmp_path / "running.html", tmp_path / "stopped.html"
+    running, stopped, backfilled = tmp_path / "running.html", tmp_path / "stopped.html", tmp_path / "backfilled.html"
     try:
         await asyncio.to_thread(emit_conversations, daemon.grpc_endpoint, CONVERSATIONS)
-        # 4 runs x 2 code scorers + 3 judged conversations
+        # 5 runs x 2 code scorers + 1 never-fails + 4 judged conversations
         await asyncio.to_thread(
-            wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 11, 60, 0.25, "11 scores"
+            wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 15, 60, 0.25, "15 scores"
         )
         out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(running))
-        assert "4 scorer(s), 11 score(s)" in out.stdout
+        assert "5 scorer(s), 15 score(s)" in out.stdout
+        # re-scoring every conversation later rewrites the score rows, not the history
+        last = dt.datetime.fromisoformat(daemon.query_json("SELECT max(updated_at) AS t FROM scores")[0]["t"])
+        later = last + dt.timedelta(seconds=2)  # past the trend's buckets (seconds: the data span a few)
+        await asyncio.to_thread(wait_for, lambda: dt.datetime.now(dt.UTC) > later, 10, 0.1, "two seconds on")
+        await asyncio.to_thread(daemon.cli, "backfill", "--scorer", "answered-judge")
+        out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(backfilled))
+        assert "5 scorer(s), 15 score(s)" in out.stdout
     finally:
         assert daemon.stop() == 0, daemon.log()
     out = await asyncio.to_thread(daemon.cli, "report", "--output", str(stopped))
-    assert "4 scorer(s), 11 score(s)" in out.stdout
+    assert "5 scorer(s), 15 score(s)" in out.stdout
+    before, after = _trend(running.read_text(), "answered-judge"), _trend(backfilled.read_text(), "answered-judge")
+    assert before == after and "<circle" in before
+    assert "from backfill" in backfilled.read_text() and "from backfill" not in running.read_text()
 
     html = running.read_text()
     assert "<script" not in html and "<img" not in html and "url(" not in html
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert not re.search(r"""src\s*=\s*["']?(https?:|//)""", html)
+    external = re.findall(r"""href\s*=\s*["']?((?:https?:)?//[^"'>\s]*)""", html)
+    assert external and all(link.startswith("https://jaeger.example/trace/") for link in external), external
     assert "Content-Security-Policy" in html
     for page in (running, stopped):
         dom = await render_in_chromium(page, tmp_path)
@@ -255,5 +311,5 @@ async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tm
 
     one = tmp_path / "one.html"
     out = await asyncio.to_thread(daemon.cli, "report", "--scorer", "answered-judge", "--output", str(one))
-    assert "1 scorer(s), 3 score(s)" in out.stdout
+    assert "1 scorer(s), 4 score(s)" in out.stdout
     assert one.read_text().count('<section class="scorer"') == 1

@@ -243,6 +243,7 @@ def test_monitors_run_on_one_daemon_counting_every_daemons_scores(tmp_path, pg_d
                     "window": "1h",
                     "below": 0.8,
                     "min_samples": 4,
+                    "for": "0s",
                     "cooldown": "1h",
                     "notify": [{"webhook": hooks.url + "/quality", "retries": 0}],
                 }

@@ -109,6 +109,8 @@ class DaemonProcess:
         config: dict[str, Any],
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        *,
+        new_session: bool = False,
     ) -> None:
         self.tmp_path = tmp_path
         self.config_path = tmp_path / "tracescorer.yaml"
@@ -119,6 +121,8 @@ class DaemonProcess:
         self.info: ServeInfo | None = None
         self.log_path = tmp_path / "daemon.log"
         self.preexec_fn = preexec_fn  # run in the child before it starts (resource limits, say)
+        # its own process group (pgid = pid), as a shell job is: os.killpg reaches its children too
+        self.new_session = new_session
 
     def start(self, timeout_s: float = 30.0) -> DaemonProcess:
         serve_info_path(self.db_path).unlink(missing_ok=True)
@@ -130,6 +134,7 @@ class DaemonProcess:
             env=self.env,
             cwd=str(REPO),
             preexec_fn=self.preexec_fn,
+            start_new_session=self.new_session,
         )
 
         def ready() -> ServeInfo | None:
@@ -137,7 +142,19 @@ class DaemonProcess:
                 raise RuntimeError(f"daemon exited with {self.proc.returncode}: {self.log()}")
             return read_serve_info(self.db_path)
 
-        self.info = wait_for(ready, timeout_s, what="daemon start")
+        try:
+            self.info = wait_for(ready, timeout_s, what="daemon start")
+        except BaseException:
+            # a daemon that did not start in time is not left running behind the failed test
+            if self.proc.poll() is None:
+                self.proc.terminate()  # it stops its store process too
+                try:
+                    self.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(30)
+            self._log.close()
+            raise
         return self
 
     @property
@@ -165,13 +182,15 @@ class DaemonProcess:
             self._log.close()
         return code
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run another ``tracescorer`` command with this daemon's config."""
+    def cli(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run another ``tracescorer`` command with this daemon's config (and ``env`` on top of its environment)."""
         result = subprocess.run(
             [sys.executable, "-m", "tracescorer", *args, "--config", str(self.config_path)],
             capture_output=True,
             text=True,
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=str(REPO),
             timeout=120,
         )

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tracescorer.export import ExportOutcome
 from tracescorer.metrics import Metrics
-from tracescorer.records.monitors import STATES
+from tracescorer.records.monitors import NOTIFY_RESULTS, STATES
 from tracescorer.scoring import runner
 
 # labels Prometheus adds when scraping, and the histogram bucket label
@@ -33,7 +33,7 @@ KNOWN_VALUES: dict[str, set[str]] = {
         runner.FAILED,
     },
     # export results, and monitor notification results
-    "result": set(typing.get_args(ExportOutcome)) | {"sent", "failed", "suppressed", "dropped"},
+    "result": set(typing.get_args(ExportOutcome)) | set(NOTIFY_RESULTS),
     "status": {"ok", "error", "not_scorable"},
     "label": {"pass", "fail", "none"},
     "state": set(STATES),

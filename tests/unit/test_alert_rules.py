@@ -14,6 +14,10 @@ import yaml
 from unit.promql_check import exported, metric_names, output_labels, parse, problems
 
 RULES = Path(__file__).resolve().parents[2] / "config" / "prometheus-alerts.yaml"
+RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbook.md"
+RUNBOOK_BASE = "https://runbooks.example.internal/tracescorer#"
+# series Prometheus itself writes for each scrape, with their labels
+SCRAPE_SERIES = {"up": {"job", "instance"}}
 
 _GROUP_KEYS = {"name", "interval", "rules", "limit", "query_offset", "labels"}
 _RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
@@ -82,7 +86,7 @@ def test_file_structure_like_promtool() -> None:
 
 @pytest.mark.parametrize("rule", _rules(), ids=lambda r: r.get("alert") or r.get("record"))
 def test_expression_parses_and_uses_exported_metrics(rule: dict[str, Any]) -> None:
-    assert problems(rule["expr"], _EXPORTED) == []
+    assert problems(rule["expr"], {**_EXPORTED, **SCRAPE_SERIES}) == []
     tree = parse(rule["expr"])
     assert not isinstance(tree, (pq.MatrixSelector, pq.StringLiteral)), "an alert must evaluate to a vector"
     assert metric_names(rule["expr"]), "no tracescorer metric in the expression"
@@ -123,6 +127,39 @@ def test_the_rules_cover_what_operators_need() -> None:
     }
     missing = [what for what, (metric, matcher) in wanted.items() if not any(_uses(r, metric, matcher) for r in rules)]
     assert not missing, f"no alert for: {missing}"
+
+
+def _alert(name: str) -> dict[str, Any]:
+    return next(r for r in _rules() if r.get("alert") == name)
+
+
+def test_daemon_down_and_not_ready_for_minutes_page() -> None:
+    down = _alert("TracescorerDown")
+    assert metric_names(down["expr"]) == {"up"} and "== 0" in down["expr"]
+    assert down["labels"]["severity"] == "critical" and 60 <= _duration(down["for"]) <= 600
+    # when every target is gone, `up` is absent rather than 0
+    missing = _alert("TracescorerTargetMissing")
+    assert isinstance(parse(missing["expr"]), pq.Call) and parse(missing["expr"]).func.name == "absent"
+    assert metric_names(missing["expr"]) == {"up"} and missing["labels"]["severity"] == "critical"
+    not_ready = _alert("TracescorerNotReady")
+    assert metric_names(not_ready["expr"]) == {"tracescorer_ready"} and "== 0" in not_ready["expr"]
+    assert _duration(not_ready["for"]) >= 120, "minutes, not one failed check"
+    assert not_ready["labels"]["severity"] == "critical"
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, spaces to dashes, punctuation dropped."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("rule", [r for r in _rules() if "alert" in r], ids=lambda r: r["alert"])
+def test_every_alert_links_its_section_of_the_runbook(rule: dict[str, Any]) -> None:
+    url = rule["annotations"].get("runbook_url", "")
+    assert url.startswith(RUNBOOK_BASE), f"{rule['alert']}: runbook_url {url!r}"
+    anchor = url.removeprefix(RUNBOOK_BASE)
+    assert anchor == rule["alert"].lower()
+    assert anchor in _anchors(RUNBOOK.read_text()), f"docs/runbook.md has no section {rule['alert']}"
 
 
 def test_the_checker_catches_mistakes() -> None:

@@ -41,21 +41,36 @@ def _exprs(dashboard: dict[str, Any]) -> list[str]:
 _ALL = [(name, expr) for name in DASHBOARDS for expr in _exprs(_dashboard(name))]
 
 
+def _datasources(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        found = [node["datasource"]] if isinstance(node.get("datasource"), dict) else []
+        return found + [d for value in node.values() for d in _datasources(value)]
+    if isinstance(node, list):
+        return [d for value in node for d in _datasources(value)]
+    return []
+
+
 @pytest.mark.parametrize("name", DASHBOARDS)
-def test_dashboard_is_a_grafana_dashboard_with_a_prometheus_input(name: str) -> None:
+def test_dashboard_provisions_from_a_file_with_a_datasource_variable(name: str) -> None:
+    """File provisioning does not fill ``__inputs`` (an import-only feature): every query names
+    the ``datasource`` template variable instead, which provisioning and import both resolve."""
     dashboard = _dashboard(name)
     assert dashboard["schemaVersion"] >= 36
-    assert [i["name"] for i in dashboard["__inputs"]] == ["DS_PROMETHEUS"]
-    assert dashboard["__inputs"][0]["pluginId"] == "prometheus"
+    assert "__inputs" not in dashboard and "${DS_" not in DASHBOARDS[name].read_text()
+    variables = dashboard["templating"]["list"]
+    assert variables[0]["name"] == "datasource"
+    assert (variables[0]["type"], variables[0]["query"]) == ("datasource", "prometheus")
+    used = [d for d in _datasources(dashboard) if d["type"] != "grafana"]  # the built-in annotations
+    assert used and all(d == {"type": "prometheus", "uid": "${datasource}"} for d in used)
     ids = [p["id"] for p in _panels(dashboard["panels"])]
     assert len(ids) == len(set(ids)), "panel ids must be unique"
     for panel in _panels(dashboard["panels"]):
         if panel["type"] == "row":
             continue
-        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel.get("targets"), f"panel {panel['title']!r} has no query"
         for target in panel["targets"]:
-            assert metric_names(target["expr"]), f"{panel['title']!r}: no tracescorer metric in {target['expr']!r}"
+            assert metric_names(target["expr"]), f"{panel['title']!r}: no metric in {target['expr']!r}"
     required = {r["id"] for r in dashboard["__requires"] if r["type"] == "panel"}
     used = {p["type"] for p in _panels(dashboard["panels"]) if p["type"] != "row"}
     assert used <= required, f"panel types not declared in __requires: {sorted(used - required)}"

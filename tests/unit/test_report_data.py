@@ -1,15 +1,19 @@
-"""The report's figures from a real DuckDB file (read-only, as `report` opens it when no daemon runs)."""
+"""The report's figures from a real DuckDB file (read-only, as `report` opens it when no daemon runs): history
+keyed on when what was scored ended, failures and errors apart, transcripts with tool calls."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
+import json
 from pathlib import Path
 
 from tracescorer.model import AgentRun, Message, Part
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.report import collect, render
 from tracescorer.report.data import bucket_for
+from tracescorer.report.transcripts import run_turns
 from tracescorer.store.duckdb import DuckDBStore, open_read_only, run_read_query
 from tracescorer.store.queries import Query
 
@@ -96,18 +100,21 @@ async def _write(path: Path) -> None:
     await store.stop()
 
 
-def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):
-    path = tmp_path / "r.duckdb"
-    _build(path)
-    con = open_read_only(path)
-
+def _query(con):
     def query(q: Query, max_rows: int) -> dict:
         r = run_read_query(con, q.sql, max_rows=max_rows, timeout_s=10, params=q.params)
         return {"columns": r.columns, "rows": r.rows, "truncated": r.truncated}
 
+    return query
+
+
+def test_collect_summarises_bins_and_picks_failures_errors_and_transcripts(tmp_path):
+    path = tmp_path / "r.duckdb"
+    _build(path)
+    con = open_read_only(path)
     now = dt.datetime.now(dt.UTC)
     report = collect(
-        query,
+        _query(con),
         since=now - dt.timedelta(days=7),
         until=now + dt.timedelta(minutes=1),
         scorer_id=None,
@@ -121,22 +128,117 @@ def test_collect_summarises_bins_and_picks_the_worst_with_transcripts(tmp_path):
     assert judge.pass_rate == 2 / 3 and abs((judge.mean or 0) - 1.9 / 3) < 1e-9 and judge.cost_usd == 0.04
     assert [b.n for b in judge.bins] == [1, 0, 0, 0, 0, 0, 0, 0, 0, 2]
     assert (judge.bins[0].lo, judge.bins[-1].hi) == (0.0, 1.0)
-    assert sum(p.n for p in judge.trend) == 4
-    worst = judge.worst
-    assert [w.score for w in worst] == [0.0, 0.9]
-    assert [(t.role, t.text) for t in worst[0].transcript] == [
+    assert sum(p.n for p in judge.trend) == 4 and sum(p.errors for p in judge.trend) == 1
+    assert [w.score for w in judge.worst] == [0.0]  # the failure only: passes are never "worst"
+    assert [w.conversation_id for w in judge.recent_errors] == ["c4"] and judge.recent_errors[0].reason == "boom"
+    (first, second) = judge.worst[0].transcript  # the conversation's two runs, each with its trace
+    assert (first.run_id, first.trace_id) == ("run-1", f"{1:032x}")
+    assert [(t.role, t.text) for t in first.turns + second.turns] == [
         ("user", "first question"),
         ("assistant", "first answer"),
         ("user", "second question"),
         ("assistant", "second answer"),
     ]
-    assert [w.score for w in code.worst] == [0.25, 0.75]
-    assert [t.text for t in code.worst[0].transcript] == ["other", "reply"]  # the run itself, not its conversation
+    assert [w.score for w in code.worst] == [0.25, 0.75]  # no threshold: the lowest scores
+    assert [t.text for r in code.worst[0].transcript for t in r.turns] == ["other", "reply"]  # the run itself
     assert unused.n == 0 and not unused.worst
     html = render(report)
     assert html.count('<section class="scorer"') == 3 and "first answer" in html
+    assert "Failures: the 1 lowest of 1" in html and "Errors: the 1 latest of 1" in html
+    assert "Lowest 2 scores" in html and "could not be scored" in html
+
+
+def test_a_scorer_that_never_failed_says_so(tmp_path):
+    path = tmp_path / "r.duckdb"
+
+    async def write() -> None:
+        store = DuckDBStore(path)
+        await store.start()
+        await store.write_scores([_score(i, "judge", 1.0, label="pass", conversation=f"c{i}") for i in (1, 2)], [])
+        await store.stop()
+
+    asyncio.run(write())
+    con = open_read_only(path)
+    now = dt.datetime.now(dt.UTC)
+    report = collect(
+        _query(con), since=now - dt.timedelta(days=7), until=now, scorer_id=None, configured=[], worst=5, source="t"
+    )
+    con.close()
+    (judge,) = report.scorers
+    assert judge.worst == () and judge.failed == 0
+    assert "No failures: all 2 labelled scores passed." in render(report)
+
+
+def test_history_is_keyed_on_when_the_target_ended_and_the_axis_spans_the_data(tmp_path):
+    """Scores written now about runs that ended two days ago (a backfill) stay two days ago; six
+    minutes of data get buckets of seconds, not one point on a week's axis."""
+    path = tmp_path / "r.duckdb"
+    ended = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+    def at(minutes: float) -> int:
+        return int((ended + dt.timedelta(minutes=minutes)).timestamp() * 1_000_000)
+
+    async def write() -> None:
+        store = DuckDBStore(path)
+        await store.start()
+        scores = [
+            dataclasses.replace(_score(i, "judge", i % 2, label="pass" if i % 2 else "fail"), target_ended_at=at(i / 2))
+            for i in range(13)  # 0 .. 6 minutes
+        ]
+        await store.write_scores(scores, [])
+        await store.stop()
+
+    asyncio.run(write())
+    con = open_read_only(path)
+    query = _query(con)
+    report = collect(
+        query,
+        since=ended - dt.timedelta(days=7),
+        until=ended + dt.timedelta(days=6),
+        scorer_id=None,
+        configured=[],
+        worst=5,
+        source="t",
+    )
+    later = collect(
+        query,
+        since=ended + dt.timedelta(days=1),
+        until=ended + dt.timedelta(days=6),
+        scorer_id=None,
+        configured=[],
+        worst=5,
+        source="t",
+    )
+    con.close()
+    (judge,) = report.scorers
+    assert judge.first_at == ended and judge.last_at == ended + dt.timedelta(minutes=6)
+    assert report.bucket_s == 10 and report.start == ended and report.end == ended + dt.timedelta(seconds=370)
+    assert [p.at for p in judge.trend][:2] == [ended, ended + dt.timedelta(seconds=30)]
+    assert len(judge.trend) == 13 and [p.pass_rate for p in judge.trend][:3] == [0.0, 1.0, 0.0]
+    assert later.scorers == ()  # written today, about runs that ended before the window
+
+
+def test_transcripts_show_tool_calls_and_an_empty_answer():
+    turns = run_turns(
+        {
+            "input_messages": json.dumps([{"role": "user", "content": "Where is order 7?"}]),
+            "tool_calls": json.dumps(
+                [
+                    {"name": "track_order", "arguments": {"order": 7}, "result": "in transit"},
+                    {"name": "refund", "arguments": {}, "error": "forbidden"},
+                ]
+            ),
+            "output": json.dumps([{"role": "assistant", "content": "", "parts": [{"type": "tool_call"}]}]),
+        }
+    )
+    assert [(t.role, t.tool, t.text, t.failed, t.empty) for t in turns] == [
+        ("user", None, "Where is order 7?", False, False),
+        ("tool", "track_order", '{"order": 7} → in transit', False, False),
+        ("tool", "refund", "{} → error: forbidden", True, False),
+        ("assistant", None, "(empty answer)", False, True),
+    ]
 
 
 def test_trend_buckets_stay_within_sixty_points():
-    assert bucket_for(3600) == 60 and bucket_for(86400) == 1800 and bucket_for(7 * 86400) == 3 * 3600
-    assert bucket_for(365 * 86400) == 7 * 86400
+    assert bucket_for(360) == 10 and bucket_for(3600) == 60 and bucket_for(86400) == 1800
+    assert bucket_for(7 * 86400) == 3 * 3600 and bucket_for(365 * 86400) == 7 * 86400

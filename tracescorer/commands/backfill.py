@@ -14,6 +14,7 @@ from tracescorer.commands.common import config_option, load, parse_since
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
+    from tracescorer.scoring.backfill import BackfillRequest
 
 
 def _parse_filters(values: tuple[str, ...]) -> dict[str, Any]:
@@ -61,16 +62,22 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
             time.sleep(0.2)
 
 
-def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
+def _local(settings: Settings, request: BackfillRequest) -> dict[str, Any]:
+    from tracescorer.config import ConfigError
     from tracescorer.export.exporter import default_owner
     from tracescorer.lifecycle import Stages
     from tracescorer.metrics import Metrics
-    from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
+    from tracescorer.scoring.backfill import BackfillError, BackfillProgress, run_backfill
     from tracescorer.scoring.bindings import BindingError, build_bindings
     from tracescorer.scoring.limits import SharedRateLimiter
     from tracescorer.scoring.runner import ScoringRunner
     from tracescorer.store.api import StoreError
     from tracescorer.store.factory import build_stores
+
+    try:  # scoring here, not in a daemon: the judge's variables are needed after all
+        settings.require_environment()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
 
     async def go() -> dict[str, Any]:
         metrics = Metrics()
@@ -103,18 +110,7 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
                 last[0] = p.done
 
             try:
-                await run_backfill(
-                    runner,
-                    BackfillRequest(
-                        scorer_id=payload["scorer"],
-                        since=payload["since"],
-                        until=payload["until"],
-                        filter=payload["filter"],
-                        dry_run=payload["dry_run"],
-                    ),
-                    progress,
-                    on_progress=update,
-                )
+                await run_backfill(runner, request, progress, on_progress=update)
             except BackfillError as exc:
                 progress.error = str(exc)
             finally:
@@ -130,37 +126,82 @@ def _local(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
 
 @click.command()
 @config_option
+@click.argument("targets", metavar="[ID]...", nargs=-1)
 @click.option("--scorer", "scorer_id", required=True, help="The bound scorer id to run.")
 @click.option(
-    "--since", default="7d", show_default=True, help="Runs that started after this (30m, 2h, 7d or ISO 8601)."
+    "--since",
+    default=None,
+    help="Runs that started after this (30m, 2h, 7d or ISO 8601; default 7d). Not with IDs.",
 )
 @click.option("--until", default=None, help="Runs that started before this.")
+@click.option(
+    "--status",
+    type=click.Choice(["error"]),
+    default=None,
+    help="Only targets whose score of this scorer is an error (re-score the failures).",
+)
+@click.option("--missing", is_flag=True, help="Only targets with no score of this scorer yet.")
 @click.option(
     "--filter", "filters", multiple=True, help="Extra filter clause KEY=VALUE (the binding's filter applies too)."
 )
 @click.option("--dry-run", is_flag=True, help="Only count what would be scored.")
 def backfill(
-    config_path: str | None, scorer_id: str, since: str, until: str | None, filters: tuple[str, ...], dry_run: bool
+    config_path: str | None,
+    targets: tuple[str, ...],
+    scorer_id: str,
+    since: str | None,
+    until: str | None,
+    status: str | None,
+    missing: bool,
+    filters: tuple[str, ...],
+    dry_run: bool,
 ) -> None:
-    """Score stored runs or conversations with a scorer (new or changed), with the same budgets."""
+    """Score stored runs or conversations with a scorer (new or changed), with the same budgets.
+
+    Without IDs: every run (or conversation, for a conversation scorer) that started in the time
+    range. IDs (trace, run, conversation or score ids, whole or unique prefixes, as the tables of
+    `runs` and `scores` show them) name the targets instead: a trace's runs or their
+    conversations, a run or its conversation, a conversation or its runs, a score's target.
+    """
+    from tracescorer.scoring.backfill import BackfillRequest
+
+    if status and missing:
+        raise click.UsageError("--status error and --missing exclude each other: run one, then the other")
+    if targets and (since or until):
+        raise click.UsageError(
+            "IDs name the targets: --since and --until select them by time instead, give one or the other"
+        )
     settings = load(config_path)
-    payload: dict[str, Any] = {
-        "scorer": scorer_id,
-        "since": parse_since(since),
-        "until": parse_since(until) if until else None,
-        "filter": _parse_filters(filters),
-        "dry_run": dry_run,
-    }
+    binding = next((b for b in settings.scorers if b.id == scorer_id), None)
+    ids = _target_ids(settings, targets, binding.scope) if targets and binding is not None else None
+    request = BackfillRequest(
+        scorer_id=scorer_id,
+        since=None if targets else parse_since(since or "7d"),
+        until=parse_since(until) if until else None,
+        filter=_parse_filters(filters),
+        dry_run=dry_run,
+        only="missing" if missing else status,
+        targets=tuple(ids) if ids is not None else None,
+    )
     info = control.read_serve_info(settings.store.path)
-    if info is not None:
-        wire = {
-            **payload,
-            "since": payload["since"].isoformat(),
-            "until": payload["until"].isoformat() if payload["until"] else None,
-        }
-        progress = _remote(info, wire)
-    else:
-        progress = _local(settings, payload)
+    progress = _remote(info, request.to_json()) if info is not None else _local(settings, request)
     if progress.get("error"):
         raise click.ClickException(progress["error"])
     click.echo(_summary(progress, dry_run))
+
+
+def _target_ids(settings: Settings, targets: tuple[str, ...], scope: str) -> list[str]:
+    """The run or conversation ids (the binding's scope) the IDs name, each resolved once."""
+    from tracescorer.commands.ids import resolve, target_ids
+
+    out: list[str] = []
+    for text in targets:
+        ref = resolve(settings, text)
+        found = target_ids(settings, ref, scope)
+        if not found:
+            raise click.ClickException(
+                f"{ref.kind} {ref.id} has no {'conversation' if scope == 'conversation' else 'run'} to score "
+                f"with a {scope} scorer"
+            )
+        out += found
+    return list(dict.fromkeys(out))

@@ -34,11 +34,13 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _LOCK_WAIT_S = 5.0
 
 
-def load(config_path: str | None) -> Settings:
+def load(config_path: str | None, *, reading: bool = True) -> Settings:
+    """The settings; ``reading`` (the read commands): variables only the judge, export and
+    notify targets use may be unset (``serve`` and ``check-config`` pass False)."""
     from tracescorer.config import ConfigError, load_settings
 
     try:
-        return load_settings(config_path)
+        return load_settings(config_path, reading=reading)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -16,7 +16,12 @@ from tracescorer.store.queries import Query
 
 @click.command()
 @config_option
-@click.option("--since", default="7d", show_default=True, help="Scores updated after this (30m, 2h, 7d or ISO 8601).")
+@click.option(
+    "--since",
+    default="7d",
+    show_default=True,
+    help="Scores of runs (conversations) that ended after this (30m, 2h, 7d or ISO 8601).",
+)
 @click.option("--scorer", "scorer_id", help="Only this scorer.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
 @click.option(
@@ -24,12 +29,19 @@ from tracescorer.store.queries import Query
     type=click.IntRange(1, 50),
     default=5,
     show_default=True,
-    help="Worst-scored conversations / runs shown per scorer.",
+    help="Failures (lowest scores) shown per scorer.",
 )
 def report(config_path: str | None, since: str, scorer_id: str | None, output: str, worst: int) -> None:
-    """Write one self-contained HTML page: trend, pass rate, distribution and the worst targets
-    (transcript excerpt, verdict, reason) of every scorer."""
+    """Write one self-contained HTML page: trend, pass rate, distribution, the failures and the
+    errors (verdict, reason, transcript with tool calls) of every scorer.
+
+    History is keyed on when what was scored ended (a run's end, a conversation's last turn), so
+    a backfill does not move it; the trend's axis spans the data. With `report.trace_url` set in
+    the configuration, trace ids link to the trace backend.
+    """
+    from tracescorer.output import stamp
     from tracescorer.report import collect, render
+    from tracescorer.report.reasons import criteria
 
     settings = load(config_path)
     start = parse_since(since)
@@ -57,6 +69,8 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
         configured=[b.id for b in settings.scorers],
         worst=worst,
         source=source,
+        trace_url=settings.report.trace_url,
+        criteria=criteria(settings.scorers),
     )
     path = Path(output)
     tmp = path.with_name(path.name + ".tmp")
@@ -66,8 +80,6 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     except OSError as exc:
         raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
     total = sum(s.n for s in data.scorers)
-    click.echo(
-        f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {start.isoformat(timespec='seconds')}"
-    )
+    click.echo(f"wrote {output}: {len(data.scorers)} scorer(s), {total} score(s) since {stamp(start)}")
     if scorer_id and total == 0:
         click.echo(f"no scores for scorer {scorer_id!r} in this window", err=True)

@@ -1,14 +1,18 @@
-"""``tracescorer runs``: the agent runs rebuilt from traces (table, JSON array or AgentRun jsonl)."""
+"""``tracescorer runs``: the agent runs rebuilt from traces (table, CSV, JSON array or AgentRun jsonl)."""
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import config_option, load, parse_since, row_limit, run_query
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since, row_limit, run_query
+
+if TYPE_CHECKING:
+    from tracescorer.config import Settings
+    from tracescorer.model import AgentRun
 
 
 def _jsonl_default(value: Any) -> Any:
@@ -17,14 +21,18 @@ def _jsonl_default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-def _preview(messages: list[dict[str, Any]], role: str, last: bool = False) -> str:
+_PREVIEW = 200  # characters of a run's input and answer in a table (--wide: all)
+
+
+def _preview(messages: list[dict[str, Any]], role: str, last: bool = False, cut: bool = True) -> str:
     texts = [m.get("content") or "" for m in messages if m.get("role") == role and m.get("content")]
     if not texts:
         return ""
-    return texts[-1] if last else texts[0]
+    text = " ".join((texts[-1] if last else texts[0]).split())
+    return text[: _PREVIEW - 1] + "…" if cut and len(text) > _PREVIEW else text
 
 
-_NARROW = ["run", "started", "agent", "conversation", "status", "input", "output", "tools"]
+_NARROW = ["run", "trace", "started", "agent", "conversation", "status", "tools", "input", "output"]
 _WIDE = [
     "run_id",
     "trace_id",
@@ -36,33 +44,36 @@ _WIDE = [
     "convention",
     "model",
     "status",
+    "tools",
     "input",
     "output",
-    "tools",
     "error",
 ]
 
 
 @click.command()
 @config_option
-@click.option("--trace", "trace_id", help="Only runs of this trace id.")
-@click.option("--conversation", "conversation_id", help="Only runs of this conversation id.")
+@click.argument("target", metavar="[ID]", required=False)
+@click.option("--trace", "trace_id", help="Only runs of this trace (an id or a unique prefix).")
+@click.option("--conversation", "conversation_id", help="Only runs of this conversation (an id or a unique prefix).")
 @click.option("--since", help="Only runs that started after this (30m, 2h, 7d or ISO 8601).")
 @click.option("--unmatched", is_flag=True, help="List traces no convention could rebuild a run from, with the reason.")
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "jsonl"]),
+    type=click.Choice(FORMAT_NAMES),
     default="table",
     show_default=True,
-    help="jsonl: one AgentRun object per line (the AgentRun contract); json: one array of them.",
+    help="jsonl: one AgentRun object per line (the AgentRun contract); json: one array of them; "
+    "csv: one line per run, nested fields as JSON text.",
 )
-@click.option("--wide", is_flag=True, help="Tables: more columns (ids, convention, model, error), cells in full.")
+@click.option("--wide", is_flag=True, help="Tables: more columns (full ids, convention, model, error), cells in full.")
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="At most this many (default: store.query_max_rows)."
+    "--limit", type=click.IntRange(min=1), default=None, help="The newest this many (default: store.query_max_rows)."
 )
 def runs(
     config_path: str | None,
+    target: str | None,
     trace_id: str | None,
     conversation_id: str | None,
     since: str | None,
@@ -71,27 +82,48 @@ def runs(
     wide: bool,
     limit: int | None,
 ) -> None:
-    """Agent runs rebuilt from the traces, oldest first."""
+    """Agent runs rebuilt from the traces, newest last.
+
+    ID (a trace, run, conversation or score id, whole or a unique prefix) shows the runs of a
+    trace or a conversation, one run, or the runs a score is about. The run and trace columns
+    show prefixes that `explain`, `runs`, `scores` and `backfill` take back.
+    """
+    from tracescorer.commands.ids import resolve
     from tracescorer.output import FORMATS, format_table
     from tracescorer.store import queries
 
     settings = load(config_path)
     limit = row_limit(settings, limit)
     when = parse_since(since) if since else None
+    if trace_id:
+        trace_id = resolve(settings, trace_id, ("trace",)).id
+    if conversation_id:
+        conversation_id = resolve(settings, conversation_id, ("conversation",)).id
     if unmatched:
-        result = run_query(settings, queries.unmatched_traces(trace_id=trace_id, since=when), limit)
+        if target:
+            raise click.UsageError("--unmatched takes --trace, not an ID")
+        result = run_query(settings, queries.unmatched_traces(trace_id=trace_id, since=when, newest_first=True), limit)
+        rows = list(reversed(result["rows"]))
         if fmt == "table":
-            click.echo(format_table(result["columns"], result["rows"], wide=wide, wrap=("unmatched_reason",)))
+            click.echo(
+                format_table(result["columns"], rows, wide=wide, wrap=("unmatched_reason",), types=result.get("types"))
+            )
         else:
-            click.echo(FORMATS[fmt](result["columns"], result["rows"]))
+            click.echo(FORMATS[fmt](result["columns"], rows))
         _truncated(result, limit)
         if settings.store.backend == "postgres":
             click.echo("# traces assembled by this daemon only: in postgres mode span logs are per daemon", err=True)
         return
-    result = run_query(settings, queries.runs(trace_id=trace_id, conversation_id=conversation_id, since=when), limit)
+    run_id = None
+    if target:
+        run_id, trace_id, conversation_id = _narrow(settings, target, run_id, trace_id, conversation_id)
+    query = queries.runs(
+        trace_id=trace_id, conversation_id=conversation_id, since=when, run_id=run_id, newest_first=True
+    )
+    result = run_query(settings, query, limit)
     from tracescorer.store.runs import run_from_row
 
-    agent_runs = [run_from_row(row) for row in result["rows"]]
+    agent_runs = [run_from_row(row) for row in reversed(result["rows"])]
     if fmt == "jsonl":
         for run in agent_runs:
             click.echo(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default))
@@ -101,47 +133,85 @@ def runs(
             + ",\n".join(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default) for run in agent_runs)
             + "]"
         )
+    elif fmt == "csv":
+        dicts = [json.loads(json.dumps(run.to_dict(), default=_jsonl_default)) for run in agent_runs]
+        columns = list(dicts[0]) if dicts else _csv_columns()
+        click.echo(FORMATS["csv"](columns, [[d[c] for c in columns] for d in dicts]))
     else:
-        rows = []
-        for run in agent_runs:
-            d = run.to_dict()
-            user, answer = _preview(d["input_messages"], "user"), _preview(d["output"], "assistant", last=True)
-            if wide:
-                rows.append(
-                    [
-                        run.run_id,
-                        run.trace_id,
-                        d["started_at"][:23],
-                        round((run.ended_at - run.started_at) / 1e9, 3),
-                        run.agent_name,
-                        run.service_name,
-                        run.conversation_id,
-                        run.convention,
-                        run.model,
-                        run.status,
-                        user,
-                        answer,
-                        len(run.tool_calls),
-                        run.error,
-                    ]
-                )
-            else:
-                rows.append(
-                    [
-                        run.run_id[:12],
-                        d["started_at"][5:19].replace("T", " "),
-                        run.agent_name,
-                        run.conversation_id,
-                        run.status,
-                        user,
-                        answer,
-                        len(run.tool_calls),
-                    ]
-                )
-        click.echo(format_table(_WIDE if wide else _NARROW, rows, wide=wide))
+        rows = [_row(run, wide) for run in agent_runs]  # input and answer folded below a run when narrow
+        click.echo(format_table(_WIDE if wide else _NARROW, rows, wide=wide, wrap=("input", "output")))
     _truncated(result, limit)
+
+
+def _narrow(
+    settings: Settings, target: str, run_id: str | None, trace_id: str | None, conversation_id: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """The run, trace and conversation filters with ID's added."""
+    from tracescorer.commands.ids import resolve, score_target
+
+    ref = resolve(settings, target)
+    kind, value = ref.kind, ref.id
+    if kind == "score":
+        about = score_target(settings, value)
+        if about.conversation and about.conversation_id:
+            kind, value = "conversation", about.conversation_id
+        else:
+            kind, value = "run", about.run_id or ""
+    if kind == "trace":
+        trace_id = value
+    elif kind == "run":
+        run_id = value
+    else:
+        conversation_id = value
+    return run_id, trace_id, conversation_id
+
+
+def _csv_columns() -> list[str]:
+    import dataclasses
+
+    from tracescorer.model import AgentRun
+
+    return [f.name for f in dataclasses.fields(AgentRun)]
+
+
+def _row(run: AgentRun, wide: bool) -> list[Any]:
+    from tracescorer.commands.ids import short
+    from tracescorer.output import stamp
+
+    d = run.to_dict()
+    user = _preview(d["input_messages"], "user", cut=not wide)
+    answer = _preview(d["output"], "assistant", last=True, cut=not wide) or "(empty answer)"
+    started = stamp(d["started_at"])
+    if wide:
+        return [
+            run.run_id,
+            run.trace_id,
+            started,
+            round((run.ended_at - run.started_at) / 1e9, 3),
+            run.agent_name,
+            run.service_name,
+            run.conversation_id,
+            run.convention,
+            run.model,
+            run.status,
+            len(run.tool_calls),
+            user,
+            answer,
+            run.error,
+        ]
+    return [
+        short(run.run_id),
+        short(run.trace_id),
+        started,
+        run.agent_name,
+        run.conversation_id,
+        run.status,
+        len(run.tool_calls),
+        user,
+        answer,
+    ]
 
 
 def _truncated(result: dict[str, Any], limit: int) -> None:
     if result["truncated"]:
-        click.echo(f"(truncated at {limit} rows)", err=True)
+        click.echo(f"(the newest {limit} shown; older ones match too: --limit, --since or a filter)", err=True)

@@ -81,6 +81,8 @@ def evaluation_attributes(score: DueScore) -> dict[str, Any]:
         if score.error:
             attrs["tracescorer.score.error"] = score.error[:_MAX_TEXT]
     attrs["tracescorer.scorer.id"] = score.scorer_id
+    if score.scorer_version:
+        attrs["tracescorer.scorer.version"] = score.scorer_version
     if score.run_id:
         attrs["tracescorer.run.id"] = score.run_id
     if score.judge_model:

@@ -42,7 +42,7 @@ from tracescorer.export.evaluation import (
     resource_attributes,
     scored_time_unix_nano,
 )
-from tracescorer.export.otlp_transport import OtlpRequestSink
+from tracescorer.export.otlp_transport import OtlpRequestSink, OtlpTarget
 from tracescorer.records.deliveries import DueScore
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,10 @@ __all__ = ["OtlpSpanSink", "evaluation_span", "span_request"]
 _SAMPLED = 0x01
 
 
-def evaluation_span(score: DueScore) -> Span:
-    """The evaluation span for one score version (identical for the same version)."""
+def evaluation_span(score: DueScore, *, event: bool = True) -> Span:
+    """The evaluation span for one score version (identical for the same version); ``event``: with
+    the ``gen_ai.evaluation.result`` span event (the form the conventions deprecate in favour of a
+    log record, kept for backends that read it)."""
     trace_id = hex_id(score.trace_id, 32)
     parent = hex_id(score.span_id, 16) if trace_id is not None else None
     if trace_id is None:
@@ -70,7 +72,7 @@ def evaluation_span(score: DueScore) -> Span:
         start_time_unix_nano=at,
         end_time_unix_nano=at,
         attributes=key_values({**attrs, "openinference.span.kind": "EVALUATOR"}),
-        events=[Span.Event(time_unix_nano=at, name=EVALUATION_EVENT, attributes=key_values(attrs))],
+        events=[Span.Event(time_unix_nano=at, name=EVALUATION_EVENT, attributes=key_values(attrs))] if event else [],
         status=Status(code=Status.StatusCode.STATUS_CODE_UNSET),
         flags=_SAMPLED,
     )
@@ -80,7 +82,7 @@ def evaluation_span(score: DueScore) -> Span:
     return span
 
 
-def span_request(batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
+def span_request(batch: Sequence[DueScore], *, events: bool = True) -> ExportTraceServiceRequest:
     """One request, one ResourceSpans per scored service."""
     request = ExportTraceServiceRequest()
     keyed = sorted(batch, key=lambda s: resource_attributes(s)["service.name"])
@@ -89,7 +91,7 @@ def span_request(batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
         spans = []
         for score in scores:
             try:
-                spans.append(evaluation_span(score))
+                spans.append(evaluation_span(score, event=events))
             except Exception:  # one malformed row must not hold back the batch
                 log.exception("cannot build an evaluation span for score %s", score.id)
         request.resource_spans.append(
@@ -106,5 +108,9 @@ class OtlpSpanSink(OtlpRequestSink):
 
     kind = "otlp"
 
+    def __init__(self, target: OtlpTarget, *, span_events: bool = True) -> None:
+        super().__init__(target)
+        self.span_events = span_events
+
     def request(self, batch: Sequence[DueScore]) -> ExportTraceServiceRequest:
-        return span_request(batch)
+        return span_request(batch, events=self.span_events)

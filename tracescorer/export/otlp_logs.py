@@ -1,4 +1,6 @@
-"""The ``otlp_logs`` sink: the semconv ``gen_ai.evaluation.result`` event as an OTLP log record.
+"""The ``otlp_logs`` sink: the semconv ``gen_ai.evaluation.result`` event as an OTLP log record; and
+the ``otlp`` sink with ``log_records: true`` (:class:`SpansAndLogRecords`): evaluation spans and the
+log record of each score, to the same endpoint.
 
 One log record per score with ``event_name = gen_ai.evaluation.result``, ``trace_id``/``span_id``
 of the evaluated agent span (conversation scores: the last run's), the ``gen_ai.evaluation.*``
@@ -25,10 +27,12 @@ from tracescorer.export.evaluation import (
     key_values,
     resource_attributes,
 )
-from tracescorer.export.otlp_transport import OtlpRequestSink
+from tracescorer.export.otlp import OtlpSpanSink
+from tracescorer.export.otlp_transport import OtlpRequestSink, OtlpTarget
+from tracescorer.export.sink import ExportResult, ItemResult
 from tracescorer.records.deliveries import DueScore
 
-__all__ = ["OtlpLogSink", "evaluation_log_record", "logs_request"]
+__all__ = ["OtlpLogSink", "SpansAndLogRecords", "evaluation_log_record", "logs_request"]
 
 
 def evaluation_log_record(score: DueScore, observed_unix_nano: int) -> LogRecord:
@@ -71,3 +75,41 @@ class OtlpLogSink(OtlpRequestSink):
 
     def request(self, batch: Sequence[DueScore]) -> ExportLogsServiceRequest:
         return logs_request(batch)
+
+
+_WORSE = {ExportResult.SUCCESS: 0, ExportResult.RETRY: 1, ExportResult.REJECTED: 2}
+
+
+class SpansAndLogRecords:
+    """The ``otlp`` sink with ``log_records: true``: each score as an evaluation span (its
+    ``gen_ai.evaluation.*`` attributes, the span event unless ``span_events: false``) and as a
+    ``gen_ai.evaluation.result`` log record carrying the evaluated span's trace and span id (the
+    form the GenAI conventions now prefer), both to the sink's endpoint. A score is delivered once
+    both were accepted; a retry sends both again (the span id is the same for the same version)."""
+
+    kind = "otlp"
+
+    def __init__(self, traces: OtlpTarget, logs: OtlpTarget, *, span_events: bool = True) -> None:
+        self.target = traces
+        self._spans = OtlpSpanSink(traces, span_events=span_events)
+        self._logs = OtlpLogSink(logs)
+
+    async def export(self, batch: Sequence[DueScore]) -> list[ItemResult]:
+        spans = await self._spans.export(batch)
+        logs = await self._logs.export(batch)
+        out = []
+        for s, lr in zip(spans, logs, strict=True):
+            if _WORSE[lr.result] > _WORSE[s.result]:
+                out.append(
+                    ItemResult(result=lr.result, error=f"log records: {lr.error}", retry_after_s=lr.retry_after_s)
+                )
+            else:
+                out.append(s)
+        return out
+
+    async def force_flush(self, timeout_s: float) -> bool:
+        return True  # nothing is buffered here: the delivery table is the buffer
+
+    async def shutdown(self) -> None:
+        await self._spans.shutdown()
+        await self._logs.shutdown()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tracescorer.config import (
     ConfigError,
@@ -21,8 +22,8 @@ from tracescorer.config import (
 )
 from tracescorer.export.mlflow import MlflowSink
 from tracescorer.export.otlp import OtlpSpanSink
-from tracescorer.export.otlp_logs import OtlpLogSink
-from tracescorer.export.otlp_transport import resolve_target
+from tracescorer.export.otlp_logs import OtlpLogSink, SpansAndLogRecords
+from tracescorer.export.otlp_transport import OtlpTarget, resolve_target
 from tracescorer.export.phoenix import PhoenixSink
 from tracescorer.export.sink import ScoreExporter
 
@@ -53,15 +54,21 @@ def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
 
 
 def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreExporter:
-    target = resolve_target(
-        "traces" if kind == "otlp" else "logs",
-        endpoint=s.endpoint,
-        protocol=s.protocol,
-        headers=s.headers,
-        timeout_s=s.timeout_s or default_timeout_s,
-        compression=s.compression,
-    )
-    return OtlpSpanSink(target) if kind == "otlp" else OtlpLogSink(target)
+    def target(signal: Literal["traces", "logs"]) -> OtlpTarget:
+        return resolve_target(
+            signal,
+            endpoint=s.endpoint,
+            protocol=s.protocol,
+            headers=s.headers,
+            timeout_s=s.timeout_s or default_timeout_s,
+            compression=s.compression,
+        )
+
+    if kind == "otlp_logs":
+        return OtlpLogSink(target("logs"))
+    if s.log_records:  # each score as an evaluation span and as a log record
+        return SpansAndLogRecords(target("traces"), target("logs"), span_events=s.span_events)
+    return OtlpSpanSink(target("traces"), span_events=s.span_events)
 
 
 def build_sinks(settings: ExportSettings) -> list[NamedSink]:

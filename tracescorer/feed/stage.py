@@ -19,17 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
 
 from tracescorer.aio import cancel
-from tracescorer.feed.triage import Sorted, Triage, pick
+from tracescorer.feed.batch import Batch, Prefilter, decode_batch
+from tracescorer.feed.triage import Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.receiver import decode
-from tracescorer.records.skipped import SkippedTrace
-from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog
+from tracescorer.seglog import CorruptRecord, Record, SegmentLog
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
@@ -37,6 +35,7 @@ log = logging.getLogger(__name__)
 #: how often the feed's offset is saved (and released segments deleted) while it runs
 SAVE_EVERY_S = 1.0
 RETRY_S = 0.5
+T = TypeVar("T")
 
 
 class TelemetryListener(Protocol):
@@ -44,105 +43,6 @@ class TelemetryListener(Protocol):
     (epoch seconds; called on the event loop; must not block)."""
 
     def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
-
-
-@dataclass(slots=True)
-class _Batch:
-    spans: list[Span] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
-    span_offsets: list[int] = field(default_factory=list)
-    log_offsets: list[int] = field(default_factory=list)
-    skipped: list[SkippedTrace] = field(default_factory=list)
-    rejected: int = 0
-    end: int = 0  # the offset after the batch's last record
-    # per record: where its spans and log records end in the lists (handed on a record at a time)
-    cuts: list[tuple[int, int]] = field(default_factory=list)
-    # what triage did: (signal, decision) -> items
-    triaged: dict[tuple[str, str], int] = field(default_factory=dict)
-    lost_traces: int = 0  # skipped items that could not be read back (segment released)
-
-    def count(self, signal: str, decision: str, n: int) -> None:
-        if n:
-            self.triaged[signal, decision] = self.triaged.get((signal, decision), 0) + n
-
-    def add(self, payload: bytes, offset: int, logs: bool) -> None:
-        """Decode one request's protobuf into the batch."""
-        if logs:
-            decoded_logs = decode.decode_logs_protobuf(payload)
-            self.logs += decoded_logs.records
-            self.log_offsets += [offset] * len(decoded_logs.records)
-            self.rejected += decoded_logs.rejected
-            return
-        traces = decode.decode_traces_protobuf(payload)
-        self.spans += traces.spans
-        self.span_offsets += [offset] * len(traces.spans)
-        self.rejected += traces.rejected
-
-    def note_skipped(self, sorted_: Sorted, offset: int, logs: bool) -> None:
-        signal = "logs" if logs else "spans"
-        for trace_id, entry in sorted_.skipped.items():
-            self.count(signal, "skipped", entry.items)
-            if trace_id:  # log records without a trace belong to no run: counted only
-                self.skipped.append(
-                    SkippedTrace(
-                        trace_id=trace_id.hex(),
-                        service_name=entry.service if isinstance(entry.service, str) else None,
-                        span_count=0 if logs else entry.items,
-                        log_count=entry.items if logs else 0,
-                        log_offset=offset,
-                    )
-                )
-
-
-def _decode(records: Sequence[Record], triage: Triage | None, read_back: Callable[[int], Record | None]) -> _Batch:
-    """Decode a batch of records (in a worker thread): with ``triage``, only what may be part of a
-    run, and the earlier skipped items of traces that turn out to hold agent content."""
-    batch = _Batch()
-    if triage is not None:
-        triage.expire()
-    for record in records:
-        batch.end = record.end
-        logs = record.kind == LOGS
-        signal = "logs" if logs else "spans"
-        try:
-            if triage is None:
-                batch.add(record.payload, record.offset, logs)
-            else:
-                sorted_ = triage.sort(record.payload, record.offset, logs=logs)
-                batch.note_skipped(sorted_, record.offset, logs)
-                batch.count(signal, "kept", sorted_.kept_items)
-                if sorted_.kept is not None:
-                    batch.add(sorted_.kept, record.offset, logs)
-                    _read_back(batch, triage, triage.late(sorted_.kept_traces), read_back)
-        except decode.DecodeError as exc:  # checked before it was appended: only a bug gets here
-            log.error("segment log record at %d does not decode (%s): skipped", record.offset, exc)
-            batch.rejected += 1
-        batch.cuts.append((len(batch.spans), len(batch.logs)))
-    return batch
-
-
-def _read_back(
-    batch: _Batch, triage: Triage, late: dict[int, set[bytes]], read_back: Callable[[int], Record | None]
-) -> None:
-    """Add the items of ``late`` traces from the earlier records they were skipped in."""
-    for offset, trace_ids in sorted(late.items()):
-        record = read_back(offset)
-        if record is None:
-            batch.lost_traces += len(trace_ids)
-            log.warning(
-                "segment log: %d trace(s) skipped at offset %d showed agent content later, after that "
-                "segment was released; their earlier spans are not part of their runs",
-                len(trace_ids),
-                offset,
-            )
-            continue
-        logs = record.kind == LOGS
-        picked = pick(record.payload, trace_ids, logs=logs)
-        if picked is not None:
-            before = len(batch.logs) if logs else len(batch.spans)
-            batch.add(picked, record.offset, logs)
-            after = len(batch.logs) if logs else len(batch.spans)
-            batch.count("logs" if logs else "spans", "read_back", after - before)
 
 
 class LogFeed:
@@ -159,6 +59,7 @@ class LogFeed:
         listeners: Sequence[TelemetryListener] = (),
         retain_bytes: int = 0,
         triage: Triage | None = None,
+        prefilter: Prefilter | None = None,
     ) -> None:
         self._log = segment_log
         self._intake = intake
@@ -167,6 +68,7 @@ class LogFeed:
         self._max_batch_bytes = max_batch_bytes
         self._retain_bytes = retain_bytes
         self.triage = triage
+        self._prefilter = prefilter
         self.listeners = list(listeners)
         self.offset = 0  # every request before it was handled
         self._stored_through: int | None = None  # requests up to this offset already have their rows
@@ -293,14 +195,16 @@ class LogFeed:
                 return
             self._stored_through = None
         started = time.thread_time()
-        batch = await asyncio.to_thread(_decode, records, self.triage, self._record_at)
+        batch = await asyncio.to_thread(decode_batch, records, self.triage, self._record_at, self._prefilter)
         self._metrics.stage_cpu.labels("decode").inc(time.thread_time() - started)
         for (signal, decision), n in batch.triaged.items():
             self._metrics.triage_items.labels(signal, decision).inc(n)
         if batch.lost_traces:
             self._metrics.triage_lost_traces.inc(batch.lost_traces)
+        if batch.taken:
+            await self._retrying(self._store_taken, batch)
         if batch.spans or batch.logs or batch.skipped:
-            received = await self._store(batch)
+            received = await self._retrying(self._store, batch)
             await self._hand_on(batch, received)
         self.offset = batch.end
         synced = self._log.synced_at(records[-1].offset)
@@ -308,7 +212,7 @@ class LogFeed:
         self._metrics.feed_lag_seconds.set(self.lag_s)
         await self._save()
 
-    async def _hand_on(self, batch: _Batch, received: tuple[float, float]) -> None:
+    async def _hand_on(self, batch: Batch, received: tuple[float, float]) -> None:
         """Give the stored spans to the listeners a request at a time, waiting while a gate holds
         the feed back (a batch stores many requests at once; the stages take them at their pace)."""
         span_at = log_at = 0
@@ -327,29 +231,35 @@ class LogFeed:
                 except Exception:  # a downstream stage must never stop the feed
                     log.exception("telemetry listener %r failed", listener)
 
-    async def _store(self, batch: _Batch) -> tuple[float, float]:
-        """Store the batch's rows, trying again until the store takes them (or the feed stops)."""
+    async def _retrying(self, store: Callable[[Batch], Awaitable[T]], batch: Batch) -> T:
+        """``store(batch)``, tried again until the store takes it (or the feed stops)."""
         delay = RETRY_S
         while True:
             try:
-                outcome = await self._intake.append(
-                    batch.spans,
-                    batch.logs,
-                    span_offsets=batch.span_offsets,
-                    log_offsets=batch.log_offsets,
-                    skipped=batch.skipped,
-                )
+                return await store(batch)
             except StoreError as exc:
                 if self._stopping:
                     raise
                 log.debug("segment log feed: the store refused a batch for now (%s); trying again", exc)
                 await asyncio.sleep(delay)
                 delay = min(5.0, delay * 2)
-                continue
-            if outcome.rejected:
-                self._metrics.rejected.labels("traces", "store_refused").inc(outcome.rejected)
-                log.warning("segment log feed: the store refused %d item(s): %s", outcome.rejected, outcome.message)
-            return outcome.received_from, outcome.received_to
+
+    async def _store_taken(self, batch: Batch) -> None:
+        assert self._prefilter is not None
+        await self._prefilter.store(batch.taken)
+
+    async def _store(self, batch: Batch) -> tuple[float, float]:
+        outcome = await self._intake.append(
+            batch.spans,
+            batch.logs,
+            span_offsets=batch.span_offsets,
+            log_offsets=batch.log_offsets,
+            skipped=batch.skipped,
+        )
+        if outcome.rejected:
+            self._metrics.rejected.labels("traces", "store_refused").inc(outcome.rejected)
+            log.warning("segment log feed: the store refused %d item(s): %s", outcome.rejected, outcome.message)
+        return outcome.received_from, outcome.received_to
 
     async def _save(self, *, force: bool = False) -> None:
         now = time.monotonic()

@@ -1,8 +1,11 @@
 """Score monitors: window aggregates of live scores, thresholds, notifications, and score metrics.
 
 ``config`` holds the settings models (imported by :mod:`tracescorer.config`), ``window`` the
-bucketed sliding windows, ``evaluator`` the state machine, ``messages``/``notify`` what is sent
-and how, ``service`` the daemon component and ``score_metrics`` the ``/metrics`` listener.
+bucketed sliding windows, ``evaluator`` the alert state machine (pending, firing, resolved),
+``policy`` which message to send when (cooldown, reminders, the last message is the truth),
+``messages``/``notify`` what is sent and how, ``persist`` storing state and events, ``service``
+the daemon component, ``leader`` running it on one of several daemons and ``score_metrics`` the
+``/metrics`` listener.
 """
 
 from typing import TYPE_CHECKING, Any

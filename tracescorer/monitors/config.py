@@ -2,7 +2,9 @@
 
 The monitor keys (``id``, ``scorer``, ``aggregate``, ``window``, ``below``/``above``,
 ``min_samples``, ``cooldown``, ``notify`` with ``webhook``/``slack``) are a contract; the others
-are optional refinements with defaults.
+are optional refinements with defaults. The keys against flapping and silence take their names
+from Prometheus rules (``for``, ``keep_firing_for``), Grafana alerting (``recovery_threshold``) and
+Alertmanager (``repeat_interval``); docs/monitors.md explains them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tracescorer.metrics import DEFAULT_SCORE_BUCKETS
 
@@ -110,8 +112,37 @@ def _redacted(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else "…"
 
 
+#: ``for`` when not given: a minute (Grafana's default pending period), or the window if shorter.
+DEFAULT_FOR_S = 60.0
+DEFAULT_REPEAT_INTERVAL = "4h"  # Alertmanager's default
+MIN_REPEAT_INTERVAL_S = 1.0
+
+# keys of other alerting tools (or guesses at ours) and the key that does that here
+_OTHER_NAMES = {
+    "pending": "for",
+    "pending_for": "for",
+    "pending_period": "for",
+    "for_s": "for",
+    "resolve_for": "keep_firing_for",
+    "recovery_for": "keep_firing_for",
+    "clear_for": "keep_firing_for",
+    "hysteresis": "recovery_threshold",
+    "resolve_threshold": "recovery_threshold",
+    "resolve_below": "recovery_threshold",
+    "resolve_above": "recovery_threshold",
+    "recover_below": "recovery_threshold",
+    "recover_above": "recovery_threshold",
+    "repeat": "repeat_interval",
+    "renotify": "repeat_interval",
+    "renotify_interval": "repeat_interval",
+    "reminder_interval": "repeat_interval",
+}
+
+
 class MonitorSettings(_Section):
     """A threshold on an aggregate of one scorer's (or a glob of scorers') live scores."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, serialize_by_alias=True)
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     scorer: str = Field(min_length=1, description="a scorer id or a glob such as multi-turn-judge-*")
@@ -120,23 +151,67 @@ class MonitorSettings(_Section):
     below: float | None = None
     above: float | None = None
     min_samples: int = Field(10, ge=1, description="fewer scores in the window: no verdict (count ignores it)")
-    cooldown: str = Field("0s", description="no second firing notification sooner than this after one")
+    for_: str | None = Field(
+        None, alias="for", description="breaching this long before it fires (default 1m, or the window if shorter)"
+    )
+    keep_firing_for: str | None = Field(None, description="clear this long before it resolves (default: as for)")
+    recovery_threshold: float | None = Field(
+        None, description="clear only past this value (default: the threshold); between the two it stays as it is"
+    )
+    cooldown: str = Field("0s", description="no second firing message sooner than this after one (held, not lost)")
+    repeat_interval: str = Field(DEFAULT_REPEAT_INTERVAL, description="remind while still firing; 0s: never")
     notify: list[NotifySettings] = []
     notify_resolved: bool = Field(True, description="also notify when a notified firing resolves")
     trace_url: str | None = Field(None, description="link template for examples, e.g. https://ui/trace/{trace_id}")
 
-    @field_validator("window", "cooldown", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> str:
-        parse_duration(value)
+    def _known_names(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, ours in _OTHER_NAMES.items():
+                if key in data:
+                    raise ValueError(
+                        f"monitor {data.get('id')!r}: unknown key {key!r}; did you mean {ours!r}? "
+                        "(docs/monitors.md: for, keep_firing_for, recovery_threshold, cooldown, repeat_interval)"
+                    )
+        return data
+
+    @field_validator("window", "cooldown", "for_", "keep_firing_for", "repeat_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        try:
+            parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"monitor {info.data.get('id')!r}: {exc}") from None
         return str(value).strip() if isinstance(value, str) else f"{value}s"
 
     @field_validator("window")
     @classmethod
-    def _positive_window(cls, value: str) -> str:
+    def _positive_window(cls, value: str, info: ValidationInfo) -> str:
         seconds = parse_duration(value)
         if not 1 <= seconds <= MAX_WINDOW_S:
-            raise ValueError(f"window {value!r} must be between 1s and 366d")
+            raise ValueError(f"monitor {info.data.get('id')!r}: window {value!r} must be between 1s and 366d")
+        return value
+
+    @field_validator("for_", "keep_firing_for", "cooldown")
+    @classmethod
+    def _bounded(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and parse_duration(value) > MAX_WINDOW_S:
+            key = "for" if info.field_name == "for_" else info.field_name
+            raise ValueError(f"monitor {info.data.get('id')!r}: {key} {value!r} must be at most 366d")
+        return value
+
+    @field_validator("repeat_interval")
+    @classmethod
+    def _repeat(cls, value: str, info: ValidationInfo) -> str:
+        seconds = parse_duration(value)
+        if seconds and not MIN_REPEAT_INTERVAL_S <= seconds <= MAX_WINDOW_S:
+            raise ValueError(
+                f"monitor {info.data.get('id')!r}: repeat_interval {value!r} must be 0s (no reminders) "
+                "or between 1s and 366d"
+            )
         return value
 
     @field_validator("trace_url")
@@ -154,13 +229,30 @@ class MonitorSettings(_Section):
 
     @model_validator(mode="after")
     def _one_threshold(self) -> MonitorSettings:
+        where = f"monitor {self.id!r}"
         if (self.below is None) == (self.above is None):
-            raise ValueError("give exactly one of 'below' or 'above'")
+            raise ValueError(f"{where}: give exactly one of 'below' or 'above'")
         threshold = self.threshold
         if not math.isfinite(threshold):
-            raise ValueError("the threshold must be a finite number")
+            raise ValueError(f"{where}: the threshold must be a finite number")
         if self.aggregate in ("pass_rate", "error_rate") and not 0 <= threshold <= 1:
-            raise ValueError(f"{self.aggregate} is a fraction between 0 and 1 (0.8 means 80%), got {threshold:g}")
+            raise ValueError(
+                f"{where}: {self.aggregate} is a fraction between 0 and 1 (0.8 means 80%), "
+                f"got {self.comparison}: {threshold:g}"
+            )
+        recovery = self.recovery_threshold
+        if recovery is not None:
+            if not math.isfinite(recovery):
+                raise ValueError(f"{where}: recovery_threshold must be a finite number")
+            if self.aggregate in ("pass_rate", "error_rate") and not 0 <= recovery <= 1:
+                raise ValueError(f"{where}: recovery_threshold is a fraction between 0 and 1, got {recovery:g}")
+            wrong_side = recovery < threshold if self.comparison == "below" else recovery > threshold
+            if wrong_side:
+                side = "at or above" if self.comparison == "below" else "at or below"
+                raise ValueError(
+                    f"{where}: recovery_threshold {recovery:g} must be {side} the threshold ({self.comparison}: "
+                    f"{threshold:g}): the monitor resolves once the value is back {side} it"
+                )
         return self
 
     @property
@@ -174,12 +266,32 @@ class MonitorSettings(_Section):
         return value
 
     @property
+    def recovery(self) -> float:
+        """The value a firing monitor must get back to (``recovery_threshold``, else the threshold)."""
+        return self.recovery_threshold if self.recovery_threshold is not None else self.threshold
+
+    @property
     def window_s(self) -> float:
         return parse_duration(self.window)
 
     @property
+    def for_s(self) -> float:
+        """The pending period: given, else a minute or the window if shorter."""
+        return parse_duration(self.for_) if self.for_ is not None else min(DEFAULT_FOR_S, self.window_s)
+
+    @property
+    def keep_firing_for_s(self) -> float:
+        """How long readings must be clear before it resolves: given, else the pending period."""
+        return parse_duration(self.keep_firing_for) if self.keep_firing_for is not None else self.for_s
+
+    @property
     def cooldown_s(self) -> float:
         return parse_duration(self.cooldown)
+
+    @property
+    def repeat_interval_s(self) -> float:
+        """0: no reminders."""
+        return parse_duration(self.repeat_interval)
 
     def matches(self, scorer_id: str) -> bool:
         return fnmatch.fnmatchcase(scorer_id, self.scorer)

@@ -1,14 +1,25 @@
-"""The monitor state machine: ``ok`` → ``firing`` → ``resolved`` → ``firing`` ..., pure and clocked
-by its caller.
+"""The alert state machine: ``ok`` → ``pending`` → ``firing`` → ``resolved`` → ``pending`` ...,
+pure and clocked by its caller (what is *sent* is :mod:`tracescorer.monitors.policy`'s business).
 
-- A reading *breaches* when it has at least ``min_samples`` samples (``count`` needs none) and
-  its value is below/above the threshold.
-- ``ok``/``resolved`` → ``firing`` on a breach. The firing is notified unless a firing was
-  notified less than ``cooldown`` ago (then it is recorded as suppressed).
-- ``firing`` → ``resolved`` when a reading with enough samples no longer breaches, or when the
-  window holds nothing to aggregate. Too few samples otherwise keep the state: a quiet hour
-  neither raises nor clears an alert on a handful of scores.
-- A resolution is notified when the firing it ends was (and ``notify_resolved`` is on).
+A reading is one of:
+
+- a *breach*: at least ``min_samples`` samples (``count`` needs none) and the value below/above
+  the threshold;
+- *clear*: at least ``min_samples`` samples and the value back at or past the recovery threshold
+  (``recovery_threshold``, else the threshold itself), or nothing left in the window at all;
+- *no verdict*: too few samples. It moves nothing and resets nothing: a quiet hour neither raises
+  nor clears an alert on a handful of scores.
+
+Between the threshold and the recovery threshold a reading is neither: a firing monitor stays
+firing (and its clear period starts again), a pending one goes back.
+
+- ``ok``/``resolved`` → ``pending`` on a breach (straight to ``firing`` when ``for`` is 0);
+- ``pending`` → ``firing`` on a breach at least ``for`` after the breach began; back to the state
+  before (``resolved`` if it ever fired, else ``ok``) on a reading with a verdict that is no breach;
+- ``firing`` → ``resolved`` on a clear reading at least ``keep_firing_for`` after readings became
+  clear (``clear_since``); a breach or a reading inside the recovery band resets ``clear_since``.
+
+This is Prometheus' ``for`` / ``keep_firing_for`` with Grafana's recovery threshold on top.
 """
 
 from __future__ import annotations
@@ -18,53 +29,71 @@ from dataclasses import dataclass
 
 from tracescorer.monitors.config import MonitorSettings
 from tracescorer.monitors.window import Reading
-from tracescorer.records.monitors import MonitorState, NotificationKind
+from tracescorer.records.monitors import MonitorState, State
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class Step:
+    """The state after one reading, and the state it just entered (None: it stayed)."""
+
     state: MonitorState
-    transition: NotificationKind | None = None  # the state just became firing / resolved
-    notify: bool = False  # send a notification of ``transition``
-    suppressed: bool = False  # a firing inside the cooldown: recorded, not sent
+    entered: State | None = None
+
+
+def has_verdict(monitor: MonitorSettings, reading: Reading) -> bool:
+    """Enough samples to decide anything (an empty window decides: there is nothing wrong in it)."""
+    return reading.value is None or monitor.aggregate == "count" or reading.samples >= monitor.min_samples
 
 
 def breaches(monitor: MonitorSettings, reading: Reading) -> bool:
-    if reading.value is None:
-        return False
-    if monitor.aggregate != "count" and reading.samples < monitor.min_samples:
+    if reading.value is None or not has_verdict(monitor, reading):
         return False
     if monitor.comparison == "below":
         return reading.value < monitor.threshold
     return reading.value > monitor.threshold
 
 
-def _clears(monitor: MonitorSettings, reading: Reading) -> bool:
+def clears(monitor: MonitorSettings, reading: Reading) -> bool:
     if reading.value is None:
         return True
-    enough = monitor.aggregate == "count" or reading.samples >= monitor.min_samples
-    return enough and not breaches(monitor, reading)
+    if not has_verdict(monitor, reading):
+        return False
+    if monitor.comparison == "below":
+        return reading.value >= monitor.recovery
+    return reading.value <= monitor.recovery
 
 
-def evaluate(monitor: MonitorSettings, state: MonitorState, reading: Reading, now: float) -> Outcome:
-    """The next state after ``reading`` at ``now`` (and whether to notify)."""
+def evaluate(monitor: MonitorSettings, state: MonitorState, reading: Reading, now: float) -> Step:
+    """The state after ``reading`` at ``now`` (epoch seconds)."""
     current = dataclasses.replace(state, value=reading.value, samples=reading.samples, evaluated_at=now)
-    if state.state != "firing":
+    if state.state in ("ok", "resolved"):
         if not breaches(monitor, reading):
-            return Outcome(state=current)
-        cooling = state.notified_at is not None and now - state.notified_at < monitor.cooldown_s
-        notify = bool(monitor.notify) and not cooling
-        fired = dataclasses.replace(
-            current,
-            state="firing",
-            since=now,
-            firing_notified=notify,
-            notified_at=now if notify else state.notified_at,
-            pending="firing" if notify else None,
-        )
-        return Outcome(state=fired, transition="firing", notify=notify, suppressed=cooling and bool(monitor.notify))
-    if not _clears(monitor, reading):
-        return Outcome(state=current)
-    notify = state.firing_notified and monitor.notify_resolved and bool(monitor.notify)
-    resolved = dataclasses.replace(current, state="resolved", since=now, pending="resolved" if notify else None)
-    return Outcome(state=resolved, transition="resolved", notify=notify)
+            return Step(state=current)
+        if monitor.for_s <= 0:
+            return _fire(current, now)
+        return Step(state=dataclasses.replace(current, state="pending", since=now), entered="pending")
+    if state.state == "pending":
+        if breaches(monitor, reading):
+            began = state.since if state.since is not None else now
+            if now - began >= monitor.for_s:
+                return _fire(current, now)
+            return Step(state=current)
+        if not has_verdict(monitor, reading):
+            return Step(state=current)
+        back: State = "resolved" if state.resolved_at is not None else "ok"
+        return Step(state=dataclasses.replace(current, state=back, since=state.resolved_at), entered=back)
+    # firing
+    if clears(monitor, reading):
+        clear_since = state.clear_since if state.clear_since is not None else now
+        if now - clear_since >= monitor.keep_firing_for_s:
+            resolved = dataclasses.replace(current, state="resolved", since=now, resolved_at=now, clear_since=None)
+            return Step(state=resolved, entered="resolved")
+        return Step(state=dataclasses.replace(current, clear_since=clear_since))
+    if has_verdict(monitor, reading):  # breaching, or inside the recovery band: not clear
+        return Step(state=dataclasses.replace(current, clear_since=None))
+    return Step(state=current)
+
+
+def _fire(current: MonitorState, now: float) -> Step:
+    fired = dataclasses.replace(current, state="firing", since=now, clear_since=None, reminders=0)
+    return Step(state=fired, entered="firing")

@@ -45,18 +45,20 @@ class Notification:
     value: float | None
     samples: int
     min_samples: int
-    since: float
+    since: float  # when the state it reports began
     at: float
     examples: tuple[Example, ...] = ()
+    reminder: int = 0  # >0: the n-th reminder that it still fires (repeat_interval)
 
     @property
     def message(self) -> str:
         value = "no data" if self.value is None else _number(self.value)
         what = f"{self.aggregate} of {self.scorer}"
         if self.kind == "firing":
+            still = f"; still firing since {_clock(self.since)} (reminder {self.reminder})" if self.reminder else ""
             return (
                 f"[FIRING] {self.monitor_id}: {what} is {value}, {self.comparison} {_number(self.threshold)}, "
-                f"over the last {self.window} ({self.samples} scores)"
+                f"over the last {self.window} ({self.samples} scores){still}"
             )
         return (
             f"[RESOLVED] {self.monitor_id}: {what} is {value} over the last {self.window} "
@@ -70,6 +72,10 @@ def _number(value: float) -> str:
 
 def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
+
+
+def _clock(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def example_from(sample: Sample, monitor: MonitorSettings) -> Example:
@@ -107,6 +113,7 @@ def build(
     since: float,
     at: float,
     examples: list[Sample],
+    reminder: int = 0,
 ) -> Notification:
     return Notification(
         monitor_id=monitor.id,
@@ -123,6 +130,7 @@ def build(
         since=since,
         at=at,
         examples=tuple(example_from(s, monitor) for s in examples) if kind == "firing" else (),
+        reminder=reminder,
     )
 
 
@@ -144,6 +152,7 @@ def webhook_body(n: Notification) -> dict[str, Any]:
         "window_seconds": n.window_s,
         "since": _iso(n.since),
         "at": _iso(n.at),
+        "reminder": n.reminder,
         "message": n.message,
         "examples": [
             {

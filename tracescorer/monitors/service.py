@@ -5,10 +5,15 @@ watching its scorer (and those monitors are evaluated at once); a timer re-evalu
 monitor so windows slide when no scores arrive. The scores table is read once, at start, to
 rebuild the windows (bounded: one row per monitor and bucket, a few examples per monitor).
 
+The alert states are :mod:`~tracescorer.monitors.evaluator`'s, what is sent is
+:mod:`~tracescorer.monitors.policy`'s; the one-second timer makes a pending monitor fire, a held-back
+firing go out when its cooldown ends and reminders go out while nothing else happens.
+
 State survives restarts: the stored state is loaded before the first evaluation, so a monitor
-that was firing and still breaches stays firing without a new notification, and the cooldown
-counts from the stored time of the last notification. A notification decided but not sent
-before a stop (``pending``) is sent after the next start.
+that was pending keeps counting from when its breach began, one that was firing and still
+breaches stays firing without a new notification, and the cooldown and reminders count from the
+stored time of the last firing message. A notification decided but not sent before a stop
+(``unsent``) is sent after the next start if it is still true.
 
 Start this before the scoring runner (no score may arrive between the rebuild query and the
 first live score), stop it after the runner (the last scores are evaluated).
@@ -25,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import functools
 import logging
 import math
 import time
@@ -33,18 +37,26 @@ from collections.abc import Callable, Sequence
 
 from tracescorer.aio import cancel
 from tracescorer.metrics import Metrics
-from tracescorer.monitors.config import MonitorSettings
-from tracescorer.monitors.evaluator import Outcome, evaluate
+from tracescorer.monitors.config import MonitorSettings, format_duration
+from tracescorer.monitors.evaluator import evaluate
 from tracescorer.monitors.messages import Notification, build
 from tracescorer.monitors.notify import Delivery, Dispatcher
+from tracescorer.monitors.persist import StateWriter
+from tracescorer.monitors.policy import Notice, after_restart, decide
 from tracescorer.monitors.window import MAX_EXAMPLES, Window
-from tracescorer.records.monitors import STATES, MonitorEvent, MonitorState, NotificationKind, Sample, WindowSpec
+from tracescorer.records.monitors import (
+    STATES,
+    MonitorEvent,
+    MonitorState,
+    NotificationKind,
+    Sample,
+    State,
+    WindowSpec,
+)
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.api import MonitorStore
 
 log = logging.getLogger(__name__)
-
-MAX_PENDING_EVENTS = 1000  # kept for the next write while the store refuses them; the oldest go first
 
 
 def sample_of(record: ScoreRecord, at: float) -> Sample:
@@ -83,7 +95,6 @@ class MonitorService:
         self._metrics = metrics
         self._clock = clock
         self._tick_s = tick_s
-        self._persist_interval_s = persist_interval_s
         self._scorers = [tuple(s for s in scorer_ids if m.matches(s)) for m in self._monitors]
         self._by_scorer: dict[str, list[int]] = {}
         for i, ids in enumerate(self._scorers):
@@ -93,11 +104,7 @@ class MonitorService:
         self._states = [MonitorState(monitor_id=m.id) for m in self._monitors]
         self._outstanding = [0] * len(self._monitors)
         self._dispatcher = Dispatcher(self._delivered)
-        self._changed: set[int] = set()  # state to store now (transitions, notifications)
-        self._stale: set[int] = set()  # only value/samples moved: stored every persist_interval_s
-        self._events: list[MonitorEvent] = []
-        self._last_persist = 0.0
-        self._writes: set[asyncio.Future[None]] = set()
+        self._writer = StateWriter(store, lambda i: self._states[i], interval_s=persist_interval_s)
         self._task: asyncio.Task[None] | None = None
         self._running = False
         self._rebuild_interval_s = rebuild_interval_s
@@ -125,16 +132,8 @@ class MonitorService:
         self._running = True
         now = self._clock()
         for i in range(len(self._monitors)):
-            pending = self._states[i].pending
-            outcome = self._evaluate(i, now)
-            if pending is not None and outcome.transition is None and self._states[i].state == pending:
-                log.info(
-                    "monitor %s: sending the %s notification left pending by the last stop",
-                    self._monitors[i].id,
-                    pending,
-                )
-                self._send(i, pending, now)
-        self._persist(now, force=True)
+            self._evaluate(i, now, restart=True)
+        self._writer.flush(now, force=True)
         self._task = asyncio.create_task(self._tick(), name="monitors-tick")
         log.info(
             "monitors: %d started (%s)",
@@ -178,9 +177,8 @@ class MonitorService:
                 "monitors: %d notification(s) not sent before the stop deadline; they are sent after the next start",
                 abandoned,
             )
-        self._persist(self._clock(), force=True)
-        if self._writes:
-            await asyncio.wait(set(self._writes), timeout=max(0.1, deadline - time.monotonic()))
+        self._writer.flush(self._clock(), force=True)
+        await self._writer.drain(deadline - time.monotonic())
         return not abandoned
 
     # --- intake ---------------------------------------------------------------------------------
@@ -203,7 +201,7 @@ class MonitorService:
                 touched.add(i)
         for i in sorted(touched):
             self._evaluate(i, now)
-        self._persist(now)
+        self._writer.flush(now)
 
     def evaluate_now(self) -> None:
         """Evaluate every monitor at the clock's current time (what the timer does each tick)."""
@@ -212,7 +210,7 @@ class MonitorService:
         now = self._clock()
         for i in range(len(self._monitors)):
             self._evaluate(i, now)
-        self._persist(now)
+        self._writer.flush(now)
 
     async def _tick(self) -> None:
         while True:
@@ -229,20 +227,59 @@ class MonitorService:
 
     # --- evaluation -----------------------------------------------------------------------------
 
-    def _evaluate(self, i: int, now: float) -> Outcome:
+    def _evaluate(self, i: int, now: float, *, restart: bool = False) -> None:
         monitor = self._monitors[i]
         before = self._states[i]
-        outcome = evaluate(monitor, before, self._windows[i].read(now), now)
-        state = self._states[i] = outcome.state
+        step = evaluate(monitor, before, self._windows[i].read(now), now)
+        state, resend = after_restart(step.state) if restart else (step.state, None)
+        if resend is not None:
+            log.info("monitor %s: sending the %s notification left unsent by the last stop", monitor.id, resend)
+            notice = Notice(send=resend, reminder=state.reminders if resend == "firing" else 0)
+        else:
+            state, notice = decide(monitor, before, state, now)
+        self._states[i] = state
         self._set_gauges(i)
-        if outcome.transition is None:
-            if (state.value, state.samples) != (before.value, before.samples):
-                self._stale.add(i)
-            return outcome
-        self._changed.add(i)
-        self._metrics.monitor_transitions.labels(monitor.id, outcome.transition).inc()
-        self._event(i, "fired" if outcome.transition == "firing" else "resolved", now)
-        if outcome.transition == "firing":
+        if step.entered is not None:
+            self._entered(i, before.state, step.entered, now)
+        if notice.deferred_until is not None:
+            self._held(
+                i,
+                "deferred",
+                now,
+                f"cooldown {monitor.cooldown}: the last firing message went at "
+                f"{_fmt_time(state.notified_at)}; sent at {_fmt_time(notice.deferred_until)} if still firing",
+            )
+        if notice.cancelled:
+            self._held(i, "cancelled", now, "resolved before the cooldown ended: the held-back firing was not sent")
+        if notice.send is not None:
+            self._send(i, notice.send, now, reminder=notice.reminder)
+        if step.entered is not None or (state.notified_state, state.notified_at, state.unsent) != (
+            before.notified_state,
+            before.notified_at,
+            before.unsent,
+        ):
+            self._writer.changed(i)
+        elif (state.value, state.samples, state.clear_since) != (before.value, before.samples, before.clear_since):
+            self._writer.stale(i)
+
+    def _entered(self, i: int, was: State, entered: State, now: float) -> None:
+        """Count, log and record a state change."""
+        monitor, state = self._monitors[i], self._states[i]
+        if was == "pending" and entered != "firing":
+            log.debug(
+                "monitor %s: no longer breaching before %s passed; back to %s",
+                monitor.id,
+                format_duration(monitor.for_s),
+                entered,
+            )
+            return
+        self._metrics.monitor_transitions.labels(monitor.id, entered).inc()
+        if entered == "pending":
+            log.debug("monitor %s pending: breaching, firing after %s", monitor.id, format_duration(monitor.for_s))
+            return
+        if entered == "firing":
+            held = f"breaching for {format_duration(monitor.for_s)} (for)" if monitor.for_s else None
+            self._event(i, "fired", now, detail=held)
             log.warning(
                 "monitor %s firing: %s %s %g is %s over %s (%d samples)",
                 monitor.id,
@@ -253,29 +290,27 @@ class MonitorService:
                 monitor.window,
                 state.samples,
             )
-        else:
-            log.info(
-                "monitor %s resolved: %s is %s over %s (%d samples)",
-                monitor.id,
-                monitor.aggregate,
-                _fmt(state.value),
-                monitor.window,
-                state.samples,
-            )
-        if outcome.suppressed:
-            for target in monitor.notify:
-                self._metrics.monitor_notifications.labels(monitor.id, target.kind, "suppressed").inc()
-            self._event(
-                i,
-                "suppressed",
-                now,
-                detail=f"cooldown {monitor.cooldown}: last notified at {_fmt_time(before.notified_at)}",
-            )
-        if outcome.notify:
-            self._send(i, outcome.transition, now)
-        return outcome
+            return
+        kept = monitor.keep_firing_for_s
+        self._event(i, "resolved", now, detail=f"clear for {format_duration(kept)} (keep_firing_for)" if kept else None)
+        log.info(
+            "monitor %s resolved: %s is %s over %s (%d samples)",
+            monitor.id,
+            monitor.aggregate,
+            _fmt(state.value),
+            monitor.window,
+            state.samples,
+        )
 
-    def _send(self, i: int, kind: NotificationKind, now: float) -> None:
+    def _held(self, i: int, result: str, now: float, detail: str) -> None:
+        """A firing held back by the cooldown (``deferred``), or dropped because it resolved first (``cancelled``)."""
+        monitor = self._monitors[i]
+        for target in monitor.notify:
+            self._metrics.monitor_notifications.labels(monitor.id, target.kind, result).inc()
+        self._event(i, result, now, detail=detail)
+        log.info("monitor %s: firing notification %s: %s", monitor.id, result, detail)
+
+    def _send(self, i: int, kind: NotificationKind, now: float, *, reminder: int = 0) -> None:
         monitor, state, window = self._monitors[i], self._states[i], self._windows[i]
         notification = build(
             monitor,
@@ -285,6 +320,7 @@ class MonitorService:
             since=state.since or now,
             at=now,
             examples=window.recent_examples(now),
+            reminder=reminder,
         )
         if self._dispatcher.submit(notification, monitor.notify):
             self._outstanding[i] += 1
@@ -293,16 +329,17 @@ class MonitorService:
             self._metrics.monitor_notifications.labels(monitor.id, target.kind, "dropped").inc()
             self._event(i, "dropped", now, target=target.display, detail="notification queue full or stopped")
         log.error("monitor %s: %s notification dropped (queue full or shutting down)", monitor.id, kind)
-        self._clear_pending(i)
+        self._clear_unsent(i)
 
     def _delivered(self, notification: Notification, deliveries: Sequence[Delivery]) -> None:
-        """Dispatcher callback (on the loop): count, record, and clear the pending mark."""
+        """Dispatcher callback (on the loop): count, record, and clear the unsent mark."""
         i = next(k for k, m in enumerate(self._monitors) if m.id == notification.monitor_id)
         now = self._clock()
         for d in deliveries:
             result = "sent" if d.ok else "failed"
             self._metrics.monitor_notifications.labels(notification.monitor_id, d.target.kind, result).inc()
-            detail = f"{notification.kind}, {d.attempts} attempt(s)" + ("" if d.ok else f": {d.error}")
+            kind = notification.kind + (f" (reminder {notification.reminder})" if notification.reminder else "")
+            detail = f"{kind}, {d.attempts} attempt(s)" + ("" if d.ok else f": {d.error}")
             self._event(i, "notified" if d.ok else "notify_failed", now, target=d.target.display, detail=detail)
             if not d.ok:
                 log.error(
@@ -315,18 +352,18 @@ class MonitorService:
                 )
         self._outstanding[i] -= 1
         if self._outstanding[i] == 0:
-            self._clear_pending(i)
-        self._persist(now, force=True)
+            self._clear_unsent(i)
+        self._writer.flush(now, force=True)
 
-    def _clear_pending(self, i: int) -> None:
+    def _clear_unsent(self, i: int) -> None:
         state = self._states[i]
-        if state.pending is not None:
-            self._states[i] = dataclasses.replace(state, pending=None)
-            self._changed.add(i)
+        if state.unsent is not None:
+            self._states[i] = dataclasses.replace(state, unsent=None)
+            self._writer.changed(i)
 
     def _event(self, i: int, event: str, now: float, *, target: str | None = None, detail: str | None = None) -> None:
         state = self._states[i]
-        self._events.append(
+        self._writer.event(
             MonitorEvent(
                 monitor_id=state.monitor_id,
                 at=now,
@@ -347,36 +384,6 @@ class MonitorService:
         m.monitor_samples.labels(monitor_id).set(state.samples)
         if state.evaluated_at is not None:
             m.monitor_evaluated.labels(monitor_id).set(state.evaluated_at)
-
-    # --- persistence ----------------------------------------------------------------------------
-
-    def _persist(self, now: float, *, force: bool = False) -> None:
-        """MonitorStore changed states and new events now; value-only changes at most every interval."""
-        due = force or now - self._last_persist >= self._persist_interval_s
-        indexes = self._changed | (self._stale if due else set())
-        if not indexes and not self._events:
-            return
-        states = [self._states[i] for i in sorted(indexes)]
-        events, self._events = self._events, []
-        self._changed -= indexes
-        self._stale -= indexes
-        if due:
-            self._last_persist = now
-        wrapped = asyncio.ensure_future(self._store.save_monitors(states, events))
-        self._writes.add(wrapped)
-        wrapped.add_done_callback(functools.partial(self._saved, indexes=indexes, events=events))
-
-    def _saved(self, future: asyncio.Future[None], *, indexes: set[int], events: list[MonitorEvent]) -> None:
-        self._writes.discard(future)
-        if future.cancelled() or future.exception() is None:
-            return
-        log.error("monitors: storing state failed, retrying with the next write: %s", future.exception())
-        self._changed |= indexes
-        self._events[:0] = events
-        if len(self._events) > MAX_PENDING_EVENTS:
-            dropped = len(self._events) - MAX_PENDING_EVENTS
-            del self._events[:dropped]
-            log.error("monitors: %d unstored event(s) dropped (the store keeps failing)", dropped)
 
 
 def _fmt(value: float | None) -> str:

@@ -42,6 +42,7 @@ class DueScore:
     judge_cost_usd: float | None
     duration_ms: float | None
     version: int
+    scorer_version: str | None = None
     scored_end_unix_nano: int | None = None
     service_name: str | None = None
     first_trace_id: str | None = None

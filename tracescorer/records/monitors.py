@@ -1,21 +1,26 @@
 """The rows of the built-in monitors: their stored state and events, and what a window is built from.
 
 The monitors stage (:mod:`tracescorer.monitors`) computes them; the store keeps them
-(``monitor_state``, ``monitor_events``) and rebuilds windows from stored scores.
+(``monitor_state``, ``monitor_events``) and rebuilds windows from stored scores. Both engines
+write and read ``monitor_state`` through :func:`state_row` and :func:`state_from_row`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
-State = Literal["ok", "firing", "resolved"]
+State = Literal["ok", "pending", "firing", "resolved"]
 
-
-STATES: tuple[State, ...] = ("ok", "firing", "resolved")
-
+#: ``ok`` (never fired), ``pending`` (breaching, waiting out ``for``), ``firing``, ``resolved``.
+STATES: tuple[State, ...] = ("ok", "pending", "firing", "resolved")
 
 NotificationKind = Literal["firing", "resolved"]
+
+#: The ``result`` label of ``tracescorer_monitor_notifications_total``: ``deferred`` counts firings
+#: held back by the cooldown (each is later ``sent``, or ``cancelled`` when it resolved first).
+NOTIFY_RESULTS: tuple[str, ...] = ("sent", "failed", "deferred", "cancelled", "dropped")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,13 +29,76 @@ class MonitorState:
 
     monitor_id: str
     state: State = "ok"
-    since: float | None = None  # when the current state began
+    since: float | None = None  # when the current state began (pending: when the breach began)
     value: float | None = None  # the last reading
     samples: int = 0
     evaluated_at: float | None = None
-    notified_at: float | None = None  # the last firing notification (the cooldown counts from it)
-    firing_notified: bool = False  # the current (or last) firing was notified
-    pending: NotificationKind | None = None  # a notification decided but not yet attempted to the end
+    clear_since: float | None = None  # firing: since when readings are clear (keep_firing_for counts from it)
+    resolved_at: float | None = None  # when the last firing resolved (a pending that clears returns to it)
+    notified_state: NotificationKind | None = None  # what the targets were last told (decided)
+    notified_at: float | None = None  # the last firing message (the cooldown and repeat_interval count from it)
+    reminders: int = 0  # reminders sent for the current firing
+    unsent: NotificationKind | None = None  # a message decided but not yet attempted to the end
+
+
+#: ``monitor_state``'s columns as the engines write and read them (:func:`state_row`); the field
+#: ``unsent`` is the column ``pending`` (named before ``pending`` was a state), and
+#: ``firing_notified`` (the targets were last told ``firing``) is kept for readers of the table.
+STATE_COLUMNS: tuple[str, ...] = (
+    "monitor_id",
+    "state",
+    "since",
+    "value",
+    "samples",
+    "evaluated_at",
+    "notified_at",
+    "firing_notified",
+    "pending",
+    "clear_since",
+    "resolved_at",
+    "notified_state",
+    "reminders",
+)
+#: The columns of :data:`STATE_COLUMNS` that are times (epoch seconds in rows, TIMESTAMPTZ stored).
+STATE_TIMES: frozenset[str] = frozenset({"since", "evaluated_at", "notified_at", "clear_since", "resolved_at"})
+
+
+def state_row(s: MonitorState) -> list[Any]:
+    """``s`` as values in :data:`STATE_COLUMNS` order."""
+    return [
+        s.monitor_id,
+        s.state,
+        s.since,
+        s.value,
+        s.samples,
+        s.evaluated_at,
+        s.notified_at,
+        s.notified_state == "firing",
+        s.unsent,
+        s.clear_since,
+        s.resolved_at,
+        s.notified_state,
+        s.reminders,
+    ]
+
+
+def state_from_row(row: Sequence[Any]) -> MonitorState:
+    """A :class:`MonitorState` from values in :data:`STATE_COLUMNS` order (times as epoch seconds)."""
+    r = dict(zip(STATE_COLUMNS, row, strict=True))
+    return MonitorState(
+        monitor_id=r["monitor_id"],
+        state=cast(State, r["state"]) if r["state"] in STATES else "ok",
+        since=r["since"],
+        value=r["value"],
+        samples=int(r["samples"] or 0),
+        evaluated_at=r["evaluated_at"],
+        clear_since=r["clear_since"],
+        resolved_at=r["resolved_at"],
+        notified_state=r["notified_state"],
+        notified_at=r["notified_at"],
+        reminders=int(r["reminders"] or 0),
+        unsent=r["pending"],
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +152,9 @@ class Counts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MonitorEvent:
-    """One row of ``monitor_events``: ``fired``, ``resolved``, ``suppressed`` (a firing inside the
-    cooldown), ``notified``, ``notify_failed`` or ``dropped`` (queue full / shutdown)."""
+    """One row of ``monitor_events``: ``fired``, ``resolved``, ``deferred`` (a firing held back by
+    the cooldown), ``cancelled`` (a deferred firing that resolved before the cooldown ended),
+    ``notified``, ``notify_failed`` or ``dropped`` (queue full / shutdown)."""
 
     monitor_id: str
     at: float

@@ -22,13 +22,17 @@ def _sql(kind: str) -> dict[str, str]:
 class ScoreRecord:
     """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
 
-    Columns follow Mastra's score row (docs/architecture.md); ``label``, ``threshold`` and
-    ``error_type`` are additions. ``created_at``/``updated_at``/``exported_at`` are set by the store.
+    Columns follow Mastra's score row (docs/architecture.md); ``label``, ``threshold``,
+    ``error_type``, ``target_ended_at`` and ``scorer_version`` are additions. ``created_at``/``updated_at``/
+    ``exported_at`` are set by the store.
     """
 
     id: str
     scorer_id: str
     scorer_name: str
+    # a stable hash of what defines the binding (tracescorer.scoring.versions): a changed prompt,
+    # judge model, criterion or threshold is a new version
+    scorer_version: str | None = None
     run_id: str | None
     trace_id: str | None
     span_id: str | None
@@ -57,6 +61,9 @@ class ScoreRecord:
     duration_ms: float | None = None
     sample_rate: float | None = None
     metadata: dict[str, Any] | None = field(default=None, metadata=JSON)
+    # when what was scored happened (epoch microseconds): the run's end, a conversation's last
+    # turn. History is keyed on it, so re-scoring (a backfill) does not move a score in time.
+    target_ended_at: int | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

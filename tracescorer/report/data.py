@@ -1,22 +1,46 @@
-"""What the HTML report shows, read through a query function (daemon endpoint or read-only file)."""
+"""What the HTML report shows, read through a query function (daemon endpoint or read-only file).
+
+Times are those of what was scored (a run's end, a conversation's last turn: ``scores.target_ended_at``,
+``updated_at`` for rows from before it existed), so a backfill leaves the history where it was. The
+trend's axis spans the data, not the whole window asked for.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from tracescorer.report.transcripts import RunTranscript, transcripts
 from tracescorer.store import queries
+
+if TYPE_CHECKING:
+    from tracescorer.report.calibration import CalibrationReport
 
 RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
 BINS = 10
 MAX_POINTS = 60
 RUNS_PER_CONVERSATION = 6
-MAX_TURN_CHARS = 600
-_BUCKETS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400, 30 * 86400)
+ERRORS_PER_SCORER = 5
+_BUCKETS_S = (
+    1,
+    5,
+    10,
+    30,
+    60,
+    300,
+    900,
+    1800,
+    3600,
+    3 * 3600,
+    6 * 3600,
+    12 * 3600,
+    86400,
+    7 * 86400,
+    30 * 86400,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,24 +60,23 @@ class Bin:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Turn:
-    role: str
-    text: str
+class ScoredTarget:
+    """One score shown with what it is about (a failure, a low score or an error)."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorstScore:
+    score_id: str
     target: str  # conversation | agent (a run)
     agent: str | None
     conversation_id: str | None
     trace_id: str | None
+    span_id: str | None
     run_id: str | None
     status: str
     score: float | None
     label: str | None
     reason: str | None
-    updated_at: dt.datetime | None
-    transcript: tuple[Turn, ...]
+    error_type: str | None
+    scored_at: dt.datetime | None
+    transcript: tuple[RunTranscript, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +99,12 @@ class ScorerReport:
     last_at: dt.datetime | None = None
     trend: tuple[TrendPoint, ...] = ()
     bins: tuple[Bin, ...] = ()
-    worst: tuple[WorstScore, ...] = ()
+    worst: tuple[ScoredTarget, ...] = ()  # failures (lowest first), or the lowest scores without a threshold
+    recent_errors: tuple[ScoredTarget, ...] = ()
+
+    @property
+    def labelled(self) -> bool:
+        return self.passed + self.failed > 0
 
     @property
     def pass_rate(self) -> float | None:
@@ -88,9 +116,14 @@ class ScorerReport:
 class Report:
     since: dt.datetime
     until: dt.datetime
+    start: dt.datetime  # the trend's axis: the data's span, in whole buckets
+    end: dt.datetime
     bucket_s: int
     source: str
     scorers: tuple[ScorerReport, ...]
+    trace_url: str | None = None  # a link template: {trace_id}, {conversation_id}, {run_id}, {scorer_id}
+    criteria: Mapping[str, str] = field(default_factory=dict)  # a judge binding's criterion, said once
+    calibration: CalibrationReport | None = None  # the judge calibration section (tracescorer.report.calibration)
 
 
 def bucket_for(span_s: float) -> int:
@@ -111,50 +144,17 @@ def _time(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value
-
-
-def _clip(text: str, limit: int = MAX_TURN_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def message_text(message: Any) -> str:
-    """The readable text of a stored message: its content, else its text and tool-call parts."""
-    if not isinstance(message, dict):
-        return ""
-    content = message.get("content")
-    if isinstance(content, str) and content.strip():
-        return content
-    pieces = []
-    for part in message.get("parts") or []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and part.get("content"):
-            pieces.append(str(part["content"]))
-        elif part.get("type") == "tool_call":
-            pieces.append(f"[calls tool {part.get('name')}]")
-        elif part.get("type") == "tool_call_response":
-            pieces.append("[tool result]")
-    return " ".join(pieces)
-
-
-def _turns(run: dict[str, Any]) -> list[Turn]:
-    turns = []
-    for message in _json(run.get("input_messages")) or []:
-        if isinstance(message, dict) and message.get("role") == "user":
-            turns.append(Turn(role="user", text=_clip(message_text(message))))
-    for message in _json(run.get("output")) or []:
-        text = message_text(message)
-        if text:
-            turns.append(Turn(role=str(message.get("role") or "assistant"), text=_clip(text)))
-    return turns
+def axis(
+    first: dt.datetime | None, last: dt.datetime | None, since: dt.datetime, until: dt.datetime
+) -> tuple[int, dt.datetime, dt.datetime]:
+    """The trend's bucket width and axis (start, end) for data from ``first`` to ``last``: whole
+    buckets around the data, the window when there is none."""
+    if first is None or last is None:
+        return bucket_for((until - since).total_seconds()), since, until
+    bucket = bucket_for(max(1.0, (last - first).total_seconds()))
+    start_s = int(first.timestamp()) // bucket * bucket
+    end_s = (int(last.timestamp()) // bucket + 1) * bucket
+    return bucket, dt.datetime.fromtimestamp(start_s, dt.UTC), dt.datetime.fromtimestamp(end_s, dt.UTC)
 
 
 def collect(
@@ -166,10 +166,14 @@ def collect(
     configured: Sequence[str],
     worst: int,
     source: str,
+    trace_url: str | None = None,
+    criteria: Mapping[str, str] | None = None,
 ) -> Report:
     """Every scorer with scores since ``since`` (and every configured one, even without)."""
-    bucket_s = bucket_for((until - since).total_seconds())
     summary = {r["scorer_id"]: r for r in _rows(query(queries.report_summary(since, scorer_id), 10_000))}
+    firsts = [t for t in (_time(s["first_at"]) for s in summary.values()) if t is not None]
+    lasts = [t for t in (_time(s["last_at"]) for s in summary.values()) if t is not None]
+    bucket_s, start, end = axis(min(firsts, default=None), max(lasts, default=None), since, until)
     trend: dict[str, list[TrendPoint]] = {}
     for r in _rows(query(queries.report_trend(since, scorer_id, bucket_s), 10_000)):
         labelled = int(r["passed"]) + int(r["failed"])
@@ -188,46 +192,10 @@ def collect(
         ranges[r["scorer_id"]] = (float(r["lo"]), float(r["hi"]))
         counts.setdefault(r["scorer_id"], {})[int(r["bin"])] = int(r["n"])
     worst_rows = _rows(query(queries.report_worst(since, scorer_id, worst), 10_000))
-    run_ids = sorted({r["run_id"] for r in worst_rows if r["entity_type"] != "conversation" and r["run_id"]})
-    conv_ids = sorted(
-        {r["conversation_id"] for r in worst_rows if r["entity_type"] == "conversation" and r["conversation_id"]}
-    )
-    runs = (
-        _rows(query(queries.report_transcripts(run_ids, conv_ids, RUNS_PER_CONVERSATION), 10_000))
-        if run_ids or conv_ids
-        else []
-    )
-    by_run = {r["run_id"]: r for r in runs}
-    by_conv: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        if r["conversation_id"]:
-            by_conv.setdefault(r["conversation_id"], []).append(r)
-    worst_by: dict[str, list[WorstScore]] = {}
-    for r in worst_rows:
-        conversation = r["entity_type"] == "conversation"
-        source_runs = (
-            by_conv.get(r["conversation_id"], [])
-            if conversation
-            else [by_run[r["run_id"]]]
-            if r["run_id"] in by_run
-            else []
-        )
-        transcript = tuple(t for run in source_runs for t in _turns(run))
-        worst_by.setdefault(r["scorer_id"], []).append(
-            WorstScore(
-                target="conversation" if conversation else "agent",
-                agent=r["entity_id"],
-                conversation_id=r["conversation_id"],
-                trace_id=r["trace_id"],
-                run_id=r["run_id"],
-                status=r["status"],
-                score=r["score"],
-                label=r["label"],
-                reason=r["reason"] or r["error"],
-                updated_at=_time(r["updated_at"]),
-                transcript=transcript,
-            )
-        )
+    error_rows = _rows(query(queries.report_errors(since, scorer_id, ERRORS_PER_SCORER), 10_000))
+    shown = transcripts(query, worst_rows + error_rows, RUNS_PER_CONVERSATION)
+    worst_by = _targets(worst_rows, shown)
+    errors_by = _targets(error_rows, shown)
     ids = sorted(set(summary) | ({scorer_id} if scorer_id else set(configured)))
     scorers = []
     for sid in ids:
@@ -256,9 +224,52 @@ def collect(
                 trend=tuple(trend.get(sid, ())),
                 bins=_bins(ranges.get(sid), counts.get(sid, {})),
                 worst=tuple(worst_by.get(sid, ())),
+                recent_errors=tuple(errors_by.get(sid, ())),
             )
         )
-    return Report(since=since, until=until, bucket_s=bucket_s, source=source, scorers=tuple(scorers))
+    from tracescorer.report.calibration import collect_calibration
+
+    calibration = collect_calibration(query, since=since, until=until, scorer_id=scorer_id, axis=(bucket_s, start, end))
+    return Report(
+        since=since,
+        until=until,
+        start=start,
+        end=end,
+        bucket_s=bucket_s,
+        source=source,
+        scorers=tuple(scorers),
+        trace_url=trace_url,
+        criteria=dict(criteria or {}),
+        calibration=calibration,
+    )
+
+
+def _targets(
+    rows: list[dict[str, Any]], shown: dict[tuple[str, str], tuple[RunTranscript, ...]]
+) -> dict[str, list[ScoredTarget]]:
+    out: dict[str, list[ScoredTarget]] = {}
+    for r in rows:
+        conversation = r["entity_type"] == "conversation"
+        key = ("conversation", r["conversation_id"]) if conversation else ("run", r["run_id"])
+        out.setdefault(r["scorer_id"], []).append(
+            ScoredTarget(
+                score_id=r["id"],
+                target="conversation" if conversation else "agent",
+                agent=r["entity_id"],
+                conversation_id=r["conversation_id"],
+                trace_id=r["trace_id"],
+                span_id=r["span_id"],
+                run_id=r["run_id"],
+                status=r["status"],
+                score=r["score"],
+                label=r["label"],
+                reason=r["error"] if r["status"] == "error" else r["reason"],
+                error_type=r["error_type"],
+                scored_at=_time(r["scored_at"]),
+                transcript=shown.get(key, ()),
+            )
+        )
+    return out
 
 
 def _bins(span: tuple[float, float] | None, counts: dict[int, int]) -> tuple[Bin, ...]:

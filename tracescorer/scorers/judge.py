@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 
 from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
 from tracescorer.scorers.judge_config import JsonPromptInjection, Judge
+from tracescorer.scorers.judge_health import FailureStreaks
 from tracescorer.scorers.processors import ChatMessage, Redactor
 from tracescorer.scorers.structured import CompiledSchema, parse_json_text
 from tracescorer.scorers.types import JudgeCall
@@ -40,6 +41,8 @@ _REDACT_IN_THREAD_CHARS = 8_000
 _litellm: Any = None
 _preload_lock = threading.Lock()
 _preloaded = False
+# per process, like the litellm import: whichever scorer calls a model, its outage is one streak
+_streaks = FailureStreaks(log)
 
 
 def _import_litellm() -> Any:
@@ -50,7 +53,11 @@ def _import_litellm() -> Any:
                 os.environ.setdefault(COST_MAP_ENV, "True")  # an explicit user setting wins
                 import litellm
 
+                from tracescorer import logs
+
                 litellm.suppress_debug_info = True
+                if logs.configured():  # the daemon: its log, not litellm's handlers (a library user's stays)
+                    logs.quiet_litellm()
                 _litellm = litellm
     return _litellm
 
@@ -246,13 +253,14 @@ async def _request(
     elif schema is not None:
         kwargs["response_format"] = schema.response_format
     cap = judge.retry_cap
+    model = cast(str, judge.model)
     attempts, retries = 0, 0
     started = time.perf_counter()
 
     def record(**fields: Any) -> JudgeCall:
         return JudgeCall(
             step=step,
-            model=cast(str, judge.model),
+            model=model,
             prompt=prepared.prompt,
             attempts=attempts,
             duration_ms=(time.perf_counter() - started) * 1000.0,
@@ -265,9 +273,10 @@ async def _request(
     while True:
         attempts += 1
         try:
-            response = await litellm.acompletion(model=judge.model, messages=messages, **kwargs)
+            response = await litellm.acompletion(model=model, messages=messages, **kwargs)
             break
         except Exception as exc:  # provider errors of every kind go through the error processors
+            _streaks.failed(model, exc)
             decision = None
             if retries < cap:
                 for err_processor in judge.error_processors:
@@ -281,12 +290,14 @@ async def _request(
                     call=call,
                 ) from exc
             retries += 1
-            log.info(
+            # DEBUG: in an outage this would be a line per request; the streak is logged once
+            log.debug(
                 "judge step %s: %s, retry %d/%d in %.2fs", step, type(exc).__name__, retries, cap, decision.delay_s
             )
             if decision.delay_s > 0:
                 await asyncio.sleep(decision.delay_s)  # the provider-requested backoff
 
+    _streaks.answered(model)
     choice = response.choices[0]
     # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
     text = fix_surrogates(getattr(choice.message, "content", None) or "")

@@ -271,3 +271,30 @@ class StreamErrorRetryProcessor:
         if retry_count >= self.max_retries or not self.should_retry(error):
             return None
         return RetryDecision(delay_s=self.delay_for(error=error, retry_count=retry_count))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExponentialBackoff:
+    """A ``delay_s`` for :class:`StreamErrorRetryProcessor`: ``initial_s`` before the first
+    retry, doubling per retry, at most ``max_s``."""
+
+    initial_s: float = 1.0
+    max_s: float = 30.0
+
+    def __call__(self, *, retry_count: int, error: BaseException) -> float:
+        return float(min(self.initial_s * 2**retry_count, self.max_s))
+
+
+def retry_options(retries: int, *, initial_s: float = 1.0) -> dict[str, Any]:
+    """The :class:`~tracescorer.scorers.judge_config.Judge` arguments for ``retries`` retries of
+    transient provider errors (``judge.retries`` in the configuration): one
+    :class:`StreamErrorRetryProcessor` with :class:`ExponentialBackoff`, its budget exact
+    (``max_processor_retries``). 0 retries: one attempt."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a whole number >= 0, got {retries!r}")
+    if isinstance(initial_s, bool) or not isinstance(initial_s, (int, float)) or not initial_s > 0:
+        raise ValueError(f"retry_initial_s must be a number > 0, got {initial_s!r}")
+    if retries == 0:
+        return {"error_processors": [], "max_processor_retries": 0}
+    processor = StreamErrorRetryProcessor(max_retries=retries, delay_s=ExponentialBackoff(initial_s=float(initial_s)))
+    return {"error_processors": [processor], "max_processor_retries": retries}

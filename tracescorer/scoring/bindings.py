@@ -14,10 +14,13 @@ Each enabled :class:`~tracescorer.config.ScorerBinding` becomes a :class:`BoundS
   keys are merged over its own judge, and where a prompt step would still have no model the
   ``judge:`` defaults go underneath (a judge the scorer configured keeps its own settings).
 
-Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, and any other
-:class:`Judge` argument or litellm option (``temperature``, ``max_tokens``, ``instructions``).
+Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, ``retries``,
+``retry_initial_s``, and any other :class:`Judge` argument or litellm option (``temperature``,
+``max_tokens``, ``instructions``). ``retries`` (default: the ``judge:`` section's, 2) retries the
+requests a provider did not answer with :func:`~tracescorer.scorers.retry.retry_options`.
 The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
-refused there: they belong to the ``judge:`` section.
+refused there: they belong to the ``judge:`` section (a binding's own caps are its ``limits:``,
+:mod:`tracescorer.scoring.caps`).
 
 Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
 renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
@@ -31,6 +34,7 @@ Building never calls a model and never imports litellm (a :class:`Judge` is conf
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import inspect
 import re
@@ -42,12 +46,16 @@ from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
+from tracescorer.scorers.retry import retry_options
 from tracescorer.scorers.scorer import PromptStep, Scorer
+from tracescorer.scoring.versions import scorer_version
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are
 # (``temperature``, ``max_tokens``, ``instructions``...).
 _CONNECTION_OPTIONS = ("api_base", "api_key", "timeout")
+# How many times a request the provider did not answer is retried (become error processors).
+_RETRY_KEYS = ("retries", "retry_initial_s")
 # JudgeSettings keys that belong to the runner's limits, never to a Judge object.
 _RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
 
@@ -68,6 +76,8 @@ class BoundScorer:
     binding: ScorerBinding
     scorer: Scorer[Any, Any]
     uses_judge: bool
+    #: a stable hash of the binding's definition (:mod:`tracescorer.scoring.versions`), on every score
+    version: str = ""
 
     @property
     def judge_requests(self) -> int:
@@ -93,7 +103,11 @@ def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSetti
             scorer = _build(binding, judge_defaults)
         except _Problem as exc:
             raise BindingError(f"scorers[{index}] ({binding.id}): {exc}") from exc.__cause__
-        bound.append(BoundScorer(binding=binding, scorer=scorer, uses_judge=uses_judge(scorer)))
+        bound.append(
+            BoundScorer(
+                binding=binding, scorer=scorer, uses_judge=uses_judge(scorer), version=scorer_version(binding, scorer)
+            )
+        )
     return bound
 
 
@@ -113,7 +127,9 @@ class _Problem(Exception):
 def _build(binding: ScorerBinding, defaults: JudgeSettings) -> Scorer[Any, Any]:
     runner_keys = sorted(_RUNNER_KEYS & binding.judge.keys())
     if runner_keys:
-        raise _Problem(f"judge.{runner_keys[0]} is a global limit: set it in the 'judge:' section")
+        key = runner_keys[0]
+        own = f", or limits.{key} for this binding alone" if key != "max_concurrency" else ""
+        raise _Problem(f"judge.{key} is a global limit: set it in the 'judge:' section{own}")
     if binding.prebuilt is not None:
         return _build_prebuilt(binding, binding.prebuilt, defaults)
     if binding.python is not None:
@@ -129,12 +145,14 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
     kwargs = dict(binding.options)
     if "model" in params:
         kwargs.update(_judge_kwargs(binding, name, kwargs, defaults))
+        kwargs.update(_retries(binding.judge, kwargs, defaults))
     elif binding.judge:
         raise _Problem(f"'judge' is set but prebuilt {name!r} is a code scorer that uses no judge")
     if "id" in params:
         if "id" in kwargs:
             raise _Problem("options.id is not allowed: the binding id is the scorer id")
         kwargs["id"] = binding.id
+    _check_options(f"prebuilt {name!r}", params, binding.options, supplied=kwargs.keys() - binding.options.keys())
     try:
         scorer = factory(**kwargs)
     except re.error as exc:  # a pattern option (matches) that does not compile
@@ -146,6 +164,33 @@ def _build_prebuilt(binding: ScorerBinding, name: str, defaults: JudgeSettings) 
         # name stays the prebuilt's own.
         scorer = dataclasses.replace(scorer, id=binding.id)
     return scorer
+
+
+def _check_options(
+    what: str, params: Mapping[str, inspect.Parameter], options: Mapping[str, Any], *, supplied: Any = ()
+) -> None:
+    """Name the option that is wrong, and the valid ones, before a factory's TypeError would:
+    an unknown option (a misspelt one even where extra options go on to the judge: they would
+    reach the provider as request parameters) and a missing required one."""
+    named = {
+        n: p
+        for n, p in params.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in supplied and n not in ("id", "model")
+    }
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    listed = ", ".join(named) or "none"
+    valid = f"valid options: {listed}" + (" (and Judge/litellm options such as temperature)" if open_ended else "")
+    for key in options:
+        if key in named or key in supplied:
+            continue
+        close = difflib.get_close_matches(key, list(named), n=1, cutoff=0.75)
+        if close:
+            raise _Problem(f"{what}: unknown option {key!r} (did you mean {close[0]!r}?); {valid}")
+        if not open_ended:
+            raise _Problem(f"{what}: unknown option {key!r}; {valid}")
+    missing = [n for n, p in named.items() if p.default is p.empty and n not in options]
+    if missing:
+        raise _Problem(f"{what} needs option {missing[0]!r} (under options:); {valid}")
 
 
 def _judge_kwargs(
@@ -165,11 +210,33 @@ def _judge_kwargs(
 
 
 def _judge_override(binding: ScorerBinding) -> dict[str, Any]:
-    """The binding's ``judge`` keys as Judge arguments (``timeout_s`` is litellm's ``timeout``)."""
-    override = dict(binding.judge)
+    """The binding's ``judge`` keys as Judge arguments (``timeout_s`` is litellm's ``timeout``;
+    the retry keys are turned into error processors by :func:`_retries`)."""
+    override = {k: v for k, v in binding.judge.items() if k not in _RETRY_KEYS}
     if "timeout_s" in override:
         override["timeout"] = override.pop("timeout_s")
     return override
+
+
+def _retries(given: Mapping[str, Any], options: dict[str, Any], defaults: JudgeSettings | None) -> dict[str, Any]:
+    """Judge arguments for the retry keys: the binding's ``judge`` keys > ``options`` > the
+    ``judge:`` defaults (None: no default, nothing unless given). Removes them from ``options``."""
+    picked: dict[str, Any] = {}
+    for key in _RETRY_KEYS:
+        if key in given:
+            picked[key] = given[key]
+            options.pop(key, None)
+        elif key in options:
+            picked[key] = options.pop(key)
+        elif defaults is not None:
+            picked[key] = getattr(defaults, key)
+    if not picked:
+        return {}
+    initial = picked.get("retry_initial_s", defaults.retry_initial_s if defaults is not None else 1.0)
+    try:
+        return retry_options(picked.get("retries", defaults.retries if defaults is not None else 0), initial_s=initial)
+    except ValueError as exc:
+        raise _Problem(f"judge.{exc}") from None
 
 
 def _connection(defaults: JudgeSettings) -> dict[str, Any]:
@@ -190,6 +257,12 @@ def _build_python(binding: ScorerBinding, spec: str, defaults: JudgeSettings) ->
             raise _Problem(f"{spec!r} is a Scorer instance: 'options' need a function that returns a scorer")
         scorer = target
     elif callable(target):
+        try:
+            params = inspect.signature(target).parameters
+        except (TypeError, ValueError):  # no signature to check (a C function): the call says
+            params = None
+        if params is not None:
+            _check_options(repr(spec), params, binding.options)
         try:
             scorer = target(**binding.options)
         except Exception as exc:  # user code: any failure is a configuration error to report
@@ -234,7 +307,7 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding, defaults: Judg
     judge = scorer.judge
     if binding.judge:
         try:
-            extra = Judge(**_drop_unset(_judge_override(binding)))
+            extra = Judge(**_drop_unset(_judge_override(binding)), **_retries(binding.judge, {}, None))
         except (TypeError, ValueError) as exc:
             raise _Problem(f"bad judge settings: {exc}") from exc
         judge = judge.merged_with(extra) if judge is not None else extra
@@ -245,7 +318,7 @@ def _with_judge(scorer: Scorer[Any, Any], binding: ScorerBinding, defaults: Judg
                 "on the binding, or the 'judge: model:' default "
                 "(TRACESCORER_JUDGE_MODEL)"
             )
-        base = Judge(model=defaults.model, **_connection(defaults))
+        base = Judge(model=defaults.model, **_connection(defaults), **_retries({}, {}, defaults))
         judge = base.merged_with(judge)
     return dataclasses.replace(scorer, judge=judge) if judge is not scorer.judge else scorer
 

@@ -44,7 +44,8 @@ def decide(
     extra_check: Callable[[Target], str | None] | None = None,
 ) -> Verdict:
     """The binding's filter (and ``extra_check``, e.g. a backfill's ``--filter``), then its sampling
-    ratio on the target's sample key, then — for judge-using scorers — the daily budget."""
+    ratio on the target's sample key, then — for judge-using scorers — the daily budget: the global
+    one, or the binding's own cap (``budget_detail`` names which)."""
     binding = bound.binding
     clause = binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
     if clause is not None:

@@ -74,6 +74,7 @@ def score_record(
     subject = target.subject
     run_ids = [r.run_id for r in subject.runs] if isinstance(subject, Conversation) else [target.run_id]
     last = subject.runs[-1] if isinstance(subject, Conversation) else subject
+    ended = max(r.ended_at for r in subject.runs) if isinstance(subject, Conversation) else subject.ended_at
     metadata: dict[str, Any] = {
         "run_ids": run_ids,
         "convention": last.convention,
@@ -96,6 +97,7 @@ def score_record(
         id=score_id(binding.id, target),
         scorer_id=binding.id,
         scorer_name=getattr(bound.scorer, "name", binding.id) or binding.id,
+        scorer_version=bound.version or None,
         run_id=target.run_id,
         trace_id=target.trace_id,
         span_id=target.span_id,
@@ -124,4 +126,5 @@ def score_record(
         duration_ms=round(seconds * 1000, 3),
         sample_rate=binding.sampling.ratio,
         metadata=metadata,
+        target_ended_at=ended // 1000 if ended > 0 else None,
     )

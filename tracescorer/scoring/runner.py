@@ -34,6 +34,7 @@ from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.caps import BindingCaps
 from tracescorer.scoring.decider import Decision, decide, outcome
 from tracescorer.scoring.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.scoring.pool import WorkerPool
@@ -91,6 +92,7 @@ class ScoringRunner:
         listeners: Sequence[ScoreListener] = (),
         rate: Limiter | None = None,
         shared_budget: bool = False,
+        caps: BindingCaps | None = None,
     ) -> None:
         self._bound = list(bound)
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
@@ -102,6 +104,7 @@ class ScoringRunner:
         judge, scoring = settings.judge, settings.scoring
         self.rate: Limiter = rate or RateLimiter(judge.requests_per_minute)
         self.budget = DailyBudget(judge.daily_budget_usd)
+        self.caps = caps or BindingCaps(bound)  # per-binding caps (scorers[].limits)
         self._shared_budget = shared_budget
         self.writer = ScoreWriter(scores, listeners, refused=metrics.score_rows_refused)
         self._judge = WorkerPool(
@@ -119,6 +122,11 @@ class ScoringRunner:
     def runs(self) -> RunStore:
         """Where the targets come from (backfills load theirs through it)."""
         return self._runs
+
+    @property
+    def scores(self) -> ScoreStore:
+        """Where the score rows go (backfills of errors or missing scores read their statuses)."""
+        return self._scores
 
     @property
     def bindings(self) -> list[BoundScorer]:
@@ -158,7 +166,7 @@ class ScoringRunner:
         await self.start_workers()
         if self._bound:
             self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
-        if self._shared_budget and self._settings.judge.daily_budget_usd is not None:
+        if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
             self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))
 
     async def start_workers(self) -> None:
@@ -166,6 +174,8 @@ class ScoringRunner:
         self.budget = DailyBudget(
             self._settings.judge.daily_budget_usd, spent_today_usd=await self._scores.spent_today_usd()
         )
+        if self.caps.budgeted:
+            self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
         self.writer.start()
         self._judge.start()
         self._code.start()
@@ -218,11 +228,12 @@ class ScoringRunner:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
         future of the decision it gets once the scorer ran)."""
         exhausted = bound.uses_judge and self.budget.exhausted
+        cap = None if exhausted else self.caps.budget_refusal(bound.binding.id)
         verdict = decide(
             bound,
             target,
-            budget_exhausted=exhausted,
-            budget_detail=self._budget_detail() if exhausted else "",
+            budget_exhausted=exhausted or cap is not None,
+            budget_detail=self._budget_detail() if exhausted else cap or "",
             extra_check=extra_check,
         )
         if verdict.decision is not Decision.RUN:
@@ -273,6 +284,14 @@ class ScoringRunner:
             if self.budget.exhausted:
                 self._record(bound, target, Decision.BUDGET_EXHAUSTED, self._budget_detail(), source)
                 return Decision.BUDGET_EXHAUSTED
+            cap = self.caps.budget_refusal(bound.binding.id)
+            if cap is not None:
+                self._record(bound, target, Decision.BUDGET_EXHAUSTED, cap, source)
+                return Decision.BUDGET_EXHAUSTED
+            cap = await self.caps.take(bound)
+            if cap is not None:
+                self._record(bound, target, Decision.RATE_LIMITED, cap, source)
+                return Decision.RATE_LIMITED
             await self.rate.acquire(max(1, bound.judge_requests))
         started = time.perf_counter()
         cpu = time.thread_time()
@@ -289,10 +308,10 @@ class ScoringRunner:
             self._metrics.child(self._metrics.stage_cpu, "scoring").inc(time.thread_time() - cpu)
         record = score_record(bound, target, source, result, error, time.perf_counter() - started)
         self.budget.add(record.judge_cost_usd)
+        self.caps.add(bound.binding.id, record.judge_cost_usd)
         decision = outcome(record.status)
         self._record(bound, target, decision, decision_detail(record), source, record)
         m = self._metrics
-        m.child(m.scores, bound.binding.id, record.status).inc()
         if result is not None:
             for call in result.judge_calls:
                 m.judge_calls.labels(call.model, call.status).inc()
@@ -301,8 +320,6 @@ class ScoringRunner:
                     m.judge_tokens.labels("input").inc(call.input_tokens)
                 if call.output_tokens:
                     m.judge_tokens.labels("output").inc(call.output_tokens)
-        if record.judge_cost_usd:
-            m.judge_cost.inc(record.judge_cost_usd)
         return decision
 
     async def flush(self) -> None:
@@ -347,7 +364,10 @@ class ScoringRunner:
         while True:
             await asyncio.sleep(BUDGET_SYNC_S)
             try:
-                self.budget.sync(await self._scores.spent_today_usd() + self.writer.uncommitted_cost_usd)
+                if self._settings.judge.daily_budget_usd is not None:
+                    self.budget.sync(await self._scores.spent_today_usd() + self.writer.uncommitted_cost_usd)
+                if self.caps.budgeted:
+                    self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
             except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
                 log.debug("budget sync failed: %s", exc)
 

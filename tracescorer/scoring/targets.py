@@ -64,7 +64,12 @@ def stable_id(*parts: str) -> str:
 
 
 def score_id(scorer_id: str, target: Target) -> str:
-    return stable_id("score", scorer_id, target.kind, target.id)
+    return target_score_id(scorer_id, target.kind, target.id)
+
+
+def target_score_id(scorer_id: str, kind: TargetKind, target_id: str) -> str:
+    """The id of the score row of ``scorer_id`` on the ``kind`` target ``target_id``."""
+    return stable_id("score", scorer_id, kind, target_id)
 
 
 def decision_id(scorer_id: str, target: Target) -> str:

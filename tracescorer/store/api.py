@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.records.skipped import SkippedTrace
@@ -262,11 +263,35 @@ class ScoreStore(Protocol):
     async def spent_today_usd(self) -> float:
         """Judge spend recorded on scores updated since the start of the UTC day."""
 
+    async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
+        """``{score id: status}`` of the stored score rows among ``score_ids`` (a backfill of
+        errors or of missing scores asks which targets to re-score)."""
+
+    async def spent_today_by_scorer(self, scorer_ids: Sequence[str]) -> dict[str, float]:
+        """Judge spend of these scorers on scores updated since the start of the UTC day (the
+        per-binding caps); scorers without spend are left out."""
+
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
+
+
+class LabelStore(Protocol):
+    """Human labels: the ops API and the ``label`` command."""
+
+    async def write_labels(self, labels: Sequence[LabelRecord]) -> int:
+        """Insert labels, or replace the stored label of the same id (target, scorer, person) when
+        the new one is at least as recent (``labelled_at``); returns the labels written (an older
+        one than stored is left out)."""
+
+
+class EvaluationStore(Protocol):
+    """Other tools' ``gen_ai.evaluation.result`` events, received over OTLP."""
+
+    async def write_evaluations(self, evaluations: Sequence[EvaluationRecord]) -> None:
+        """Upsert external evaluations by id (last one wins)."""
 
 
 class DeliveryStore(Protocol):
@@ -374,9 +399,11 @@ __all__ = [
     "Coordination",
     "DataError",
     "DeliveryStore",
+    "EvaluationStore",
     "FeedState",
     "Health",
     "Intake",
+    "LabelStore",
     "Leadership",
     "MonitorStore",
     "PendingRecovery",

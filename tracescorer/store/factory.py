@@ -17,9 +17,11 @@ from tracescorer.lifecycle import Component
 from tracescorer.store.api import (
     Coordination,
     DeliveryStore,
+    EvaluationStore,
     FeedState,
     Health,
     Intake,
+    LabelStore,
     Leadership,
     MonitorStore,
     QueryStore,
@@ -52,6 +54,8 @@ class Stores:
     scores: ScoreStore
     deliveries: DeliveryStore
     monitors: MonitorStore
+    labels: LabelStore
+    evaluations: EvaluationStore
     queries: QueryStore
     health: Health
     #: postgres mode: several daemons coordinate through the shared results
@@ -95,6 +99,9 @@ def build_span_log(settings: Settings, observer: CommitObserver | None = None) -
         threads=s.threads,
         results_delay_s=s.results_delay_s,
         index_memory_share=s.index_memory_share,
+        query_max_concurrent=s.query_max_concurrent,
+        query_memory_limit=s.query_memory_limit,
+        query_max_result_bytes=s.query_max_result_bytes,
     )
 
 
@@ -112,6 +119,8 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
             scores=local,
             deliveries=local,
             monitors=local,
+            labels=local,
+            evaluations=local,
             queries=local,
             health=local,
             coordination=None,
@@ -149,6 +158,8 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
         scores=shared,
         deliveries=shared,
         monitors=shared,
+        labels=shared,
+        evaluations=shared,
         queries=QueryRouter(route, span_log=local, results=shared),
         health=_BothHealthy([local, shared]),
         coordination=shared,
@@ -164,10 +175,12 @@ def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = ""
 
 def build_offline_queries(settings: Settings) -> QueryStore:
     """The query path of a read command when no daemon serves the store: the DuckDB file opened
-    read-only per query, and in postgres mode PostgreSQL directly, routed as the daemon routes."""
+    read-only per query in a query process under the query memory limit, and in postgres mode
+    PostgreSQL directly, routed as the daemon routes."""
     from tracescorer.store.duckdb.readfile import ReadOnlyFile
 
-    file = ReadOnlyFile(settings.store.path)
+    s = settings.store
+    file = ReadOnlyFile(s.path, memory_limit=s.query_memory_limit, max_result_bytes=s.query_max_result_bytes)
     if settings.store.backend == "duckdb":
         return file
     from tracescorer.store.postgres.query import DirectQueries

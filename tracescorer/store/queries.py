@@ -30,8 +30,8 @@ class Query:
 _TIME = "CAST(? AS TIMESTAMPTZ)"
 
 SCORE_SUMMARY_COLUMNS = (
-    "updated_at, scorer_id, entity_type, coalesce(entity_id, '') AS agent, coalesce(conversation_id, '') AS "
-    "conversation, trace_id, status, score, label, judge_cost_usd, reason, error"
+    "updated_at, scorer_id, entity_type, entity_id AS agent, id, run_id, trace_id, conversation_id, status, score, "
+    "label, judge_cost_usd, reason, error, target_ended_at, scorer_version"
 )
 
 
@@ -54,23 +54,92 @@ def _placeholders(n: int) -> str:
     return ", ".join(["?"] * n)
 
 
+# --- ids: what a trace, run, score or conversation id (or a prefix of one) names ----------------
+
+#: The table and column of each kind of id (all but conversation ids are lower-case hex).
+_ID_SOURCES = {"trace": ("runs", "trace_id"), "run": ("runs", "run_id"), "conversation": ("runs", "conversation_id")}
+_ID_SOURCES["score"] = ("scores", "id")
+ID_KINDS = tuple(_ID_SOURCES)
+
+
+def _id_query(text: str, kinds: Sequence[str], clause: str) -> Query:
+    parts = [
+        f"SELECT DISTINCT '{kind}' AS kind, {column} AS id FROM {table} WHERE {clause.format(column)}"
+        for kind in kinds
+        for table, column in (_ID_SOURCES[kind],)
+    ]
+    params = tuple(text if kind == "conversation" else text.lower() for kind in kinds)
+    return Query(f"SELECT kind, id FROM ({' UNION ALL '.join(parts)}) AS ids ORDER BY kind, id", params)
+
+
+def ids_equal(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+    """The stored ids of these kinds equal to ``text`` (through the key indexes)."""
+    return _id_query(text, kinds, "{} = ?")
+
+
+def ids_starting(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+    """The stored ids of these kinds that start with ``text``."""
+    return _id_query(text, kinds, "starts_with({}, ?)")
+
+
+def assembled_trace_ids(text: str) -> Query:
+    """Trace ids of the span log's assembled traces (those no run came from too) starting with ``text``."""
+    return Query(
+        "SELECT trace_id FROM assembled_traces WHERE starts_with(trace_id, ?) ORDER BY trace_id", (text.lower(),)
+    )
+
+
+def score_target(score_id: str) -> Query:
+    """What a score is about: its entity type and ids."""
+    return Query(
+        "SELECT id, scorer_id, entity_type, run_id, trace_id, conversation_id FROM scores WHERE id = ?", (score_id,)
+    )
+
+
+_RUN_KEYS = {"trace": "trace_id", "run": "run_id", "conversation": "conversation_id"}
+
+
+def runs_of(kind: str, target_id: str) -> Query:
+    """The run, trace and conversation ids of the runs of a trace, a run or a conversation."""
+    return Query(
+        f"SELECT run_id, trace_id, conversation_id FROM runs WHERE {_RUN_KEYS[kind]} = ? "
+        "ORDER BY started_at_unix_nano, run_id",
+        (target_id,),
+    )
+
+
 # --- runs, scores, explain ----------------------------------------------------------------------
 
 
-def runs(*, trace_id: str | None = None, conversation_id: str | None = None, since: dt.datetime | None = None) -> Query:
-    """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first."""
+def runs(
+    *,
+    trace_id: str | None = None,
+    conversation_id: str | None = None,
+    since: dt.datetime | None = None,
+    run_id: str | None = None,
+    newest_first: bool = False,
+) -> Query:
+    """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first
+    (``newest_first``: so that a row limit keeps the newest)."""
     where = _Where()
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
+    if run_id:
+        where.add("run_id = ?", run_id.lower())
     if conversation_id:
         where.add("conversation_id = ?", conversation_id)
     if since:
         where.add(f"started_at >= {_TIME}", since.isoformat())
-    return Query(RUN_SELECT + where.sql() + " ORDER BY started_at_unix_nano, run_id", tuple(where.params))
+    order = " DESC" if newest_first else ""
+    return Query(
+        RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params)
+    )
 
 
-def unmatched_traces(*, trace_id: str | None = None, since: dt.datetime | None = None) -> Query:
-    """Assembled traces no convention rebuilt a run from, with the reason."""
+def unmatched_traces(
+    *, trace_id: str | None = None, since: dt.datetime | None = None, newest_first: bool = False
+) -> Query:
+    """Assembled traces no convention rebuilt a run from, with the reason, oldest first (or newest)."""
     where = _Where("unmatched_reason IS NOT NULL")
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
@@ -78,9 +147,31 @@ def unmatched_traces(*, trace_id: str | None = None, since: dt.datetime | None =
         where.add(f"assembled_at >= {_TIME}", since.isoformat())
     return Query(
         "SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
-        f"FROM assembled_traces{where.sql()} ORDER BY assembled_at",
+        f"FROM assembled_traces{where.sql()} ORDER BY assembled_at{' DESC' if newest_first else ''}",
         tuple(where.params),
     )
+
+
+def glob_clause(column: str, pattern: str) -> tuple[str, str]:
+    """``column`` matching a shell-style pattern (``*`` any text, ``?`` one character), or equal
+    to it when it has neither: the clause and its parameter."""
+    if "*" not in pattern and "?" not in pattern:
+        return f"{column} = ?", pattern
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{column} LIKE ? ESCAPE '\\'", escaped.replace("*", "%").replace("?", "_")
+
+
+#: Scores about a stored id: a trace's or run's run scores and the scores of its conversations;
+#: a conversation's score and its runs' scores; one score.
+_IN_CONVERSATIONS_OF = (
+    "(entity_type = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {} = ?))"
+)
+_SCORES_ABOUT = {
+    "trace": (f"((entity_type <> 'conversation' AND trace_id = ?) OR {_IN_CONVERSATIONS_OF.format('trace_id')})", 2),
+    "run": (f"((entity_type <> 'conversation' AND run_id = ?) OR {_IN_CONVERSATIONS_OF.format('run_id')})", 2),
+    "conversation": ("conversation_id = ?", 1),
+    "score": ("id = ?", 1),
+}
 
 
 def scores(
@@ -88,9 +179,14 @@ def scores(
     scorer_id: str | None = None,
     since: dt.datetime | None = None,
     status: str | None = None,
+    label: str | None = None,
+    agent: str | None = None,
+    about: tuple[str, str] | None = None,
     all_columns: bool = False,
 ) -> Query:
-    """Stored scores, oldest update first: the summary columns, or every column."""
+    """Stored scores, newest update first (a row limit keeps the newest): the summary columns,
+    or every column. ``about`` is ``(kind, id)`` of a trace, run, conversation or score;
+    ``agent`` a name or a ``*`` pattern."""
     where = _Where()
     if scorer_id:
         where.add("scorer_id = ?", scorer_id)
@@ -98,8 +194,15 @@ def scores(
         where.add(f"updated_at >= {_TIME}", since.isoformat())
     if status:
         where.add("status = ?", status)
+    if label:
+        where.add("label = ?", label)
+    if agent:
+        where.add(*glob_clause("entity_id", agent))
+    if about:
+        clause, n = _SCORES_ABOUT[about[0]]
+        where.add(clause, *([about[1]] * n))
     columns = "*" if all_columns else SCORE_SUMMARY_COLUMNS
-    return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at, id", tuple(where.params))
+    return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at DESC, id DESC", tuple(where.params))
 
 
 def trace_runs(trace_id: str) -> Query:
@@ -141,7 +244,7 @@ def decisions(targets: Sequence[tuple[str, str]]) -> Query:
     pairs = ", ".join(["(?, ?)"] * len(targets)) or "(NULL, NULL)"
     return Query(
         "SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
-        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd FROM scoring_decisions d "
+        "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd, s.scorer_version FROM scoring_decisions d "
         "LEFT JOIN scores s ON s.id = d.score_id "
         f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})",
         tuple(value for pair in targets for value in pair),
@@ -163,10 +266,8 @@ MONITOR_TABLES = Query(
     "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
 )
 
-MONITOR_STATES = Query(
-    "SELECT monitor_id, state, since, value, samples, evaluated_at, notified_at, pending "
-    "FROM monitor_state ORDER BY monitor_id"
-)
+# every column: a file from before a schema upgrade is read as it is (the command reads by name)
+MONITOR_STATES = Query("SELECT * FROM monitor_state ORDER BY monitor_id")
 
 
 def monitor_events(monitor_id: str | None = None) -> Query:
@@ -182,10 +283,15 @@ def monitor_events(monitor_id: str | None = None) -> Query:
 
 # --- report -----------------------------------------------------------------------------------------
 
+#: When what a score is about happened: the run's end, a conversation's last turn (rows written
+#: before the column existed: when the score was written). The report's history is keyed on it,
+#: so re-scoring a target (a backfill) leaves its place in time unchanged.
+SCORED_AT = "coalesce(target_ended_at, updated_at)"
+
 
 def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") -> _Where:
     where = _Where()
-    where.add(f"updated_at >= {_TIME}", since.isoformat())
+    where.add(f"{SCORED_AT} >= {_TIME}", since.isoformat())
     if scorer_id is not None:
         where.add("scorer_id = ?", scorer_id)
     if extra:
@@ -194,7 +300,7 @@ def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") ->
 
 
 def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
-    """One row per scorer: counts by status and label, mean, range, cost, first/last score."""
+    """One row per scorer: counts by status and label, mean, range, cost, first/last scored time."""
     where = _scores_where(since, scorer_id)
     return Query(
         "SELECT scorer_id, min(scorer_name) AS scorer_name, count(*) AS n, "
@@ -204,18 +310,19 @@ def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
         "min(score) FILTER (WHERE status = 'ok') AS lo, max(score) FILTER (WHERE status = 'ok') AS hi, "
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         "coalesce(sum(judge_cost_usd), 0) AS cost_usd, max(threshold) AS threshold, "
-        "count(*) FILTER (WHERE source = 'backfill') AS backfill, min(updated_at) AS first_at, "
-        f"max(updated_at) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
+        f"count(*) FILTER (WHERE source = 'backfill') AS backfill, min({SCORED_AT}) AS first_at, "
+        f"max({SCORED_AT}) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
         tuple(where.params),
     )
 
 
 def report_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Query:
-    """Per scorer and time bucket (epoch seconds of its start): count, mean, pass/fail, errors."""
+    """Per scorer and time bucket of the scored time (epoch seconds of its start): count, mean,
+    pass/fail, errors."""
     where = _scores_where(since, scorer_id)
     bucket = int(bucket_s)
     return Query(
-        f"SELECT scorer_id, (floor(EXTRACT(EPOCH FROM updated_at) / {bucket}) * {bucket})::BIGINT "
+        f"SELECT scorer_id, (floor(EXTRACT(EPOCH FROM {SCORED_AT}) / {bucket}) * {bucket})::BIGINT "
         "AS bucket, count(*) AS n, avg(score) FILTER (WHERE status = 'ok') AS mean, "
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         "count(*) FILTER (WHERE status = 'error') AS errors "
@@ -239,13 +346,15 @@ def report_distribution(since: dt.datetime, scorer_id: str | None, bins: int) ->
     )
 
 
-def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
-    """Per scorer the ``per_scorer`` lowest ok scores (then errors), newest first among equals."""
-    where = _scores_where(since, scorer_id, "status IN ('ok', 'error')")
+_TARGET_COLUMNS = (
+    "scorer_id, id, entity_type, entity_id, conversation_id, trace_id, span_id, run_id, status, score, label, "
+    f"threshold, reason, error, error_type, {SCORED_AT} AS scored_at"
+)
+
+
+def _ranked(where: _Where, order: str, per_scorer: int) -> Query:
     inner = (
-        "SELECT scorer_id, id, entity_type, entity_id, conversation_id, trace_id, run_id, status, score, label, "
-        "threshold, reason, error, updated_at, row_number() OVER (PARTITION BY scorer_id ORDER BY "
-        "CASE WHEN status = 'ok' THEN 0 ELSE 1 END, score ASC NULLS LAST, updated_at DESC, id) AS rank "
+        f"SELECT {_TARGET_COLUMNS}, row_number() OVER (PARTITION BY scorer_id ORDER BY {order}) AS rank "
         f"FROM scores{where.sql()}"
     )
     return Query(
@@ -254,22 +363,32 @@ def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> 
     )
 
 
+def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
+    """Per scorer the ``per_scorer`` lowest ok scores that did not pass (failures, or every score
+    of a scorer without a threshold), most recent first among equals."""
+    where = _scores_where(
+        since, scorer_id, "status = 'ok' AND score IS NOT NULL AND (label IS NULL OR label <> 'pass')"
+    )
+    return _ranked(where, f"score ASC, {SCORED_AT} DESC, id", per_scorer)
+
+
+def report_errors(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
+    """Per scorer its ``per_scorer`` most recent errors."""
+    return _ranked(_scores_where(since, scorer_id, "status = 'error'"), f"{SCORED_AT} DESC, id", per_scorer)
+
+
 def report_transcripts(run_ids: Sequence[str], conversation_ids: Sequence[str], runs_per_conversation: int) -> Query:
-    """The runs behind the worst scores: each run-scope target, and the latest runs of each
-    conversation-scope target."""
-    clauses = []
+    """The runs behind the scores shown: each run-scope target (``part`` run) and the latest runs
+    of each conversation-scope target (``part`` conversation), by start time."""
+    columns = "run_id, trace_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output, tool_calls"
+    parts = []
     if run_ids:
-        clauses.append(f"run_id IN ({_placeholders(len(run_ids))})")
+        parts.append(f"SELECT 'run' AS part, {columns} FROM runs WHERE run_id IN ({_placeholders(len(run_ids))})")
     if conversation_ids:
-        clauses.append(f"conversation_id IN ({_placeholders(len(conversation_ids))})")
-    where = " OR ".join(clauses) or "FALSE"
-    inner = (
-        "SELECT run_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output, "
-        "row_number() OVER (PARTITION BY coalesce(conversation_id, run_id) ORDER BY started_at_unix_nano DESC) "
-        f"AS recent FROM runs WHERE {where}"
-    )
-    return Query(
-        f"SELECT run_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output FROM ({inner}) "
-        f"AS latest WHERE recent <= {int(runs_per_conversation)} ORDER BY conversation_id, started_at_unix_nano",
-        (*run_ids, *conversation_ids),
-    )
+        parts.append(
+            f"SELECT 'conversation' AS part, {columns} FROM (SELECT {columns}, row_number() OVER (PARTITION BY "
+            "conversation_id ORDER BY started_at_unix_nano DESC) AS recent FROM runs WHERE conversation_id IN "
+            f"({_placeholders(len(conversation_ids))})) AS latest WHERE recent <= {int(runs_per_conversation)}"
+        )
+    union = " UNION ALL ".join(parts) or f"SELECT 'run' AS part, {columns} FROM runs WHERE FALSE"
+    return Query(f"SELECT * FROM ({union}) AS shown ORDER BY part, started_at_unix_nano", (*run_ids, *conversation_ids))

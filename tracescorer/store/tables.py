@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.runs import RUN_COLUMNS as RUN_COLUMNS  # derived from AgentRun
 
@@ -109,6 +110,36 @@ SCORE_COLUMNS = record_columns(
 DECISION_COLUMNS = record_columns(DecisionRecord, key="id", not_null=("scorer_id",), after=(("decided_at", _STAMP),))
 ASSEMBLED_COLUMNS = record_columns(AssemblyRecord, key="trace_id", before=(("assembled_at", _STAMP),))
 
+#: Human labels (one per target, scorer and person) and other tools' evaluations received over OTLP
+#: (:mod:`tracescorer.records.labels`).
+LABEL_COLUMNS = record_columns(
+    LabelRecord,
+    key="id",
+    not_null=("target_type", "target_id", "scorer_id", "author", "source", "labelled_at"),
+    after=(("created_at", _STAMP), ("updated_at", _STAMP)),
+)
+EVALUATION_COLUMNS = record_columns(
+    EvaluationRecord, key="id", not_null=("name", "source", "kind", "target_type"), after=(("received_at", _STAMP),)
+)
+#: The calibration tables' indexes in PostgreSQL: labels by scorer, evaluations by the ids they name.
+#: DuckDB gets none (its ART indexes live in memory, within the key budget of
+#: :mod:`tracescorer.store.duckdb.keys`; its scans skip row groups by their min/max).
+CALIBRATION_INDEXES: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS labels_scorer ON labels (scorer_id, target_type, target_id)",
+    "CREATE INDEX IF NOT EXISTS evaluations_trace ON evaluations (trace_id)",
+    "CREATE INDEX IF NOT EXISTS evaluations_name ON evaluations (name, received_at)",
+)
+
+
+def calibration_tables(dialect: str = "duckdb") -> tuple[str, ...]:
+    """``labels`` and ``evaluations`` (with their indexes in PostgreSQL), in ``dialect``."""
+    return (
+        create_table("labels", LABEL_COLUMNS, dialect=dialect),
+        create_table("evaluations", EVALUATION_COLUMNS, dialect=dialect),
+        *(CALIBRATION_INDEXES if dialect == "postgres" else ()),
+    )
+
+
 #: Per-sink delivery state of exported scores (semantics: :mod:`tracescorer.store.duckdb.deliveries`).
 DELIVERY_COLUMNS: Columns = (
     ("score_id", "VARCHAR NOT NULL"),
@@ -126,19 +157,27 @@ DELIVERY_COLUMNS: Columns = (
 )
 DELIVERY_KEY = ("score_id", "sink")
 
-#: The built-in monitors' state (one row each) and events.
+#: The built-in monitors' state (one row each) and events (what each column means:
+#: :class:`tracescorer.records.monitors.MonitorState`; ``pending`` holds its ``unsent``). The last four
+#: columns came with DuckDB schema version 7 / PostgreSQL version 2, added at the end by the upgrade.
 MONITOR_STATE_COLUMNS: Columns = (
     ("monitor_id", "VARCHAR PRIMARY KEY"),
-    ("state", "VARCHAR NOT NULL"),
+    ("state", "VARCHAR NOT NULL"),  # ok | pending | firing | resolved
     ("since", "TIMESTAMPTZ"),
     ("value", "DOUBLE"),
     ("samples", "BIGINT"),
     ("evaluated_at", "TIMESTAMPTZ"),
-    ("notified_at", "TIMESTAMPTZ"),
-    ("firing_notified", "BOOLEAN"),
-    ("pending", "VARCHAR"),
+    ("notified_at", "TIMESTAMPTZ"),  # the last firing message (first or reminder)
+    ("firing_notified", "BOOLEAN"),  # the targets were last told firing
+    ("pending", "VARCHAR"),  # a message decided but not yet attempted to the end (firing | resolved)
     ("updated_at", "TIMESTAMPTZ"),
+    ("clear_since", "TIMESTAMPTZ"),  # firing: since when its readings are clear (keep_firing_for)
+    ("resolved_at", "TIMESTAMPTZ"),  # when the last firing resolved
+    ("notified_state", "VARCHAR"),  # what the targets were last told: firing | resolved
+    ("reminders", "BIGINT"),  # reminders sent for the current firing (repeat_interval)
 )
+#: The columns schema version 7 (DuckDB) / 2 (PostgreSQL) added to ``monitor_state``.
+MONITOR_STATE_V7: tuple[str, ...] = ("clear_since", "resolved_at", "notified_state", "reminders")
 MONITOR_EVENT_COLUMNS: Columns = (
     ("monitor_id", "VARCHAR NOT NULL"),
     ("event_at", "TIMESTAMPTZ NOT NULL"),
@@ -227,6 +266,23 @@ def monitor_tables(dialect: str = "duckdb") -> tuple[str, str]:
     return (
         create_table("monitor_state", MONITOR_STATE_COLUMNS, dialect=dialect),
         create_table("monitor_events", MONITOR_EVENT_COLUMNS, dialect=dialect),
+    )
+
+
+def monitor_state_upgrade(dialect: str = "duckdb") -> tuple[str, ...]:
+    """Add the :data:`MONITOR_STATE_V7` columns to an older ``monitor_state`` and fill them from
+    the older columns: a firing that was notified stays told (no repeat after the upgrade), one that
+    was not (held back by the old cooldown) is told once its cooldown ended."""
+    types = dict(MONITOR_STATE_COLUMNS)
+    added = tuple(
+        f"ALTER TABLE monitor_state ADD COLUMN IF NOT EXISTS {name} {column_type(types[name], dialect)}"
+        for name in MONITOR_STATE_V7
+    )
+    return (
+        *added,
+        "UPDATE monitor_state SET reminders = 0, resolved_at = CASE WHEN state = 'resolved' THEN since END, "
+        "notified_state = CASE WHEN NOT coalesce(firing_notified, false) THEN NULL "
+        "WHEN state = 'firing' THEN 'firing' ELSE 'resolved' END WHERE reminders IS NULL",
     )
 
 

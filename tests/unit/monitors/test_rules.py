@@ -1,4 +1,5 @@
-"""The monitor config contract, the bucketed window and the state machine (pure parts)."""
+"""The monitor config contract and the bucketed window (pure parts; the state machine and what it
+sends: test_evaluator.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ import yaml
 
 from tracescorer.config import ConfigError, Settings, load_settings
 from tracescorer.monitors.config import MonitorSettings, format_duration, parse_duration
-from tracescorer.monitors.evaluator import evaluate
 from tracescorer.monitors.window import BUCKETS, Reading, Window
-from tracescorer.records.monitors import Counts, MonitorState, Sample
+from tracescorer.records.monitors import Counts, Sample
 
 ISSUE_EXAMPLE = """
 scorers:
@@ -58,7 +58,7 @@ def test_an_unset_slack_variable_is_a_clear_error(tmp_path):
     path.write_text(ISSUE_EXAMPLE)
     with pytest.raises(ConfigError, match=r"monitors\.0\.notify\.1\.slack: \$\{SLACK_WEBHOOK_URL\} is not set"):
         load_settings(path, env={})
-    with pytest.raises(ConfigError, match=r"monitors\.0\.notify\.1.*slack: the URL is empty"):
+    with pytest.raises(ConfigError, match=r"monitors\.0 \(support-quality\)\.notify\.1.*slack: the URL is empty"):
         load_settings(path, env={"SLACK_WEBHOOK_URL": ""})
 
 
@@ -78,6 +78,16 @@ def test_an_unset_slack_variable_is_a_clear_error(tmp_path):
         ({"notify": [{"webhook": "https://a/b", "slack": "https://c/d"}]}, "exactly one of 'webhook' or 'slack'"),
         ({"scorer": "nothing-*"}, "matches no scorer binding"),
         ({"trace_url": "https://ui/{span}"}, "placeholders"),
+        ({"for": "a while"}, r"monitors\.0\.for: .*monitor 'm': 'a while' is not a duration"),
+        ({"keep_firing_for": "-5s"}, r"monitors\.0\.keep_firing_for: .*monitor 'm'.*not a duration"),
+        ({"for": "400d"}, r"monitor 'm': for '400d' must be at most 366d"),
+        ({"repeat_interval": "500ms"}, r"monitors\.0\.repeat_interval: .*must be 0s \(no reminders\) or between 1s"),
+        ({"recovery_threshold": 0.7}, r"monitor 'm': recovery_threshold 0\.7 must be at or above the threshold"),
+        ({"below": None, "above": 0.2, "recovery_threshold": 0.3}, r"recovery_threshold 0\.3 must be at or below"),
+        ({"recovery_threshold": 1.5}, r"recovery_threshold is a fraction between 0 and 1"),
+        ({"resolve_for": "1m"}, r"monitor 'm': unknown key 'resolve_for'; did you mean 'keep_firing_for'\?"),
+        ({"hysteresis": 0.05}, r"did you mean 'recovery_threshold'\?"),
+        ({"pending_for": "1m"}, r"did you mean 'for'\?"),
     ],
 )
 def test_bad_monitors_fail_at_start_naming_the_key(tmp_path, change: dict[str, Any], message: str):
@@ -94,6 +104,23 @@ def test_bad_monitors_fail_at_start_naming_the_key(tmp_path, change: dict[str, A
     )
     with pytest.raises(ConfigError, match=message):
         load_settings(path, env={})
+
+
+def test_defaults_keep_existing_configs_working_and_hold_back_noise(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(ISSUE_EXAMPLE)
+    [m] = load_settings(path, env={"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/x"}).monitors
+    # a minute breaching before it fires (Grafana's default pending period), as long clear before it
+    # resolves, the threshold itself to recover, reminders every 4h (Alertmanager's default)
+    assert (m.for_s, m.keep_firing_for_s, m.recovery, m.repeat_interval_s) == (60, 60, 0.8, 4 * 3600)
+    short = _monitor(window="20s")
+    assert (short.for_s, short.keep_firing_for_s) == (20, 20)  # never longer than the window
+    given = _monitor(**{"for": "2m", "keep_firing_for": "30s", "recovery_threshold": 0.6, "repeat_interval": "0s"})
+    assert (given.for_s, given.keep_firing_for_s, given.recovery, given.repeat_interval_s) == (120, 30, 0.6, 0)
+    assert _monitor(**{"for": "90s"}).keep_firing_for_s == 90  # follows for unless given
+    # shown back under the keys they were given as (check-config prints this)
+    dumped = given.model_dump(mode="json")
+    assert dumped["for"] == "2m" and "for_" not in dumped and dumped["keep_firing_for"] == "30s"
 
 
 def test_pass_rate_needs_a_threshold_and_ids_are_unique():
@@ -200,26 +227,3 @@ def test_examples_follow_what_the_monitor_watches():
     errors.add(_sample(10.0, None, status="error", score=None))
     errors.add(_sample(10.5, "fail"))
     assert [e.status for e in errors.recent_examples(11.0)] == ["error"]
-
-
-def test_state_machine():
-    m = _monitor(cooldown="10m", notify=[{"webhook": "http://127.0.0.1:1/x"}])
-    s = MonitorState(monitor_id="m")
-    out = evaluate(m, s, Reading(0.0, 1), 100.0)
-    assert out.state.state == "ok" and not out.notify  # too few samples
-    out = evaluate(m, out.state, Reading(0.0, 2), 101.0)
-    assert out.transition == "firing" and out.notify and out.state.pending == "firing" and out.state.since == 101.0
-    firing = out.state
-    out = evaluate(m, firing, Reading(0.9, 1), 102.0)
-    assert out.transition is None and out.state.state == "firing"  # one sample decides nothing
-    out = evaluate(m, firing, Reading(0.6, 3), 103.0)
-    assert out.transition == "resolved" and out.notify
-    out = evaluate(m, out.state, Reading(0.1, 3), 200.0)  # inside the 10m cooldown
-    assert out.transition == "firing" and not out.notify and out.suppressed and not out.state.firing_notified
-    out = evaluate(m, out.state, Reading(None, 0), 300.0)
-    assert out.transition == "resolved" and not out.notify  # an empty window clears; that firing was not sent
-    out = evaluate(m, out.state, Reading(0.1, 3), 101.0 + 600)
-    assert out.notify and out.state.notified_at == 701.0
-    quiet = _monitor(notify_resolved=False, notify=[{"webhook": "http://127.0.0.1:1/x"}])
-    fired = evaluate(quiet, MonitorState(monitor_id="m"), Reading(0.0, 5), 1.0).state
-    assert not evaluate(quiet, fired, Reading(1.0, 5), 2.0).notify

@@ -77,6 +77,7 @@ def monitor(**overrides: Any) -> MonitorSettings:
         "below": 0.8,
         "min_samples": 4,
         "cooldown": "1h",
+        "for": "0s",  # fire on the first breach (the pending period has tests of its own)
     }
     return MonitorSettings.model_validate({**base, **overrides})
 
@@ -180,7 +181,7 @@ async def test_fires_once_after_min_samples_then_resolves(store, receiver):
     assert events.count("fired") == 1 and events.count("resolved") == 1 and events.count("notified") == 4
 
 
-async def test_cooldown_suppresses_a_second_firing_until_it_passed(store, receiver):
+async def test_a_firing_inside_the_cooldown_is_sent_when_the_cooldown_ends(store, receiver):
     clock = Clock()
     m = monitor(window="1d", below=0.5, min_samples=2, notify=[{"webhook": receiver.url + "/c", "retries": 0}])
     h = Harness(store, [m], clock)
@@ -194,29 +195,112 @@ async def test_cooldown_suppresses_a_second_firing_until_it_passed(store, receiv
         assert h.state().state == "firing"
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved"]
-        assert (
-            h.metric(
-                "tracescorer_monitor_notifications_total",
-                monitor="support-quality",
-                channel="webhook",
-                result="suppressed",
-            )
-            == 1
-        )
-        await h.commit(*(score("pass") for _ in range(4)))  # 8/14: resolves; that firing was never notified
-        assert h.state().state == "resolved"
+        deferred = {"monitor": "support-quality", "channel": "webhook", "result": "deferred"}
+        assert h.metric("tracescorer_monitor_notifications_total", **deferred) == 1
+        clock.offset += 1800
+        h.service.evaluate_now()  # still inside the cooldown: held
         await h.idle()
         assert len(receiver.at("/c")) == 2
 
-        clock.offset += 2 * 3600  # past the cooldown, still inside the 1d window
-        await h.commit(*(score("fail") for _ in range(4)))  # 8/18
-        assert h.state().state == "firing"
+        clock.offset += 1800  # the cooldown ends, still firing: the firing goes out now
+        h.service.evaluate_now()
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved", "firing"]
+        assert receiver.at("/c")[-1].body["reminder"] == 0 and h.state().notified_state == "firing"
+
+        await h.commit(*(score("pass") for _ in range(12)))  # 14/22: resolves, and says so at once
+        await h.idle()
+        assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved", "firing", "resolved"]
+
+        await h.commit(*(score("fail") for _ in range(16)))  # 14/38: held again ...
+        await h.commit(*(score("pass") for _ in range(30)))  # 44/68: ... and resolved before the cooldown ended
+        await h.idle()
+        assert len(receiver.at("/c")) == 4 and receiver.at("/c")[-1].body["status"] == "resolved"  # still true
+        assert h.metric("tracescorer_monitor_notifications_total", **{**deferred, "result": "cancelled"}) == 1
     finally:
         await h.service.stop(time.monotonic() + 5)
     events = [r[0] for r in await h.rows("SELECT event FROM monitor_events ORDER BY event_at")]
-    assert events.count("suppressed") == 1 and events.count("fired") == 3
+    assert events.count("deferred") == 2 and events.count("cancelled") == 1 and events.count("fired") == 3
+    detail = await h.rows("SELECT detail FROM monitor_events WHERE event = 'deferred' ORDER BY event_at LIMIT 1")
+    assert "cooldown 1h" in detail[0][0] and "if still firing" in detail[0][0]
+
+
+async def test_reminders_while_still_firing(store, receiver):
+    clock = Clock()
+    m = monitor(window="1d", repeat_interval="1h", notify=[{"webhook": receiver.url + "/r", "retries": 0}])
+    h = Harness(store, [m], clock)
+    await h.service.start()
+    try:
+        await h.commit(*(score("fail") for _ in range(4)))
+        await h.idle()
+        for _ in range(2):
+            clock.offset += 3600
+            h.service.evaluate_now()
+            await h.idle()
+        bodies = [r.body for r in receiver.at("/r")]
+        assert [(b["status"], b["reminder"]) for b in bodies] == [("firing", 0), ("firing", 1), ("firing", 2)]
+        assert "still firing since" in bodies[2]["message"] and "(reminder 2)" in bodies[2]["message"]
+        assert bodies[2]["since"] == bodies[0]["since"] and bodies[2]["examples"]
+        h.service.evaluate_now()  # not due again yet
+        await h.idle()
+        assert len(receiver.at("/r")) == 3
+    finally:
+        await h.service.stop(time.monotonic() + 5)
+    assert await h.rows("SELECT state, reminders, notified_state FROM monitor_state") == [("firing", 2, "firing")]
+
+
+async def test_a_restart_keeps_a_pending_monitor_counting_from_when_its_breach_began(store, receiver):
+    clock = Clock()
+    m = monitor(**{"for": "10m", "notify": [{"webhook": receiver.url + "/p", "retries": 0}]})
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(*(score("fail") for _ in range(4)))
+    began = first.state().since
+    assert first.state().state == "pending" and began is not None
+    assert first.metric("tracescorer_monitor_state", monitor="support-quality", state="pending") == 1
+    await first.service.stop(time.monotonic() + 5)
+    assert await first.rows("SELECT state FROM monitor_state") == [("pending",)]
+
+    clock.offset += 300
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        assert second.state().state == "pending" and second.state().since == pytest.approx(began)
+        clock.offset += 299
+        second.service.evaluate_now()
+        assert second.state().state == "pending"
+        clock.offset += 2  # ten minutes after the breach began, across the restart
+        second.service.evaluate_now()
+        assert second.state().state == "firing"
+        await second.idle()
+        assert [r.body["status"] for r in receiver.at("/p")] == ["firing"]
+    finally:
+        await second.service.stop(time.monotonic() + 5)
+
+
+async def test_a_restart_keeps_the_clear_period_of_a_firing_monitor(store, receiver):
+    clock = Clock()
+    m = monitor(keep_firing_for="10m", notify=[{"webhook": receiver.url + "/k", "retries": 0}])
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(*(score("fail") for _ in range(4)))
+    await first.commit(*(score("pass") for _ in range(20)))  # 20/24: clear, but not for 10m yet
+    assert first.state().state == "firing" and first.state().clear_since is not None
+    clear_since = first.state().clear_since
+    await first.idle()
+    await first.service.stop(time.monotonic() + 5)
+
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        assert second.state().state == "firing" and second.state().clear_since == pytest.approx(clear_since)
+        clock.offset += 601
+        second.service.evaluate_now()
+        assert second.state().state == "resolved"
+        await second.idle()
+        assert [r.body["status"] for r in receiver.at("/k")] == ["firing", "resolved"]
+    finally:
+        await second.service.stop(time.monotonic() + 5)
 
 
 async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(store, receiver):
@@ -319,24 +403,45 @@ async def test_count_and_error_rate_monitors(store, receiver):
         await h.service.stop(time.monotonic() + 5)
 
 
-async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
+async def _cut_off_firing(store: DuckDBStore, receiver: WebhookReceiver, path: str) -> Harness:
+    """A monitor fires and the daemon stops while its endpoint hangs: the firing stays unsent.
+    Returns a second service on the same store, not started."""
     clock = Clock()
-    receiver.hang("/p", 5.0)
-    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + "/p", "retries": 0, "timeout_s": 30}])
+    receiver.hang(path, 5.0)
+    m = monitor(min_samples=1, notify=[{"webhook": receiver.url + path, "retries": 0, "timeout_s": 30}])
     first = Harness(store, [m], clock)
     await first.service.start()
     await first.commit(score("fail"))
-    assert first.state().pending == "firing"
+    assert first.state().unsent == "firing"
     await first.service.stop(time.monotonic() + 0.2)  # the endpoint is still hanging: give up on it
     assert await first.rows("SELECT state, pending FROM monitor_state") == [("firing", "firing")]
+    return Harness(store, [m], clock)
 
-    second = Harness(store, [m], clock)
+
+async def test_a_notification_cut_off_by_the_stop_is_sent_after_the_next_start(store, receiver):
+    second = await _cut_off_firing(store, receiver, "/p")
     await second.service.start()
     try:
         await second.idle()
-        assert second.state().pending is None
+        assert second.state().unsent is None
         assert any(r.body["status"] == "firing" and r.status == 200 for r in receiver.at("/p"))
     finally:
         await second.service.stop(time.monotonic() + 5)
     assert await second.rows("SELECT pending FROM monitor_state") == [(None,)]
     assert await second.rows("SELECT count(*) FROM monitor_events WHERE event = 'notified'") == [(1,)]
+
+
+async def test_a_message_cut_off_by_the_stop_that_is_no_longer_true_is_not_sent(store, receiver):
+    second = await _cut_off_firing(store, receiver, "/u")
+    await store.write_scores([score("pass") for _ in range(9)], [])  # meanwhile: 9 of 10 pass
+    await second.service.start()
+    try:
+        await second.idle()
+        state = second.state()
+        assert state.state == "resolved" and state.unsent is None and state.notified_state == "resolved"
+        # nothing to tell: the targets never heard of the firing, and it is over
+        assert [r for r in receiver.at("/u") if r.status == 200 and r.body["status"] == "resolved"] == []
+    finally:
+        await second.service.stop(time.monotonic() + 5)
+    events = [r[0] for r in await second.rows("SELECT event FROM monitor_events ORDER BY event_at")]
+    assert "cancelled" not in events and events.count("resolved") == 1

@@ -252,26 +252,29 @@ def test_llm_prebuilt_with_binding_model_needs_no_default() -> None:
     assert judge_of(build_one(NO_MODEL, prebuilt="bias", judge={"model": "openai/x"})).model == "openai/x"
 
 
-def test_unknown_option_gives_the_type_error() -> None:
+def test_misspelt_option_says_what_was_meant_even_where_extra_options_go_to_the_judge() -> None:
     message = error_of(id="mt", prebuilt="multi_turn_judge", options={"criteria": "x"})
-    assert message.startswith("scorers[0] (mt): bad options for prebuilt 'multi_turn_judge': ")
-    assert "criterion" in message  # the missing required argument, from the TypeError
-
-
-def test_unexpected_option_of_code_scorer() -> None:
-    message = error_of(id="c", prebuilt="completeness", options={"scale": 1, "keywords": ["a"]})
     assert message == (
-        "scorers[0] (c): bad options for prebuilt 'completeness': "
-        "create_completeness_scorer() got an unexpected keyword argument "
-        "'keywords'"
+        "scorers[0] (mt): prebuilt 'multi_turn_judge': unknown option 'criteria' (did you mean 'criterion'?); "
+        "valid options: criterion, scale (and Judge/litellm options such as temperature)"
+    )
+    bound = build_one(id="mt", prebuilt="multi_turn_judge", options={"criterion": "x", "temperature": 0})
+    assert judge_of(bound).options["temperature"] == 0  # a litellm option still reaches the judge
+
+
+def test_unexpected_option_of_code_scorer_names_it_and_the_valid_ones() -> None:
+    message = error_of(id="c", prebuilt="completeness", options={"scale": 1, "keywords": ["a"]})
+    assert message == "scorers[0] (c): prebuilt 'completeness': unknown option 'keywords'; valid options: scale"
+    assert error_of(id="c", prebuilt="completeness", options={"scael": 2}) == (
+        "scorers[0] (c): prebuilt 'completeness': unknown option 'scael' (did you mean 'scale'?); valid options: scale"
     )
 
 
 def test_missing_required_option() -> None:
     message = error_of(id="inc", prebuilt="includes")
     assert message == (
-        "scorers[0] (inc): bad options for prebuilt 'includes': "
-        "create_includes_check() missing 1 required positional argument: 'text'"
+        "scorers[0] (inc): prebuilt 'includes' needs option 'text' (under options:); "
+        "valid options: text, case_sensitive, match_all, scale"
     )
 
 
@@ -304,8 +307,9 @@ def test_judge_on_code_prebuilt_is_refused() -> None:
 
 @pytest.mark.parametrize("key", ["max_concurrency", "requests_per_minute", "daily_budget_usd"])
 def test_global_judge_limits_are_refused_per_binding(key: str) -> None:
+    own = f", or limits.{key} for this binding alone" if key != "max_concurrency" else ""
     assert error_of(id="b", prebuilt="bias", judge={key: 1}) == (
-        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section"
+        f"scorers[0] (b): judge.{key} is a global limit: set it in the 'judge:' section{own}"
     )
 
 
@@ -315,7 +319,7 @@ def test_error_index_counts_disabled_bindings_and_disabled_are_skipped() -> None
         binding(id="ok", prebuilt="no_tool_errors"),
         binding(id="bad", prebuilt="includes"),
     ]
-    with pytest.raises(BindingError, match=re.escape("scorers[2] (bad): bad options")):
+    with pytest.raises(BindingError, match=re.escape("scorers[2] (bad): prebuilt 'includes' needs option 'text'")):
         build_bindings(bindings, DEFAULTS)
     bound = build_bindings(bindings[:2], DEFAULTS)
     assert [b.binding.id for b in bound] == ["ok"]
@@ -402,10 +406,7 @@ def test_python_errors(spec: str, message: str) -> None:
 
 def test_python_factory_bad_options() -> None:
     message = error_of(id="length", python=f"{SAMPLES}:make_length", options={"max": 5})
-    assert message == (
-        f"scorers[0] (length): calling '{SAMPLES}:make_length' failed: "
-        "TypeError: make_length() got an unexpected keyword argument 'max'"
-    )
+    assert message == f"scorers[0] (length): '{SAMPLES}:make_length': unknown option 'max'; valid options: max_chars"
 
 
 def test_python_instance_with_options_is_refused() -> None:

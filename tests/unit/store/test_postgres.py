@@ -243,12 +243,33 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
         queries.trace_runs(f"{1:032x}"),
         queries.conversation_runs("c1"),
         queries.decisions([("run", "run-1")]),
+        queries.report_errors(since, None, 5),
+        queries.ids_equal("c1"),
+        queries.ids_starting("RUN-"),
+        queries.score_target("score-1"),
+        queries.runs_of("conversation", "c1"),
+        queries.scores(label="pass", status="ok", agent="a*", about=("trace", f"{1:032x}"), scorer_id="s"),
+        queries.scores(about=("run", "run-2")),
+        queries.scores(about=("conversation", "c1")),
+        queries.runs(run_id="run-2", newest_first=True),
     ]
     results = [await composite.queries.query(q.sql, max_rows=100, timeout_s=10, params=q.params) for q in statements]
     summary = results[0].dicts()
     assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
     assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]
-    assert len(results[4].rows) == 2  # the conversation's runs, once
+    # the run target's run, and the conversation's runs
+    assert sorted((r[0], r[1]) for r in results[4].rows) == [
+        ("conversation", "run-1"),
+        ("conversation", "run-2"),
+        ("run", "run-1"),
+    ]
+    assert results[11].rows == [("conversation", "c1")]
+    assert results[12].rows == [("run", "run-1"), ("run", "run-2")]  # hex-like ids are matched in lower case
+    assert results[13].dicts()[0]["run_id"] == "run-1"
+    assert [r[0] for r in results[14].rows] == ["run-1", "run-2"]
+    assert [r["id"] for r in results[15].dicts()] == []  # the scores carry no trace id, label or agent here
+    assert [r["id"] for r in results[16].dicts()] == ["score-2"]
+    assert [r[0] for r in results[18].rows] == ["run-2"]
 
 
 async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):
@@ -257,9 +278,10 @@ async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg
 
     a, _ = stores
     await a.upsert_runs([_run(1, "c1")])
-    later = (Migration(2, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
+    now, later = latest_version(), latest_version() + 1
+    steps = (Migration(later, "a column", ("ALTER TABLE runs ADD COLUMN IF NOT EXISTS region text",)),)
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        assert await migrate(conn, "tracescorer", later) == (1, 2)
-        assert await migrate(conn, "tracescorer", later) == (2, 2)  # nothing left to do
+        assert await migrate(conn, "tracescorer", steps) == (now, later)
+        assert await migrate(conn, "tracescorer", steps) == (later, later)  # nothing left to do
         cur = await conn.execute("SELECT run_id, region FROM tracescorer.runs")
         assert await cur.fetchall() == [("run-1", None)]  # the rows are kept

@@ -381,8 +381,9 @@ async def test_the_store_process_runs_duckdb_with_the_configured_threads(tmp_pat
     s = build_span_log(Settings.model_validate({"store": store}))
     await s.start()
     try:
-        result = await s.query("SELECT current_setting('threads')", max_rows=1, timeout_s=10)
-        assert result.rows == [(threads or 1,)]  # the default is one
+        # the store's own connection (a query runs in the query box, with one thread of its own)
+        rows = await s.read(store_ops.rows, "SELECT current_setting('threads')", [])
+        assert rows == [(threads or 1,)]  # the default is one
     finally:
         await s.stop()
 

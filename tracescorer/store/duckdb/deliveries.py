@@ -52,6 +52,7 @@ from tracescorer.store.duckdb.jobs import Jobs
 _SCORE_FIELDS = [
     "id", "scorer_id", "scorer_name", "run_id", "trace_id", "span_id", "conversation_id", "entity_type", "score",
     "reason", "status", "error", "error_type", "label", "threshold", "judge_model", "judge_cost_usd", "duration_ms",
+    "scorer_version",
 ]  # fmt: skip
 
 #: Scores looked at per page when paging forward for due ones.

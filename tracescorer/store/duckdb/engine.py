@@ -10,16 +10,15 @@ socketpair (:mod:`tracescorer.store.duckdb.ipc`):
 * the pipeline's own writes (runs, scores, decisions, ...) go the same way through the **stage
   writer**, on its own connection: DuckDB runs the two transactions side by side (they touch
   different rows), so a client's acknowledgement never waits behind a large stage write;
-* reads and read-only queries go to a small pool of **reader threads**, each on its own cursor,
-  so a long query never holds up commits.
+* the pipeline's reads go to a small pool of **reader threads**, each on its own cursor;
+* read-only queries go to the **query box** (:mod:`tracescorer.store.duckdb.querybox`).
 
 A failed transaction is rolled back and its jobs are retried one by one, so one bad job fails
 alone; a telemetry job whose rows the database refuses for their values is split until the bad
 rows are found, the good ones are stored and the bad ones are reported back as rejected.
 
-The process ignores SIGINT/SIGTERM: the daemon decides when to stop and sends ``close``; when
-the daemon disappears (its end of the socket closes), queued work is committed and the process
-exits.
+The daemon decides when the process stops: ``close``, or its end of the socket going away
+(:mod:`tracescorer.store.duckdb.server`); queued work is committed either way.
 """
 
 from __future__ import annotations
@@ -38,9 +37,10 @@ from typing import Any, NoReturn
 import duckdb
 import pyarrow as pa
 
-from tracescorer.store.duckdb import appends, layout, readonly
+from tracescorer.store.duckdb import appends, layout
 from tracescorer.store.duckdb.checkpoints import Checkpoints
 from tracescorer.store.duckdb.database import open_database
+from tracescorer.store.duckdb.querybox import QueryBox
 from tracescorer.store.duckdb.rejects import DATA_ERRORS, Rejects
 from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
 
@@ -102,7 +102,8 @@ class Engine(Checkpoints, Rejects):
         # a results commit has a fixed cost of several ms (statements per table, the commit): results
         # writes wait a little to be committed together; nothing acknowledged to a client waits for it
         self._stage = _WriteQueue(delay_s=options.results_delay_s)
-        self._reads: queue.Queue[tuple[int, str, Any] | None] = queue.Queue()
+        self._reads: queue.Queue[tuple[int, Any] | None] = queue.Queue()
+        self._box = QueryBox(options, self._cursor, reply, self._scan_failed)
         self._threads: list[threading.Thread] = []
         self._commits = itertools.count(1)  # next() is atomic: both writers count
         self._commit_id = 0
@@ -137,10 +138,12 @@ class Engine(Checkpoints, Rejects):
             self._threads.append(threading.Thread(target=self._checkpointer, name="store-checkpointer", daemon=True))
         for thread in self._threads:
             thread.start()
+        self._box.start()
 
     def shutdown(self, timeout_s: float) -> bool:
         """Commit what is queued (until the deadline), stop the readers, checkpoint, close."""
         deadline = time.monotonic() + timeout_s
+        self._box.stop(deadline)
         for q in (self._telemetry, self._stage):
             with q.cond:
                 q.closing = True
@@ -162,9 +165,10 @@ class Engine(Checkpoints, Rejects):
     # --- intake ---------------------------------------------------------------------------------
 
     def dispatch(self, req_id: int, kind: str, payload: Any) -> None:
-        if kind in (READ, QUERY):
-            self._reads.put((req_id, kind, payload))
-            return
+        if kind == QUERY:
+            return self._box.submit(req_id, payload)
+        if kind == READ:
+            return self._reads.put((req_id, payload))
         items = 1
         if kind == TELEMETRY:
             span_rows, log_rows, _ = payload
@@ -378,26 +382,20 @@ class Engine(Checkpoints, Rejects):
 
     def _reader(self) -> None:
         while (item := self._reads.get()) is not None:
-            req_id, kind, payload = item
+            req_id, (fn, args) = item
             try:
-                result = self._read(kind, payload)
-            except readonly.QueryRefused as exc:
-                self._reply(req_id, False, Failure("ReadOnlyViolation", str(exc)), {})
+                cur = self._cursor()
+                try:
+                    result = fn(cur, *args)
+                finally:
+                    cur.close()
             except Exception as exc:  # noqa: BLE001 - reported to the caller
-                message = str(exc) if isinstance(exc, readonly.QueryError) else f"read failed: {exc}"
-                self._reply(req_id, False, Failure("StoreError", message), {})
-                if self._invalidated(exc):  # a query error carries DuckDB's message
+                self._reply(req_id, False, Failure("StoreError", f"read failed: {exc}"), {})
+                if self._invalidated(exc):
                     self._exit_invalidated(exc)
             else:
                 self._reply(req_id, True, result, {})
 
-    def _read(self, kind: str, payload: Any) -> Any:
-        cur = self._cursor()
-        try:
-            if kind == QUERY:
-                sql, max_rows, timeout_s, params = payload
-                return readonly.run_guarded(cur, sql, max_rows=max_rows, timeout_s=timeout_s, params=params)
-            fn, args = payload
-            return fn(cur, *args)
-        finally:
-            cur.close()
+    def _scan_failed(self, exc: BaseException) -> None:
+        if self._invalidated(exc):  # a query box scan met a database DuckDB invalidated
+            self._exit_invalidated(exc)

@@ -55,7 +55,12 @@ class BlockingChannel:
         view = memoryview(buf)
         got = 0
         while got < size:
-            n = self._sock.recv_into(view[got:])
+            try:
+                n = self._sock.recv_into(view[got:])
+            except OSError:
+                # the daemon was killed with replies unread: its end resets the connection
+                # (ECONNRESET) instead of closing it; either way it is gone
+                return None
             if not n:
                 return None
             got += n

@@ -32,6 +32,7 @@ _TABLES: dict[str, tuple[int, str]] = {
     "scoring_decisions": (1, "decided_at"),
     "score_deliveries": (1, "score_version"),
     "assembled_traces": (1, "assembled_at"),
+    "evaluations": (1, "received_at"),  # other tools' evaluations; human labels are kept
 }
 
 # a delivery's version is its score's updated_at in epoch us: compared as stored, so row groups are skipped

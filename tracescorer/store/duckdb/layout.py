@@ -13,6 +13,12 @@ spans/s. With two span logs the telemetry writer appends to one while the other 
 
 A transaction writes to one file only (DuckDB's rule); the store's operations keep to that.
 
+The files belong together: the main database has an id (``schema_info``), and each span log
+carries the id of the database it belongs to (:func:`check_belonging`, :func:`claim_span_logs`).
+A new database beside span logs left by another one, or span logs stamped for another database,
+are refused at start with a message naming the files: adopting them would score their traces
+again.
+
 Every database is opened with row groups of :data:`ROW_GROUP_SIZE` rows. A checkpoint rewrites the
 last, partly filled row group of each table it appends to; with DuckDB's default of 122,880 rows
 that rewrite grew as the row group filled, so checkpoints of the same WAL size (256 MB) of the
@@ -26,6 +32,7 @@ than opened: only ATTACH takes the option.
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +163,81 @@ def wal_of(con: Any, catalog: str) -> str | None:
     """The write-ahead log file of an attached database (None in memory)."""
     rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = ?", [catalog]).fetchall()
     return f"{rows[0][0]}.wal" if rows and rows[0][0] else None
+
+
+#: the key of the main database's id in ``schema_info``, and the span logs' table that carries it
+DATABASE_ID_KEY = "database_id"
+_IDENTITY_TABLE = "span_log_identity"
+
+
+def check_fresh(path: str | Path) -> None:
+    """Refuse to create a new database at ``path`` beside span-log files that already exist: they
+    were left by another database (a new one would adopt them and score their traces again)."""
+    if str(path) == MEMORY or os.path.exists(path):
+        return
+    left = [p for p in span_log_paths(path) if os.path.exists(p)]
+    if left:
+        raise LayoutError(
+            f"{' and '.join(left)} {'is a span log' if len(left) == 1 else 'are span logs'} left by another "
+            f"database: {path} does not exist, and a new database there would adopt "
+            f"{'it' if len(left) == 1 else 'them'} and score their traces again. Move "
+            f"{'it' if len(left) == 1 else 'them'} away, or restore the database {'it belongs' if len(left) == 1 else 'they belong'} to"
+        )
+
+
+def _database_id(con: Any) -> str | None:
+    rows = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = 'schema_info'"
+    ).fetchall()
+    if not rows or not rows[0][0]:
+        return None
+    found = con.execute("SELECT value FROM schema_info WHERE key = ?", [DATABASE_ID_KEY]).fetchall()
+    return str(found[0][0]) if found else None
+
+
+def _stamp(con: Any, catalog: str) -> str | None:
+    rows = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = ?", [catalog, _IDENTITY_TABLE]
+    ).fetchall()
+    if not rows or not rows[0][0]:
+        return None
+    found = con.execute(f"SELECT database_id FROM {quote(catalog)}.{_IDENTITY_TABLE} LIMIT 1").fetchall()
+    return str(found[0][0]) if found else None
+
+
+def check_belonging(con: Any, path: str | Path) -> None:
+    """Raise :class:`LayoutError` when an attached span log carries the id of another database
+    than the one ``con`` has open at ``path`` (or the database has no id: it is older than the
+    span log). Reads only: run it before anything writes."""
+    database_id = _database_id(con)
+    for catalog, log_path in zip(SPAN_LOGS, span_log_paths(path), strict=False):
+        stamp = _stamp(con, catalog)
+        if stamp is not None and stamp != database_id:
+            raise LayoutError(
+                f"the span log {log_path} belongs to another database (id {stamp}), not to {path} "
+                f"(id {database_id or 'none'}): the files of a store belong together. Move the span logs "
+                "away (a new one is started) or restore the database they belong to"
+            )
+
+
+def claim_span_logs(con: Any) -> str:
+    """Give the main database an id if it has none, and stamp it into every span log that has
+    none yet (one transaction per file); returns the id. After :func:`check_belonging` and the
+    migrations."""
+    database_id = _database_id(con)
+    if database_id is None:
+        database_id = secrets.token_hex(16)
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES (?, ?)", [DATABASE_ID_KEY, database_id])
+    for catalog in SPAN_LOGS:
+        if _stamp(con, catalog) is not None:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(f"CREATE TABLE IF NOT EXISTS {quote(catalog)}.{_IDENTITY_TABLE} (database_id VARCHAR NOT NULL)")
+            con.execute(f"INSERT INTO {quote(catalog)}.{_IDENTITY_TABLE} VALUES (?)", [database_id])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return database_id

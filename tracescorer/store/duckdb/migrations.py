@@ -19,9 +19,11 @@ from tracescorer.store.tables import (
     INDEXES,
     SPAN_LOG_TABLES,
     TABLES,
+    calibration_tables,
     column_names,
     create_table,
     delivery_table,
+    monitor_state_upgrade,
     monitor_tables,
 )
 
@@ -60,7 +62,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             if name != "skipped_traces"
         ),
     ),
-    Migration(7, "traces triage skipped, read through a view", (layout.union_view("skipped_traces"),)),
+    Migration(
+        7,
+        "monitors: pending period, keep-firing period, what the targets were last told, reminders",
+        monitor_state_upgrade(),
+    ),
+    Migration(
+        8,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at TIMESTAMPTZ",),
+    ),
+    Migration(
+        9,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version VARCHAR", *calibration_tables()),
+    ),
+    Migration(10, "traces triage skipped, read through a view", (layout.union_view("skipped_traces"),)),
 )
 
 BASELINE_VERSION = 1

@@ -10,24 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
+from tracescorer.records.monitors import (
+    STATE_COLUMNS,
+    STATE_TIMES,
+    Counts,
+    MonitorEvent,
+    MonitorState,
+    Rebuilt,
+    Sample,
+    WindowSpec,
+    state_from_row,
+    state_row,
+)
 from tracescorer.store.duckdb.jobs import Jobs
 from tracescorer.store.duckdb.upsert import upsert
 
 EVENT_RETENTION_DAYS = 90
 
 
-_STATE_COLUMNS = (
-    "monitor_id",
-    "state",
-    "since",
-    "value",
-    "samples",
-    "evaluated_at",
-    "notified_at",
-    "firing_notified",
-    "pending",
-)
 _TS = "to_timestamp(?::DOUBLE)"
 
 
@@ -38,27 +38,13 @@ def prune_events(con: Any, now: float, keep_days: float = EVENT_RETENTION_DAYS) 
 
 def save(con: Any, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
     """Upsert monitor states and append events (one writer job)."""
-    rows = [
-        [
-            s.monitor_id,
-            s.state,
-            s.since,
-            s.value,
-            s.samples,
-            s.evaluated_at,
-            s.notified_at,
-            s.firing_notified,
-            s.pending,
-        ]
-        for s in states
-    ]
     upsert(
         con,
         "monitor_state",
-        _STATE_COLUMNS,
+        STATE_COLUMNS,
         "monitor_id",
-        rows,
-        expressions=dict.fromkeys(("since", "evaluated_at", "notified_at"), "to_timestamp({})"),
+        [state_row(s) for s in states],
+        expressions=dict.fromkeys(STATE_TIMES, "to_timestamp({})"),
         stamps={"updated_at": "now()"},
     )
     if events:
@@ -70,28 +56,17 @@ def save(con: Any, states: Sequence[MonitorState], events: Sequence[MonitorEvent
         )
 
 
+_SELECT_STATE = ", ".join(f"epoch({c})" if c in STATE_TIMES else c for c in STATE_COLUMNS)
+
+
 def load_states(con: Any, monitor_ids: Sequence[str]) -> list[MonitorState]:
     if not monitor_ids:
         return []
     rows = con.execute(
-        "SELECT monitor_id, state, epoch(since), value, samples, epoch(evaluated_at), epoch(notified_at), "
-        "firing_notified, pending FROM monitor_state WHERE list_contains(?::VARCHAR[], monitor_id)",
+        f"SELECT {_SELECT_STATE} FROM monitor_state WHERE list_contains(?::VARCHAR[], monitor_id)",
         [list(monitor_ids)],
     ).fetchall()
-    return [
-        MonitorState(
-            monitor_id=r[0],
-            state=r[1],
-            since=r[2],
-            value=r[3],
-            samples=int(r[4] or 0),
-            evaluated_at=r[5],
-            notified_at=r[6],
-            firing_notified=bool(r[7]),
-            pending=r[8],
-        )
-        for r in rows
-    ]
+    return [state_from_row(r) for r in rows]
 
 
 def _specs_cte(specs: Sequence[WindowSpec]) -> tuple[str, list[Any]]:
@@ -168,9 +143,6 @@ def rebuild(con: Any, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt
         for r in rows
     ]
     return Rebuilt(buckets, examples)
-
-
-# --- SQL text for the read commands (the query endpoint takes text) ---------------------------------
 
 
 class MonitorsPart(Jobs):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tracescorer import logs
 from tracescorer.lifecycle import seconds_left
 from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import wire
@@ -77,6 +78,9 @@ class StoreProcess(Jobs):
         threads: int | None = 1,
         readers: int = 2,
         results_delay_s: float = 0.0,
+        query_max_concurrent: int = 2,
+        query_memory_limit: str = "512MB",
+        query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
     ) -> None:
         self.path = str(path)
@@ -90,6 +94,9 @@ class StoreProcess(Jobs):
             compression=compression,
             duckdb_threads=threads,
             results_delay_s=results_delay_s,
+            query_max_concurrent=query_max_concurrent,
+            query_memory_limit=query_memory_limit,
+            query_max_result_bytes=query_max_result_bytes,
             settings=dict(duckdb_settings or {}),
         )
         self._observer: CommitObserver = observer or _NullObserver()
@@ -129,6 +136,8 @@ class StoreProcess(Jobs):
                 json.dumps(self._options.to_json()),
                 "--log-level",
                 logging.getLevelName(log.getEffectiveLevel()),
+                "--log-format",
+                logs.current_format(),
                 pass_fds=(child.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL,
             )

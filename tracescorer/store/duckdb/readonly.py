@@ -7,8 +7,10 @@ Two layers, so that neither alone has to be perfect:
    plain SELECT, whose every table reference is one of the database's own tables or views (or a
    CTE in scope) and whose every table function is on a short list of pure ones (``range``,
    ``unnest``...). Writes, DDL, ATTACH, COPY, EXPORT/IMPORT, INSTALL/LOAD, SET/RESET, PRAGMA,
-   CALL, EXPLAIN (EXPLAIN ANALYZE runs its statement), several statements, file readers
-   (``read_*``, ``glob``, ``'/path/file.csv'`` replacement scans) and ``query()`` are refused.
+   CALL, EXPLAIN (EXPLAIN ANALYZE runs its statement), several statements, data-modifying
+   CTEs (``WITH x AS (UPDATE … RETURNING *) SELECT …``: DuckDB parses the whole statement as a
+   SELECT), file readers (``read_*``, ``glob``, ``'/path/file.csv'`` replacement scans) and
+   ``query()`` are refused.
 2. :data:`QUERY_CONFIG` makes DuckDB itself refuse file and network access, extension
    installs and configuration changes on a query connection (:func:`connect` opens a file with
    it, read-only), and :func:`run_guarded` runs the statement in a READ ONLY transaction.
@@ -70,6 +72,9 @@ PURE_TABLE_FUNCTIONS = frozenset(
 _SCHEMAS_BROWSABLE = frozenset({"information_schema"})
 # Table reference kinds that only combine or contain other references (walked further).
 _CONTAINER_REFS = frozenset({"SUBQUERY", "JOIN", "EXPRESSION_LIST", "EMPTY", "EMPTY_FROM", "PIVOT"})
+# The query nodes a read is made of; any other (UPDATE_QUERY_NODE, INSERT_QUERY_NODE,
+# DELETE_QUERY_NODE, MERGE_INTO_QUERY_NODE... inside a CTE) is refused: default-deny, so a node
+# kind a later DuckDB adds is refused until it is known to read only.
 _QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 
 
@@ -83,22 +88,25 @@ class QueryRefused(QueryError):
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     """Apply :data:`QUERY_CONFIG` to a running database (after its span log is attached: ATTACH
-    is file access); ``lock_configuration`` last."""
+    is file access); ``lock_configuration`` last. The connection draws no progress bar (its
+    process's output is a log)."""
+    con.execute("SET enable_progress_bar = false")
     for name, value in QUERY_CONFIG.items():
         con.execute(f"SET GLOBAL {name} = {str(value).lower() if isinstance(value, bool) else value!r}")
 
 
-def connect(path: str | Path) -> duckdb.DuckDBPyConnection:
+def connect(path: str | Path, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """Open a store's database read-only, its span log attached, with :data:`QUERY_CONFIG`
-    (fails while a daemon holds it)."""
+    (fails while a daemon holds it); ``config``: further DuckDB settings (a memory limit, say)."""
     if not Path(path).exists():
         raise QueryError(f"database {path} does not exist")
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(str(path), read_only=True, config=config or {})
     except duckdb.Error as exc:
         raise QueryError(f"cannot open {path} read-only: {exc}") from None
     try:
         layout.attach(con, path, read_only=True)
+        layout.check_belonging(con, path)
         lock_down(con)
     except (duckdb.Error, layout.LayoutError) as exc:
         con.close()
@@ -160,6 +168,11 @@ def _walk(value: Any, tables: frozenset[str], ctes: frozenset[str]) -> None:
     if "class" not in value and isinstance(kind, str):
         if kind in _QUERY_NODES:
             ctes = ctes | frozenset(_cte_names(value))
+        elif kind.endswith("_NODE"):
+            what = kind.removesuffix("_NODE").removesuffix("_QUERY").replace("_", " ")
+            raise QueryRefused(
+                f"only plain SELECT statements are allowed, not one with {what} inside (a WITH clause that writes)"
+            )
         elif kind == "BASE_TABLE":
             _check_table(value, tables, ctes)
         elif kind == "TABLE_FUNCTION":

@@ -10,7 +10,7 @@ from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import PendingRecovery
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
-from tracescorer.store.duckdb.upsert import upsert
+from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
 from tracescorer.store.runs import RUN_SELECT, run_from_row
 from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
 from tracescorer.store.tables import RUN_COLUMNS
@@ -33,6 +33,14 @@ class ScoresPart(Jobs):
 
     async def spent_today_usd(self) -> float:
         return await self.read(spent_today)
+
+    async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
+        return dict(await self.read(score_statuses, list(score_ids))) if score_ids else {}
+
+    async def spent_today_by_scorer(self, scorer_ids: Sequence[str]) -> dict[str, float]:
+        if not scorer_ids:
+            return {}
+        return dict(await self.read(spent_today_by_scorer, list(scorer_ids)))
 
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
@@ -62,6 +70,7 @@ def write_scores(
         SCORE_FIELDS,
         "id",
         scores,
+        expressions={"target_ended_at": "to_timestamp(0) + to_microseconds({})"},
         stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
         keep=("created_at",),
         new=new_scores,
@@ -77,6 +86,26 @@ def spent_today(con: Any) -> float:
         "WHERE updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
     ).fetchall()
     return float(row[0][0]) if row else 0.0
+
+
+def score_statuses(con: Any, score_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """The status of each stored score among ``score_ids`` (through the key's index)."""
+    found: list[tuple[str, str]] = []
+    for part in chunks(list(score_ids)):
+        found += con.execute(f"SELECT id, status FROM scores WHERE {key_in('id', len(part))}", part).fetchall()
+    return found
+
+
+def spent_today_by_scorer(con: Any, scorer_ids: Sequence[str]) -> list[tuple[str, float]]:
+    return [
+        (str(r[0]), float(r[1]))
+        for r in con.execute(
+            "SELECT scorer_id, sum(judge_cost_usd) FROM scores WHERE list_contains(?::VARCHAR[], scorer_id) "
+            "AND judge_cost_usd > 0 AND updated_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+            "GROUP BY scorer_id",
+            [list(scorer_ids)],
+        ).fetchall()
+    ]
 
 
 def unscored_recent(

@@ -2,7 +2,10 @@
 
 Started by :class:`~tracescorer.store.duckdb.process.StoreProcess`; serves the
 :class:`~tracescorer.store.duckdb.engine.Engine` over the socket it inherits until ``close`` or the
-end of the stream. The process ignores SIGINT/SIGTERM: the daemon decides when to stop.
+end of the stream: a daemon that went away (killed, say) closes or resets its end, and what it
+sent is committed as at a stop. The process then exits 0 once everything queued was committed,
+1 otherwise. It ignores SIGINT/SIGTERM: the daemon decides when to stop. Files it creates are
+0600 (folders 0700).
 """
 
 from __future__ import annotations
@@ -11,15 +14,20 @@ import logging
 import os
 import signal
 import socket
+import sys
 from typing import Any
 
+from tracescorer import logs
 from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
 
+log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
-def serve(sock: socket.socket, options: EngineOptions) -> None:
-    """Open the database, serve requests from ``sock`` until ``close`` or end of stream."""
+
+def serve(sock: socket.socket, options: EngineOptions) -> bool:
+    """Open the database, serve requests from ``sock`` until ``close`` or end of stream; whether
+    it opened and everything queued was committed."""
     enlarge_buffers(sock)
     chan = BlockingChannel(sock)
 
@@ -31,7 +39,7 @@ def serve(sock: socket.socket, options: EngineOptions) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
         chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
         chan.close()
-        return
+        return False
     chan.send((0, True, os.getpid(), {}))
     engine.start()
     timeout_s = 30.0
@@ -41,9 +49,12 @@ def serve(sock: socket.socket, options: EngineOptions) -> None:
             timeout_s = float(payload)
             break
         engine.dispatch(req_id, kind, payload)
+    else:
+        log.warning("the daemon went away: committing what it sent, then exiting")
     drained = engine.shutdown(timeout_s)
     chan.send((-1, drained, None, {}))
     chan.close()
+    return drained
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,11 +66,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--options", required=True)
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+    # the daemon stops this process when it stops; a terminal's SIGHUP reaches the whole group
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    logs.configure(args.log_level, args.log_format)
+    # the database files, their WALs and the spill folder are the daemon's alone: 0600 / 0700
+    os.umask(0o077)
+    try:
+        ok = serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+    except BaseException:  # the exit status says it; the log says why
+        log.exception("the store process failed")
+        ok = False
+    log.info("store process exiting (%s)", "everything committed" if ok else "not everything committed")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter teardown: a thread still inside DuckDB (a shutdown past its deadline) could
+    # abort it; what was committed is in the WAL either way
+    os._exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

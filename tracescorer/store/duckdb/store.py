@@ -4,7 +4,8 @@
 per consumer protocol of :mod:`tracescorer.store.api`, each part in the module that also holds
 the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`~.runs.RunsPart`,
 :class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
-and :class:`~.keys.RetentionPart` (results retention within the key-index budget).
+:class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
+:class:`~.keys.RetentionPart` (results retention within the key-index budget).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tracescorer.store.duckdb import keys
 from tracescorer.store.duckdb.deliveries import DeliveriesPart
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.keys import RetentionPart
+from tracescorer.store.duckdb.labels import LabelsPart
 from tracescorer.store.duckdb.monitors import MonitorsPart
 from tracescorer.store.duckdb.process import CommitObserver, StoreProcess
 from tracescorer.store.duckdb.runs import RunsPart
@@ -24,7 +26,9 @@ from tracescorer.store.duckdb.scores import ScoresPart
 from tracescorer.store.duckdb.spanlog import SpanLogPart
 
 
-class DuckDBStore(SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPart, RetentionPart, StoreProcess):
+class DuckDBStore(
+    SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPart, LabelsPart, RetentionPart, StoreProcess
+):
     """A DuckDB database file served by a store process (see the module docstring)."""
 
     def __init__(
@@ -42,6 +46,9 @@ class DuckDBStore(SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPar
         results_delay_s: float = 0.0,
         index_memory_share: float = 0.4,
         prune_slice_keys: int = 20_000,
+        query_max_concurrent: int = 2,
+        query_memory_limit: str = "512MB",
+        query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
     ) -> None:
         StoreProcess.__init__(
@@ -56,6 +63,9 @@ class DuckDBStore(SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPar
             threads=threads,
             readers=readers,
             results_delay_s=results_delay_s,
+            query_max_concurrent=query_max_concurrent,
+            query_memory_limit=query_memory_limit,
+            query_max_result_bytes=query_max_result_bytes,
             duckdb_settings=duckdb_settings,
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.duckdb.keys`)

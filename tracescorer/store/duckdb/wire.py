@@ -25,6 +25,10 @@ class EngineOptions:
     duckdb_threads: int | None = None
     compression: str = "zstd"
     results_delay_s: float = 0.0
+    #: the query box (:mod:`tracescorer.store.duckdb.querybox`): queries at once, and what each may take
+    query_max_concurrent: int = 2
+    query_memory_limit: str = "512MB"
+    query_max_result_bytes: int = 64 << 20
     #: further DuckDB settings at open, before the configuration is locked (fault drills)
     settings: dict[str, str] = field(default_factory=dict)
 

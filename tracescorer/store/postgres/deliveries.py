@@ -26,6 +26,7 @@ Conn = Any
 _FIELDS = [
     "id", "scorer_id", "scorer_name", "run_id", "trace_id", "span_id", "conversation_id", "entity_type", "score",
     "reason", "status", "error", "error_type", "label", "threshold", "judge_model", "judge_cost_usd", "duration_ms",
+    "scorer_version",
 ]  # fmt: skip
 
 _VERSION = "(EXTRACT(EPOCH FROM s.updated_at) * 1000000)::int8"

@@ -21,13 +21,31 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
+from tracescorer.store.tables import calibration_tables, monitor_state_upgrade
 
 log = logging.getLogger(__name__)
 
 BASELINE_VERSION = 1
 
-#: Upgrades, oldest first (none yet: version 1 is the first PostgreSQL schema).
-MIGRATIONS: tuple[Migration, ...] = ()
+#: Upgrades, oldest first; version N upgrades a schema at version N-1 (a fresh schema gets the
+#: baseline, which already has the latest columns, plus every migration: written to run on it too).
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        2,
+        "monitors: pending period, keep-firing period, what the targets were last told, reminders",
+        monitor_state_upgrade("postgres"),
+    ),
+    Migration(
+        3,
+        "scores remember when what they scored ended (history is keyed on it; older rows use updated_at)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS target_ended_at timestamptz",),
+    ),
+    Migration(
+        4,
+        "scorer versions on scores; human labels and other tools' evaluations",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version text", *calibration_tables("postgres")),
+    ),
+)
 
 _LOCK = "hashtext('tracescorer.schema')"
 

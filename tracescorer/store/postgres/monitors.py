@@ -5,36 +5,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.records.monitors import Counts, MonitorEvent, MonitorState, Rebuilt, Sample, WindowSpec
+from tracescorer.records.monitors import (
+    STATE_COLUMNS,
+    STATE_TIMES,
+    Counts,
+    MonitorEvent,
+    MonitorState,
+    Rebuilt,
+    Sample,
+    WindowSpec,
+    state_from_row,
+    state_row,
+)
 from tracescorer.store.duckdb.monitors import EVENT_RETENTION_DAYS
 from tracescorer.store.postgres.bulk import upsert_params
 from tracescorer.store.postgres.tx import Tx
 
 Conn = Any
 
-_STATE_COLUMNS = [
-    "monitor_id",
-    "state",
-    "since",
-    "value",
-    "samples",
-    "evaluated_at",
-    "notified_at",
-    "firing_notified",
-    "pending",
-]
-_TS = "to_timestamp({})"
+_CASTS = {"value": "float8", "samples": "int8", "firing_notified": "bool", "reminders": "int8"}
+
+
+def _array(column: str) -> str:
+    return "%s::" + ("float8" if column in STATE_TIMES else _CASTS.get(column, "text")) + "[]"
+
+
+def _stored(column: str) -> str:
+    return f"to_timestamp(b.{column})" if column in STATE_TIMES else f"b.{column}"
+
+
+_NAMES = ", ".join(STATE_COLUMNS)
 _SAVE_SQL = (
-    "INSERT INTO monitor_state AS m (monitor_id, state, since, value, samples, evaluated_at, notified_at, "
-    "firing_notified, pending, updated_at) "
-    "SELECT b.monitor_id, b.state, to_timestamp(b.since), b.value, b.samples, to_timestamp(b.evaluated_at), "
-    "to_timestamp(b.notified_at), b.firing_notified, b.pending, now() "
-    "FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::int8[], %s::float8[], %s::float8[], "
-    "%s::bool[], %s::text[]) AS b(monitor_id, state, since, value, samples, evaluated_at, notified_at, "
-    "firing_notified, pending) "
-    "ON CONFLICT (monitor_id) DO UPDATE SET state = excluded.state, since = excluded.since, value = excluded.value, "
-    "samples = excluded.samples, evaluated_at = excluded.evaluated_at, notified_at = excluded.notified_at, "
-    "firing_notified = excluded.firing_notified, pending = excluded.pending, updated_at = now()"
+    f"INSERT INTO monitor_state AS m ({_NAMES}, updated_at) "
+    f"SELECT {', '.join(_stored(c) for c in STATE_COLUMNS)}, now() "
+    f"FROM unnest({', '.join(_array(c) for c in STATE_COLUMNS)}) AS b({_NAMES}) "
+    "ON CONFLICT (monitor_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in STATE_COLUMNS if c != "monitor_id")
+    + ", updated_at = now()"
 )
 
 
@@ -45,21 +52,8 @@ async def prune_events(conn: Conn, now: float, keep_days: float = EVENT_RETENTIO
 
 async def save(conn: Conn, states: Sequence[MonitorState], events: Sequence[MonitorEvent]) -> None:
     if states:
-        rows = [
-            [
-                s.monitor_id,
-                s.state,
-                s.since,
-                s.value,
-                s.samples,
-                s.evaluated_at,
-                s.notified_at,
-                s.firing_notified,
-                s.pending,
-            ]
-            for s in states
-        ]
-        await conn.execute(_SAVE_SQL, upsert_params(_STATE_COLUMNS, "monitor_id", rows))
+        rows = [state_row(s) for s in states]
+        await conn.execute(_SAVE_SQL, upsert_params(STATE_COLUMNS, "monitor_id", rows))
     if events:
         cols = [
             [e.monitor_id for e in events],
@@ -86,25 +80,11 @@ def _epoch(column: str) -> str:
 async def load_states(conn: Conn, monitor_ids: Sequence[str]) -> list[MonitorState]:
     if not monitor_ids:
         return []
+    columns = ", ".join(_epoch(c) if c in STATE_TIMES else c for c in STATE_COLUMNS)
     cur = await conn.execute(
-        f"SELECT monitor_id, state, {_epoch('since')}, value, samples, {_epoch('evaluated_at')}, "
-        f"{_epoch('notified_at')}, firing_notified, pending FROM monitor_state WHERE monitor_id = ANY(%s::text[])",
-        [list(monitor_ids)],
+        f"SELECT {columns} FROM monitor_state WHERE monitor_id = ANY(%s::text[])", [list(monitor_ids)]
     )
-    return [
-        MonitorState(
-            monitor_id=r[0],
-            state=r[1],
-            since=r[2],
-            value=r[3],
-            samples=int(r[4] or 0),
-            evaluated_at=r[5],
-            notified_at=r[6],
-            firing_notified=bool(r[7]),
-            pending=r[8],
-        )
-        for r in await cur.fetchall()
-    ]
+    return [state_from_row(r) for r in await cur.fetchall()]
 
 
 def _specs_cte(specs: Sequence[WindowSpec]) -> tuple[str, list[Any]]:

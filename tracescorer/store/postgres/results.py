@@ -133,9 +133,22 @@ async def write_scores(conn: Conn, scores: Sequence[Row], decisions: Sequence[Ro
         await conn.execute(_DECISIONS_SQL, upsert_params(DECISION_FIELDS, "id", decisions))
 
 
+async def score_statuses(conn: Conn, score_ids: Sequence[str]) -> list[Row]:
+    return await _rows(conn, "SELECT id, status FROM scores WHERE id = ANY(%s::text[])", [list(score_ids)])
+
+
 async def spent_today(conn: Conn) -> float:
     rows = await _rows(conn, "SELECT spent_usd FROM judge_spend WHERE day = (now() AT TIME ZONE 'UTC')::date")
     return float(rows[0][0]) if rows else 0.0
+
+
+async def spent_today_by_scorer(conn: Conn, scorer_ids: Sequence[str]) -> list[Row]:
+    return await _rows(
+        conn,
+        "SELECT scorer_id, sum(judge_cost_usd) FROM scores WHERE scorer_id = ANY(%s::text[]) AND judge_cost_usd > 0 "
+        "AND updated_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') GROUP BY scorer_id",
+        [list(scorer_ids)],
+    )
 
 
 _PRUNE = (
@@ -143,11 +156,13 @@ _PRUNE = (
     ("scores", "updated_at < %s"),
     ("scoring_decisions", "decided_at < %s"),
     ("score_deliveries", "score_version < (extract(epoch FROM %s::timestamptz) * 1000000)::bigint"),
+    ("evaluations", "received_at < %s"),
 )
 
 
 async def prune_results(conn: Conn, older_than: dt.datetime) -> dict[str, int]:
-    """Delete runs, scores, decisions and delivery rows last written before ``older_than``."""
+    """Delete runs, scores, decisions, delivery rows and external evaluations last written before
+    ``older_than`` (human labels are kept)."""
     deleted = {}
     for table, before in _PRUNE:
         cur = await conn.execute(f"DELETE FROM {table} WHERE {before}", [older_than])
@@ -209,6 +224,17 @@ class ResultsPart(Tx):
 
     async def spent_today_usd(self) -> float:
         return await self._tx(spent_today, write=False)
+
+    async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
+        if not score_ids:
+            return {}
+        return {r[0]: r[1] for r in await self._tx(score_statuses, list(score_ids), write=False)}
+
+    async def spent_today_by_scorer(self, scorer_ids: Sequence[str]) -> dict[str, float]:
+        if not scorer_ids:
+            return {}
+        rows = await self._tx(spent_today_by_scorer, list(scorer_ids), write=False)
+        return {str(r[0]): float(r[1]) for r in rows}
 
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
         # indexes in PostgreSQL are on disk: only the age deletes

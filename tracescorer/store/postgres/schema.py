@@ -42,6 +42,8 @@ QUERYABLE = (
     "conversation_activity",
     "judge_spend",
     "daemons",
+    "labels",
+    "evaluations",
 )
 
 BASELINE: tuple[str, ...] = (

@@ -3,7 +3,8 @@
 :class:`PostgresResultStore` is an async psycopg 3 connection pool (:class:`~.pool.Pool`) with one
 part per consumer protocol of :mod:`tracescorer.store.api`, each part beside the SQL it runs:
 :class:`~.results.ResultsPart` (runs, scores, decisions, spend, retention),
-:class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
+:class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`, :class:`~.labels.LabelsPart`
+(human labels, other tools' evaluations),
 :class:`~.claims.CoordinationPart` (the coordination of several daemons: conversation claims, the
 shared judge token bucket) and :class:`~.query.QueryPart`. Every method runs one transaction on a
 pooled connection: nothing blocks the event loop. A transaction that hits a serialization failure,
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 from tracescorer.store.postgres.claims import CoordinationPart
 from tracescorer.store.postgres.deliveries import DeliveriesPart
+from tracescorer.store.postgres.labels import LabelsPart
 from tracescorer.store.postgres.monitors import MonitorsPart
 from tracescorer.store.postgres.pool import Pool
 from tracescorer.store.postgres.query import QueryPart
 from tracescorer.store.postgres.results import ResultsPart
 
 
-class PostgresResultStore(ResultsPart, DeliveriesPart, MonitorsPart, CoordinationPart, QueryPart, Pool):
+class PostgresResultStore(ResultsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, Pool):
     """Results in PostgreSQL (see the module docstring)."""

@@ -1,0 +1,115 @@
+"""Monitor state across a change of leader: two `tracescorer serve` processes on one real PostgreSQL,
+the one holding the monitors' lock stops, the other carries on from the stored state. A firing held
+back by the cooldown when the leader stops is sent by the new leader when the cooldown ends; a
+pending monitor keeps counting from when its breach began; nothing is told twice."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.webhook_receiver import WebhookReceiver
+from support.daemon import DaemonProcess, config_dict, wait_for
+
+from tracescorer.demo import emit_conversations
+
+pytestmark = pytest.mark.slow
+
+LEADS = "this daemon runs the monitors"
+COOLDOWN_S = 40  # the leader sees new scores up to 5 s late (it recounts its windows from PostgreSQL)
+
+_seq = iter(range(1_000_000))
+
+
+def _config(root: Path, name: str, dsn: str, hooks: WebhookReceiver) -> tuple[Path, dict[str, Any]]:
+    home = root / name
+    home.mkdir()
+    rule = {"scorer": "outcome", "aggregate": "pass_rate", "window": "1h", "below": 0.5, "min_samples": 2}
+    cfg = config_dict(
+        home,
+        store={"backend": "postgres", "postgres": {"dsn": dsn}},
+        assembly={"idle_s": 0.3},
+        scorers=[{"id": "outcome", "python": "support.outcome:scorer", "scope": "run", "threshold": 1}],
+        monitors=[
+            {
+                **rule,
+                "id": "quick",
+                "for": "0s",
+                "cooldown": f"{COOLDOWN_S}s",
+                "notify": [{"webhook": hooks.url + "/quick", "retries": 0}],
+            },
+            {**rule, "id": "slow", "for": "1h", "notify": [{"webhook": hooks.url + "/slow", "retries": 0}]},
+        ],
+        shutdown={"grace_s": 10},
+    )
+    return home, cfg
+
+
+def _send(daemon: DaemonProcess, *, passes: int = 0, fails: int = 0) -> None:
+    answers = ["score=1"] * passes + ["score=0"] * fails
+    emit_conversations(
+        daemon.grpc_endpoint,
+        [{"id": f"c-{next(_seq)}", "agent": "a", "turns": [("q?", None, None, None, a)]} for a in answers],
+    )
+
+
+def _state(daemon: DaemonProcess, monitor_id: str) -> dict[str, Any]:
+    [row] = daemon.query_json(
+        "SELECT state, extract(epoch FROM since) AS since, notified_state FROM monitor_state "
+        f"WHERE monitor_id = '{monitor_id}'"
+    )
+    return row
+
+
+def _events(daemon: DaemonProcess, event: str) -> int:
+    [row] = daemon.query_json(
+        f"SELECT count(*) AS n FROM monitor_events WHERE monitor_id = 'quick' AND event = '{event}'"
+    )
+    return int(row["n"])
+
+
+def test_a_new_leader_sends_the_firing_its_predecessor_held_back_and_keeps_the_pending_period(tmp_path, pg_dsn):
+    with WebhookReceiver() as hooks:
+        daemons = [DaemonProcess(*_config(tmp_path, n, pg_dsn, hooks)).start() for n in ("a", "b")]
+        try:
+            leader = wait_for(
+                lambda: next((d for d in daemons if LEADS in d.log()), None), 30, interval_s=0.2, what="a leader"
+            )
+            other = next(d for d in daemons if d is not leader)
+            statuses = lambda: [r.body["status"] for r in hooks.at("/quick")]  # noqa: E731
+
+            _send(other, fails=2)  # 0 of 2: quick fires, slow is pending for an hour
+            wait_for(lambda: statuses() == ["firing"], 60, interval_s=0.2, what="the first firing")
+            assert _state(other, "slow")["state"] == "pending"
+            slow_since = _state(other, "slow")["since"]
+            _send(other, passes=4)  # 4 of 6
+            wait_for(lambda: statuses() == ["firing", "resolved"], 60, interval_s=0.2, what="the resolve")
+            _send(other, fails=4)  # 4 of 10: fires again, inside the cooldown
+            wait_for(lambda: _state(other, "quick")["state"] == "firing", 60, interval_s=0.2, what="firing again")
+            held = _events(other, "deferred") == 1  # (a very slow machine may get here after the cooldown)
+            first_at = dt.datetime.fromisoformat(hooks.at("/quick")[0].body["at"]).timestamp()
+
+            assert leader.stop() == 0, leader.log()
+            stopped_at = time.time()
+            wait_for(lambda: LEADS in other.log(), 30, interval_s=0.2, what="the takeover")
+            wait_for(
+                lambda: statuses() == ["firing", "resolved", "firing"],
+                COOLDOWN_S + 60,
+                interval_s=0.2,
+                what="the held firing, sent when the cooldown ended",
+            )
+            sent_at = dt.datetime.fromisoformat(hooks.at("/quick")[-1].body["at"]).timestamp()
+            assert sent_at >= first_at + COOLDOWN_S  # never sooner than the cooldown
+            if held and stopped_at < first_at + COOLDOWN_S:  # held by the old leader until it stopped ...
+                assert sent_at >= stopped_at  # ... so the new leader sent it
+            assert _events(other, "notified") == 3  # each message once, across the two leaders
+            assert _state(other, "quick")["notified_state"] == "firing"
+            slow = _state(other, "slow")
+            assert slow["state"] == "pending" and slow["since"] == pytest.approx(slow_since)  # kept across leaders
+            assert hooks.at("/slow") == []
+        finally:
+            codes = [d.stop() for d in daemons if d.proc is not None and d.proc.poll() is None]
+        assert all(c == 0 for c in codes)

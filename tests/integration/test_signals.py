@@ -1,0 +1,50 @@
+"""SIGHUP, as a shell sends it to a background job's process group when its terminal closes:
+the daemon (and its store process) drain and exit 0 like on SIGTERM, the state file is gone and
+what was acknowledged is stored. Before, the daemon died with 129 and left its state file."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from support.daemon import DaemonProcess, config_dict, query_rows, run_dicts, wait_for
+from support.otlp import agent_trace, span_exporter, tracer
+
+from tracescorer.control import serve_info_path
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_sighup_to_the_process_group_drains_and_exits_0(tmp_path: Path) -> None:
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.2},
+        scorers=[{"id": "answered", "prebuilt": "non_empty_response", "threshold": 1}],
+    )
+    daemon = DaemonProcess(tmp_path, cfg, new_session=True).start()
+    assert daemon.proc is not None
+    pgid = daemon.proc.pid
+    try:
+        with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
+            agent_trace(t)
+        wait_for(lambda: daemon.query_json("SELECT id FROM scores"), 60, what="the score")
+        with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
+            agent_trace(t, answer="sent just before the hangup")  # acknowledged: it must be stored
+        os.killpg(pgid, signal.SIGHUP)  # the daemon and its store process, as a closing terminal does
+        code = daemon.proc.wait(60)
+    finally:
+        daemon.stop()
+    assert code == 0, daemon.log()
+    assert "SIGHUP received, shutting down" in daemon.log() and "it does not reload the configuration" in daemon.log()
+    assert "tracescorer stopped" in daemon.log() and "(writer did not drain)" not in daemon.log()
+    assert not serve_info_path(daemon.db_path).exists()
+    wait_for(lambda: _group_gone(pgid), 30, what="the store process to exit too")
+    assert query_rows(daemon.db_path, "SELECT count(*) AS n FROM spans WHERE name LIKE 'invoke_agent%'") == [{"n": 2}]
+    assert len(run_dicts(daemon.db_path)) >= 1

@@ -1,0 +1,101 @@
+"""Score rows remember when what they scored ended (both engines, through the scoring stage's
+record mapping), a backfill asks which targets have an error or no score, and a PostgreSQL
+schema from before the column is upgraded."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+
+import psycopg
+import pytest
+
+from tracescorer.config import ScorerBinding, Settings
+from tracescorer.lifecycle import Stages
+from tracescorer.metrics import Metrics
+from tracescorer.model import AgentRun, Conversation
+from tracescorer.scorers.prebuilt.quick import create_non_empty_response_check
+from tracescorer.scorers.types import ScorerResult
+from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.records import score_record
+from tracescorer.scoring.targets import conversation_target, run_target, target_score_id
+from tracescorer.store.factory import build_stores
+
+ENDED = dt.datetime(2025, 3, 1, 12, 0, 0, 250000, tzinfo=dt.UTC)
+
+
+def _run(i: int, ended: dt.datetime) -> AgentRun:
+    nanos = int(ended.timestamp()) * 1_000_000_000 + ended.microsecond * 1000
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id="c1",
+        resource_id=None,
+        agent_name="a",
+        agent_id=None,
+        service_name="svc",
+        convention="genai",
+        model="m",
+        started_at=nanos - 5_000_000_000,
+        ended_at=nanos,
+        status="ok",
+        error=None,
+    )
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+async def stores(request, tmp_path):
+    store: dict[str, object] = {"path": str(tmp_path / "a.duckdb")}
+    if request.param == "postgres":
+        store |= {"backend": "postgres", "postgres": {"dsn": request.getfixturevalue("pg_dsn")}}
+    built = build_stores(Settings.model_validate({"store": store}), Metrics(), owner="test", maintenance=False)
+    stages = Stages(lambda: time.monotonic() + 30)
+    for component in built.components:
+        await stages.enter(component)
+    yield built
+    await stages.aclose()
+
+
+async def test_a_score_row_holds_when_its_run_or_conversation_ended(stores):
+    first, last = _run(1, ENDED - dt.timedelta(minutes=3)), _run(2, ENDED)
+    bound = BoundScorer(
+        binding=ScorerBinding(id="s", prebuilt="non_empty_response"),
+        scorer=create_non_empty_response_check(),
+        uses_judge=False,
+    )
+    result = ScorerResult(scorer_id="s", scorer_name="S", run_id="run-1", status="ok", score=1.0, reason="fine")
+    run_row = score_record(bound, run_target(first), "live", result, None, 0.01)
+    conversation = conversation_target(Conversation(conversation_id="c1", runs=(first, last)))
+    conversation_row = score_record(bound, conversation, "backfill", result, None, 0.01)
+    await stores.runs.upsert_runs([first, last])
+    await stores.scores.write_scores([run_row, conversation_row], [])
+    q = "SELECT entity_type, target_ended_at, updated_at FROM scores ORDER BY entity_type"
+    rows = (await stores.queries.query(q, max_rows=10, timeout_s=10)).dicts()
+    times = [r["target_ended_at"] for r in rows]
+    assert [r["entity_type"] for r in rows] == ["agent", "conversation"]
+    assert times == [ENDED - dt.timedelta(minutes=3), ENDED]  # to the microsecond, in UTC
+    assert all(r["updated_at"] > ENDED for r in rows)  # written now
+
+    errored = dataclasses.replace(run_row, status="error", score=None)
+    await stores.scores.write_scores([errored], [])
+    ids = [target_score_id("s", "run", "run-1"), target_score_id("s", "run", "run-2"), conversation_row.id]
+    assert await stores.scores.score_statuses(ids) == {ids[0]: "error", conversation_row.id: "ok"}
+    assert await stores.scores.score_statuses([]) == {}
+
+
+async def test_a_postgres_schema_from_before_the_column_is_upgraded(pg_dsn, tmp_path):
+    from tracescorer.store.postgres.migrations import latest_version, migrate
+
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await migrate(conn, "tracescorer")
+        await conn.execute("ALTER TABLE tracescorer.scores DROP COLUMN target_ended_at")
+        await conn.execute("UPDATE tracescorer.schema_info SET value = '1' WHERE key = 'version'")
+        assert await migrate(conn, "tracescorer") == (1, latest_version())
+        cur = await conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = 'tracescorer' "
+            "AND table_name = 'scores' AND column_name = 'target_ended_at'"
+        )
+        assert await cur.fetchall() == [("timestamp with time zone",)]

@@ -1,0 +1,215 @@
+"""``tracescorer explain``: what happened to a trace's runs, or a conversation, per scorer binding."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tracescorer.commands.common import as_datetime, config_option, load, rows_of, run_query
+
+if TYPE_CHECKING:
+    from tracescorer.config import ScorerBinding, Settings
+
+
+def _ago(when: dt.datetime, now: dt.datetime) -> str:
+    seconds = (when - now).total_seconds()
+    shown = f"{abs(seconds):.0f}s" if abs(seconds) < 120 else f"{abs(seconds) / 60:.0f}m"
+    return f"in {shown}" if seconds >= 0 else f"{shown} ago"
+
+
+def _stamp(when: dt.datetime) -> str:
+    from tracescorer.output import stamp
+
+    return stamp(when)
+
+
+@click.command()
+@config_option
+@click.argument("target", metavar="ID", required=False)
+@click.option("--conversation", "conversation_id", help="Explain this conversation (an id or a unique prefix).")
+def explain(config_path: str | None, target: str | None, conversation_id: str | None) -> None:
+    """Per scorer binding: what happened to a trace's runs (or a conversation) and why.
+
+    ID is a trace, run, score or conversation id, whole or a unique prefix (as the tables of
+    `runs` and `scores` show them): a run or a run's score explains its trace, a conversation or
+    a conversation's score the conversation. Exits 1 when no span of the trace (or no run of the
+    conversation) is stored.
+    """
+    from tracescorer.commands.ids import resolve, score_target
+    from tracescorer.store import queries
+
+    if bool(target) == bool(conversation_id):
+        raise click.UsageError("give an ID (trace, run, score or conversation) or --conversation ID")
+    settings = load(config_path)
+    now = dt.datetime.now(dt.UTC)
+    ref = resolve(settings, target) if target else resolve(settings, str(conversation_id), ("conversation",))
+    kind, value = ref.kind, ref.id
+    if kind == "score":
+        about = score_target(settings, value)
+        click.echo(f"score {value}")
+        if about.conversation and about.conversation_id:
+            kind, value = "conversation", about.conversation_id
+        elif about.trace_id:
+            kind, value = "trace", about.trace_id
+        else:
+            raise click.ClickException(f"score {value} names neither a conversation nor a trace")
+    if kind == "run":
+        runs = rows_of(run_query(settings, queries.runs_of("run", value), 1))
+        click.echo(f"run {value}")
+        kind, value = "trace", runs[0]["trace_id"]
+    if kind == "conversation":
+        targets = _explain_conversation(settings, value, now)
+    else:
+        targets = _explain_trace(settings, value, now)
+    if targets is None:
+        return
+    from tracescorer.commands.external import explain_external
+
+    bindings = settings.scorers
+    if not bindings:
+        click.echo("  no scorers are bound in this configuration (see `scorers:` in config/scorers.example.yaml)")
+        explain_external(settings, targets)
+        return
+    decided: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for d in rows_of(run_query(settings, queries.decisions([(k, t) for k, t, _, _ in targets]), 10_000)):
+        decided.setdefault((d["target_type"], d["target_id"]), {})[d["scorer_id"]] = d
+    for kind, target_id, label, waiting in targets:
+        click.echo(f"  {label}:")
+        decisions = decided.get((kind, target_id), {})
+        for binding in bindings:
+            if binding.scope == kind:
+                click.echo(f"    {binding.id}: {_decision_text(binding, decisions.get(binding.id), waiting)}")
+                reason = decisions.get(binding.id, {}).get("reason")
+                if reason and decisions[binding.id]["decision"] == "scored":
+                    click.echo(f"      reason: {str(reason).strip()}")
+    explain_external(settings, targets)
+
+
+def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[tuple[str, str, str, str]] | None:
+    from tracescorer.store import queries
+
+    assembled = rows_of(run_query(settings, queries.assembled_trace(trace_id), 1))
+    shared = settings.store.backend == "postgres"
+    if not assembled and shared:
+        runs = rows_of(run_query(settings, queries.trace_runs(trace_id), 1000))
+        if runs:  # another daemon received and assembled it: its span log has the spans
+            click.echo(f"trace {trace_id}")
+            click.echo(
+                "  assembled by another daemon (postgres mode: span logs are per daemon, runs and scores are shared)"
+            )
+            return _run_targets(settings, runs, now)
+    if not assembled:
+        spans = rows_of(run_query(settings, queries.trace_spans_summary(trace_id), 1))[0]
+        if not spans["spans"]:
+            where = (
+                f"this daemon's span log ({settings.store.path}), nor a run of it in PostgreSQL"
+                if shared
+                else settings.store.path
+            )
+            raise click.ClickException(f"unknown trace id {trace_id}: no span of it is stored in {where}")
+        a = settings.assembly
+        last, first = as_datetime(spans["last_received"]), as_datetime(spans["first_received"])
+        due = min(last + dt.timedelta(seconds=a.idle_s), first + dt.timedelta(seconds=a.max_wait_s))
+        root = "its root span arrived" if spans["roots"] else "its root span has not arrived yet"
+        click.echo(f"trace {trace_id}")
+        click.echo(
+            f"  not assembled yet: {spans['spans']} span(s) stored, {root}. A trace is assembled once its root "
+            f"span ended and nothing arrived for assembly.idle_s={a.idle_s:g}s (at most "
+            f"assembly.max_wait_s={a.max_wait_s:g}s after its first span): due {_ago(due, now)} "
+            f"({_stamp(due)}), while the daemon runs"
+        )
+        return None
+    runs = rows_of(run_query(settings, queries.trace_runs(trace_id), 1000))
+    row = assembled[0]
+    click.echo(f"trace {trace_id}")
+    click.echo(
+        f"  assembled: {row['reason']}, {row['span_count']} span(s){', incomplete' if row['incomplete'] else ''}"
+    )
+    if row["unmatched_reason"]:
+        click.echo(f"  no agent run rebuilt: {row['unmatched_reason']}")
+    elif runs:
+        used = ", ".join(sorted({str(r["convention"]) for r in runs}))
+        click.echo(f"  {len(runs)} agent run(s) rebuilt, read by convention {used}")
+    return _run_targets(settings, runs, now)
+
+
+def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetime) -> list[tuple[str, str, str, str]]:
+    from tracescorer.store import queries
+
+    waiting_run = "pending: run scorers decide within seconds of assembly while the daemon runs"
+    targets = [
+        (
+            "run",
+            r["run_id"],
+            f"run {r['run_id'][:12]} ({r['agent_name'] or 'unnamed agent'}, convention {r['convention']})",
+            waiting_run,
+        )
+        for r in runs
+    ]
+    for conversation in sorted({r["conversation_id"] for r in runs if r["conversation_id"]}):
+        conv_runs = rows_of(run_query(settings, queries.conversation_runs(conversation), 10_000))
+        targets.append(
+            ("conversation", conversation, f"conversation {conversation}", _conversation_wait(settings, conv_runs, now))
+        )
+    return targets
+
+
+def _explain_conversation(
+    settings: Settings, conversation_id: str, now: dt.datetime
+) -> list[tuple[str, str, str, str]] | None:
+    from tracescorer.store import queries
+
+    runs = rows_of(run_query(settings, queries.conversation_runs(conversation_id), 10_000))
+    if not runs:
+        raise click.ClickException(
+            f"unknown conversation id {conversation_id!r}: no run with this conversation id "
+            f"is stored in {settings.store.path}"
+        )
+    click.echo(f"conversation {conversation_id}: {len(runs)} run(s)")
+    waiting = _conversation_wait(settings, runs, now)
+    targets = [("conversation", conversation_id, f"conversation {conversation_id}", waiting)]
+    targets += [
+        (
+            "run",
+            r["run_id"],
+            f"run {r['run_id'][:12]} (trace {r['trace_id']})",
+            "pending: run scorers decide within seconds of assembly while the daemon runs",
+        )
+        for r in runs
+    ]
+    return targets
+
+
+def _conversation_wait(settings: Settings, runs: list[dict[str, Any]], now: dt.datetime) -> str:
+    idle = settings.assembly.conversation_idle_s
+    last = max(as_datetime(r["updated_at"]) for r in runs)
+    due = last + dt.timedelta(seconds=idle)
+    if due > now:
+        return (
+            f"pending: the conversation is scored once idle for assembly.conversation_idle_s={idle:g}s after its "
+            f"last run ({_stamp(last)}): due {_ago(due, now)} ({_stamp(due)}), while the daemon runs"
+        )
+    return (
+        f"pending: due since {_stamp(due)} (idle {idle:g}s after its last run); it is scored while the daemon "
+        "runs (also after a restart, within scoring.recover_window_s), or now with `tracescorer backfill`"
+    )
+
+
+def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: str) -> str:
+    if not binding.enabled:
+        return "binding disabled (enabled: false)"
+    if d is None:
+        return (
+            f"no decision yet — {waiting}; bound after this was processed? `tracescorer backfill --scorer {binding.id}`"
+        )
+    if d["decision"] == "scored":
+        extra = f" label={d['label']}" if d["label"] else ""
+        cost = f" cost=${d['judge_cost_usd']:.6f}" if d["judge_cost_usd"] else ""
+        version = f", version {d['scorer_version']}" if d.get("scorer_version") else ""
+        return f"scored {d['score']}{extra}{cost} ({d['source']}){version}"
+    detail = f" — {d['detail']}" if d["detail"] else ""
+    if d["decision"] == "sampled_out" and not detail:
+        detail = f" — sampling ratio {binding.sampling.ratio:g}"
+    return f"{d['decision']}{detail}"
