@@ -230,6 +230,6 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         )
         metrics = _metrics(daemon)
         assert _metric(metrics, 'tracescorer_assembly_traces_total{pass="late"') == 0
-        assert _metric(metrics, "tracescorer_scores_total{") == scores_before + 1
+        assert _metric(metrics, "tracescorer_score_results_total{") == scores_before + 1
     finally:
         assert daemon.stop() == 0, daemon.log()

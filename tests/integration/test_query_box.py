@@ -6,7 +6,6 @@ scores are written; slow queries do not hold up the scoring of a conversation.""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import urllib.error
@@ -54,8 +53,13 @@ def _store_process(daemon: DaemonProcess) -> psutil.Process:
 
 def _scores(daemon: DaemonProcess, scorer: str) -> float:
     text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
-    found = re.search(rf'^tracescorer_scores_total{{scorer="{scorer}",status="ok"}} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("tracescorer_score_results_total{")
+        and f'scorer="{scorer}"' in line
+        and 'status="ok"' in line
+    )
 
 
 def test_queries_past_the_bound_are_refused_retryable_and_the_cli_waits_its_turn(tmp_path):

@@ -171,7 +171,7 @@ class MonitorSettings(_Section):
             for key, ours in _OTHER_NAMES.items():
                 if key in data:
                     raise ValueError(
-                        f"monitor {data.get('id')!r}: unknown key {key!r}; did you mean {ours!r}? "
+                        f"unknown key {key!r}; did you mean {ours!r}? "
                         "(docs/monitors.md: for, keep_firing_for, recovery_threshold, cooldown, repeat_interval)"
                     )
         return data
@@ -184,7 +184,7 @@ class MonitorSettings(_Section):
         try:
             parse_duration(value)
         except ValueError as exc:
-            raise ValueError(f"monitor {info.data.get('id')!r}: {exc}") from None
+            raise ValueError(str(exc)) from None
         return str(value).strip() if isinstance(value, str) else f"{value}s"
 
     @field_validator("window")
@@ -192,7 +192,7 @@ class MonitorSettings(_Section):
     def _positive_window(cls, value: str, info: ValidationInfo) -> str:
         seconds = parse_duration(value)
         if not 1 <= seconds <= MAX_WINDOW_S:
-            raise ValueError(f"monitor {info.data.get('id')!r}: window {value!r} must be between 1s and 366d")
+            raise ValueError(f"window {value!r} must be between 1s and 366d")
         return value
 
     @field_validator("for_", "keep_firing_for", "cooldown")
@@ -200,7 +200,7 @@ class MonitorSettings(_Section):
     def _bounded(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and parse_duration(value) > MAX_WINDOW_S:
             key = "for" if info.field_name == "for_" else info.field_name
-            raise ValueError(f"monitor {info.data.get('id')!r}: {key} {value!r} must be at most 366d")
+            raise ValueError(f"{key} {value!r} must be at most 366d")
         return value
 
     @field_validator("repeat_interval")
@@ -208,10 +208,7 @@ class MonitorSettings(_Section):
     def _repeat(cls, value: str, info: ValidationInfo) -> str:
         seconds = parse_duration(value)
         if seconds and not MIN_REPEAT_INTERVAL_S <= seconds <= MAX_WINDOW_S:
-            raise ValueError(
-                f"monitor {info.data.get('id')!r}: repeat_interval {value!r} must be 0s (no reminders) "
-                "or between 1s and 366d"
-            )
+            raise ValueError(f"repeat_interval {value!r} must be 0s (no reminders) or between 1s and 366d")
         return value
 
     @field_validator("trace_url")
@@ -229,28 +226,26 @@ class MonitorSettings(_Section):
 
     @model_validator(mode="after")
     def _one_threshold(self) -> MonitorSettings:
-        where = f"monitor {self.id!r}"
         if (self.below is None) == (self.above is None):
-            raise ValueError(f"{where}: give exactly one of 'below' or 'above'")
+            raise ValueError("give exactly one of 'below' or 'above'")
         threshold = self.threshold
         if not math.isfinite(threshold):
-            raise ValueError(f"{where}: the threshold must be a finite number")
+            raise ValueError("the threshold must be a finite number")
         if self.aggregate in ("pass_rate", "error_rate") and not 0 <= threshold <= 1:
             raise ValueError(
-                f"{where}: {self.aggregate} is a fraction between 0 and 1 (0.8 means 80%), "
-                f"got {self.comparison}: {threshold:g}"
+                f"{self.aggregate} is a fraction between 0 and 1 (0.8 means 80%), got {self.comparison}: {threshold:g}"
             )
         recovery = self.recovery_threshold
         if recovery is not None:
             if not math.isfinite(recovery):
-                raise ValueError(f"{where}: recovery_threshold must be a finite number")
+                raise ValueError("recovery_threshold must be a finite number")
             if self.aggregate in ("pass_rate", "error_rate") and not 0 <= recovery <= 1:
-                raise ValueError(f"{where}: recovery_threshold is a fraction between 0 and 1, got {recovery:g}")
+                raise ValueError(f"recovery_threshold is a fraction between 0 and 1, got {recovery:g}")
             wrong_side = recovery < threshold if self.comparison == "below" else recovery > threshold
             if wrong_side:
                 side = "at or above" if self.comparison == "below" else "at or below"
                 raise ValueError(
-                    f"{where}: recovery_threshold {recovery:g} must be {side} the threshold ({self.comparison}: "
+                    f"recovery_threshold {recovery:g} must be {side} the threshold ({self.comparison}: "
                     f"{threshold:g}): the monitor resolves once the value is back {side} it"
                 )
         return self
