@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.trace import SpanKind
-from support.daemon import running_app, settings_for, settled, wait_for_async
+from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
 from support.otlp import span_exporter, tracer
 
@@ -93,3 +93,25 @@ async def test_store_spans_all_stores_every_span_and_skips_nothing(tmp_path, tra
         skipped = await fetch(queries, "SELECT count(*) FROM skipped_traces")
     assert sorted(spans) == sorted([(ids["plain"], 2), (ids["agent"], 3)])
     assert skipped == [(0,)]
+
+
+def test_explain_and_runs_unmatched_name_a_skipped_trace(tmp_path):
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
+    try:
+        ids = _send(int(daemon.grpc_endpoint.rsplit(":", 1)[1]))
+        wait_for(
+            lambda: daemon.query_json("SELECT count(*) AS n FROM runs")[0]["n"] == 1, 30, what="the agent trace's run"
+        )
+        explained = daemon.cli("explain", ids["plain"])
+        assert explained.returncode == 0, explained.stderr
+        assert f"trace {ids['plain']}" in explained.stdout
+        assert "skipped by triage: 2 span(s) and 0 log record(s) in 2 request(s) from checkout" in explained.stdout
+        assert "triage.window_s=60s" in explained.stdout
+        prefix = daemon.cli("explain", ids["plain"][:10])  # a prefix of a skipped trace's id resolves too
+        assert "skipped by triage" in prefix.stdout, prefix.stderr
+        unmatched = daemon.cli("runs", "--unmatched")
+        assert unmatched.returncode == 0, unmatched.stderr
+        # the agent trace had its first span skipped, and the plain one: both named in the count
+        assert "# and 2 trace(s) skipped by triage" in unmatched.stderr
+    finally:
+        assert daemon.stop() == 0, daemon.log()[-3000:]

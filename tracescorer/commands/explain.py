@@ -103,6 +103,8 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
     if not assembled:
         spans = rows_of(run_query(settings, queries.trace_spans_summary(trace_id), 1))[0]
         if not spans["spans"]:
+            if _explain_skipped(settings, trace_id):
+                return None
             where = (
                 f"this daemon's span log ({settings.store.path}), nor a run of it in PostgreSQL"
                 if shared
@@ -133,6 +135,26 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
         used = ", ".join(sorted({str(r["convention"]) for r in runs}))
         click.echo(f"  {len(runs)} agent run(s) rebuilt, read by convention {used}")
     return _run_targets(settings, runs, now)
+
+
+def _explain_skipped(settings: Settings, trace_id: str) -> bool:
+    """Say what triage skipped of a trace, if it skipped any; whether it did."""
+    from tracescorer.store import queries
+
+    found = rows_of(run_query(settings, queries.skipped_trace(trace_id), 1))
+    if not found or not found[0]["requests"]:
+        return False
+    s = found[0]
+    click.echo(f"trace {trace_id}")
+    click.echo(
+        f"  skipped by triage: {s['spans']} span(s) and {s['logs']} log record(s) in {s['requests']} request(s) "
+        f"from {s['services'] or 'an unnamed service'}, received {_stamp(as_datetime(s['first_received']))} to "
+        f"{_stamp(as_datetime(s['last_received']))}. No agent content was seen in it (no convention's marker: gen_ai.*, "
+        "openinference.*, ai.*, ...), so it was neither stored nor assembled (store.spans: agent). Had agent "
+        f"spans of it come within triage.window_s={settings.triage.window_s:g}s, its skipped spans would have "
+        "been read back and assembled with them; `store.spans: all` stores every span"
+    )
+    return True
 
 
 def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetime) -> list[tuple[str, str, str, str]]:

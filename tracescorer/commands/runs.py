@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since, row_limit, run_query
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since, row_limit, rows_of, run_query
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
@@ -111,6 +111,13 @@ def runs(
         else:
             click.echo(FORMATS[fmt](result["columns"], rows))
         _truncated(result, limit)
+        skipped = rows_of(run_query(settings, queries.skipped_traces_count(when), 1))
+        if skipped and skipped[0]["traces"]:
+            click.echo(
+                f"# and {skipped[0]['traces']} trace(s) skipped by triage (no agent content; store.spans: agent): "
+                "`tracescorer explain TRACE_ID`, or query the skipped_traces table",
+                err=True,
+            )
         if settings.store.backend == "postgres":
             click.echo("# traces assembled by this daemon only: in postgres mode span logs are per daemon", err=True)
         return

@@ -83,10 +83,31 @@ def ids_starting(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
 
 
 def assembled_trace_ids(text: str) -> Query:
-    """Trace ids of the span log's assembled traces (those no run came from too) starting with ``text``."""
+    """Trace ids of the span log's assembled traces (those no run came from too) and of the traces
+    triage skipped, starting with ``text``."""
     return Query(
-        "SELECT trace_id FROM assembled_traces WHERE starts_with(trace_id, ?) ORDER BY trace_id", (text.lower(),)
+        "SELECT trace_id FROM assembled_traces WHERE starts_with(trace_id, ?) UNION "
+        "SELECT trace_id FROM skipped_traces WHERE starts_with(trace_id, ?) ORDER BY trace_id",
+        (text.lower(), text.lower()),
     )
+
+
+def skipped_trace(trace_id: str) -> Query:
+    """What triage skipped of a trace: requests, spans, log records, services, first and last receipt."""
+    return Query(
+        "SELECT count(*) AS requests, coalesce(sum(span_count), 0) AS spans, coalesce(sum(log_count), 0) AS logs, "
+        "string_agg(DISTINCT service_name, ', ') AS services, min(received_at) AS first_received, "
+        "max(received_at) AS last_received FROM skipped_traces WHERE trace_id = ?",
+        (trace_id.lower(),),
+    )
+
+
+def skipped_traces_count(since: dt.datetime | None) -> Query:
+    """Distinct traces triage skipped (since ``since``)."""
+    where = _Where()
+    if since:
+        where.add(f"received_at >= {_TIME}", since.isoformat())
+    return Query(f"SELECT count(DISTINCT trace_id) AS traces FROM skipped_traces{where.sql()}", tuple(where.params))
 
 
 def score_target(score_id: str) -> Query:
