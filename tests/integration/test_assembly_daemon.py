@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, plain_config, wait_for
 from support.payloads import trace_request
 
 TRACE = "7a1c0ffee0000000000000000000beef"
@@ -97,7 +97,7 @@ def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True) -> list[
 
 
 def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.5})).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, assembly={"idle_s": 0.5})).start()
     try:
         spans = agent_spans()
         # children before their parent, one span per request, the tool span held back
@@ -129,7 +129,7 @@ def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
     """A full assembly buffer holds the segment log's feed back: what comes meanwhile is
     acknowledged and waits in the log (on disk), and once the log is segment_log.max_lag_bytes
     ahead new requests are refused as retryable; nothing is dropped."""
-    cfg = config_dict(
+    cfg = plain_config(
         tmp_path, assembly={"idle_s": 60, "max_wait_s": 3, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
@@ -179,12 +179,12 @@ def _posted(daemon: DaemonProcess, spans: list[dict]) -> bool:
 
 
 def test_restart_recovers_traces_never_assembled(tmp_path):
-    slow = config_dict(tmp_path, assembly={"idle_s": 3600})
+    slow = plain_config(tmp_path, assembly={"idle_s": 3600})
     daemon = DaemonProcess(tmp_path, slow).start()
     post(daemon, agent_spans())
     assert daemon.stop() == 0
     assert runs(daemon) == []  # nothing assembled before the stop
-    fast = config_dict(tmp_path, assembly={"idle_s": 3600})
+    fast = plain_config(tmp_path, assembly={"idle_s": 3600})
     daemon = DaemonProcess(tmp_path, fast).start()
     try:
         got = wait_runs(daemon, 1)  # assembled at start from the span log, no new traffic
@@ -195,7 +195,7 @@ def test_restart_recovers_traces_never_assembled(tmp_path):
 
 
 def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, assembly={"idle_s": 0.3})).start()
     try:
         post(
             daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}]
@@ -216,7 +216,7 @@ def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stor
     without its root. Once handed out (``max_wait_s``) the store says the trace was assembled
     before: it is read back whole and assembled again as a late trace, its rows replaced (not
     taken for new, not rebuilt from the late span alone)."""
-    cfg = config_dict(
+    cfg = plain_config(
         tmp_path,
         assembly={"idle_s": 0.5, "max_wait_s": 1.5},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],

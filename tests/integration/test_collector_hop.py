@@ -9,7 +9,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, plain_config, wait_for
 from support.rotel import RotelUnavailable, agent
 
 from tracescorer.demo import emit_conversations
@@ -37,12 +37,14 @@ def rotel_binary():
 
 
 def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_binary):
-    # one trace at a time in assembly: a second trace while the first waits for idle_s is refused with 429
+    # one trace at a time in assembly: while the first waits for idle_s, assembly holds the feed back, a
+    # second trace waits in the segment log, and with the log's bound at one byte a third is refused with 429
     daemon = DaemonProcess(
         tmp_path,
-        config_dict(
+        plain_config(
             tmp_path,
             assembly={"idle_s": 1.5, "max_traces": 1},
+            segment_log={"max_lag_bytes": 1},
             scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         ),
     ).start()
@@ -88,7 +90,7 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
 
         wait_for(listening, 30, what="rotel listening")
         conversations = [
-            {"id": f"hop-{i}", "agent": "support", "turns": [(f"q{i}", None, None, None, f"a{i}")]} for i in range(2)
+            {"id": f"hop-{i}", "agent": "support", "turns": [(f"q{i}", None, None, None, f"a{i}")]} for i in range(3)
         ]
         emit_conversations(f"127.0.0.1:{grpc_port}", conversations[:1])
         wait_for(
@@ -97,7 +99,9 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
             interval_s=0.1,
             what="the first trace stored",
         )
-        emit_conversations(f"127.0.0.1:{grpc_port}", conversations[1:])  # refused while the first is in assembly
+        emit_conversations(f"127.0.0.1:{grpc_port}", conversations[1:2])  # acknowledged, held in the log
+        wait_for(lambda: _metric(daemon, "tracescorer_feed_lag_bytes") > 0, 30, interval_s=0.05, what="the feed held")
+        emit_conversations(f"127.0.0.1:{grpc_port}", conversations[2:])  # refused while the feed is behind
         wait_for(
             lambda: _metric(daemon, "tracescorer_receiver_backpressure_total") >= 1,
             30,
@@ -105,7 +109,7 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
             what="a 429 answered to rotel",
         )
         rows = wait_for(
-            lambda: (lambda r: r if len(r) == 2 else None)(
+            lambda: (lambda r: r if len(r) == 3 else None)(
                 daemon.query_json("SELECT conversation_id, status, score FROM scores ORDER BY 1")
             ),
             60,
@@ -115,8 +119,9 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
         assert rows == [
             {"conversation_id": "hop-0", "status": "ok", "score": 1.0},
             {"conversation_id": "hop-1", "status": "ok", "score": 1.0},
+            {"conversation_id": "hop-2", "status": "ok", "score": 1.0},
         ]
-        assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 4}]  # nothing lost, nothing twice
+        assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 6}]  # nothing lost, nothing twice
     finally:
         rotel.terminate()
         try:

@@ -7,7 +7,7 @@ import threading
 import urllib.error
 import urllib.request
 
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, plain_config, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
 
@@ -35,7 +35,7 @@ def _send_batches(url: str, stop: threading.Event, acked: list[str], errors: lis
 
 
 def test_sigterm_under_load_loses_nothing_acknowledged(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path)).start()
     stop = threading.Event()
     acked: list[str] = []
     errors: list[str] = []
@@ -57,7 +57,7 @@ def test_sigterm_under_load_loses_nothing_acknowledged(tmp_path):
 
 
 def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path)).start()
     with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
         agent_trace(t)
     daemon.settled()
@@ -94,7 +94,7 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
 
 
 def test_query_row_limit_and_bad_sql(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, store={"query_max_rows": 5})).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, store={"query_max_rows": 5})).start()
     try:
         result = daemon.cli("query", "SELECT * FROM range(100)")
         assert "(5 rows)" in result.stdout and "truncated at 5 rows" in result.stderr
@@ -105,7 +105,7 @@ def test_query_row_limit_and_bad_sql(tmp_path):
 
 
 def test_serve_fails_clearly_on_bad_config(tmp_path):
-    cfg = config_dict(tmp_path)
+    cfg = plain_config(tmp_path)
     cfg["store"]["retention_dayz"] = 3
     daemon = DaemonProcess(tmp_path, cfg)
     result = daemon.cli("serve", check=False)
@@ -114,7 +114,7 @@ def test_serve_fails_clearly_on_bad_config(tmp_path):
 
 
 def test_check_config_masks_secrets_and_applies_env(tmp_path):
-    cfg = config_dict(tmp_path, receiver={"auth_token": "${MY_TOKEN:-fallback}"})
+    cfg = plain_config(tmp_path, receiver={"auth_token": "${MY_TOKEN:-fallback}"})
     daemon = DaemonProcess(tmp_path, cfg, env={"MY_TOKEN": "topsecret", "TRACESCORER_STORE__RETENTION_DAYS": "7"})
     out = daemon.cli("check-config").stdout
     assert "topsecret" not in out and "auth_token: '***'" in out

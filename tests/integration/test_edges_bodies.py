@@ -13,7 +13,7 @@ import time
 
 import aiohttp
 import psutil
-from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
+from support.daemon import DaemonProcess, plain_config, plain_settings, running_app, settled, wait_for, wait_for_async
 from support.db import scalar
 from support.edges import Sender, chunk, close, connect, post_head, read_status, trickle
 from support.gate import LogGate
@@ -51,7 +51,7 @@ async def _send_all(app, rounds: int) -> list[Sender]:
 async def test_two_slow_bodies_refuse_no_one_else(tmp_path):
     """Two requests announcing 16 MiB (together: all of max_inflight_bytes) and sending a byte a
     second: every other HTTP and gRPC request is taken; the slow ones are cut off with 408."""
-    async with running_app(settings_for(tmp_path, receiver={"body_timeout_s": 8})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 8})) as app:
         stop = asyncio.Event()
         slow = [await connect(app.http_port, post_head(content_length=16 * 1024 * 1024)) for _ in range(2)]
         trickling = [asyncio.create_task(trickle(conn, b"\0" * 100, stop)) for conn in slow]
@@ -74,7 +74,7 @@ async def test_two_slow_bodies_refuse_no_one_else(tmp_path):
 
 async def test_requests_that_send_no_body_hold_no_place(tmp_path):
     """64 requests (receiver.max_concurrent_requests) announcing 100 bytes and sending none."""
-    async with running_app(settings_for(tmp_path, receiver={"body_timeout_s": 4})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 4})) as app:
         silent = [await connect(app.http_port, post_head(content_length=100)) for _ in range(64)]
         await wait_for_async(lambda: app.http.guard.busy == 64, 10, what="64 requests being handled")
         await _send_all(app, 5)
@@ -87,7 +87,7 @@ async def test_requests_that_send_no_body_hold_no_place(tmp_path):
 
 async def test_a_client_that_hangs_up_mid_body_is_counted_not_logged_as_an_error(tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         sized = await connect(app.http_port, post_head(content_length=1000) + b"\0" * 10)
         chunked = await connect(app.http_port, post_head(chunked=True) + chunk(b"\0" * 10))
         await wait_for_async(lambda: app.ingestor.requests_in_flight == 2, 10, what="both bodies started")
@@ -113,7 +113,7 @@ async def test_healthz_answers_while_a_large_request_is_decoded(tmp_path):
         for i in range(50)
     ]
     body = trace_request(spans).SerializeToString()
-    async with running_app(settings_for(tmp_path)) as app, LogGate(app.segment_log) as gate:
+    async with running_app(plain_settings(tmp_path)) as app, LogGate(app.segment_log) as gate:
         url = f"http://127.0.0.1:{app.http_port}"
         answered_while_decoding = 0
         async with aiohttp.ClientSession() as s:
@@ -155,7 +155,7 @@ def test_concurrent_chunked_bodies_stay_within_max_inflight_bytes(tmp_path):
     arrive, so the daemon's memory stays within a bound derived from max_inflight_bytes (before:
     RSS 109 -> 867 MB). Each is taken or refused as retryable; those taken are stored whole."""
     max_inflight = 32 * 1024 * 1024
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, receiver={"max_inflight_bytes": max_inflight})).start()
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, receiver={"max_inflight_bytes": max_inflight})).start()
     try:
         port = int(daemon.http_url.rsplit(":", 1)[1])
         proc = psutil.Process(daemon.proc.pid)

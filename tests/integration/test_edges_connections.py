@@ -10,7 +10,7 @@ import re
 import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.daemon import running_app, settings_for, settled, wait_for_async
+from support.daemon import plain_settings, running_app, settled, wait_for_async
 from support.db import scalar
 from support.edges import Sender, close, closed_by_peer, connect, post_head, read_status, trickle
 
@@ -24,7 +24,7 @@ def _counter(app, name: str, **labels: str) -> float:
 
 
 async def test_idle_and_slow_header_connections_are_closed_at_both_listeners(tmp_path):
-    settings = settings_for(tmp_path, receiver={"header_timeout_s": 1, "idle_timeout_s": 3})
+    settings = plain_settings(tmp_path, receiver={"header_timeout_s": 1, "idle_timeout_s": 3})
     async with running_app(settings) as app:
         silent = await connect(app.http_port)
         trickling = await connect(app.http_port)
@@ -57,7 +57,7 @@ async def test_idle_and_slow_header_connections_are_closed_at_both_listeners(tmp
 async def test_exporters_keep_working_across_idle_timeouts(tmp_path):
     """The SDK exporters' connections are closed when idle (HTTP: closed; gRPC: GOAWAY), and the
     next export opens a new one: every export is acknowledged."""
-    settings = settings_for(tmp_path, receiver={"header_timeout_s": 0.5, "idle_timeout_s": 1})
+    settings = plain_settings(tmp_path, receiver={"header_timeout_s": 0.5, "idle_timeout_s": 1})
     async with running_app(settings) as app:
         senders = [
             Sender("http", http_url=f"http://127.0.0.1:{app.http_port}"),
@@ -76,7 +76,7 @@ async def test_exporters_keep_working_across_idle_timeouts(tmp_path):
 
 
 async def test_at_the_cap_the_longest_idle_connection_makes_room(tmp_path):
-    settings = settings_for(
+    settings = plain_settings(
         tmp_path,
         receiver={"max_connections": 3, "header_timeout_s": 30, "idle_timeout_s": 60, "body_timeout_s": 30},
     )
@@ -99,7 +99,7 @@ async def test_at_the_cap_the_longest_idle_connection_makes_room(tmp_path):
 async def test_readiness_says_which_bound_is_hit(tmp_path):
     """Requests, bytes in flight and connections: /readyz and the gRPC health service say so
     while the bound holds, and recover after."""
-    settings = settings_for(
+    settings = plain_settings(
         tmp_path,
         receiver={
             "max_concurrent_requests": 2,

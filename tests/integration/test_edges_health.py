@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from support.daemon import running_app, settings_for, wait_for_async
+from support.daemon import plain_settings, running_app, wait_for_async
 from support.gate import WriterGate
 from support.payloads import trace_request
 
@@ -23,7 +23,7 @@ async def _status(stub, service: str = "") -> int:
 
 
 async def test_serving_when_ready_not_serving_when_a_bound_is_hit(tmp_path):
-    settings = settings_for(tmp_path, receiver={"max_queue_items": 10})
+    settings = plain_settings(tmp_path, receiver={"max_queue_items": 10})
     async with running_app(settings) as app:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
@@ -45,7 +45,7 @@ async def test_serving_when_ready_not_serving_when_a_bound_is_hit(tmp_path):
 
 
 async def test_watch_sees_not_serving_when_the_daemon_stops(tmp_path):
-    app = App(settings_for(tmp_path))
+    app = App(plain_settings(tmp_path))
     await app.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}") as channel:

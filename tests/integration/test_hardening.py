@@ -21,7 +21,7 @@ import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, plain_config, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
 
@@ -69,7 +69,7 @@ def _json_traces(spans: list[dict[str, Any]]) -> bytes:
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hardening")
-    d = DaemonProcess(tmp, config_dict(tmp)).start()
+    d = DaemonProcess(tmp, plain_config(tmp)).start()
     yield d
     assert d.stop() == 0, d.log()
 
@@ -234,7 +234,7 @@ def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        cfg = config_dict(
+        cfg = plain_config(
             tmp_path,
             store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"},
             segment_log={"min_free_bytes": 1 << 20},
@@ -291,7 +291,7 @@ def test_score_rows_no_store_can_hold_do_not_stop_scoring(tmp_path):
     with FakeOpenAI() as fake:
         fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "fine"}))
         fake.script("HUGE", Reply.json({"satisfied": True, "reasoning": "broken emoji \ud83d here"}))
-        cfg = config_dict(
+        cfg = plain_config(
             tmp_path,
             assembly={"idle_s": 0.3},
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 30},
@@ -369,7 +369,7 @@ def _burst(daemon: DaemonProcess, requests: int, spans_per_request: int, prefix:
 
 
 def test_sigterm_after_a_load_burst_exits_0_and_keeps_every_acknowledged_span(tmp_path):
-    d = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    d = DaemonProcess(tmp_path, plain_config(tmp_path)).start()
     acked = _burst(d, 60, 100, 0x1)
     assert d.stop(signal.SIGTERM) == 0, d.log()
     assert not Path(d.db_path + ".serve.json").exists()
@@ -378,13 +378,13 @@ def test_sigterm_after_a_load_burst_exits_0_and_keeps_every_acknowledged_span(tm
 
 
 def test_sigterm_during_start_up_recovery_exits_0(tmp_path):
-    slow = config_dict(tmp_path, assembly={"idle_s": 3600})
+    slow = plain_config(tmp_path, assembly={"idle_s": 3600})
     first = DaemonProcess(tmp_path, slow).start()
     acked = _burst(first, 40, 100, 0x2)  # 4,000 traces that the stop leaves unassembled
     assert first.stop() == 0, first.log()
     second = DaemonProcess(tmp_path, slow).start()
     assert second.stop(signal.SIGTERM) == 0, second.log()  # while recovery reads the span log
-    third = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
+    third = DaemonProcess(tmp_path, plain_config(tmp_path)).start()
     try:  # and the next start still assembles every one of them
         wait_for(
             lambda: third.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"] == len(acked) // 100,
@@ -399,7 +399,7 @@ def test_sigterm_during_start_up_recovery_exits_0(tmp_path):
 def test_the_event_loop_does_not_stall_on_the_first_judge_call(tmp_path):
     with FakeOpenAI() as fake:
         fake.script("", Reply.json({"score": 1.0, "reason": "fine"}))
-        cfg = config_dict(
+        cfg = plain_config(
             tmp_path,
             assembly={"idle_s": 0.3},
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},

@@ -12,7 +12,7 @@ import aiohttp
 import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
-from support.daemon import running_app, settings_for, settled
+from support.daemon import plain_settings, running_app, settled
 from support.db import scalar
 from support.gate import FeedGate
 from support.otlp import agent_trace, span_exporter, tracer
@@ -46,7 +46,7 @@ def _raw_export(port: int, body: bytes, metadata=()) -> tuple[grpc.StatusCode, b
 
 
 async def test_grpc_invalid_argument_and_keeps_serving(tmp_path):
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, b"\x0a\xff\xff\xff\xff")
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         good = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
@@ -59,14 +59,14 @@ async def test_grpc_oversized_message_is_refused(tmp_path):
     big = trace_request(
         [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 10_000}}]
     ).SerializeToString()
-    async with running_app(settings_for(tmp_path, receiver={"max_message_bytes": 4096})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"max_message_bytes": 4096})) as app:
         code, _ = await asyncio.to_thread(_raw_export, app.grpc_port, big)
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert await _count(app) == 0
 
 
 async def test_grpc_bearer_auth_with_sdk_exporter(tmp_path):
-    async with running_app(settings_for(tmp_path, receiver={"auth_token": "tok"})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"auth_token": "tok"})) as app:
         endpoint = f"127.0.0.1:{app.grpc_port}"
         code, _ = await asyncio.to_thread(
             _raw_export, app.grpc_port, trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
@@ -116,7 +116,7 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
     # requests lets these variables override the exporter's own CA file
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         monkeypatch.delenv(name, raising=False)
-    settings = settings_for(tmp_path, receiver={"tls": {"cert_file": str(cert), "key_file": str(key)}})
+    settings = plain_settings(tmp_path, receiver={"tls": {"cert_file": str(cert), "key_file": str(key)}})
     async with running_app(settings) as app:
         grpc_exp = span_exporter(
             "grpc",
@@ -141,7 +141,7 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
     # the feed held back: once the log is segment_log.max_lag_bytes ahead of it, requests are refused
-    settings = settings_for(tmp_path, receiver={"retry_after_s": 1}, segment_log={"max_lag_bytes": 1})
+    settings = plain_settings(tmp_path, receiver={"retry_after_s": 1}, segment_log={"max_lag_bytes": 1})
     async with running_app(settings) as app, FeedGate(app.feed) as gate:
         first = trace_request([{"trace_id": TRACE_ID, "span_id": "00000000000000b1"}]).SerializeToString()
         assert await asyncio.to_thread(_raw_post, app.http_port, first) == 200  # acknowledged: the feed is behind

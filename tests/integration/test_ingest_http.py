@@ -10,7 +10,7 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from support.daemon import running_app, settings_for, settled
+from support.daemon import plain_settings, running_app, settled
 from support.db import fetch, scalar
 from support.payloads import JSON_TRACE_ATTRS, SPAN_ID, TRACE_ID, json_trace_body, logs_request, trace_request
 
@@ -31,7 +31,7 @@ async def _post(app, path, body, headers):
 
 
 async def test_json_mapping_is_decoded_losslessly(tmp_path):
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         status, headers, body = await _post(app, "/v1/traces", json_trace_body(), JS)
         assert status == 200 and headers["Content-Type"].startswith("application/json")
         assert json.loads(body) == {}
@@ -47,7 +47,7 @@ async def test_json_mapping_is_decoded_losslessly(tmp_path):
 
 async def test_gzip_protobuf_and_json(tmp_path):
     spans = [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"kv": {"a": [1, {"b": b"x"}]}}}]
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         status, _, body = await _post(
             app,
             "/v1/traces",
@@ -68,7 +68,7 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
     good = {"trace_id": TRACE_ID, "span_id": SPAN_ID, "name": "good"}
     bad_len = {"trace_id": b"\x01" * 15, "span_id": SPAN_ID, "name": "short-trace-id"}
     missing = {"trace_id": TRACE_ID, "span_id": b"", "name": "no-span-id"}
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         status, _, body = await _post(
             app, "/v1/traces", trace_request([good, bad_len, missing]).SerializeToString(), PB
         )
@@ -105,7 +105,7 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
     ],
 )
 async def test_bad_requests_get_clear_4xx(tmp_path, body, headers, expected):
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         status, _resp_headers, resp = await _post(app, "/v1/traces", body, headers)
         assert status == expected
         if expected == 400 and headers["Content-Type"] == "application/x-protobuf":
@@ -123,14 +123,14 @@ async def test_bad_requests_get_clear_4xx(tmp_path, body, headers, expected):
 async def test_invalid_utf8_in_protobuf_string_is_refused(tmp_path):
     raw = bytearray(trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "name": "AAAA"}]).SerializeToString())
     raw[raw.index(b"AAAA")] = 0xFF
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         status, _, _ = await _post(app, "/v1/traces", bytes(raw), PB)
         assert status == 400
         assert await _count(app) == 0
 
 
 async def test_size_limit_method_and_path(tmp_path):
-    settings = settings_for(tmp_path, receiver={"max_message_bytes": 2048})
+    settings = plain_settings(tmp_path, receiver={"max_message_bytes": 2048})
     big = trace_request(
         [{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"x": "y" * 5000}}]
     ).SerializeToString()
@@ -147,7 +147,7 @@ async def test_size_limit_method_and_path(tmp_path):
 async def test_huge_attribute_value_within_limit_is_stored(tmp_path):
     value = "z" * 3_000_000
     req = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"gen_ai.input.messages": value}}])
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         assert (await _post(app, "/v1/traces", req.SerializeToString(), PB))[0] == 200
         stored = await scalar(await settled(app), "SELECT attributes FROM spans")
     assert loads(stored)["gen_ai.input.messages"] == value
@@ -155,7 +155,7 @@ async def test_huge_attribute_value_within_limit_is_stored(tmp_path):
 
 async def test_bearer_token_auth(tmp_path):
     body = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString()
-    async with running_app(settings_for(tmp_path, receiver={"auth_token": "s3cret"})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"auth_token": "s3cret"})) as app:
         assert (await _post(app, "/v1/traces", body, PB))[0] == 401
         assert (await _post(app, "/v1/traces", body, {**PB, "Authorization": "Bearer wrong"}))[0] == 401
         assert (await _post(app, "/v1/traces", body, {**PB, "Authorization": "Bearer s3cret"}))[0] == 200
@@ -166,7 +166,7 @@ async def test_health_ready_metrics(tmp_path):
     body = trace_request(
         [{"trace_id": TRACE_ID, "span_id": SPAN_ID}, {"trace_id": b"", "span_id": SPAN_ID}]
     ).SerializeToString()
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         await _post(app, "/v1/traces", body, PB)
         async with aiohttp.ClientSession() as s:
             base = f"http://127.0.0.1:{app.http_port}"

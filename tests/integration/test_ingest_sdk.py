@@ -20,7 +20,7 @@ from opentelemetry.trace import (
     TraceFlags,
     set_span_in_context,
 )
-from support.daemon import running_app, settings_for, settled
+from support.daemon import plain_settings, running_app, settled
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
 
@@ -45,7 +45,7 @@ async def _rows(app: Any, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_sdk_spans_are_stored_exactly(tmp_path, transport):
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         exporter = span_exporter(
             transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"
         )
@@ -92,7 +92,7 @@ async def test_sdk_spans_are_stored_exactly(tmp_path, transport):
 
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         exporter = log_exporter(
             transport, grpc_endpoint=f"127.0.0.1:{app.grpc_port}", http_url=f"http://127.0.0.1:{app.http_port}"
         )
@@ -136,7 +136,7 @@ async def test_sdk_log_records_are_stored_exactly(tmp_path, transport):
 async def test_the_langfuse_sdk_export_path_is_served_too(tmp_path):
     """Langfuse's SDK posts OTLP/HTTP to {host}/api/public/otel/v1/traces: pointed at the daemon's
     HTTP receiver as its host, it is stored like any other export."""
-    async with running_app(settings_for(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path)) as app:
         exporter = span_exporter("http", http_url=f"http://127.0.0.1:{app.http_port}/api/public/otel")
 
         def send() -> None:

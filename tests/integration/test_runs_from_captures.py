@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 from support.captures import CAPTURES, CASES, CONTRACT_KEYS, case_transport, check_parents, check_run, load_case
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, plain_config, wait_for
 from support.otlp import span_exporter, tracer
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("captures")
-    d = DaemonProcess(tmp, config_dict(tmp, assembly={"idle_s": 0.3})).start()
+    d = DaemonProcess(tmp, plain_config(tmp, assembly={"idle_s": 0.3})).start()
     yield d
     assert d.stop() == 0, d.log()
 

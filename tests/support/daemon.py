@@ -83,6 +83,19 @@ def settings_for(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
     return Settings.model_validate(config_dict(tmp_path, **sections))
 
 
+def plain_config(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """:func:`config_dict` with ``store.spans: all``: for tests of the receivers' semantics whose
+    traffic is plain spans, which triage (the default ``store.spans: agent``) would skip."""
+    cfg = config_dict(tmp_path, **sections)
+    cfg["store"].setdefault("spans", "all")
+    return cfg
+
+
+def plain_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
+    """:func:`settings_for` with ``store.spans: all`` (see :func:`plain_config`)."""
+    return Settings.model_validate(plain_config(tmp_path, **sections))
+
+
 @contextlib.asynccontextmanager
 async def running_app(settings: Settings) -> AsyncIterator[App]:
     app = App(settings)

@@ -198,7 +198,7 @@ async def test_prune_deletes_by_received_at(store):
             store_ops.execute, f"UPDATE {catalog}.spans SET received_at = now() - INTERVAL 40 DAY WHERE name = 's1'", []
         )
     deleted = await store.prune_span_log(dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
-    assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0}
+    assert deleted == {"spans": 1, "log_records": 0, "assembled_traces": 0, "skipped_traces": 0}
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
 
 
