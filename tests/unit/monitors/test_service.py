@@ -26,11 +26,18 @@ SCORERS = ["quality-judge", "quality-code", "other"]
 
 
 class Clock:
+    """Wall time plus ``offset``; once frozen, the frozen time plus ``offset`` (a loaded machine's
+    seconds between two steps must not count toward a pending period the test measures)."""
+
     def __init__(self) -> None:
         self.offset = 0.0
+        self.frozen: float | None = None
+
+    def freeze(self) -> None:
+        self.frozen = time.time()
 
     def __call__(self) -> float:
-        return time.time() + self.offset
+        return (self.frozen if self.frozen is not None else time.time()) + self.offset
 
 
 _counter = iter(range(1_000_000))
@@ -255,6 +262,7 @@ async def test_a_restart_keeps_a_pending_monitor_counting_from_when_its_breach_b
     first = Harness(store, [m], clock)
     await first.service.start()
     await first.commit(*(score("fail") for _ in range(4)))
+    clock.freeze()
     began = first.state().since
     assert first.state().state == "pending" and began is not None
     assert first.metric("tracescorer_monitor_state", monitor="support-quality", state="pending") == 1
@@ -266,7 +274,7 @@ async def test_a_restart_keeps_a_pending_monitor_counting_from_when_its_breach_b
     await second.service.start()
     try:
         assert second.state().state == "pending" and second.state().since == pytest.approx(began)
-        clock.offset += 299
+        clock.offset = began + 599 - clock.frozen  # type: ignore[operator]
         second.service.evaluate_now()
         assert second.state().state == "pending"
         clock.offset += 2  # ten minutes after the breach began, across the restart
