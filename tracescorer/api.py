@@ -61,9 +61,16 @@ class OpsApi:
     """
 
     def __init__(
-        self, health: Health, metrics: Metrics, *, metrics_token: str = "", readiness: Readiness | None = None
+        self,
+        health: Health,
+        metrics: Metrics,
+        *,
+        metrics_token: str = "",
+        readiness: Readiness | None = None,
+        detail: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._health = health
+        self._detail = detail
         self._metrics = metrics
         self._metrics_token = metrics_token
         self._readiness = readiness or self.default_readiness
@@ -92,9 +99,15 @@ class OpsApi:
             reason = self._readiness()
         except Exception as exc:  # noqa: BLE001 - a failing provider means "not ready", never a 500
             reason = f"readiness check failed: {type(exc).__name__}: {exc}"
+        body: dict[str, Any] = {"ready": reason is None}
         if reason is not None:
-            return web.json_response({"ready": False, "reason": reason}, status=503)
-        return web.json_response({"ready": True})
+            body["reason"] = reason
+        if self._detail is not None:
+            try:
+                body["detail"] = self._detail()
+            except Exception as exc:  # noqa: BLE001 - the detail never decides readiness
+                body["detail"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return web.json_response(body, status=200 if reason is None else 503)
 
     async def metrics(self, request: web.Request) -> web.Response:
         if not bearer_ok(request.headers.get("Authorization"), self._metrics_token):

@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import time
+from typing import Any
 
 from aiohttp import web
 
@@ -170,7 +171,13 @@ class App:
         self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
-        self.ops = OpsApi(st.health, self.metrics, metrics_token=s.metrics.auth_token, readiness=self.not_ready_reason)
+        self.ops = OpsApi(
+            st.health,
+            self.metrics,
+            metrics_token=s.metrics.auth_token,
+            readiness=self.not_ready_reason,
+            detail=self.readiness_detail,
+        )
         self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
         self.agreement = AgreementGauges(
             st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
@@ -211,6 +218,15 @@ class App:
         if behind < bound:
             return None
         return f"the segment log's feed is {behind} bytes behind (segment_log.max_lag_bytes {bound})"
+
+    def readiness_detail(self) -> dict[str, Any]:
+        """What ``/readyz`` tells beside its verdict: how far the feed is behind the segment log
+        (acknowledged requests not queryable yet) and which stage holds it back, if any."""
+        return {
+            "feed_lag_bytes": self.feed.lag_bytes,
+            "feed_lag_seconds": round(self.feed.lag_s, 3),
+            "feed_held_by": self.feed.held_by,
+        }
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a

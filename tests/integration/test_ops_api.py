@@ -54,7 +54,11 @@ def test_ops_listener_on_loopback_with_its_own_token(tmp_path):
         assert _call(info.url + QUERY_PATH, INGEST_TOKEN, query)[0] == 404
         # health and readiness stay open on the OTLP port (for probes), metrics need their token
         assert _call(info.url + "/healthz")[0] == 200
-        assert _call(info.url + "/readyz") == (200, json.dumps({"ready": True}))
+        code, body = _call(info.url + "/readyz")
+        ready = json.loads(body)  # the verdict, and how far the feed is behind the segment log
+        assert code == 200 and ready["ready"] is True, body
+        assert set(ready["detail"]) == {"feed_lag_bytes", "feed_lag_seconds", "feed_held_by"}
+        assert ready["detail"]["feed_lag_bytes"] >= 0
         assert _call(info.url + "/metrics")[0] == 401
         assert _call(info.url + "/metrics", INGEST_TOKEN)[0] == 401
         code, text = _call(info.url + "/metrics", "scrape-token")
