@@ -76,6 +76,7 @@ class _Task:
     target: Target
     source: str
     done: asyncio.Future[Decision]
+    heal_attempt: int = 0
 
 
 class ScoringRunner:
@@ -229,10 +230,16 @@ class ScoringRunner:
                 self.decide(bound, target, "live")
 
     def decide(
-        self, bound: BoundScorer, target: Target, source: str, extra_check: Callable[[Target], str | None] | None = None
+        self,
+        bound: BoundScorer,
+        target: Target,
+        source: str,
+        extra_check: Callable[[Target], str | None] | None = None,
+        heal_attempt: int = 0,
     ) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
-        future of the decision it gets once the scorer ran)."""
+        future of the decision it gets once the scorer ran); ``heal_attempt`` numbers an
+        automatic re-score of an error score (:mod:`tracescorer.scoring.heal`)."""
         exhausted = bound.uses_judge and self.budget.exhausted
         cap = None if exhausted else self.caps.budget_refusal(bound.binding.id)
         verdict = decide(
@@ -247,7 +254,7 @@ class ScoringRunner:
             return verdict.decision
         done: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         pool = self._judge if bound.uses_judge else self._code
-        if not pool.submit(_Task(bound, target, source, done)):
+        if not pool.submit(_Task(bound, target, source, done, heal_attempt)):
             detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
             self._record(bound, target, Decision.RATE_LIMITED, detail, source)
             return Decision.RATE_LIMITED
@@ -272,7 +279,7 @@ class ScoringRunner:
 
     async def _run_task(self, task: _Task) -> None:
         try:
-            decision = await self.execute(task.bound, task.target, task.source)
+            decision = await self.execute(task.bound, task.target, task.source, task.heal_attempt)
         except asyncio.CancelledError:
             raise
         except Exception:  # a worker must survive anything a task does
@@ -281,7 +288,7 @@ class ScoringRunner:
         if not task.done.done():
             task.done.set_result(decision)
 
-    async def execute(self, bound: BoundScorer, target: Target, source: str) -> Decision:
+    async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
         """Run one scorer on one target (limits applied), store the score; returns the decision."""
         if bound.uses_judge:
             if self.budget.exhausted:
@@ -309,7 +316,7 @@ class ScoringRunner:
             result, error = None, exc
         if not bound.uses_judge:  # a code scorer runs without yielding: its thread time is its own
             self._metrics.child(self._metrics.stage_cpu, "scoring").inc(time.thread_time() - cpu)
-        record = score_record(bound, target, source, result, error, time.perf_counter() - started)
+        record = score_record(bound, target, source, result, error, time.perf_counter() - started, heal_attempt)
         self.budget.add(record.judge_cost_usd)
         self.caps.add(bound.binding.id, record.judge_cost_usd)
         decision = outcome(record.status)

@@ -138,6 +138,18 @@ class PendingRecovery:
 
 
 @dataclass(frozen=True, slots=True)
+class HealCandidate:
+    """An error score due an automatic re-score (:mod:`tracescorer.scoring.heal`): its target
+    (``run`` id or ``conversation`` id) and the re-scores it went through so far."""
+
+    score_id: str
+    scorer_id: str
+    target_type: str  # run | conversation
+    target_id: str
+    heal_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
 class ResultsPruned:
     """What a results retention pass did: rows deleted per table; for a store whose key indexes
     live in memory (DuckDB), the keys it held before (``keys``), how many it may hold
@@ -250,6 +262,21 @@ class ScoreStore(Protocol):
     ) -> PendingRecovery:
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
+
+    async def heal_candidates(
+        self,
+        scorer_ids: Sequence[str],
+        *,
+        max_attempts: int,
+        max_age_s: float,
+        initial_backoff_s: float,
+        max_backoff_s: float,
+        limit: int,
+    ) -> list[HealCandidate]:
+        """Error scores of these scorers whose error is ``transient``, re-scored fewer than
+        ``max_attempts`` times, first stored within ``max_age_s``, whose backoff has passed (the
+        last failure, ``updated_at``, is ``min(initial_backoff_s * 2**heal_attempts,
+        max_backoff_s)`` old by the store's clock); the longest-failed first, at most ``limit``."""
 
 
 class LabelStore(Protocol):
@@ -374,6 +401,7 @@ __all__ = [
     "DataError",
     "DeliveryStore",
     "EvaluationStore",
+    "HealCandidate",
     "Health",
     "Intake",
     "LabelStore",

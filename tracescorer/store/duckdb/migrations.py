@@ -76,6 +76,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "scorer versions on scores; human labels and other tools' evaluations",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version VARCHAR", *calibration_tables()),
     ),
+    Migration(
+        10,
+        "error scores say whether their error was transient, and how often they were re-scored (healing)",
+        (
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS error_class VARCHAR",
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS heal_attempts INTEGER",
+        ),
+    ),
 )
 
 BASELINE_VERSION = 1
