@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tracescorer.aio import cancel
 from tracescorer.scoring.decider import Decision
+from tracescorer.scoring.heal_policy import HealPolicy
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.store.api import HealCandidate, Leadership
 
@@ -98,15 +99,15 @@ class Healer:
             self._leading = await (lead.held() if self._leading else lead.try_acquire())
             if not self._leading:
                 return 0
-        s = self._settings
+        policy = HealPolicy.of(self._settings)
         bindings = {b.binding.id: b for b in self.bindings}
-        limit = max(1, min(s.max_batch, self._runner.queue_capacity // 4))
+        limit = max(1, min(self._settings.max_batch, self._runner.queue_capacity // 4))
         due = await self._runner.scores.heal_candidates(
             list(bindings),
-            max_attempts=s.max_attempts,
-            max_age_s=s.max_age_s,
-            initial_backoff_s=s.initial_backoff_s,
-            max_backoff_s=s.max_backoff_s,
+            max_attempts=policy.max_attempts,
+            max_age_s=policy.max_age_s,
+            initial_backoff_s=policy.initial_backoff_s,
+            max_backoff_s=policy.max_backoff_s,
             limit=limit + len(self._inflight),
         )
         by_binding: dict[str, list[HealCandidate]] = {}

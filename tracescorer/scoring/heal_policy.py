@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tracescorer.scorers.errors import JudgeOutputError
 from tracescorer.scorers.retry import error_chain, is_retryable
+
+if TYPE_CHECKING:
+    from tracescorer.config import HealSettings
 
 TRANSIENT, PERMANENT, OUTPUT = "transient", "permanent", "output"
 
@@ -52,6 +56,16 @@ class HealPolicy:
     max_age_s: float = 86_400.0
     initial_backoff_s: float = 30.0
     max_backoff_s: float = 600.0
+
+    @classmethod
+    def of(cls, settings: HealSettings) -> HealPolicy:
+        """The policy of ``scoring.heal``."""
+        return cls(
+            max_attempts=settings.max_attempts,
+            max_age_s=settings.max_age_s,
+            initial_backoff_s=settings.initial_backoff_s,
+            max_backoff_s=settings.max_backoff_s,
+        )
 
     def backoff_s(self, attempts: int) -> float:
         """The wait after a failure of a score already re-scored ``attempts`` times."""
