@@ -39,6 +39,7 @@ from tracescorer.scoring.decider import Decision, decide, outcome
 from tracescorer.scoring.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.scoring.pool import WorkerPool
 from tracescorer.scoring.records import decision_detail, decision_record, score_record
+from tracescorer.scoring.recovery import recover_unscored
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.api import RunStore, ScoreStore
@@ -172,7 +173,8 @@ class ScoringRunner:
             await asyncio.to_thread(judge.preload)
         await self.start_workers()
         if self._bound:
-            self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
+            recovery = recover_unscored(self, self._settings.scoring.recover_window_s)
+            self._tasks.append(asyncio.create_task(recovery, name="scoring-recovery"))
         if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
             self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))
 
@@ -380,36 +382,3 @@ class ScoringRunner:
                     self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
             except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
                 log.debug("budget sync failed: %s", exc)
-
-    async def _recover(self) -> None:
-        """Score recent targets that some current binding has not decided (the daemon stopped
-        between assembly and scoring, or shutdown cancelled their scoring)."""
-        window = self._settings.scoring.recover_window_s
-        if window <= 0:
-            return
-        try:
-            pending = await self._scores.unscored_recent(
-                [b.binding.id for b in self._run_bindings],
-                window_s=window,
-                conversation_scorer_ids=[b.binding.id for b in self._conv_bindings],
-            )
-        except Exception:  # recovery is best effort
-            log.exception("scoring recovery query failed")
-            return
-        if pending.runs or pending.conversation_ids:
-            log.info(
-                "scoring recovery: %d run(s), %d conversation(s) without a decision",
-                len(pending.runs),
-                len(pending.conversation_ids),
-            )
-        for run in pending.runs:
-            target = run_target(run)
-            done = pending.decided.get(("run", run.run_id), frozenset())
-            for bound in self._run_bindings:
-                if bound.binding.id not in done:
-                    self.decide(bound, target, "live")
-        for cid in pending.conversation_ids:
-            done = pending.decided.get(("conversation", cid), frozenset())
-            missing = [b for b in self._conv_bindings if b.binding.id not in done]
-            if missing:
-                await self.score_conversation(cid, "live", bindings=missing)
