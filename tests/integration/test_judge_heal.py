@@ -139,3 +139,35 @@ def test_a_score_whose_every_retry_failed_gives_up(tmp_path: Path) -> None:
     assert down["status"] == "error" and down["heal_attempts"] == 2 and down["source"] == "heal"
     assert requests == 3  # the live attempt and two retries
     assert "heal: error (transient), gave up after 2 automatic retries" in explained, explained
+
+
+def test_one_daemon_of_several_heals_a_conversation_score_in_postgres(tmp_path: Path, pg_dsn: str) -> None:
+    with FakeOpenAI() as fake:
+        # the live attempt and the first retry meet the outage, the second retry is answered
+        fake.script(_asks("flaky"), [Reply.server_error(503), Reply.server_error(503), VERDICT])
+        daemons = []
+        for name in ("a", "b"):
+            home = tmp_path / name
+            home.mkdir()
+            cfg = _config(home, fake)
+            cfg["store"] |= {"backend": "postgres", "postgres": {"dsn": pg_dsn, "claim_interval_s": 0.2}}
+            cfg["assembly"]["conversation_idle_s"] = 0.5
+            cfg["scorers"] = [
+                {"id": "judge", "prebuilt": "multi_turn_judge", "scope": "conversation", "options": {"criterion": "x"}}
+            ]
+            daemons.append(DaemonProcess(home, cfg).start())
+        sql = "SELECT status, source, heal_attempts, error_class FROM scores WHERE entity_type = 'conversation'"
+        try:
+            with tracer(span_exporter("http", http_url=daemons[0].http_url)) as t:
+                agent_trace(t, answer="flaky")
+            wait_for(lambda: daemons[0].query_json(sql), 60, interval_s=0.1, what="the conversation's score")
+            wait_for(lambda: daemons[0].query_json(sql)[0]["status"] == "ok", 60, interval_s=0.1, what="healed")
+            (row,) = daemons[1].query_json(sql)
+            healed = sum(_heal_metrics(d).get("healed", 0) for d in daemons)
+            requests = fake.attempts(_asks("flaky"))
+        finally:
+            for daemon in daemons:
+                assert daemon.stop() == 0, daemon.log()
+    assert row["source"] == "heal" and row["heal_attempts"] == 2 and row["error_class"] is None
+    assert healed == 1.0
+    assert requests == 3  # no daemon re-judged it twice

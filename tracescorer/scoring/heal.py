@@ -152,7 +152,8 @@ class Healer:
 
     def _finished(self, score_id: str, attempt: int) -> Callable[[asyncio.Future[Decision]], None]:
         def done(future: asyncio.Future[Decision]) -> None:
-            self._inflight.discard(score_id)
+            # in flight until its row is stored: a check before the commit would find the old row due
+            self._runner.writer.committed().add_done_callback(lambda _: self._inflight.discard(score_id))
             if future.cancelled() or future.exception() is not None:
                 return
             outcome = future.result()
