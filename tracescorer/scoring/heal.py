@@ -120,20 +120,23 @@ class Healer:
         return queued
 
     async def _heal_binding(self, bound: BoundScorer, candidates: list[HealCandidate]) -> int:
-        log.info(
-            "judge heal: %d error score(s) of %s due a re-score, probing with one", len(candidates), bound.binding.id
-        )
-        queued = 0
-        for index, candidate in enumerate(candidates):
+        queued, probed = 0, False
+        for candidate in candidates:
             decided = await self._submit(bound, candidate)
             if decided is None:
                 continue
             queued += 1
-            if index == 0:  # the probe: the others only follow once the judge answers again
+            if not probed:  # the probe: the others only follow once the judge answers again
+                probed = True
                 outcome = await decided
-                if outcome not in _HEALED:
-                    log.info("judge heal: %s still failing (%s); retrying later", bound.binding.id, outcome)
+                if outcome not in _HEALED:  # DEBUG: a line per check during an outage would flood the log
+                    log.debug("judge heal: %s still failing (%s); retrying later", bound.binding.id, outcome)
                     return queued
+                log.info(
+                    "judge heal: %s answers again; re-scoring %d more error score(s)",
+                    bound.binding.id,
+                    len(candidates) - 1,
+                )
         return queued
 
     async def _submit(self, bound: BoundScorer, candidate: HealCandidate) -> asyncio.Future[Decision] | None:
