@@ -102,14 +102,7 @@ class Healer:
         policy = HealPolicy.of(self._settings)
         bindings = {b.binding.id: b for b in self.bindings}
         limit = max(1, min(self._settings.max_batch, self._runner.queue_capacity // 4))
-        due = await self._runner.scores.heal_candidates(
-            list(bindings),
-            max_attempts=policy.max_attempts,
-            max_age_s=policy.max_age_s,
-            initial_backoff_s=policy.initial_backoff_s,
-            max_backoff_s=policy.max_backoff_s,
-            limit=limit + len(self._inflight),
-        )
+        due = await self._runner.scores.heal_candidates(list(bindings), policy, limit=limit + len(self._inflight))
         by_binding: dict[str, list[HealCandidate]] = {}
         for candidate in due:
             if candidate.score_id not in self._inflight and candidate.scorer_id in bindings:

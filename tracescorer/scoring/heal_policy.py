@@ -16,15 +16,24 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from tracescorer.records.heal import HealPolicy
 from tracescorer.scorers.errors import JudgeOutputError
 from tracescorer.scorers.retry import error_chain, is_retryable
 
-if TYPE_CHECKING:
-    from tracescorer.config import HealSettings
-
 TRANSIENT, PERMANENT, OUTPUT = "transient", "permanent", "output"
+
+__all__ = [
+    "OUTPUT",
+    "PERMANENT",
+    "TRANSIENT",
+    "HealPolicy",
+    "HealState",
+    "Verdict",
+    "describe",
+    "error_class",
+    "heal_state",
+]
 
 
 def error_class(error: BaseException | None) -> str | None:
@@ -44,32 +53,6 @@ def error_class(error: BaseException | None) -> str | None:
         if verdict is not None:
             return TRANSIENT if verdict else PERMANENT
     return PERMANENT
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HealPolicy:
-    """``max_attempts`` re-scores per error score, the first ``initial_backoff_s`` after the
-    failure, each wait doubling up to ``max_backoff_s``; none once the failure is older than
-    ``max_age_s`` (see ``scoring.heal`` in the configuration)."""
-
-    max_attempts: int = 5
-    max_age_s: float = 86_400.0
-    initial_backoff_s: float = 30.0
-    max_backoff_s: float = 600.0
-
-    @classmethod
-    def of(cls, settings: HealSettings) -> HealPolicy:
-        """The policy of ``scoring.heal``."""
-        return cls(
-            max_attempts=settings.max_attempts,
-            max_age_s=settings.max_age_s,
-            initial_backoff_s=settings.initial_backoff_s,
-            max_backoff_s=settings.max_backoff_s,
-        )
-
-    def backoff_s(self, attempts: int) -> float:
-        """The wait after a failure of a score already re-scored ``attempts`` times."""
-        return float(min(self.initial_backoff_s * 2 ** max(0, attempts), self.max_backoff_s))
 
 
 class Verdict(enum.StrEnum):

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
@@ -264,19 +265,12 @@ class ScoreStore(Protocol):
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
     async def heal_candidates(
-        self,
-        scorer_ids: Sequence[str],
-        *,
-        max_attempts: int,
-        max_age_s: float,
-        initial_backoff_s: float,
-        max_backoff_s: float,
-        limit: int,
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
     ) -> list[HealCandidate]:
         """Error scores of these scorers whose error is ``transient``, re-scored fewer than
-        ``max_attempts`` times, first stored within ``max_age_s``, whose backoff has passed (the
-        last failure, ``updated_at``, is ``min(initial_backoff_s * 2**heal_attempts,
-        max_backoff_s)`` old by the store's clock); the longest-failed first, at most ``limit``."""
+        ``policy.max_attempts`` times, first stored within ``max_age_s``, whose backoff has passed
+        (the last failure, ``updated_at``, is :meth:`HealPolicy.backoff_s` of their
+        ``heal_attempts`` old by the store's clock); the longest-failed first, at most ``limit``."""
 
 
 class LabelStore(Protocol):

@@ -16,6 +16,7 @@ from tracescorer.config import ScorerBinding, Settings
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.records.heal import HealPolicy
 from tracescorer.scorers.prebuilt.quick import create_non_empty_response_check
 from tracescorer.scorers.types import ScorerResult
 from tracescorer.scoring.bindings import BoundScorer
@@ -122,21 +123,22 @@ async def test_only_transient_errors_due_and_within_their_attempts_are_candidate
         ],
         [],
     )
-    args = {"max_attempts": 5, "max_age_s": 3600.0, "max_backoff_s": 600.0, "limit": 10}
-    due = await stores.scores.heal_candidates(["s"], initial_backoff_s=0.000001, **args)
+    due_now = HealPolicy(max_attempts=5, max_age_s=3600, initial_backoff_s=0.000001, max_backoff_s=600)
+    due = await stores.scores.heal_candidates(["s"], due_now, limit=10)
     assert sorted(due, key=lambda c: c.target_id) == [
         HealCandidate(conversation.id, "s", "conversation", "c1", 0),
         HealCandidate(row(s, 1).id, "s", "run", "run-1", 0),
         HealCandidate(row(s, 2).id, "s", "run", "run-2", 2),
     ]
     # the backoff (doubling from initial_backoff_s) has not passed: nothing is due yet
-    assert await stores.scores.heal_candidates(["s"], initial_backoff_s=60.0, **args) == []
+    waiting = dataclasses.replace(due_now, initial_backoff_s=60)
+    assert await stores.scores.heal_candidates(["s"], waiting, limit=10) == []
     # first stored longer ago than max_age_s: left alone
-    args["max_age_s"] = 0.000001
-    assert await stores.scores.heal_candidates(["s"], initial_backoff_s=0.000001, **args) == []
-    args["max_age_s"] = 3600.0
-    assert len(await stores.scores.heal_candidates(["s"], initial_backoff_s=0.000001, **(args | {"limit": 1}))) == 1
-    assert await stores.scores.heal_candidates([], initial_backoff_s=0.000001, **args) == []
+    too_old = dataclasses.replace(due_now, max_age_s=0.000001)
+    assert await stores.scores.heal_candidates(["s"], too_old, limit=10) == []
+    assert len(await stores.scores.heal_candidates(["s"], due_now, limit=1)) == 1
+    assert await stores.scores.heal_candidates([], due_now, limit=10) == []
+    assert await stores.scores.heal_candidates(["s"], dataclasses.replace(due_now, max_attempts=0), limit=10) == []
 
 
 async def test_a_postgres_schema_from_before_the_column_is_upgraded(pg_dsn, tmp_path):

@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import HealCandidate, PendingRecovery
 from tracescorer.store.duckdb.fresh import NewTraces
@@ -55,20 +56,11 @@ class ScoresPart(Jobs):
         )
 
     async def heal_candidates(
-        self,
-        scorer_ids: Sequence[str],
-        *,
-        max_attempts: int,
-        max_age_s: float,
-        initial_backoff_s: float,
-        max_backoff_s: float,
-        limit: int,
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
     ) -> list[HealCandidate]:
-        if not scorer_ids or max_attempts <= 0:
+        if not scorer_ids or policy.max_attempts <= 0:
             return []
-        rows = await self.read(
-            heal_candidates, list(scorer_ids), max_attempts, max_age_s, initial_backoff_s, max_backoff_s, limit
-        )
+        rows = await self.read(heal_candidates, list(scorer_ids), *policy.query_args(), limit)
         return [HealCandidate(*row) for row in rows]
 
 

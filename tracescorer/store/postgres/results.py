@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import HealCandidate, PendingRecovery, ResultsPruned
 from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_sql
@@ -266,27 +267,11 @@ class ResultsPart(Tx):
         return ResultsPruned(deleted=await self._tx(prune_results, older_than), transactions=1)
 
     async def heal_candidates(
-        self,
-        scorer_ids: Sequence[str],
-        *,
-        max_attempts: int,
-        max_age_s: float,
-        initial_backoff_s: float,
-        max_backoff_s: float,
-        limit: int,
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
     ) -> list[HealCandidate]:
-        if not scorer_ids or max_attempts <= 0:
+        if not scorer_ids or policy.max_attempts <= 0:
             return []
-        rows = await self._tx(
-            heal_candidates,
-            list(scorer_ids),
-            max_attempts,
-            float(max_age_s),
-            float(initial_backoff_s),
-            float(max_backoff_s),
-            limit,
-            write=False,
-        )
+        rows = await self._tx(heal_candidates, list(scorer_ids), *policy.query_args(), limit, write=False)
         return [HealCandidate(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
 
     async def unscored_recent(
