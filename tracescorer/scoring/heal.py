@@ -9,7 +9,8 @@ Per binding, one due target goes first as a probe: while the judge is still down
 (its backoff doubles) and the others wait for the next check, so an outage costs one judge request
 per binding and check instead of one per error score. Once the probe comes back scored, the rest
 of the due targets follow. Re-scores go through the live :class:`~tracescorer.scoring.runner.ScoringRunner`
-(its queues, judge limits, budgets and caps) with ``source='heal'``; the score row counts its
+(its queues, judge limits, budgets and caps; nothing is tried while the judge budget or the
+binding's is spent) with ``source='heal'``; the score row counts its
 re-scores in ``heal_attempts``. Nothing is re-scored while the scoring queues push back on ingest
 (live traffic first), and in PostgreSQL mode one daemon of several heals (a store lead).
 
@@ -92,8 +93,8 @@ class Healer:
     async def heal_once(self) -> int:
         """One check: re-score the due error scores (a probe per binding first); returns how many
         re-scores were queued."""
-        if self._runner.backlog() is not None:
-            return 0
+        if self._runner.backlog() is not None or self._runner.budget.exhausted:
+            return 0  # live traffic first; a spent budget would only turn each check into a refusal
         if self._leadership is not None:
             lead = self._leadership
             self._leading = await (lead.held() if self._leading else lead.try_acquire())
@@ -109,6 +110,8 @@ class Healer:
                 by_binding.setdefault(candidate.scorer_id, []).append(candidate)
         queued = 0
         for scorer_id, candidates in by_binding.items():
+            if self._runner.caps.budget_refusal(scorer_id) is not None:
+                continue  # this binding's own daily budget is spent
             queued += await self._heal_binding(bindings[scorer_id], candidates[:limit])
         return queued
 
