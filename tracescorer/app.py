@@ -47,6 +47,7 @@ from tracescorer.receiver.http import OtlpHttpHandler
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.scoring.bindings import build_bindings
 from tracescorer.scoring.caps import BindingCaps
+from tracescorer.scoring.heal import Healer
 from tracescorer.scoring.limits import SharedRateLimiter
 from tracescorer.scoring.runner import ScoringRunner
 from tracescorer.seglog import build_segment_log
@@ -135,6 +136,12 @@ class App:
             rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
             shared_budget=shared,
             caps=BindingCaps(bound, shared=st.coordination),  # per-binding caps, shared in postgres mode
+        )
+        self.healer = Healer(
+            self.runner,
+            s.scoring.heal,
+            self.metrics,
+            leadership=st.leadership("heal") if st.leadership is not None else None,  # one daemon of several heals
         )
         needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
         self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
@@ -283,6 +290,7 @@ class App:
             await stages.enter(self.monitors, reserve_s=reserve)
         await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
+        await stages.enter(self.healer, reserve_s=reserve + 1.0)  # stops before the runner it feeds
         await stages.enter(self.assembly, reserve_s=reserve)
         await stages.enter(self.feed, reserve_s=reserve)  # stopped before assembly, after the receivers
         await self._start_receivers(stages)

@@ -303,6 +303,20 @@ class JudgeSettings(_Section):
     )
 
 
+class HealSettings(_Section):
+    """``scoring.heal``: judge scores that failed for a transient error (connection refused,
+    timeout, 429, 5xx) are re-scored automatically, with a doubling backoff, a bounded number of
+    times and only while recent (:mod:`tracescorer.scoring.heal`)."""
+
+    enabled: bool = True
+    max_attempts: int = Field(5, ge=0, description="automatic re-scores of one error score; 0 turns healing off")
+    max_age_s: float = Field(86_400, gt=0, description="error scores first stored longer ago than this are left alone")
+    initial_backoff_s: float = Field(30, gt=0, description="wait before the first re-score; doubles after each failure")
+    max_backoff_s: float = Field(600, gt=0, description="cap of the doubling wait")
+    check_s: float = Field(10, gt=0, description="how often the store is asked for error scores due a re-score")
+    max_batch: int = Field(100, gt=0, description="error scores re-scored per check at most")
+
+
 class ScoringSettings(_Section):
     max_queue: int = Field(
         10_000,
@@ -313,6 +327,7 @@ class ScoringSettings(_Section):
     workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
     recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")
     shutdown_timeout_s: float = Field(30, ge=0)
+    heal: HealSettings = Field(default_factory=HealSettings)
 
 
 class ShutdownSettings(_Section):

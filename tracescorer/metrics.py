@@ -257,6 +257,13 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.judge_heal = Counter(
+            "tracescorer_judge_heal",
+            "Automatic re-scores of transient judge errors (scoring.heal): retried, healed (now ok or "
+            "not_scorable), gave_up (the last allowed attempt failed too)",
+            ["result"],
+            registry=r,
+        )
         self.judge_calls = Counter(
             "tracescorer_judge_calls", "Judge calls by model and status", ["model", "status"], registry=r
         )

@@ -81,6 +81,9 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
         for binding in bindings:
             if binding.scope == kind:
                 click.echo(f"    {binding.id}: {_decision_text(binding, decisions.get(binding.id), waiting)}")
+                healing = _heal_text(settings, decisions.get(binding.id), now)
+                if healing:
+                    click.echo(f"      heal: {healing}")
                 reason = decisions.get(binding.id, {}).get("reason")
                 if reason and decisions[binding.id]["decision"] == "scored":
                     click.echo(f"      reason: {str(reason).strip()}")
@@ -217,6 +220,31 @@ def _conversation_wait(settings: Settings, runs: list[dict[str, Any]], now: dt.d
         f"pending: due since {_stamp(due)} (idle {idle:g}s after its last run); it is scored while the daemon "
         "runs (also after a restart, within scoring.recover_window_s), or now with `tracescorer backfill`"
     )
+
+
+def _heal_text(settings: Settings, d: dict[str, Any] | None, now: dt.datetime) -> str | None:
+    """What automatic healing (``scoring.heal``) does about an error score, or did for a healed one."""
+    from tracescorer.scoring.heal_policy import HealPolicy, describe, heal_state
+
+    if d is None or not d.get("status"):
+        return None
+    attempts = d.get("heal_attempts") or 0
+    if d["status"] != "error":
+        return f"healed after {attempts} automatic retr{'y' if attempts == 1 else 'ies'}" if attempts else None
+    kind = f"error ({d.get('error_class') or 'unclassified'})"
+    heal = settings.scoring.heal
+    if not heal.enabled or heal.max_attempts == 0:
+        return f"{kind}: not retried automatically (scoring.heal is off)"
+    policy = HealPolicy.of(heal)
+    state = heal_state(
+        policy,
+        error_class=d.get("error_class"),
+        attempts=attempts,
+        failed_at=as_datetime(d["score_updated_at"]).timestamp(),
+        first_failed_at=as_datetime(d["score_created_at"]).timestamp(),
+        now=now.timestamp(),
+    )
+    return f"{kind}, {describe(state, policy, now=now.timestamp())}"
 
 
 def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: str) -> str:

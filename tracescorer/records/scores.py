@@ -23,7 +23,7 @@ class ScoreRecord:
     """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
 
     Columns follow Mastra's score row (docs/architecture.md); ``label``, ``threshold``,
-    ``error_type``, ``target_ended_at`` and ``scorer_version`` are additions. ``created_at``/``updated_at``/
+    ``error_type``, ``target_ended_at``, ``scorer_version``, ``error_class`` and ``heal_attempts`` are additions. ``created_at``/``updated_at``/
     ``exported_at`` are set by the store.
     """
 
@@ -64,6 +64,11 @@ class ScoreRecord:
     # when what was scored happened (epoch microseconds): the run's end, a conversation's last
     # turn. History is keyed on it, so re-scoring (a backfill) does not move a score in time.
     target_ended_at: int | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
+    # an error row's kind (tracescorer.scoring.heal_policy): transient errors (the judge was
+    # unreachable, overloaded or timed out) are re-scored by the healer; the others are not
+    error_class: str | None = None  # transient | permanent | output
+    # how many automatic re-scores this row went through (the healer's count; 0 or None: none)
+    heal_attempts: int | None = field(default=None, metadata=_sql("INTEGER"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,7 @@ from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scorers.types import ScorerResult
 from tracescorer.scoring.bindings import BoundScorer
 from tracescorer.scoring.decider import Decision
+from tracescorer.scoring.heal_policy import error_class
 from tracescorer.scoring.targets import Target, decision_id, score_id
 
 
@@ -67,9 +68,11 @@ def score_record(
     result: ScorerResult | None,
     error: BaseException | None,
     seconds: float,
+    heal_attempts: int = 0,
 ) -> ScoreRecord:
     """The ``scores`` row of one run of ``bound`` on ``target``: ``result`` (None when the scorer
-    raised) or ``error`` (a :class:`ScorerRunError` keeps the steps that completed)."""
+    raised) or ``error`` (a :class:`ScorerRunError` keeps the steps that completed);
+    ``heal_attempts`` counts the automatic re-scores, this one included."""
     binding = bound.binding
     subject = target.subject
     run_ids = [r.run_id for r in subject.runs] if isinstance(subject, Conversation) else [target.run_id]
@@ -127,4 +130,6 @@ def score_record(
         sample_rate=binding.sampling.ratio,
         metadata=metadata,
         target_ended_at=ended // 1000 if ended > 0 else None,
+        error_class=error_class(error) if status == "error" else None,
+        heal_attempts=heal_attempts or None,
     )

@@ -39,6 +39,7 @@ from tracescorer.scoring.decider import Decision, decide, outcome
 from tracescorer.scoring.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.scoring.pool import WorkerPool
 from tracescorer.scoring.records import decision_detail, decision_record, score_record
+from tracescorer.scoring.recovery import recover_unscored
 from tracescorer.scoring.targets import Target, conversation_target, run_target
 from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.api import RunStore, ScoreStore
@@ -76,6 +77,7 @@ class _Task:
     target: Target
     source: str
     done: asyncio.Future[Decision]
+    heal_attempt: int = 0
 
 
 class ScoringRunner:
@@ -165,7 +167,8 @@ class ScoringRunner:
             await asyncio.to_thread(judge.preload)
         await self.start_workers()
         if self._bound:
-            self._tasks.append(asyncio.create_task(self._recover(), name="scoring-recovery"))
+            recovery = recover_unscored(self, self._settings.scoring.recover_window_s)
+            self._tasks.append(asyncio.create_task(recovery, name="scoring-recovery"))
         if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
             self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))
 
@@ -223,10 +226,16 @@ class ScoringRunner:
                 self.decide(bound, target, "live")
 
     def decide(
-        self, bound: BoundScorer, target: Target, source: str, extra_check: Callable[[Target], str | None] | None = None
+        self,
+        bound: BoundScorer,
+        target: Target,
+        source: str,
+        extra_check: Callable[[Target], str | None] | None = None,
+        heal_attempt: int = 0,
     ) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
-        future of the decision it gets once the scorer ran)."""
+        future of the decision it gets once the scorer ran); ``heal_attempt`` numbers an
+        automatic re-score of an error score (:mod:`tracescorer.scoring.heal`)."""
         exhausted = bound.uses_judge and self.budget.exhausted
         cap = None if exhausted else self.caps.budget_refusal(bound.binding.id)
         verdict = decide(
@@ -244,7 +253,7 @@ class ScoringRunner:
         # live runs come from the segment log's feed, which waits while half a queue is taken
         # (backlog()): the runs of traces already in assembly may pass the limit rather than be
         # dropped; their number is bounded by assembly's own limits
-        if not pool.submit(_Task(bound, target, source, done), past_limit=source == "live"):
+        if not pool.submit(_Task(bound, target, source, done, heal_attempt), past_limit=source == "live"):
             detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
             self._record(bound, target, Decision.RATE_LIMITED, detail, source)
             return Decision.RATE_LIMITED
@@ -269,7 +278,7 @@ class ScoringRunner:
 
     async def _run_task(self, task: _Task) -> None:
         try:
-            decision = await self.execute(task.bound, task.target, task.source)
+            decision = await self.execute(task.bound, task.target, task.source, task.heal_attempt)
         except asyncio.CancelledError:
             raise
         except Exception:  # a worker must survive anything a task does
@@ -278,7 +287,7 @@ class ScoringRunner:
         if not task.done.done():
             task.done.set_result(decision)
 
-    async def execute(self, bound: BoundScorer, target: Target, source: str) -> Decision:
+    async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
         """Run one scorer on one target (limits applied), store the score; returns the decision."""
         if bound.uses_judge:
             if self.budget.exhausted:
@@ -306,7 +315,7 @@ class ScoringRunner:
             result, error = None, exc
         if not bound.uses_judge:  # a code scorer runs without yielding: its thread time is its own
             self._metrics.child(self._metrics.stage_cpu, "scoring").inc(time.thread_time() - cpu)
-        record = score_record(bound, target, source, result, error, time.perf_counter() - started)
+        record = score_record(bound, target, source, result, error, time.perf_counter() - started, heal_attempt)
         self.budget.add(record.judge_cost_usd)
         self.caps.add(bound.binding.id, record.judge_cost_usd)
         decision = outcome(record.status)
@@ -370,36 +379,3 @@ class ScoringRunner:
                     self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
             except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
                 log.debug("budget sync failed: %s", exc)
-
-    async def _recover(self) -> None:
-        """Score recent targets that some current binding has not decided (the daemon stopped
-        between assembly and scoring, or shutdown cancelled their scoring)."""
-        window = self._settings.scoring.recover_window_s
-        if window <= 0:
-            return
-        try:
-            pending = await self._scores.unscored_recent(
-                [b.binding.id for b in self._run_bindings],
-                window_s=window,
-                conversation_scorer_ids=[b.binding.id for b in self._conv_bindings],
-            )
-        except Exception:  # recovery is best effort
-            log.exception("scoring recovery query failed")
-            return
-        if pending.runs or pending.conversation_ids:
-            log.info(
-                "scoring recovery: %d run(s), %d conversation(s) without a decision",
-                len(pending.runs),
-                len(pending.conversation_ids),
-            )
-        for run in pending.runs:
-            target = run_target(run)
-            done = pending.decided.get(("run", run.run_id), frozenset())
-            for bound in self._run_bindings:
-                if bound.binding.id not in done:
-                    self.decide(bound, target, "live")
-        for cid in pending.conversation_ids:
-            done = pending.decided.get(("conversation", cid), frozenset())
-            missing = [b for b in self._conv_bindings if b.binding.id not in done]
-            if missing:
-                await self.score_conversation(cid, "live", bindings=missing)

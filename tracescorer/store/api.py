@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
@@ -136,6 +137,18 @@ class PendingRecovery:
     runs: list[AgentRun]
     conversation_ids: list[str]
     decided: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HealCandidate:
+    """An error score due an automatic re-score (:mod:`tracescorer.scoring.heal`): its target
+    (``run`` id or ``conversation`` id) and the re-scores it went through so far."""
+
+    score_id: str
+    scorer_id: str
+    target_type: str  # run | conversation
+    target_id: str
+    heal_attempts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +290,14 @@ class ScoreStore(Protocol):
         """Runs and conversations updated in the last ``window_s`` that some of these run-scope /
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
+    async def heal_candidates(
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+    ) -> list[HealCandidate]:
+        """Error scores of these scorers whose error is ``transient``, re-scored fewer than
+        ``policy.max_attempts`` times, first stored within ``max_age_s``, whose backoff has passed
+        (the last failure, ``updated_at``, is :meth:`HealPolicy.backoff_s` of their
+        ``heal_attempts`` old by the store's clock); the longest-failed first, at most ``limit``."""
+
 
 class LabelStore(Protocol):
     """Human labels: the ops API and the ``label`` command."""
@@ -401,6 +422,7 @@ __all__ = [
     "DeliveryStore",
     "EvaluationStore",
     "FeedState",
+    "HealCandidate",
     "Health",
     "Intake",
     "LabelStore",

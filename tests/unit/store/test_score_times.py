@@ -1,6 +1,7 @@
 """Score rows remember when what they scored ended (both engines, through the scoring stage's
-record mapping), a backfill asks which targets have an error or no score, and a PostgreSQL
-schema from before the column is upgraded."""
+record mapping), a backfill asks which targets have an error or no score, the healer which
+transient error scores are due a re-score, and a PostgreSQL schema from before the column is
+upgraded."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from tracescorer.config import ScorerBinding, Settings
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.records.heal import HealPolicy
 from tracescorer.scorers.prebuilt.quick import create_non_empty_response_check
 from tracescorer.scorers.types import ScorerResult
 from tracescorer.scoring.bindings import BoundScorer
 from tracescorer.scoring.records import score_record
 from tracescorer.scoring.targets import conversation_target, run_target, target_score_id
+from tracescorer.store.api import HealCandidate
 from tracescorer.store.factory import build_stores
 
 ENDED = dt.datetime(2025, 3, 1, 12, 0, 0, 250000, tzinfo=dt.UTC)
@@ -84,6 +87,58 @@ async def test_a_score_row_holds_when_its_run_or_conversation_ended(stores):
     ids = [target_score_id("s", "run", "run-1"), target_score_id("s", "run", "run-2"), conversation_row.id]
     assert await stores.scores.score_statuses(ids) == {ids[0]: "error", conversation_row.id: "ok"}
     assert await stores.scores.score_statuses([]) == {}
+
+
+def _bound(scorer_id: str) -> BoundScorer:
+    return BoundScorer(
+        binding=ScorerBinding(id=scorer_id, prebuilt="non_empty_response"),
+        scorer=create_non_empty_response_check(),
+        uses_judge=False,
+    )
+
+
+async def test_only_transient_errors_due_and_within_their_attempts_are_candidates(stores):
+    runs = [_run(i, ENDED) for i in range(1, 7)]
+    await stores.runs.upsert_runs(runs)
+    ok = ScorerResult(scorer_id="s", scorer_name="S", run_id="run-1", status="ok", score=1.0)
+    s, other = _bound("s"), _bound("other")
+
+    def row(bound: BoundScorer, i: int, **changes: object):
+        base = score_record(bound, run_target(runs[i - 1]), "live", ok, None, 0.01)
+        return dataclasses.replace(base, **changes)
+
+    transient = {"status": "error", "score": None, "error_class": "transient"}
+    conversation = score_record(
+        s, conversation_target(Conversation(conversation_id="c1", runs=(runs[0],))), "live", ok, None, 0.01
+    )
+    await stores.scores.write_scores(
+        [
+            row(s, 1, **transient),  # due
+            row(s, 2, **transient, heal_attempts=2),  # due, two re-scores so far
+            row(s, 3, **transient, heal_attempts=5),  # every attempt used
+            row(s, 4, status="error", score=None, error_class="permanent"),  # a 401: never
+            row(s, 5),  # ok: never
+            row(other, 6, **transient),  # a scorer not asked about
+            dataclasses.replace(conversation, status="error", score=None, error_class="transient"),
+        ],
+        [],
+    )
+    due_now = HealPolicy(max_attempts=5, max_age_s=3600, initial_backoff_s=0.000001, max_backoff_s=600)
+    due = await stores.scores.heal_candidates(["s"], due_now, limit=10)
+    assert sorted(due, key=lambda c: c.target_id) == [
+        HealCandidate(conversation.id, "s", "conversation", "c1", 0),
+        HealCandidate(row(s, 1).id, "s", "run", "run-1", 0),
+        HealCandidate(row(s, 2).id, "s", "run", "run-2", 2),
+    ]
+    # the backoff (doubling from initial_backoff_s) has not passed: nothing is due yet
+    waiting = dataclasses.replace(due_now, initial_backoff_s=60)
+    assert await stores.scores.heal_candidates(["s"], waiting, limit=10) == []
+    # first stored longer ago than max_age_s: left alone
+    too_old = dataclasses.replace(due_now, max_age_s=0.000001)
+    assert await stores.scores.heal_candidates(["s"], too_old, limit=10) == []
+    assert len(await stores.scores.heal_candidates(["s"], due_now, limit=1)) == 1
+    assert await stores.scores.heal_candidates([], due_now, limit=10) == []
+    assert await stores.scores.heal_candidates(["s"], dataclasses.replace(due_now, max_attempts=0), limit=10) == []
 
 
 async def test_a_postgres_schema_from_before_the_column_is_upgraded(pg_dsn, tmp_path):

@@ -78,6 +78,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version VARCHAR", *calibration_tables()),
     ),
     Migration(10, "traces triage skipped, read through a view", (layout.union_view("skipped_traces"),)),
+    Migration(
+        11,
+        "error scores say whether their error was transient, and how often they were re-scored (healing)",
+        (
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS error_class VARCHAR",
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS heal_attempts INTEGER",
+        ),
+    ),
 )
 
 BASELINE_VERSION = 1

@@ -6,8 +6,9 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.store.api import PendingRecovery
+from tracescorer.store.api import HealCandidate, PendingRecovery
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
@@ -53,6 +54,14 @@ class ScoresPart(Jobs):
         return PendingRecovery(
             runs=[run_from_row(r) for r, _ in runs], conversation_ids=[c for c, _ in conversations], decided=decided
         )
+
+    async def heal_candidates(
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+    ) -> list[HealCandidate]:
+        if not scorer_ids or policy.max_attempts <= 0:
+            return []
+        rows = await self.read(heal_candidates, list(scorer_ids), *policy.query_args(), limit)
+        return [HealCandidate(*row) for row in rows]
 
 
 # --- run in the store process ------------------------------------------------------------------------
@@ -143,3 +152,28 @@ def unscored_recent(
         ).fetchall()
         conversations = [(r[0], list(r[1])) for r in rows]
     return runs, conversations
+
+
+def heal_candidates(
+    con: Any,
+    scorer_ids: Sequence[str],
+    max_attempts: int,
+    max_age_s: float,
+    initial_backoff_s: float,
+    max_backoff_s: float,
+    limit: int,
+) -> list[Row]:
+    """Transient error scores due a re-score (:meth:`ScoreStore.heal_candidates`); ``updated_at``
+    bounds the scan first (row groups are skipped by their min/max)."""
+    return [
+        tuple(r)
+        for r in con.execute(
+            "SELECT id, scorer_id, CASE WHEN entity_type = 'conversation' THEN 'conversation' ELSE 'run' END, "
+            "CASE WHEN entity_type = 'conversation' THEN conversation_id ELSE run_id END, coalesce(heal_attempts, 0) "
+            "FROM scores WHERE updated_at >= now() - to_seconds(?::DOUBLE) AND created_at >= now() - to_seconds(?::DOUBLE) "
+            "AND status = 'error' AND error_class = 'transient' AND list_contains(?::VARCHAR[], scorer_id) "
+            "AND coalesce(heal_attempts, 0) < ? AND updated_at + to_seconds(least(?::DOUBLE * pow(2, "
+            "coalesce(heal_attempts, 0)), ?::DOUBLE)) <= now() ORDER BY updated_at LIMIT ?",
+            [max_age_s, max_age_s, list(scorer_ids), max_attempts, initial_backoff_s, max_backoff_s, limit],
+        ).fetchall()
+    ]

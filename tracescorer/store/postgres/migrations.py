@@ -45,6 +45,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "scorer versions on scores; human labels and other tools' evaluations",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS scorer_version text", *calibration_tables("postgres")),
     ),
+    Migration(
+        5,
+        "error scores say whether their error was transient, and how often they were re-scored (healing)",
+        (
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS error_class text",
+            "ALTER TABLE scores ADD COLUMN IF NOT EXISTS heal_attempts integer",
+        ),
+    ),
 )
 
 _LOCK = "hashtext('tracescorer.schema')"

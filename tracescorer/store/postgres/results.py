@@ -12,8 +12,9 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.records.heal import HealPolicy
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.store.api import PendingRecovery, ResultsPruned
+from tracescorer.store.api import HealCandidate, PendingRecovery, ResultsPruned
 from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_sql
 from tracescorer.store.postgres.schema import RESULT_TABLES
 from tracescorer.store.postgres.tx import Tx
@@ -194,6 +195,29 @@ async def unscored_recent(
     return [(r[:-2], list(r[-2])) for r in rows], []
 
 
+async def heal_candidates(
+    conn: Conn,
+    scorer_ids: Sequence[str],
+    max_attempts: int,
+    max_age_s: float,
+    initial_backoff_s: float,
+    max_backoff_s: float,
+    limit: int,
+) -> list[Row]:
+    """Transient error scores due a re-score (:meth:`ScoreStore.heal_candidates`); the
+    ``updated_at`` bound goes through the ``scores_updated`` index."""
+    return await _rows(
+        conn,
+        "SELECT id, scorer_id, CASE WHEN entity_type = 'conversation' THEN 'conversation' ELSE 'run' END, "
+        "CASE WHEN entity_type = 'conversation' THEN conversation_id ELSE run_id END, coalesce(heal_attempts, 0) "
+        "FROM scores WHERE updated_at >= now() - make_interval(secs => %s) "
+        "AND created_at >= now() - make_interval(secs => %s) AND status = 'error' AND error_class = 'transient' "
+        "AND scorer_id = ANY(%s::text[]) AND coalesce(heal_attempts, 0) < %s AND updated_at + make_interval(secs => "
+        "least(%s * power(2, coalesce(heal_attempts, 0)), %s)) <= now() ORDER BY updated_at LIMIT %s",
+        [max_age_s, max_age_s, list(scorer_ids), max_attempts, initial_backoff_s, max_backoff_s, limit],
+    )
+
+
 class ResultsPart(Tx):
     """:class:`~tracescorer.store.api.RunStore` and :class:`~tracescorer.store.api.ScoreStore` in PostgreSQL,
     and results retention."""
@@ -241,6 +265,14 @@ class ResultsPart(Tx):
         if older_than is None:
             return ResultsPruned()
         return ResultsPruned(deleted=await self._tx(prune_results, older_than), transactions=1)
+
+    async def heal_candidates(
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+    ) -> list[HealCandidate]:
+        if not scorer_ids or policy.max_attempts <= 0:
+            return []
+        rows = await self._tx(heal_candidates, list(scorer_ids), *policy.query_args(), limit, write=False)
+        return [HealCandidate(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
 
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()

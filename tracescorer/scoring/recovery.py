@@ -1,0 +1,48 @@
+"""Restart recovery of scoring: recent targets that some current binding has not decided."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from tracescorer.scoring.targets import run_target
+
+if TYPE_CHECKING:
+    from tracescorer.scoring.runner import ScoringRunner
+
+log = logging.getLogger(__name__)
+
+
+async def recover_unscored(runner: ScoringRunner, window_s: float) -> None:
+    """Score the targets of the last ``window_s`` that some current binding has not decided (the
+    daemon stopped between assembly and scoring, or shutdown cancelled their scoring)."""
+    if window_s <= 0:
+        return
+    run_bindings = [b for b in runner.bindings if b.binding.scope == "run"]
+    conv_bindings = runner.conversation_bindings
+    try:
+        pending = await runner.scores.unscored_recent(
+            [b.binding.id for b in run_bindings],
+            window_s=window_s,
+            conversation_scorer_ids=[b.binding.id for b in conv_bindings],
+        )
+    except Exception:  # recovery is best effort
+        log.exception("scoring recovery query failed")
+        return
+    if pending.runs or pending.conversation_ids:
+        log.info(
+            "scoring recovery: %d run(s), %d conversation(s) without a decision",
+            len(pending.runs),
+            len(pending.conversation_ids),
+        )
+    for run in pending.runs:
+        target = run_target(run)
+        done = pending.decided.get(("run", run.run_id), frozenset())
+        for bound in run_bindings:
+            if bound.binding.id not in done:
+                runner.decide(bound, target, "live")
+    for cid in pending.conversation_ids:
+        done = pending.decided.get(("conversation", cid), frozenset())
+        missing = [b for b in conv_bindings if b.binding.id not in done]
+        if missing:
+            await runner.score_conversation(cid, "live", bindings=missing)
