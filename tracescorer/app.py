@@ -241,6 +241,8 @@ class App:
         failure = self.stores.health.write_failure
         if failure is not None:
             return f"store writes are failing: {failure}"
+        if self.feed.failure is not None:
+            return f"the segment log's feed fails: {self.feed.failure}"
         free, keep = self.segment_log.disk_free(), self.segment_log.min_free_bytes
         if free < keep:
             return f"the disk is nearly full: {free} bytes free (segment_log.min_free_bytes {keep})"

@@ -119,6 +119,11 @@ class Metrics:
             "Bytes the segment log keeps on disk (acknowledged requests not yet released)",
             registry=r,
         )
+        self.feed_failures = Counter(
+            "tracescorer_feed_failures",
+            "Batches the segment log's feed failed to handle (a bug: logged, tried again from what is stored)",
+            registry=r,
+        )
         self.log_damaged = Counter(
             "tracescorer_log_damaged_records",
             "Records of the segment log whose checksum did not hold: skipped with the rest of their segment",

@@ -80,6 +80,7 @@ class LogFeed:
         self._gates: list[tuple[str, Callable[[], str | None]]] = []
         self.held_by: str | None = None  # the gate holding the feed back now
         self.lag_s = 0.0
+        self.failure: str | None = None  # why the last batch failed, while batches fail
 
     def add_listener(self, listener: TelemetryListener) -> None:
         self.listeners.append(listener)
@@ -182,8 +183,27 @@ class LogFeed:
                 continue
             try:
                 await self._handle(records)
-            except StoreError:
-                return  # only while stopping: the batch is read again at the next start
+            except Exception as exc:  # noqa: BLE001 - a bug: never end the feed silently, never store a batch twice
+                if self._stopping and isinstance(exc, StoreError):
+                    return  # the batch is read again at the next start
+                await self._failed(exc)
+                continue
+            if self.failure is not None:
+                log.info("segment log feed: going on again after %s", self.failure)
+                self.failure = None
+
+    async def _failed(self, exc: Exception) -> None:
+        """Log a failed batch (once per streak), wait, and go on from the rows the store holds."""
+        failure = f"{type(exc).__name__}: {exc}"
+        if failure != self.failure:
+            log.error("segment log feed: a batch failed (%s); trying again from what is stored", failure, exc_info=exc)
+        self.failure = failure
+        self._metrics.feed_failures.inc()
+        await asyncio.sleep(RETRY_S)
+        try:  # what the failed batch stored already is not stored again
+            self._stored_through = await self._state.rows_through()
+        except StoreError:
+            pass
 
     async def _handle(self, records: Sequence[Record]) -> None:
         if self._stored_through is not None:  # replay after a crash: these have their rows already

@@ -105,7 +105,9 @@ class SegmentLog:
         self._grown: asyncio.Event | None = None  # set when synced records were added
         self._writing = threading.Event()  # cleared: the writer holds what is queued (hold())
         self._writing.set()
-        self._synced: deque[tuple[int, float]] = deque(maxlen=8192)  # (end offset, wall time) per sync
+        # (end offset, wall time) per sync; appended by the writer thread, read on the event loop
+        self._synced: deque[tuple[int, float]] = deque(maxlen=8192)
+        self._synced_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -257,7 +259,8 @@ class SegmentLog:
         self._size += len(data)
         self.appended_bytes += len(data)
         self.syncs += 1
-        self._synced.append((self.end_offset, time.time()))
+        with self._synced_lock:
+            self._synced.append((self.end_offset, time.time()))
         self._answer(batch, offsets)
 
     def _roll(self) -> None:
@@ -317,7 +320,9 @@ class SegmentLog:
     def synced_at(self, offset: int) -> float | None:
         """When (epoch seconds) the record at ``offset`` was synced, if it was among the last few
         thousand syncs."""
-        for end, when in self._synced:
+        with self._synced_lock:
+            synced = list(self._synced)
+        for end, when in synced:
             if end > offset:
                 return when
         return None
