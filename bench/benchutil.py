@@ -88,8 +88,9 @@ class Tree:
         return sum(self.rss_by_role().values())
 
 
-def load(mode: str, target: str, seconds: float, clients: int, server_pid: int) -> dict[str, Any]:
-    """One run of the reference load generator (bench/reference/otlp_load.py); its JSON line."""
+def load(mode: str, target: str, seconds: float, clients: int, server_pid: int, mix: float = 0.0) -> dict[str, Any]:
+    """One run of the reference load generator (bench/reference/otlp_load.py, ``--mix`` the share
+    of plain service traces); its JSON line."""
     out = subprocess.run(
         [
             sys.executable,
@@ -104,11 +105,15 @@ def load(mode: str, target: str, seconds: float, clients: int, server_pid: int) 
             str(seconds),
             "--server-pid",
             str(server_pid),
+            "--mix",
+            str(mix),
         ],
         capture_output=True,
         text=True,
         timeout=seconds + 180,
     )
+    if out.returncode != 0 or not out.stdout.strip():
+        raise SystemExit(f"load generator failed: {out.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 

@@ -23,42 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchutil import HERE, Tree, free_port, scrape, start_daemon, stop, walk_server
-
-
-def _load(target: str, seconds: float, clients: int, pid: int, mix: float) -> dict[str, Any]:
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "reference/otlp_load.py"),
-            "--mode",
-            "grpc",
-            "--target",
-            target,
-            "-c",
-            str(clients),
-            "--duration",
-            str(seconds),
-            "--server-pid",
-            str(pid),
-            "--mix",
-            str(mix),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=seconds + 180,
-    )
-    if out.returncode != 0 or not out.stdout.strip():
-        raise SystemExit(f"load generator failed: {out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+from benchutil import Tree, free_port, load, scrape, start_daemon, stop, walk_server
 
 
 def _per_span_us(result: dict[str, Any]) -> float:
@@ -69,7 +39,7 @@ def baseline(mix: float, seconds: float, clients: int) -> dict[str, Any]:
     port = free_port()
     server = walk_server("grpc", port)
     try:
-        result = _load(f"127.0.0.1:{port}", seconds, clients, server.pid, mix)
+        result = load("grpc", f"127.0.0.1:{port}", seconds, clients, server.pid, mix)
     finally:
         stop(server)
     return {"spans_per_s": result["spans_per_s"], "cpu_us_per_span": _per_span_us(result)}
@@ -82,7 +52,7 @@ def tracescorer(mix: float, seconds: float, clients: int, spans: str) -> dict[st
         try:
             url = f"http://127.0.0.1:{ports['http']}"
             before, cpu0, t0 = scrape(url), sum(tree.cpu().values()), time.monotonic()
-            result = _load(f"127.0.0.1:{ports['grpc']}", seconds, clients, proc.pid, mix)
+            result = load("grpc", f"127.0.0.1:{ports['grpc']}", seconds, clients, proc.pid, mix)
             deadline = time.monotonic() + 600
             while scrape(url).get("tracescorer_feed_lag_bytes", 0) > 0 and time.monotonic() < deadline:
                 time.sleep(0.5)
