@@ -38,12 +38,13 @@ def rotel_binary():
 
 def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_binary):
     # one trace at a time in assembly: while the first waits for idle_s, assembly holds the feed back, a
-    # second trace waits in the segment log, and with the log's bound at one byte a third is refused with 429
+    # second trace waits in the segment log, and with the log's bound at one byte a third is refused with 429;
+    # idle_s is the window for that: long enough for two more exports through rotel on a loaded machine
     daemon = DaemonProcess(
         tmp_path,
         plain_config(
             tmp_path,
-            assembly={"idle_s": 1.5, "max_traces": 1},
+            assembly={"idle_s": 6.0, "max_traces": 1},
             segment_log={"max_lag_bytes": 1},
             scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         ),

@@ -103,8 +103,7 @@ class SegmentLog:
         self.appended_bytes = 0  # framed bytes synced since start (for metrics)
         self.syncs = 0
         self._grown: asyncio.Event | None = None  # set when synced records were added
-        self._writing = threading.Event()  # cleared: the writer holds what is queued (hold())
-        self._writing.set()
+        self._paused = False  # pause(): appends stay queued (and counted in queued_bytes) until resume()
         # (end offset, wall time) per sync; appended by the writer thread, read on the event loop
         self._synced: deque[tuple[int, float]] = deque(maxlen=8192)
         self._synced_lock = threading.Lock()
@@ -151,8 +150,8 @@ class SegmentLog:
         """Refuse new appends, write and sync what is queued (until ``deadline``), close."""
         with self._cond:
             self._closing = True
+            self._paused = False
             self._cond.notify_all()
-        self._writing.set()
         thread = self._thread
         if thread is not None:
             await asyncio.to_thread(thread.join, max(0.0, deadline - time.monotonic()))
@@ -211,7 +210,7 @@ class SegmentLog:
     def _write_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while (not self._queue or self._paused) and not self._closing:
                     self._cond.wait()
                 if not self._queue:
                     return
@@ -221,17 +220,19 @@ class SegmentLog:
                     item = self._queue.popleft()
                     batch.append(item)
                     size += len(item.data)
-            self._writing.wait()
             self._commit(batch)
 
     def pause(self) -> None:
         """Keep appends queued, unwritten and unanswered until :meth:`resume` (tests and drills fill
         the pipeline with it). Thread-safe."""
-        self._writing.clear()
+        with self._cond:
+            self._paused = True
 
     def resume(self) -> None:
         """Write what :meth:`pause` held, as usual. Thread-safe."""
-        self._writing.set()
+        with self._cond:
+            self._paused = False
+            self._cond.notify()
 
     def _commit(self, batch: list[_Pending]) -> None:
         data = b"".join(p.data for p in batch)
