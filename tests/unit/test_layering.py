@@ -49,3 +49,167 @@ def test_config_imports_no_pipeline_stage() -> None:
         "tracescorer.app",
     )
     assert not [m for m in imported if m.startswith(stages)]
+
+
+# --- the import graph ------------------------------------------------------------------------------
+# Floors from the bottom: a module imports only from its own unit (top-level module or folder) or from
+# units on lower floors. Every unit of the package is on exactly one floor (a new one must be placed).
+FLOORS: tuple[frozenset[str], ...] = tuple(
+    frozenset(floor.split())
+    for floor in (
+        "text sizes envexpand aio httpretry lifecycle logs output control model demo_judge",
+        "conventions scorers tracescorer prebuilt",  # pure run reading; the scorer library (public API)
+        "filters sampling metrics",
+        "config config_errors",
+        "records",  # rows the stages hand each other through the store
+        "store",
+        "seglog receiver",
+        "feed assembly scoring export monitors calibration",  # the pipeline's stages and calibration
+        "report http_server api commands",  # read side and the ops API
+        "demo app",  # composition roots
+        "cli __main__",
+    )
+)
+# What modules outside the store may import from it: pipeline stages the contract only; the read side
+# also the read commands' SQL; composition roots also the factory that builds the parts.
+STORE_API = frozenset({"tracescorer.store.api"})
+STORE_READ = STORE_API | {"tracescorer.store.queries", "tracescorer.store.label_queries"}
+STORE_IMPORTS = {
+    "report": STORE_READ,
+    "calibration": STORE_READ,
+    "commands": STORE_READ | {"tracescorer.store.factory"},
+    "api": STORE_READ,
+    "demo": STORE_READ,
+    "app": STORE_API | {"tracescorer.store.factory"},
+    "cli": STORE_READ | {"tracescorer.store.factory"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the package's modules it imports (anywhere in it, TYPE_CHECKING blocks included)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        targets: set[str] = set()
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.add(full if full in paths else base)
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        graph[name] = {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert _cycles(_import_graph()) == []
+
+
+def test_no_import_cycles_between_folders() -> None:
+    units: dict[str, set[str]] = {}
+    for module, targets in _import_graph().items():
+        units.setdefault(_unit(module), set()).update(_unit(t) for t in targets if _unit(t) != _unit(module))
+    assert _cycles(units) == []
+
+
+def test_every_unit_is_on_a_floor_once() -> None:
+    placed = [unit for floor in FLOORS for unit in floor]
+    assert len(placed) == len(set(placed)), "a unit on two floors"
+    units = {_unit(m) for m in _import_graph()}
+    assert sorted(units - set(placed)) == [], "place new modules/folders on a floor in FLOORS"
+    assert sorted(set(placed) - units) == [], "FLOORS names a unit that is gone"
+
+
+def test_no_import_runs_back_up_the_floors() -> None:
+    floor_of = {unit: level for level, floor in enumerate(FLOORS) for unit in floor}
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _import_graph().items()
+        for target in targets
+        if _unit(target) != _unit(module) and floor_of.get(_unit(target), 0) > floor_of.get(_unit(module), 0)
+    )
+    assert upward == []
+
+
+def test_only_the_store_api_outside_the_store() -> None:
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in _import_graph().items()
+        if _unit(module) != "store"
+        for target in targets
+        if _unit(target) == "store"
+        and target != "tracescorer.store"
+        and target not in STORE_IMPORTS.get(_unit(module), STORE_API)
+    )
+    assert wrong == []
+
+
+def test_modules_are_short() -> None:
+    long = sorted(
+        f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 400
+    )
+    assert long == []

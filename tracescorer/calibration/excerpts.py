@@ -8,7 +8,7 @@ from typing import Any
 
 from tracescorer.calibration.agreement import Verdict
 from tracescorer.calibration.sources import RunQuery, rows
-from tracescorer.report.transcripts import message_text
+from tracescorer.records.messages import message_text
 from tracescorer.store import label_queries
 
 RUNS_PER_CONVERSATION = 4

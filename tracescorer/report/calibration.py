@@ -14,7 +14,7 @@ from typing import Any
 
 from tracescorer.calibration import agreement, sources
 from tracescorer.calibration.render import to_json
-from tracescorer.report.data import RunQuery, TrendPoint
+from tracescorer.report.points import RunQuery, TrendPoint
 from tracescorer.report.svg import trend_chart
 from tracescorer.store import label_queries
 

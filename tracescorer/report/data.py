@@ -8,17 +8,16 @@ trend's axis spans the data, not the whole window asked for.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tracescorer.report.points import Bin, RunQuery, TrendPoint
 from tracescorer.report.transcripts import RunTranscript, transcripts
 from tracescorer.store import queries
 
 if TYPE_CHECKING:
     from tracescorer.report.calibration import CalibrationReport
-
-RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
 BINS = 10
 MAX_POINTS = 60
@@ -41,22 +40,6 @@ _BUCKETS_S = (
     7 * 86400,
     30 * 86400,
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrendPoint:
-    at: dt.datetime  # start of the bucket
-    n: int
-    mean: float | None
-    pass_rate: float | None
-    errors: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Bin:
-    lo: float
-    hi: float
-    n: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

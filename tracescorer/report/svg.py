@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Sequence
 from html import escape
 
-from tracescorer.report.data import Bin, TrendPoint
+from tracescorer.report.points import Bin, TrendPoint
 
 
 def _n(value: float) -> str:

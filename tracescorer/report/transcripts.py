@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracescorer.records.messages import message_text
 from tracescorer.store import queries
 
 MAX_TURN_CHARS = 600
@@ -43,22 +44,6 @@ def _json(value: Any) -> Any:
 def clip(text: str, limit: int = MAX_TURN_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def message_text(message: Any) -> str:
-    """The readable text of a stored message: its content, else its text parts (tool calls are
-    shown from the run's tool calls)."""
-    if not isinstance(message, dict):
-        return ""
-    content = message.get("content")
-    if isinstance(content, str) and content.strip():
-        return content
-    pieces = [
-        str(part["content"])
-        for part in message.get("parts") or []
-        if isinstance(part, dict) and part.get("type") == "text" and part.get("content")
-    ]
-    return " ".join(pieces)
 
 
 def _brief(value: Any) -> str:

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-from tracescorer.scoring.targets import run_target
-
-if TYPE_CHECKING:
-    from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.scoring.bindings import BoundScorer
+from tracescorer.scoring.targets import Target, run_target
+from tracescorer.store.api import ScoreStore
 
 log = logging.getLogger(__name__)
 
 
-async def recover_unscored(runner: ScoringRunner, window_s: float) -> None:
+class Recovering(Protocol):
+    """What recovery needs of the scoring runner (:class:`~tracescorer.scoring.runner.ScoringRunner`)."""
+
+    @property
+    def bindings(self) -> Sequence[BoundScorer]: ...
+    @property
+    def conversation_bindings(self) -> Sequence[BoundScorer]: ...
+    @property
+    def scores(self) -> ScoreStore: ...
+    def decide(self, bound: BoundScorer, target: Target, source: str) -> object: ...
+    async def score_conversation(
+        self, conversation_id: str, source: str, *, bindings: Sequence[BoundScorer] | None = None
+    ) -> object: ...
+
+
+async def recover_unscored(runner: Recovering, window_s: float) -> None:
     """Score the targets of the last ``window_s`` that some current binding has not decided (the
     daemon stopped between assembly and scoring, or shutdown cancelled their scoring)."""
     if window_s <= 0:

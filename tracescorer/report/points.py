@@ -1,0 +1,28 @@
+"""The report's data points, shared by the data it collects and the charts that draw it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracescorer.store import queries
+
+RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrendPoint:
+    at: dt.datetime  # start of the bucket
+    n: int
+    mean: float | None
+    pass_rate: float | None
+    errors: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bin:
+    lo: float
+    hi: float
+    n: int
