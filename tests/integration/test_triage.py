@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
@@ -76,6 +77,46 @@ async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(t
     assert plain == [("checkout", 1), ("checkout", 1)]
     assert {s[0] for s in skipped} == {ids["plain"], ids["agent"]}
     assert read_back == 1 and skipped_n == 3
+
+
+async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
+    """A trace's plain spans are skipped, the daemon restarts, then its agent span comes: the new
+    start read the log's handled requests again, so the plain spans come back into the run."""
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+
+        def before() -> Any:
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER) as root:
+                    with t.start_as_current_span("SELECT faq", attributes={"db.system.name": "pg"}):
+                        pass
+                    return root.get_span_context()
+
+        root = await asyncio.to_thread(before)
+        await settled(app)
+        assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+
+        def after() -> None:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(root))
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span(
+                    "chat gpt-4o-mini", context=parent, kind=SpanKind.CLIENT, attributes=GENAI
+                ):
+                    pass
+
+        await asyncio.to_thread(after)
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the run")
+        spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    assert runs == [(f"{root.trace_id:032x}",)]
+    assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
 
 
 @pytest.mark.parametrize("transport", ["grpc"])

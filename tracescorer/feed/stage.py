@@ -27,7 +27,7 @@ from tracescorer.feed.batch import Batch, Prefilter, decode_batch
 from tracescorer.feed.triage import Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.seglog import CorruptRecord, Record, SegmentLog
+from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
@@ -127,12 +127,38 @@ class LogFeed:
                 "segment log feed: requests up to offset %d were stored before the last stop; going on after them",
                 self._stored_through,
             )
+        if self.triage is not None:
+            recalled = await asyncio.to_thread(self._recall_triage)
+            if recalled:
+                log.info("triage: %d request(s) handled before the last stop read again for their traces", recalled)
         behind = self.lag_bytes
         if behind:
             log.info(
                 "segment log feed: %d byte(s) of acknowledged requests to replay from offset %d", behind, self.offset
             )
         self._task = asyncio.create_task(self._run(), name="log-feed")
+
+    def _recall_triage(self) -> int:
+        """Show triage the requests still in the log that were handled before this start (the log
+        keeps them while triage may read them back); how many (blocking: run in a thread)."""
+        assert self.triage is not None
+        at, count = self._log.start_offset, 0
+        while True:
+            try:
+                records = self._log.read(at, self._max_batch_bytes)
+            except CorruptRecord as exc:
+                log.warning("triage: stopped reading the log's handled requests again at a damaged record (%s)", exc)
+                return count
+            for record in records:
+                if record.offset >= self.offset and (
+                    self._stored_through is None or record.offset > self._stored_through
+                ):
+                    return count
+                self.triage.recall(record.payload, record.offset, logs=record.kind == LOGS)
+                count += 1
+            if not records:
+                return count
+            at = records[-1].end
 
     async def stop(self, deadline: float) -> bool:
         """Store what the log holds until ``deadline`` (the receivers stopped before: it does not

@@ -15,6 +15,8 @@ asked). Triage remembers, for ``window_s`` and at most ``max_traces`` traces, in
 a trace had items skipped; when agent content of that trace arrives, :meth:`Triage.late` names
 those records and :func:`pick` cuts the trace's items out of them, so the run has all its spans.
 A trace whose agent content comes later than that is assembled without its earlier plain items.
+After a restart the feed shows triage the requests still in the log before where it goes on
+(:meth:`Triage.recall`), so what it knew of recent traces is known again.
 """
 
 from __future__ import annotations
@@ -155,6 +157,12 @@ class Triage:
         return head < end and bool(self._search.find_matches_as_indexes(view[head - self._longest : end]))
 
     # --- a request ----------------------------------------------------------------------------------
+
+    def recall(self, payload: bytes, offset: int, *, logs: bool = False) -> None:
+        """Learn again what a request handled before a restart told of its traces (which hold
+        agent content, where others had items skipped), as :meth:`sort` did then; nothing is read
+        back: its traces' earlier items were read back then."""
+        self.late(self.sort(payload, offset, logs=logs).kept_traces)
 
     def sort(self, payload: bytes, offset: int, *, logs: bool = False) -> Sorted:
         """Triage of the request at ``offset`` of the log (spans, or log records with ``logs``)."""
