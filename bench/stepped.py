@@ -1,5 +1,7 @@
-"""Sustained end-to-end throughput: the highest offered rate at which every trace is assembled and
-scored in time, against the walk baseline measured in the same run.
+"""Stepped end-to-end throughput: the highest offered (paced) rate at which every trace is
+assembled and scored in time, against the walk baseline measured in the same run; then 2x overload.
+(Agent traces only; ``bench/sustained.py`` measures both feeds, ``--mix 0.9`` and ``--mix 0``,
+flat out.)
 
 1. **Walk baseline**: ``bench/reference/servers/null_grpc_server.py --walk`` (parse + every span
    into dicts) under the reference load (``bench/reference/otlp_load.py``: agent-shaped 4-span
@@ -17,8 +19,8 @@ scored in time, against the walk baseline measured in the same run.
 3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
    it stays flat and within the configured bound, every refusal retryable, and rows = acked.
 
-    python bench/sustained.py                     # about 9 minutes
-    python bench/sustained.py --overload-s 600    # with the 10-minute 2x overload
+    python bench/stepped.py                     # about 9 minutes
+    python bench/stepped.py --overload-s 600    # with the 10-minute 2x overload
 
 Bounded: every phase stops by itself. Prints one table per phase and a JSON summary last.
 """
@@ -392,7 +394,7 @@ def main() -> int:
     patcher = Patcher()
     seq = 0
     steps = []
-    with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ts-stepped-") as tmp:
         config: dict[str, Any] = {
             "assembly": {"idle_s": IDLE_S},
             "scorers": [
