@@ -1,449 +1,396 @@
-"""Sustained end-to-end throughput: the highest offered rate at which every trace is assembled and
-scored in time, against the walk baseline measured in the same run.
+"""Sustained end to end, per feed: a Collector's feed (``--mix 0.9``: 90 % of traces plain service
+traces) and agent traces only (``--mix 0``), each against the walk baseline on the same payload in
+the same run (issue 36's targets: >= 1.0x walk and >= 0.4x walk).
+
+Per feed, one after the other:
 
 1. **Walk baseline**: ``bench/reference/servers/null_grpc_server.py --walk`` (parse + every span
-   into dicts) under the reference load (``bench/reference/otlp_load.py``: agent-shaped 4-span
-   traces, 2,380 B/span, 200 spans/request, 8 clients): spans/s and server CPU per span.
-2. **Steps**: ``tracescorer serve`` with two code scorers bound, offered an open-loop paced rate
-   that steps up (a fraction of the baseline each step). Per step: spans/s acknowledged, ack
-   latency p50/p99, refusals by code and by the bound refused for, RSS first/max/last (daemon +
-   store process), server CPU µs per span per stage (decode, assembly, scoring and receiving in
-   the daemon process; the store process), and the lag from a trace's last commit to its scores
-   being stored (p50/p99); and what bounds the rate: the share of one core the daemon's main
-   thread (its event loop, which holds the GIL) was busy, the share of the machine's cores busy,
-   and the load generator's own CPU per span (it runs in this process, on the same cores). A step
-   is *sustained* when every trace it sent was assembled and scored by both scorers with lag p99
-   ≤ idle_s + 2 s and nothing was refused.
-3. **Overload** (``--overload-s``): 2x the highest sustained rate for a while, RSS sampled to show
-   it stays flat and within the configured bound, every refusal retryable, and rows = acked.
+   into dicts) under ``bench/reference/otlp_load.py --mix F``: spans/s, server CPU µs per span.
+2. **tracescorer serve** (a real daemon, DuckDB store, ``store.spans: agent``, two code scorers
+   bound: ``non_empty_response`` and ``no_tool_errors``; ``assembly.idle_s`` 2 s) under the same
+   load, flat out for ``--seconds``. Then the script waits until everything sent is handled: the
+   segment log's feed lag is 0, triage counted every span (kept or skipped), and every agent trace
+   sent (4 spans each; the generator's requests hold ``50 - round(50 F)`` of them) has its run and
+   both scores stored (``/metrics``: ``tracescorer_feed_lag_bytes``, ``tracescorer_triage_items``,
+   ``tracescorer_assembly_runs``, ``tracescorer_score_results``).
 
-    python bench/sustained.py                     # about 9 minutes
-    python bench/sustained.py --overload-s 600    # with the 10-minute 2x overload
+Reported per feed, in one block: acknowledged spans/s and ack p50/p99 (the load generator's);
+**sustained end to end** spans/s = spans acknowledged / (first acknowledgement → all handled and
+scored; the last traces' ``idle_s`` is in it); each as a ratio to walk; server CPU µs per span from
+the load's start until all was handled, in total and per process (``/proc/PID/stat`` utime+stime:
+the daemon, split into its event-loop thread and its other threads; the store process; query
+processes), per stage as the daemon counts it (``tracescorer_stage_cpu_seconds``: CPU time of its
+event-loop thread across each stage; the decode itself runs in a worker thread, among the daemon's
+other threads) and the wall time per span of each ``*_seconds`` histogram (commits, checkpoints,
+extraction); RSS before / peak / after per process; triage's kept/skipped spans, runs and scores,
+and a check against the store's rows (queried after the measurement: its cost is not counted).
 
-Bounded: every phase stops by itself. Prints one table per phase and a JSON summary last.
+    python bench/sustained.py                           # both feeds, 20 s each, 3-5 minutes
+    python bench/sustained.py --mix 0.9 --seconds 60 --json out.json
+
+Ratios are what travel between machines; on a shared 2-core machine the load generator competes
+with the daemon for the cores (its own CPU and the other processes' are printed as noise).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
+import os
+import re
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import psutil
 import yaml
-from benchutil import HERE, Tree, cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server
-
-sys.path.insert(0, str(HERE / "reference"))
-from otlp_load import EXPORT_METHOD, Patcher, build_templates
+from benchutil import cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server
 
 from tracescorer import control
 
-SPANS_PER_REQUEST = 200
+SPANS_PER_REQUEST, TRACES_PER_REQUEST = 200, 50  # the load generator's defaults
+SCORERS = [
+    {"id": "non-empty", "prebuilt": "non_empty_response"},
+    {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
+]
 IDLE_S = 2.0
+TICK_S = 0.25
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+STAGES = ("check", "decode", "assembly", "scoring")  # the pipeline's order
+#: histograms of waits, not of work: the ack latency (reported from the load generator) and the loop's lag
+NOT_STAGES = ("receiver_request", "event_loop_lag")
+ROLES = (("tracescorer.store.duckdb.server", "store"), ("tracescorer.store.duckdb.queryproc", "query"))
 
 
-# --- processes ------------------------------------------------------------------------------------
+# --- /proc ------------------------------------------------------------------------------------------
 
 
-def run_baseline(seconds: float, clients: int) -> dict[str, Any]:
-    port = free_port()
-    server = walk_server("grpc", port)
+def proc_stat(path: str) -> tuple[float, int] | None:
+    """(utime + stime seconds, RSS bytes) from a /proc stat file; None when the process is gone."""
     try:
-        result = load("grpc", f"127.0.0.1:{port}", seconds, clients, server.pid)
-    finally:
-        stop(server, 10)
-    return {
-        "spans_per_s": result["spans_per_s"],
-        "cpu_us_per_span": cpu_us_per_span(result),
-        "p99_ms": result["lat_p99_ms"],
-        "other_cpu_pct": result["other_cpu_pct"],
-    }
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "; fields[0] is field 3
+    return (int(fields[11]) + int(fields[12])) / TICKS, int(fields[21]) * PAGE
 
 
-def query(info: control.ServeInfo, sql: str) -> list[list[Any]]:
-    return control.remote_query(info, sql, max_rows=100_000, timeout_s=120)["rows"]  # type: ignore[no-any-return]
+class ProcTree:
+    """The daemon and its children sampled every ``TICK_S`` from /proc: CPU seconds per process
+    (a child started meanwhile counts from 0) and RSS per role (daemon, store, query)."""
 
-
-# --- paced load ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Tally:
-    sent: int = 0
-    acked_spans: int = 0
-    latencies: list[float] = field(default_factory=list)
-    refused: dict[str, int] = field(default_factory=dict)
-
-
-async def paced(
-    target: str,
-    rate_spans: float,
-    seconds: float,
-    templates: list[Any],
-    patcher: Patcher,
-    seq0: int,
-    channels: int = 8,
-    inflight: int = 32,
-) -> tuple[Tally, int]:
-    """Send requests at a fixed rate (open loop: a slow server does not slow the schedule down,
-    up to ``inflight`` requests in flight; refused requests are not retried)."""
-    tally = Tally()
-    chans = [
-        grpc.aio.insecure_channel(
-            target, options=[("grpc.max_send_message_length", 64 << 20), ("grpc.use_local_subchannel_pool", 1)]
-        )
-        for _ in range(channels)
-    ]
-    calls = [c.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None) for c in chans]
-    interval = SPANS_PER_REQUEST / rate_spans
-    sem = asyncio.Semaphore(inflight)
-    tasks: set[asyncio.Task[None]] = set()
-    seq = seq0
-
-    async def one(i: int, data: bytes) -> None:
-        t0 = time.perf_counter()
-        try:
-            await calls[i % channels](data, timeout=60)
-            tally.latencies.append(time.perf_counter() - t0)
-            tally.acked_spans += SPANS_PER_REQUEST
-        except grpc.aio.AioRpcError as exc:
-            key = exc.code().name
-            tally.refused[key] = tally.refused.get(key, 0) + 1
-        finally:
-            sem.release()
-
-    start = time.perf_counter()
-    n = 0
-    while (now := time.perf_counter()) - start < seconds:
-        due = start + n * interval
-        if due > now:
-            await asyncio.sleep(due - now)
-        await sem.acquire()
-        tpl = templates[seq % len(templates)]
-        data = patcher.payload(tpl, seq)
-        task = asyncio.create_task(one(n, data))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        tally.sent += 1
-        seq += 1
-        n += 1
-    await asyncio.gather(*tasks)
-    for c in chans:
-        await c.close()
-    return tally, seq
-
-
-# --- phases ---------------------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
-def _window(start: float, end: float) -> str:
-    # the traces of a step: spans committed while it ran (received_at is the commit time)
-    return (
-        f"SELECT trace_id, max(received_at) AS t FROM spans WHERE received_at >= to_timestamp({start}) "
-        f"AND received_at <= to_timestamp({end}) GROUP BY trace_id"
-    )
-
-
-def wait_scored(info: control.ServeInfo, start: float, end: float, deadline_s: float) -> tuple[int, int]:
-    """(traces with both scores, traces committed in the window), waiting up to ``deadline_s``."""
-    stop = time.monotonic() + deadline_s
-    got = want = 0
-    while True:
-        want, got = (
-            int(v)
-            for v in query(
-                info,
-                f"""
-            WITH t AS ({_window(start, end)}),
-            s AS (SELECT trace_id FROM scores WHERE trace_id IN (SELECT trace_id FROM t)
-                  GROUP BY trace_id HAVING count(DISTINCT scorer_id) = 2)
-            SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s)""",
-            )[0]
-        )
-        if got >= want or time.monotonic() > stop:
-            return got, want
-        time.sleep(1.0)
-
-
-def lag(info: control.ServeInfo, start: float, end: float) -> tuple[float, float]:
-    row = query(
-        info,
-        f"""
-        WITH last AS ({_window(start, end)}),
-        scored AS (SELECT trace_id, max(created_at) AS t FROM scores WHERE trace_id IN (SELECT trace_id FROM last)
-                   GROUP BY trace_id)
-        SELECT quantile_cont(epoch(scored.t) - epoch(last.t), 0.5), quantile_cont(epoch(scored.t) - epoch(last.t), 0.99)
-        FROM last JOIN scored USING (trace_id)""",
-    )[0]
-    return float(row[0] if row[0] is not None else "nan"), float(row[1] if row[1] is not None else "nan")
-
-
-STAGES = ("decode", "assembly", "scoring")
-
-
-class RssSampler:
-    """The tree's RSS every ``interval_s`` while the ``with`` block runs (``samples``, bytes)."""
-
-    def __init__(self, tree: Tree, interval_s: float) -> None:
-        self.samples: list[int] = []
-        self.by_role: dict[str, list[int]] = {}
-        self._tree, self._interval_s = tree, interval_s
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.roles: dict[int, str] = {pid: "daemon"}
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.loop0 = self.loop1 = 0.0
+        self.rss_before: dict[str, int] = {}
+        self.rss_peak: dict[str, int] = {}
+        self.peak_total = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _role(self, pid: int) -> str:
+        if pid not in self.roles:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                return "other"
+            self.roles[pid] = next((role for module, role in ROLES if module in cmd), "other")
+        return self.roles[pid]
+
+    def sample(self, initial: bool = False) -> dict[str, int]:
+        """Record CPU and return RSS bytes per role now (``initial``: CPU counts from here)."""
+        try:
+            pids = [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
+        except psutil.Error:
+            pids = []
+        rss: dict[str, int] = {}
+        for pid in pids:
+            stat = proc_stat(f"/proc/{pid}/stat")
+            if stat is None:
+                continue
+            self.first.setdefault(pid, stat[0] if initial else 0.0)
+            self.last[pid] = stat[0]
+            role = self._role(pid)
+            rss[role] = rss.get(role, 0) + stat[1]
+        loop = proc_stat(f"/proc/{self.pid}/task/{self.pid}/stat")
+        if loop is not None:
+            self.loop1 = loop[0]
+        for role, n in rss.items():
+            self.rss_peak[role] = max(self.rss_peak.get(role, 0), n)
+        self.peak_total = max(self.peak_total, sum(rss.values()))
+        return rss
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            split = self._tree.rss_by_role()
-            self.samples.append(sum(split.values()))
-            for role, rss in split.items():
-                self.by_role.setdefault(role, []).append(rss)
+        while not self._stop.wait(TICK_S):
+            self.sample()
 
-    def __enter__(self) -> RssSampler:
+    def start(self) -> None:
+        self.rss_before = self.sample(initial=True)
+        self.loop0 = self.loop1
         self._thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def finish(self) -> tuple[dict[str, float], dict[str, int]]:
+        """CPU seconds per role (the daemon's event-loop thread as ``loop``) and RSS now."""
         self._stop.set()
         self._thread.join()
+        rss = self.sample()
+        cpu: dict[str, float] = {}
+        for pid, last in self.last.items():
+            role = self.roles.get(pid, "other")
+            cpu[role] = cpu.get(role, 0.0) + last - self.first.get(pid, 0.0)
+        cpu["loop"] = self.loop1 - self.loop0
+        return cpu, rss
 
 
-def refused_by_bound(m0: dict[str, float], m1: dict[str, float]) -> dict[str, int]:
-    """Requests the daemon refused between two scrapes, by the bound hit or shed for."""
-    out = {}
-    for key, value in m1.items():
-        if key.startswith("tracescorer_receiver_backpressure_total{"):
-            n = int(value - m0.get(key, 0))
-            if n:
-                out[key.split('bound="')[1].split('"')[0]] = n
+# --- /metrics ---------------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def series(metrics: dict[str, float], name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of one metric name as (labels, value)."""
+    out = []
+    for key, value in metrics.items():
+        match = _SAMPLE.match(key)
+        if match and match.group(1) == name:
+            out.append((dict(_LABEL.findall(match.group(2) or "")), value))
     return out
 
 
-def _busy_share(t0: Any, t1: Any) -> float:
-    """Share of all cores' time spent busy between two ``psutil.cpu_times()``."""
-    total = sum(t1) - sum(t0)
-    idle = (t1.idle + getattr(t1, "iowait", 0.0)) - (t0.idle + getattr(t0, "iowait", 0.0))
-    return (total - idle) / total if total > 0 else float("nan")
+def delta(m0: dict[str, float], m1: dict[str, float], name: str, **labels: str) -> float:
+    """The increase of a counter summed over the samples whose labels include ``labels``."""
+    total = 0.0
+    for key, value in m1.items():
+        match = _SAMPLE.match(key)
+        if match and match.group(1) == name:
+            have = dict(_LABEL.findall(match.group(2) or ""))
+            if all(have.get(k) == v for k, v in labels.items()):
+                total += value - m0.get(key, 0.0)
+    return total
 
 
-def step(
-    info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher, seq: int
-) -> tuple[dict[str, Any], int]:
-    m0, c0 = scrape(info.url), tree.cpu()
-    loop0, machine0, me0 = tree.main_thread_cpu(), psutil.cpu_times(), psutil.Process().cpu_times()
-    target = f"127.0.0.1:{info.grpc_port}"
-    with RssSampler(tree, 0.5) as sampler:
-        start = time.time()
-        tally, seq = asyncio.run(paced(target, rate, seconds, templates, patcher, seq))
-        end = time.time()
-        scored, want = wait_scored(info, start - 1, end + 1, deadline_s=IDLE_S + 30)
-    rss = sampler.samples
-    m1, c1 = scrape(info.url), tree.cpu()
-    loop1, machine1, me1 = tree.main_thread_cpu(), psutil.cpu_times(), psutil.Process().cpu_times()
-    spans = max(1, tally.acked_spans)
-    wall = max(1e-9, end - start)
-    cpu_us = {f"{k}_us": (c1.get(k, 0) - c0.get(k, 0)) / spans * 1e6 for k in ("daemon", "store")}
-    for stage in STAGES:
-        key = f'tracescorer_stage_cpu_seconds_total{{stage="{stage}"}}'
-        cpu_us[f"{stage}_us"] = (m1.get(key, 0) - m0.get(key, 0)) / spans * 1e6
-    cpu_us["receive_other_us"] = cpu_us["daemon_us"] - sum(cpu_us[f"{s}_us"] for s in STAGES)
-    lag_counts = {
-        float(k.split('le="')[1].split('"')[0]): m1.get(k, 0) - m0.get(k, 0)
-        for k in m1
-        if k.startswith("tracescorer_event_loop_lag_seconds_bucket")
+def agent_traces(acked_spans: float, mix: float) -> int:
+    """Agent traces in ``acked_spans`` of the load generator's requests (``round(50 F)`` of a
+    request's 50 traces are plain)."""
+    return int(acked_spans // SPANS_PER_REQUEST) * (TRACES_PER_REQUEST - round(TRACES_PER_REQUEST * mix))
+
+
+def progress(m0: dict[str, float], m1: dict[str, float]) -> dict[str, float]:
+    """What the daemon has handled since ``m0``."""
+    out = {
+        "lag_bytes": m1.get("tracescorer_feed_lag_bytes", 0.0),
+        "accepted": delta(m0, m1, "tracescorer_receiver_items_accepted_total"),
+        "kept": delta(m0, m1, "tracescorer_triage_items_total", signal="spans", decision="kept"),
+        "skipped": delta(m0, m1, "tracescorer_triage_items_total", signal="spans", decision="skipped"),
+        "runs": delta(m0, m1, "tracescorer_assembly_runs_total"),
     }
-    total = lag_counts.get(float("inf"), 0)
-    loop_p99 = min((le for le, n in sorted(lag_counts.items()) if total and n >= 0.99 * total), default=float("nan"))
-    p50, p99 = lag(info, start - 1, end + 1)
-    result = {
-        "offered_spans_per_s": rate,
-        "acked_spans_per_s": tally.acked_spans / seconds,
-        "ack_p50_ms": pct(tally.latencies, 0.5) * 1000,
-        "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
-        "refused": tally.refused,
-        "refused_by_bound": refused_by_bound(m0, m1),
-        "traces_scored": scored,
-        "traces_acked": want,
-        "lag_p50_s": p50,
-        "lag_p99_s": p99,
-        "rss_first_mb": (rss[0] if rss else 0) / 2**20,
-        "rss_max_mb": max(rss or [0]) / 2**20,
-        "rss_last_mb": (rss[-1] if rss else 0) / 2**20,
-        "loop_lag_p99_le_s": loop_p99,
-        **cpu_us,
-        "acked_spans": tally.acked_spans,
-        # what bounds the rate: the daemon's event loop (one core, the GIL), or the machine's cores
-        # (the load generator, this process, runs beside them)
-        "daemon_loop_busy_pct": 100 * (loop1 - loop0) / wall,
-        "machine_busy_pct": 100 * _busy_share(machine0, machine1),
-        "loadgen_us": (me1.user + me1.system - me0.user - me0.system) / spans * 1e6,
-    }
-    result["sustained"] = bool(
-        want and scored == want and want * 4 == tally.acked_spans and not tally.refused and p99 <= IDLE_S + 2
+    for scorer in SCORERS:
+        out[f"scores {scorer['id']}"] = delta(m0, m1, "tracescorer_score_results_total", scorer=scorer["id"])
+    return out
+
+
+def done(p: dict[str, float], acked: float, runs: int) -> bool:
+    return (
+        p["lag_bytes"] == 0
+        and p["kept"] + p["skipped"] >= acked
+        and p["runs"] >= runs
+        and all(p[f"scores {s['id']}"] >= runs for s in SCORERS)
     )
-    return result, seq
 
 
-def overload(
-    info: control.ServeInfo, tree: Tree, rate: float, seconds: float, templates: list[Any], patcher: Patcher, seq: int
-) -> tuple[dict[str, Any], int]:
-    """Offer ``rate`` for ``seconds`` in 30 s slices, RSS sampled every second; then check rows = acked.
+def stage_cpu(m0: dict[str, float], m1: dict[str, float], spans: float) -> dict[str, float]:
+    stages = {labels["stage"] for labels, _ in series(m1, "tracescorer_stage_cpu_seconds_total")}
+    order = sorted(stages, key=lambda s: (STAGES.index(s) if s in STAGES else len(STAGES), s))
+    return {s: delta(m0, m1, "tracescorer_stage_cpu_seconds_total", stage=s) / spans * 1e6 for s in order}
 
-    Flatness compares slice medians (the last slice against the first after warm-up, the second):
-    under overload the daemon's assembly window and DuckDB's buffer pool fill and empty as
-    admission closes and opens, so one sample per slice swings by a third either way and says
-    little about growth. The instantaneous end-of-slice value and each slice's peak are reported too.
-    """
-    slices = []
-    acked = 0
+
+def histograms(m0: dict[str, float], m1: dict[str, float], spans: float) -> dict[str, dict[str, float]]:
+    """Each ``*_seconds`` histogram's time per span (µs) and count since ``m0``, per label set."""
+    out = {}
+    for key, value in m1.items():
+        match = _SAMPLE.match(key)
+        if not match or not match.group(1).endswith("_seconds_sum") or any(x in key for x in NOT_STAGES):
+            continue
+        count = m1.get(key.replace("_seconds_sum", "_seconds_count"), 0.0)
+        n = count - m0.get(key.replace("_seconds_sum", "_seconds_count"), 0.0)
+        if n <= 0:
+            continue
+        name = match.group(1).removeprefix("tracescorer_").removesuffix("_seconds_sum")
+        labels = dict(_LABEL.findall(match.group(2) or ""))
+        label = ",".join(labels.values())
+        out[f"{name}[{label}]" if label else name] = {"us_per_span": (value - m0.get(key, 0.0)) / spans * 1e6, "n": n}
+    return out
+
+
+# --- one feed ---------------------------------------------------------------------------------------
+
+
+def walk(mix: float, seconds: float, clients: int) -> dict[str, Any]:
+    port = free_port()
+    server = walk_server("grpc", port)
+    try:
+        result = load("grpc", f"127.0.0.1:{port}", seconds, clients, server.pid, mix=mix)
+    finally:
+        stop(server, 10)
+    return {"spans_per_s": result["spans_per_s"], "cpu_us_per_span": cpu_us_per_span(result)}
+
+
+def tracescorer(mix: float, seconds: float, clients: int, config: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
+        proc, info, ports = start_daemon(Path(tmp), config)
+        try:
+            return _measure(proc.pid, info, ports["grpc"], mix, seconds, clients)
+        finally:
+            stop(proc)
+
+
+def _measure(
+    pid: int, info: control.ServeInfo, grpc_port: int, mix: float, seconds: float, clients: int
+) -> dict[str, Any]:
+    tree = ProcTree(pid)
     m0 = scrape(info.url)
-    refused: dict[str, int] = {}
-    remaining = seconds
-    while remaining > 0:
-        dur = min(30.0, remaining)
-        with RssSampler(tree, 1.0) as sampler:
-            # many more requests in flight than any bound admits: the daemon must refuse, not queue
-            tally, seq = asyncio.run(
-                paced(f"127.0.0.1:{info.grpc_port}", rate, dur, templates, patcher, seq, inflight=256)
-            )
-        samples = sampler.samples
-        end = tree.rss()
-        acked += tally.acked_spans
-        for k, v in tally.refused.items():
-            refused[k] = refused.get(k, 0) + v
-        samples = sorted(samples or [end])
-        roles = {f"{role}_rss_median_mb": sorted(v)[len(v) // 2] / 2**20 for role, v in sampler.by_role.items()}
-        slices.append(
-            {
-                "rss_median_mb": samples[len(samples) // 2] / 2**20,
-                "rss_max_mb": samples[-1] / 2**20,
-                **roles,
-                "rss_end_mb": end / 2**20,
-                "acked_spans_per_s": tally.acked_spans / dur,
-                "ack_p99_ms": pct(tally.latencies, 0.99) * 1000,
-            }
-        )
-        remaining -= dur
-    warm = slices[1] if len(slices) > 1 else slices[0]
+    result: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(load("grpc", f"127.0.0.1:{grpc_port}", seconds, clients, pid, mix=mix))
+    )
+    tree.start()
+    runner.start()
+    first = load_end = caught_up = end = None
+    acked, runs = 0.0, 0
+    deadline = time.monotonic() + 10 * seconds + 120
+    while time.monotonic() < deadline:
+        time.sleep(TICK_S)
+        now, p = time.monotonic(), progress(m0, scrape(info.url))
+        if first is None and p["accepted"] > 0:
+            first = now - TICK_S / 2  # between this scrape and the last
+        if runner.is_alive():
+            continue
+        if load_end is None:
+            if not result:
+                raise SystemExit("the load generator failed (its error is above)")
+            load_end, acked = now, float(result["spans_acked_total"])
+            runs = agent_traces(acked, mix)
+        if caught_up is None and p["lag_bytes"] == 0:
+            caught_up = now
+        if done(p, acked, runs):
+            end = now
+            break
+    runner.join()
+    m1 = scrape(info.url)
+    cpu, rss_after = tree.finish()
+    assert first is not None and load_end is not None, "nothing was acknowledged"
+    check = control.remote_query(
+        info,
+        "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM (SELECT trace_id FROM scores "
+        "GROUP BY trace_id HAVING count(DISTINCT scorer_id) = 2))",
+        max_rows=1,
+        timeout_s=120,
+    )["rows"][0]
     return {
-        "offered_spans_per_s": rate,
-        "seconds": seconds,
-        "slices": slices,
-        "refused": refused,
-        "refused_by_bound": refused_by_bound(m0, scrape(info.url)),
+        "acked_spans_per_s": result["spans_per_s"],
+        "ack_p50_ms": result["lat_p50_ms"],
+        "ack_p99_ms": result["lat_p99_ms"],
+        "requests_err": result["requests_err"],
         "acked_spans": acked,
-        "rss_after_warmup_mb": warm["rss_median_mb"],
-        "rss_max_mb": max(s["rss_max_mb"] for s in slices),
-        "rss_last_vs_warmup": slices[-1]["rss_median_mb"] / warm["rss_median_mb"],
-        "rss_end_last_vs_warmup": slices[-1]["rss_end_mb"] / warm["rss_end_mb"],
-    }, seq
+        "handled": end is not None,
+        "sustained_spans_per_s": acked / ((end or time.monotonic()) - first),
+        "caught_up_after_load_s": (caught_up or float("nan")) - load_end,
+        "scored_after_load_s": (end or float("nan")) - load_end,
+        "cpu_us_per_span": {role: s / acked * 1e6 for role, s in cpu.items()},
+        "stage_cpu_us_per_span": stage_cpu(m0, m1, acked),
+        "histograms": histograms(m0, m1, acked),
+        "rss_mb": {
+            role: [n / 2**20 for n in (tree.rss_before.get(role, 0), tree.rss_peak[role], rss_after.get(role, 0))]
+            for role in sorted(
+                tree.rss_peak, key=lambda r: ("daemon", "store", "query").index(r) if r != "other" else 3
+            )
+        },
+        "rss_total_mb": [
+            sum(tree.rss_before.values()) / 2**20,
+            tree.peak_total / 2**20,
+            sum(rss_after.values()) / 2**20,
+        ],
+        "progress": progress(m0, m1),
+        "runs_wanted": runs,
+        "rows": {"runs": check[0], "traces_with_both_scores": check[1]},
+        "loadgen_cpu_pct": result.get("client_cpu_pct"),
+        "other_cpu_pct": result.get("other_cpu_pct"),
+    }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline-s", type=float, default=10.0)
-    parser.add_argument(
-        "--steps",
-        default="0.02,0.03,0.04,0.05,0.06,0.08,0.1,0.12,0.15",
-        help="offered rates as fractions of the walk baseline",
+# --- output -----------------------------------------------------------------------------------------
+
+
+def report(mix: float, w: dict[str, Any], t: dict[str, Any]) -> list[str]:
+    cpu = t["cpu_us_per_span"]
+    total = sum(v for k, v in cpu.items() if k != "loop")
+    procs = ", ".join(
+        f"{role} {cpu[role]:.0f}"
+        + (f" (event loop {cpu['loop']:.0f}, other threads {cpu[role] - cpu['loop']:.0f})" if role == "daemon" else "")
+        for role in ("daemon", "store", "query", "other")
+        if role in cpu
     )
-    parser.add_argument("--step-s", type=float, default=45.0)
-    parser.add_argument(
-        "--overload-s", type=float, default=60.0, help="seconds at 2x the highest sustained rate (0 = skip)"
-    )
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=YAML",
-        help="override a daemon setting, e.g. --set store.compression=auto (repeatable)",
-    )
-    args = parser.parse_args()
-    overrides: dict[str, dict[str, Any]] = {}
+    p = t["progress"]
+    scores = ", ".join(f"{k.removeprefix('scores ')} {v:,.0f}" for k, v in p.items() if k.startswith("scores "))
+    hist = ", ".join(f"{k} {v['us_per_span']:.1f} ({v['n']:,.0f}x)" for k, v in t["histograms"].items())
+    rss = ", ".join(f"{role} {'/'.join(f'{x:.0f}' for x in v)}" for role, v in t["rss_mb"].items())
+    status = "" if t["handled"] else "  NOT ALL HANDLED before the deadline"
+    return [
+        f"--mix {mix:g}{status}",
+        f"  walk          {w['spans_per_s']:>8,.0f} spans/s  {w['cpu_us_per_span']:6.1f} µs CPU/span",
+        f"  acknowledged  {t['acked_spans_per_s']:>8,.0f} spans/s  {t['acked_spans_per_s'] / w['spans_per_s']:.2f}x walk"
+        f"   ack p50 {t['ack_p50_ms']:.0f} ms, p99 {t['ack_p99_ms']:.0f} ms, {t['requests_err']} failed",
+        f"  end to end    {t['sustained_spans_per_s']:>8,.0f} spans/s  "
+        f"{t['sustained_spans_per_s'] / w['spans_per_s']:.2f}x walk   {t['acked_spans']:,.0f} spans; feed caught up "
+        f"{t['caught_up_after_load_s']:.1f} s, scored {t['scored_after_load_s']:.1f} s after the load",
+        f"  CPU µs/span   {total:.0f} = {total / w['cpu_us_per_span']:.1f}x walk: {procs}",
+        "  stages        CPU µs/span " + ", ".join(f"{k} {v:.1f}" for k, v in t["stage_cpu_us_per_span"].items()),
+        f"                wall µs/span {hist}",
+        f"  handled       triage kept {p['kept']:,.0f}, skipped {p['skipped']:,.0f} spans; runs {p['runs']:,.0f} "
+        f"(want {t['runs_wanted']:,}); scores {scores}; rows: runs {t['rows']['runs']:,}, traces with both "
+        f"scores {t['rows']['traces_with_both_scores']:,}",
+        f"  RSS MB        before/peak/after {'/'.join(f'{x:.0f}' for x in t['rss_total_mb'])}: {rss}",
+        f"  noise         load generator {t['loadgen_cpu_pct']:.0f} %, other processes {t['other_cpu_pct']:.0f} % "
+        "of a core",
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mix", type=float, action="append", help="share of plain traces (repeatable); default 0.9 and 0")
+    ap.add_argument("--seconds", type=float, default=20, help="load per feed, walk and tracescorer each")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=YAML", help="a daemon setting")
+    ap.add_argument("--json", type=Path, help="also write every figure here")
+    args = ap.parse_args()
+    config: dict[str, Any] = {"assembly": {"idle_s": IDLE_S}, "scorers": SCORERS}
     for item in args.set:
         path, _, value = item.partition("=")
         section, _, key = path.partition(".")
         if not key:
-            parser.error(f"--set {item!r}: expected SECTION.KEY=VALUE")
-        overrides.setdefault(section, {})[key] = yaml.safe_load(value)
-
-    baseline = run_baseline(args.baseline_s, args.clients)
+            ap.error(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        config.setdefault(section, {})[key] = yaml.safe_load(value)
     print(
-        f"walk baseline: {baseline['spans_per_s']:,.0f} spans/s, {baseline['cpu_us_per_span']:.1f} µs CPU/span "
-        f"(p99 {baseline['p99_ms']:.0f} ms, other CPU {baseline['other_cpu_pct']:.0f}%)",
+        f"{args.seconds:g} s of load per feed, {args.clients} clients; scorers {', '.join(s['id'] for s in SCORERS)}; "
+        f"assembly.idle_s {config['assembly'].get('idle_s')}",
         flush=True,
     )
-    templates = build_templates(16, SPANS_PER_REQUEST)
-    patcher = Patcher()
-    seq = 0
-    steps = []
-    with tempfile.TemporaryDirectory(prefix="ts-sustained-") as tmp:
-        config: dict[str, Any] = {
-            "assembly": {"idle_s": IDLE_S},
-            "scorers": [
-                {"id": "non-empty", "prebuilt": "non_empty_response"},
-                {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
-            ],
-        }
-        for section, values in overrides.items():
-            config.setdefault(section, {}).update(values)
-        proc, info, _ = start_daemon(Path(tmp), config)
-        tree = Tree(proc.pid)
-        try:
-            for frac in (float(x) for x in args.steps.split(",")):
-                rate = frac * baseline["spans_per_s"]
-                result, seq = step(info, tree, rate, args.step_s, templates, patcher, seq)
-                result["fraction_of_walk"] = frac
-                steps.append(result)
-                print(
-                    json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}), flush=True
-                )
-            good = [s for s in steps if s["sustained"]]
-            best = max(good, key=lambda s: s["acked_spans_per_s"]) if good else None
-            over = None
-            if args.overload_s > 0:
-                rate = 2 * (best["acked_spans_per_s"] if best else steps[0]["offered_spans_per_s"])
-                over, seq = overload(info, tree, rate, args.overload_s, templates, patcher, seq)
-                print(json.dumps(over), flush=True)
-            acked_total = sum(s["acked_spans"] for s in steps) + (over["acked_spans"] if over else 0)
-            rows_total = int(query(info, "SELECT count(*) FROM spans")[0][0])
-        finally:
-            code = stop(proc)
-    summary = {
-        "walk_baseline": baseline,
-        "highest_sustained_spans_per_s": best["acked_spans_per_s"] if best else 0.0,
-        "sustained_vs_walk": (best["acked_spans_per_s"] / baseline["spans_per_s"]) if best else 0.0,
-        "cpu_us_per_span_at_best": ({k: round(v, 1) for k, v in best.items() if k.endswith("_us")} if best else {}),
-        "cpu_vs_walk_at_best": ((best["daemon_us"] + best["store_us"]) / baseline["cpu_us_per_span"]) if best else None,
-        "overload": over,
-        "acked_spans_total": acked_total,
-        "span_rows_total": rows_total,
-        "rows_equal_acked": rows_total == acked_total,
-        "refusals_retryable": all(
-            code in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
-            for s in [*steps, *([over] if over else [])]
-            for code in s["refused"]
-        ),
-        "daemon_exit": code,
-    }
-    print(json.dumps(summary, indent=1, default=str))
-    return 0
+    summary = {}
+    for mix in args.mix or [0.9, 0.0]:
+        w = walk(mix, args.seconds, args.clients)
+        t = tracescorer(mix, args.seconds, args.clients, config)
+        summary[f"mix {mix:g}"] = {"walk": w, "tracescorer": t}
+        print("\n".join(report(mix, w, t)), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
