@@ -11,7 +11,7 @@ from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_l
 
 if TYPE_CHECKING:  # imported when the command runs: the CLI's start-up stays light
     from tracescorer.config import Settings
-    from tracescorer.monitors.config import MonitorSettings
+    from tracescorer.config.monitors import MonitorSettings
 
 _COLUMNS = [
     "monitor",
@@ -30,7 +30,7 @@ _COLUMNS = [
 
 def rule_text(m: MonitorSettings) -> str:
     """The rule in one line, each setting under its config key (zero durations left out)."""
-    from tracescorer.monitors.config import format_duration
+    from tracescorer.config.monitors import format_duration
 
     parts = [f"{m.aggregate}({m.scorer}) {m.comparison} {m.threshold:g} over {format_duration(m.window_s)}"]
     if m.aggregate != "count":
@@ -57,7 +57,7 @@ def detail_text(m: MonitorSettings | None, s: dict[str, Any]) -> str | None:
     """Where a monitor stands inside its state: how long a pending one has breached, how long a
     firing one has been clear, a firing message held back by the cooldown, reminders, a message
     left unsent by a stop."""
-    from tracescorer.monitors.config import format_duration
+    from tracescorer.config.monitors import format_duration
 
     parts = []
     at, since, clear = _epoch(s.get("evaluated_at")), _epoch(s.get("since")), _epoch(s.get("clear_since"))

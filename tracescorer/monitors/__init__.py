@@ -1,27 +1,21 @@
 """Score monitors: window aggregates of live scores, thresholds, notifications, and score metrics.
 
-``config`` holds the settings models (imported by :mod:`tracescorer.config`), ``window`` the
-bucketed sliding windows, ``evaluator`` the alert state machine (pending, firing, resolved),
-``policy`` which message to send when (cooldown, reminders, the last message is the truth),
-``messages``/``notify`` what is sent and how, ``persist`` storing state and events, ``service``
-the daemon component, ``leader`` running it on one of several daemons and ``score_metrics`` the
-``/metrics`` listener.
+The settings models are :mod:`tracescorer.config.monitors`. Here: ``window`` the bucketed sliding
+windows, ``evaluator`` the alert state machine (pending, firing, resolved), ``policy`` which
+message to send when (cooldown, reminders, the last message is the truth), ``messages``/``notify``
+what is sent and how, ``persist`` storing state and events, ``service`` the daemon component,
+``leader`` running it on one of several daemons and ``score_metrics`` the ``/metrics`` listener.
 """
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracescorer.monitors.config import MonitorSettings, NotifySettings, ScoreMetricsSettings, parse_duration
     from tracescorer.monitors.score_metrics import ScoreMetrics
     from tracescorer.monitors.service import MonitorService
 
-# Lazy (PEP 562): the settings import ``monitors.config``, which must not load the service and its
-# HTTP client (aiohttp, ~80 ms) into every command.
+# Lazy (PEP 562): importing one module of the package (``window``, ``policy``...) must not load the
+# service and its HTTP client (aiohttp, ~80 ms).
 _WHERE = {
-    "MonitorSettings": "config",
-    "NotifySettings": "config",
-    "ScoreMetricsSettings": "config",
-    "parse_duration": "config",
     "ScoreMetrics": "score_metrics",
     "MonitorService": "service",
 }
@@ -35,11 +29,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracescorer.monitors' has no attribute {name!r}")
 
 
-__all__ = [
-    "MonitorService",
-    "MonitorSettings",
-    "NotifySettings",
-    "ScoreMetrics",
-    "ScoreMetricsSettings",
-    "parse_duration",
-]
+__all__ = ["MonitorService", "ScoreMetrics"]

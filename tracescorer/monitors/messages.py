@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from tracescorer.monitors.config import MonitorSettings, format_duration
+from tracescorer.config.monitors import MonitorSettings, format_duration
 from tracescorer.records.monitors import NotificationKind, Sample
 
 PAYLOAD_VERSION = 1

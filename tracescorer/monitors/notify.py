@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from tracescorer.aio import cancel
+from tracescorer.config.monitors import NotifySettings
 from tracescorer.httpretry import is_retryable_status, parse_retry_after
-from tracescorer.monitors.config import NotifySettings
 from tracescorer.monitors.messages import Notification, encode
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tracescorer.monitors.config import MonitorSettings
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.records.monitors import MonitorState, NotificationKind
 
 

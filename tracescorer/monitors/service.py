@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from tracescorer.aio import cancel
+from tracescorer.config.monitors import MonitorSettings, format_duration
 from tracescorer.metrics import Metrics
-from tracescorer.monitors.config import MonitorSettings, format_duration
 from tracescorer.monitors.evaluator import evaluate
 from tracescorer.monitors.messages import Notification, build
 from tracescorer.monitors.notify import Delivery, Dispatcher

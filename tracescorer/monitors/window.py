@@ -17,7 +17,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from tracescorer.monitors.config import MonitorSettings
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.records.monitors import Counts, Sample
 
 BUCKETS = 60

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tracescorer.monitors.config import MonitorSettings
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.monitors.evaluator import evaluate
 from tracescorer.monitors.policy import Notice, after_restart, decide
 from tracescorer.monitors.window import Reading

@@ -7,7 +7,7 @@ import pytest
 from fakes.webhook_receiver import WebhookReceiver
 from support.daemon import wait_for_async
 
-from tracescorer.monitors.config import NotifySettings
+from tracescorer.config.monitors import NotifySettings
 from tracescorer.monitors.messages import Example, Notification, encode, slack_body, webhook_body
 from tracescorer.monitors.notify import Delivery, Dispatcher, deliver
 

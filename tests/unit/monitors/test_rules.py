@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tracescorer.config import ConfigError, Settings, load_settings
-from tracescorer.monitors.config import MonitorSettings, format_duration, parse_duration
+from tracescorer.config.monitors import MonitorSettings, format_duration, parse_duration
 from tracescorer.monitors.window import BUCKETS, Reading, Window
 from tracescorer.records.monitors import Counts, Sample
 

@@ -17,8 +17,9 @@ from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch
 
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.metrics import Metrics
-from tracescorer.monitors import MonitorService, MonitorSettings
+from tracescorer.monitors import MonitorService
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.duckdb import DuckDBStore
 

@@ -13,7 +13,7 @@ import duckdb
 import psycopg
 import pytest
 
-from tracescorer.monitors.config import MonitorSettings
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.monitors.policy import Notice, decide
 from tracescorer.records.monitors import MonitorEvent, MonitorState
 from tracescorer.store import tables

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from tracescorer.config.base import Section
 from tracescorer.metrics import DEFAULT_SCORE_BUCKETS
 
 Aggregate = Literal["mean", "pass_rate", "error_rate", "count"]
@@ -63,11 +64,7 @@ def format_duration(seconds: float) -> str:
     return "".join(out)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-class NotifySettings(_Section):
+class NotifySettings(Section):
     """One notification target: exactly one of ``webhook`` (generic JSON POST) or ``slack``
     (a Slack incoming-webhook URL)."""
 
@@ -139,7 +136,7 @@ _OTHER_NAMES = {
 }
 
 
-class MonitorSettings(_Section):
+class MonitorSettings(Section):
     """A threshold on an aggregate of one scorer's (or a glob of scorers') live scores."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, serialize_by_alias=True)
@@ -292,7 +289,7 @@ class MonitorSettings(_Section):
         return fnmatch.fnmatchcase(scorer_id, self.scorer)
 
 
-class ScoreMetricsSettings(_Section):
+class ScoreMetricsSettings(Section):
     """The score metrics on ``/metrics``: the ``agent`` label, and the histogram's buckets."""
 
     max_agents: int = Field(20, ge=0, description="agent names kept as label values; later ones are '_other'")

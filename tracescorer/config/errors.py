@@ -1,6 +1,6 @@
-"""Validation errors of the settings as one message a person reads: the key, the value, the
-variable it came from, the key probably meant (``did you mean 'path'?``), list items named by id
-(``monitors.0 (support-quality).window``), no pydantic prefixes."""
+"""The configuration's error, and validation errors of the settings as one message a person reads:
+the key, the value, the variable it came from, the key probably meant (``did you mean 'path'?``),
+list items named by id (``monitors.0 (support-quality).window``), no pydantic prefixes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the offending key."""
 
 
 def did_you_mean(key: str, valid: Any) -> str:

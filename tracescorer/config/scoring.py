@@ -1,0 +1,97 @@
+"""``judge``, ``scoring`` (queue, workers, ``heal``) and the ``scorers:`` bindings (sampling,
+filter, per-binding limits)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tracescorer.config.base import Section
+from tracescorer.filters import RunFilter
+
+
+class JudgeSettings(Section):
+    model: str = ""
+    api_base: str | None = None
+    api_key: str | None = None
+    max_concurrency: int = Field(16, gt=0)
+    requests_per_minute: int = Field(600, gt=0)
+    daily_budget_usd: float | None = Field(None, ge=0)
+    timeout_s: float = Field(60, gt=0)
+    retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="retries of a judge request the provider did not answer (timeouts, connection errors, "
+        "408/409/429, 5xx; never 400/401/403/404), so a request makes at most retries + 1 attempts",
+    )
+    retry_initial_s: float = Field(
+        1.0, gt=0, le=60, description="wait before the first retry, doubling per retry; a longer Retry-After wins"
+    )
+
+
+class HealSettings(Section):
+    """``scoring.heal``: judge scores that failed for a transient error (connection refused,
+    timeout, 429, 5xx) are re-scored automatically, with a doubling backoff, a bounded number of
+    times and only while recent (:mod:`tracescorer.scoring.heal`)."""
+
+    enabled: bool = True
+    max_attempts: int = Field(5, ge=0, description="automatic re-scores of one error score; 0 turns healing off")
+    max_age_s: float = Field(86_400, gt=0, description="error scores first stored longer ago than this are left alone")
+    initial_backoff_s: float = Field(30, gt=0, description="wait before the first re-score; doubles after each failure")
+    max_backoff_s: float = Field(600, gt=0, description="cap of the doubling wait")
+    check_s: float = Field(10, gt=0, description="how often the store is asked for error scores due a re-score")
+    max_batch: int = Field(100, gt=0, description="error scores re-scored per check at most")
+
+
+class ScoringSettings(Section):
+    max_queue: int = Field(
+        10_000,
+        gt=0,
+        description="targets waiting for a scorer: past half of it the segment log's feed waits; live runs"
+        " already assembled still queue, backfills and recovery are rate_limited when full",
+    )
+    workers: int = Field(4, gt=0, description="concurrent code-scorer runs (judge runs: judge.max_concurrency)")
+    recover_window_s: float = Field(3600, ge=0, description="at start, runs this recent without a decision are scored")
+    shutdown_timeout_s: float = Field(30, ge=0)
+    heal: HealSettings = Field(default_factory=HealSettings)
+
+
+class SamplingSettings(Section):
+    ratio: float = Field(1.0, ge=0, le=1)
+
+
+class BindingLimits(Section):
+    """``scorers[].limits``: caps of one binding beside the global ``judge:`` ones (a target over a
+    cap gets a decision naming the cap: ``budget_exhausted`` or ``rate_limited``)."""
+
+    daily_budget_usd: float | None = Field(
+        None, ge=0, description="judge spend of this binding per UTC day; once reached its targets are refused"
+    )
+    requests_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="judge requests of this binding per minute; a target that would exceed it is refused (not "
+        "queued: a full bucket would hold the judge workers every binding shares)",
+    )
+
+
+class ScorerBinding(Section):
+    id: str
+    prebuilt: str | None = None
+    python: str | None = None
+    options: dict[str, Any] = {}
+    scope: Literal["run", "conversation"] = "run"
+    sampling: SamplingSettings = SamplingSettings()
+    filter: RunFilter = RunFilter()
+    threshold: float | None = None
+    judge: dict[str, Any] = {}
+    limits: BindingLimits = BindingLimits()
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScorerBinding:
+        if (self.prebuilt is None) == (self.python is None):
+            raise ValueError("exactly one of 'prebuilt' or 'python' is required")
+        return self
