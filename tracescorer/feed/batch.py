@@ -9,6 +9,7 @@ items out of each request before its rows are stored (other tools' evaluations:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ class Batch:
     lost_traces: int = 0  # skipped items that could not be read back (segment released)
     taken: list[Any] = field(default_factory=list)  # what the prefilter took out
     prefilter: Prefilter | None = None
+    cpu_s: float = 0.0  # the decoding thread's CPU time for the batch (triage and decode)
 
     def count(self, signal: str, decision: str, n: int) -> None:
         if n:
@@ -101,6 +103,7 @@ def decode_batch(
 ) -> Batch:
     """Decode a batch of records (in a worker thread): with ``triage``, only what may be part of a
     run, and the earlier skipped items of traces that turn out to hold agent content."""
+    started = time.thread_time()
     batch = Batch(prefilter=prefilter)
     if triage is not None:
         triage.expire()
@@ -122,6 +125,7 @@ def decode_batch(
             log.error("segment log record at %d does not decode (%s): skipped", record.offset, exc)
             batch.rejected += 1
         batch.cuts.append((len(batch.spans), len(batch.logs)))
+    batch.cpu_s = time.thread_time() - started
     return batch
 
 
