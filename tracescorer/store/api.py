@@ -10,14 +10,16 @@ monitors, budgets) are in the same file, or shared by several daemons in Postgre
 Every method is a coroutine that runs on the daemon's event loop and never blocks it (the engines
 do their work in another process or on a connection pool). Writes return once they are durable;
 errors are :class:`StoreError` subclasses. See docs/architecture.md for which stage uses which part.
+
+The errors are defined in :mod:`tracescorer.store.errors` and the outcomes (the records methods
+return) in :mod:`tracescorer.store.outcomes`; both are re-exported here, under ``__all__``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
 
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
@@ -26,156 +28,26 @@ from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.records.skipped import SkippedTrace
-
-T = TypeVar("T")
-
-# --- errors ---------------------------------------------------------------------------------------
-
-
-class StoreError(RuntimeError):
-    """A store operation failed (retryable unless a subclass says otherwise)."""
-
-
-class QueueFull(StoreError):
-    """The write queue is full; retry later."""
-
-
-class StoreClosed(StoreError):
-    """The store no longer accepts writes (shutting down)."""
-
-
-class ReadOnlyViolation(StoreError):
-    """A statement other than a plain read was given to a read-only query."""
-
-
-class DataError(StoreError):
-    """The data cannot be stored (a value out of range, a bad type): the client's fault, never
-    retryable."""
-
-
-class StoreLocked(StoreError):
-    """Another process holds the database file (a daemon starting or running, or a stray writer)."""
-
-
-class SchemaError(StoreError):
-    """A database's schema is newer than this program, or not one of its versions."""
-
-
-#: What a store raises for data it cannot hold: its DataError, or what the row encoders raise
-#: (orjson's TypeError for lone surrogates and integers past 64 bits, Arrow's OverflowError).
-#: Retrying such a write can never succeed.
-REFUSED: tuple[type[Exception], ...] = (DataError, TypeError, ValueError, OverflowError)
-
-
-async def write_narrowing(
-    items: list[T],
-    write: Callable[[list[T], bool], Awaitable[None]],
-    refused: Callable[[T, Exception], Awaitable[None]],
-) -> list[T]:
-    """``write(items, False)``; when the store refuses them as data (:data:`REFUSED`), write them
-    by halves (``write(part, True)``: a retry) down to single items and hand each one still refused
-    to ``refused``, so one bad item cannot hold back the others for good. Returns the items written
-    as they were; other errors propagate."""
-
-    async def attempt(part: list[T], retry: bool) -> list[T]:
-        try:
-            await write(part, retry)
-            return part
-        except REFUSED as exc:
-            if len(part) == 1:
-                await refused(part[0], exc)
-                return []
-            half = len(part) // 2
-            return [*await attempt(part[:half], True), *await attempt(part[half:], True)]
-
-    return await attempt(items, False)
-
-
-# --- outcomes -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    """Rows of a read-only query, at most ``max_rows`` (``truncated`` when there were more)."""
-
-    columns: list[str]
-    types: list[str]
-    rows: list[tuple[Any, ...]]
-    truncated: bool = False
-
-    def dicts(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row, strict=False)) for row in self.rows]
-
-
-@dataclass(frozen=True, slots=True)
-class AppendOutcome:
-    """What became of one telemetry append: items stored, items refused for their data, and the
-    ``received_at`` the stored items got (epoch seconds, first and last: a read bounded by them
-    finds the items without scanning the whole span log)."""
-
-    stored: int
-    rejected: int = 0
-    message: str = ""
-    received_from: float = 0.0
-    received_to: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class TraceData:
-    """Every stored span and log record of one trace."""
-
-    spans: tuple[Span, ...]
-    logs: tuple[LogRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRecovery:
-    """Recent targets that lack a decision of some current binding (the daemon stopped between
-    assembly and scoring); ``decided`` names, per (target kind, target id), the bindings that did
-    decide (they are not run again)."""
-
-    runs: list[AgentRun]
-    conversation_ids: list[str]
-    decided: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class HealCandidate:
-    """An error score due an automatic re-score (:mod:`tracescorer.scoring.heal`): its target
-    (``run`` id or ``conversation`` id) and the re-scores it went through so far."""
-
-    score_id: str
-    scorer_id: str
-    target_type: str  # run | conversation
-    target_id: str
-    heal_attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class ResultsPruned:
-    """What a results retention pass did: rows deleted per table; for a store whose key indexes
-    live in memory (DuckDB), the keys it held before (``keys``), how many it may hold
-    (``max_keys``), the index memory in use and, when the budget deleted results younger than the
-    retention age, the time they were deleted up to (``budget_cutoff``) and the write
-    transactions the deletes took (``transactions``)."""
-
-    deleted: dict[str, int] = field(default_factory=dict)
-    keys: int | None = None
-    max_keys: int | None = None
-    index_bytes: int | None = None
-    budget_cutoff: dt.datetime | None = None
-    transactions: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConversationClaim:
-    """A due conversation claimed for scoring: ``seq`` is the activity the scoring covers;
-    ``takeover`` when the claim was taken from a daemon whose lease had run out."""
-
-    conversation_id: str
-    seq: int
-    takeover: bool = False
-
+from tracescorer.store.errors import (
+    REFUSED,
+    DataError,
+    QueueFull,
+    ReadOnlyViolation,
+    SchemaError,
+    StoreClosed,
+    StoreError,
+    StoreLocked,
+    write_narrowing,
+)
+from tracescorer.store.outcomes import (
+    AppendOutcome,
+    ConversationClaim,
+    HealCandidate,
+    PendingRecovery,
+    QueryResult,
+    ResultsPruned,
+    TraceData,
+)
 
 # --- one protocol per consumer ----------------------------------------------------------------------
 

@@ -13,17 +13,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from tracescorer.store.queries import SCORED_AT, Query, glob_clause
+from tracescorer.store.report_queries import report_transcripts
+from tracescorer.store.statement import SCORED_AT, TIME, Query, glob_clause, placeholders
 from tracescorer.store.tables import SCORE_COLUMNS
 
-_TIME = "CAST(? AS TIMESTAMPTZ)"
 #: a score row's target, as labels name it
 SCORE_TARGET_TYPE = "CASE WHEN s.entity_type = 'conversation' THEN 'conversation' ELSE 'run' END"
 SCORE_TARGET_ID = "CASE WHEN s.entity_type = 'conversation' THEN s.conversation_id ELSE s.run_id END"
-
-
-def _placeholders(n: int) -> str:
-    return ", ".join(["?"] * n)
 
 
 # --- label targets ------------------------------------------------------------------------------------
@@ -43,7 +39,7 @@ def target_runs(text: str) -> Query:
 def run_traces(run_ids: Sequence[str]) -> Query:
     """The traces of these runs."""
     return Query(
-        f"SELECT DISTINCT trace_id FROM runs WHERE run_id IN ({_placeholders(len(run_ids)) or 'NULL'})", tuple(run_ids)
+        f"SELECT DISTINCT trace_id FROM runs WHERE run_id IN ({placeholders(len(run_ids)) or 'NULL'})", tuple(run_ids)
     )
 
 
@@ -76,7 +72,7 @@ def _evaluations_where(name: str | None, since: dt.datetime | None) -> tuple[str
         clauses.append("name = ?")
         params.append(name)
     if since is not None:
-        clauses.append(f"received_at >= {_TIME}")
+        clauses.append(f"received_at >= {TIME}")
         params.append(since.isoformat())
     return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
@@ -155,9 +151,9 @@ def external_for_targets(trace_ids: Sequence[str], conversation_ids: Sequence[st
     """External evaluations of these traces' runs and of these conversations (``explain``)."""
     clauses = []
     if trace_ids:
-        clauses.append(f"trace_id IN ({_placeholders(len(trace_ids))})")
+        clauses.append(f"trace_id IN ({placeholders(len(trace_ids))})")
     if conversation_ids:
-        clauses.append(f"conversation_id IN ({_placeholders(len(conversation_ids))})")
+        clauses.append(f"conversation_id IN ({placeholders(len(conversation_ids))})")
     where = f" WHERE {' OR '.join(clauses) or 'FALSE'}"
     return Query(
         "SELECT target_type, target_id, name, source, kind, score, label, explanation, error_type, evaluator_version, "
@@ -174,7 +170,7 @@ def judge_scores(scorer_id: str, since: dt.datetime | None = None) -> Query:
     params: list[object] = [scorer_id]
     extra = ""
     if since is not None:
-        extra = f" AND s.updated_at >= {_TIME}"
+        extra = f" AND s.updated_at >= {TIME}"
         params.append(since.isoformat())
     return Query(
         f"SELECT {SCORE_TARGET_TYPE} AS target_type, {SCORE_TARGET_ID} AS target_id, s.scorer_version AS version, "
@@ -191,7 +187,7 @@ def judge_evaluations(name: str, since: dt.datetime | None = None) -> Query:
     params: list[object] = [name]
     extra = ""
     if since is not None:
-        extra = f" AND received_at >= {_TIME}"
+        extra = f" AND received_at >= {TIME}"
         params.append(since.isoformat())
     return Query(
         "SELECT target_type, target_id, evaluator_version AS version, score, label, NULL AS threshold, "
@@ -227,7 +223,7 @@ def external_summary(since: dt.datetime) -> Query:
     """Per external evaluator and emitter: evaluations received since ``since``, mean score, labels used."""
     return Query(
         "SELECT name, source, count(*) AS n, avg(score) AS mean, count(DISTINCT label) AS labels, "
-        f"max(received_at) AS last_at FROM evaluations WHERE received_at >= {_TIME} "
+        f"max(received_at) AS last_at FROM evaluations WHERE received_at >= {TIME} "
         "GROUP BY name, source ORDER BY name, source",
         (since.isoformat(),),
     )
@@ -247,13 +243,11 @@ def version_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Q
         f"* {bucket})::BIGINT AS bucket, count(*) AS n, avg(score) FILTER (WHERE status = 'ok') AS mean, "
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         f"count(*) FILTER (WHERE status = 'error') AS errors, min({SCORED_AT}) AS first_at, max({SCORED_AT}) AS last_at "
-        f"FROM scores WHERE {SCORED_AT} >= {_TIME}{extra} GROUP BY 1, 2, 3 ORDER BY scorer_id, bucket, version",
+        f"FROM scores WHERE {SCORED_AT} >= {TIME}{extra} GROUP BY 1, 2, 3 ORDER BY scorer_id, bucket, version",
         tuple(params),
     )
 
 
 def transcripts(run_ids: Sequence[str], conversation_ids: Sequence[str], runs_per_conversation: int) -> Query:
     """The runs behind targets (each run, and the latest runs of each conversation)."""
-    from tracescorer.store.queries import report_transcripts
-
     return report_transcripts(run_ids, conversation_ids, runs_per_conversation)

@@ -1,4 +1,4 @@
-"""Every read command's SQL (``runs``, ``scores``, ``explain``, ``monitors``, ``report``), in one place.
+"""The read commands' SQL (``runs``, ``scores``, ``explain``, ``monitors``, ``report``) by one name.
 
 Each function returns a :class:`Query`: one SELECT with ``?`` parameters for every value that
 comes from a user or the data (times travel as ISO 8601 text, cast in SQL, so a query crosses
@@ -7,51 +7,32 @@ endpoint or on the store directly (:func:`tracescorer.commands.common.run_query`
 pass them through the read-only guard. Written in the SQL DuckDB and PostgreSQL share
 (``FILTER (WHERE …)``, ``EXTRACT(EPOCH FROM …)``, explicit GROUP BY, aliased subqueries), so
 every command works in postgres mode too. Every query is bounded by its grouping or a limit.
+
+The ids, runs, scores, explain and monitors queries are here; the ``report`` command's are in
+:mod:`tracescorer.store.report_queries`, and :class:`Query` with the pieces the SQL is built from in
+:mod:`tracescorer.store.statement`. This module re-exports both, under ``__all__``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
+from tracescorer.store.report_queries import (
+    report_distribution,
+    report_errors,
+    report_summary,
+    report_transcripts,
+    report_trend,
+    report_worst,
+)
 from tracescorer.store.runs import RUN_SELECT
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One read-only statement and its ``?`` parameters (JSON scalars)."""
-
-    sql: str
-    params: tuple[Any, ...] = ()
-
-
-_TIME = "CAST(? AS TIMESTAMPTZ)"
+from tracescorer.store.statement import SCORED_AT, TIME, Query, Where, glob_clause
 
 SCORE_SUMMARY_COLUMNS = (
     "updated_at, scorer_id, entity_type, entity_id AS agent, id, run_id, trace_id, conversation_id, status, score, "
     "label, judge_cost_usd, reason, error, target_ended_at, scorer_version"
 )
-
-
-class _Where:
-    """Clauses joined by AND, with their parameters in order."""
-
-    def __init__(self, *clauses: str) -> None:
-        self.clauses = list(clauses)
-        self.params: list[Any] = []
-
-    def add(self, clause: str, *params: Any) -> None:
-        self.clauses.append(clause)
-        self.params += params
-
-    def sql(self) -> str:
-        return f" WHERE {' AND '.join(self.clauses)}" if self.clauses else ""
-
-
-def _placeholders(n: int) -> str:
-    return ", ".join(["?"] * n)
 
 
 # --- ids: what a trace, run, score or conversation id (or a prefix of one) names ----------------
@@ -104,9 +85,9 @@ def skipped_trace(trace_id: str) -> Query:
 
 def skipped_traces_count(since: dt.datetime | None) -> Query:
     """Distinct traces triage skipped (since ``since``)."""
-    where = _Where()
+    where = Where()
     if since:
-        where.add(f"received_at >= {_TIME}", since.isoformat())
+        where.add(f"received_at >= {TIME}", since.isoformat())
     return Query(f"SELECT count(DISTINCT trace_id) AS traces FROM skipped_traces{where.sql()}", tuple(where.params))
 
 
@@ -142,7 +123,7 @@ def runs(
 ) -> Query:
     """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first
     (``newest_first``: so that a row limit keeps the newest)."""
-    where = _Where()
+    where = Where()
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
     if run_id:
@@ -150,7 +131,7 @@ def runs(
     if conversation_id:
         where.add("conversation_id = ?", conversation_id)
     if since:
-        where.add(f"started_at >= {_TIME}", since.isoformat())
+        where.add(f"started_at >= {TIME}", since.isoformat())
     order = " DESC" if newest_first else ""
     return Query(
         RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params)
@@ -161,25 +142,16 @@ def unmatched_traces(
     *, trace_id: str | None = None, since: dt.datetime | None = None, newest_first: bool = False
 ) -> Query:
     """Assembled traces no convention rebuilt a run from, with the reason, oldest first (or newest)."""
-    where = _Where("unmatched_reason IS NOT NULL")
+    where = Where("unmatched_reason IS NOT NULL")
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
     if since:
-        where.add(f"assembled_at >= {_TIME}", since.isoformat())
+        where.add(f"assembled_at >= {TIME}", since.isoformat())
     return Query(
         "SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
         f"FROM assembled_traces{where.sql()} ORDER BY assembled_at{' DESC' if newest_first else ''}",
         tuple(where.params),
     )
-
-
-def glob_clause(column: str, pattern: str) -> tuple[str, str]:
-    """``column`` matching a shell-style pattern (``*`` any text, ``?`` one character), or equal
-    to it when it has neither: the clause and its parameter."""
-    if "*" not in pattern and "?" not in pattern:
-        return f"{column} = ?", pattern
-    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"{column} LIKE ? ESCAPE '\\'", escaped.replace("*", "%").replace("?", "_")
 
 
 #: Scores about a stored id: a trace's or run's run scores and the scores of its conversations;
@@ -208,11 +180,11 @@ def scores(
     """Stored scores, newest update first (a row limit keeps the newest): the summary columns,
     or every column. ``about`` is ``(kind, id)`` of a trace, run, conversation or score;
     ``agent`` a name or a ``*`` pattern."""
-    where = _Where()
+    where = Where()
     if scorer_id:
         where.add("scorer_id = ?", scorer_id)
     if since:
-        where.add(f"updated_at >= {_TIME}", since.isoformat())
+        where.add(f"updated_at >= {TIME}", since.isoformat())
     if status:
         where.add("status = ?", status)
     if label:
@@ -294,7 +266,7 @@ MONITOR_STATES = Query("SELECT * FROM monitor_state ORDER BY monitor_id")
 
 
 def monitor_events(monitor_id: str | None = None) -> Query:
-    where = _Where()
+    where = Where()
     if monitor_id is not None:
         where.add("monitor_id = ?", monitor_id)
     return Query(
@@ -304,114 +276,35 @@ def monitor_events(monitor_id: str | None = None) -> Query:
     )
 
 
-# --- report -----------------------------------------------------------------------------------------
-
-#: When what a score is about happened: the run's end, a conversation's last turn (rows written
-#: before the column existed: when the score was written). The report's history is keyed on it,
-#: so re-scoring a target (a backfill) leaves its place in time unchanged.
-SCORED_AT = "coalesce(target_ended_at, updated_at)"
-
-
-def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") -> _Where:
-    where = _Where()
-    where.add(f"{SCORED_AT} >= {_TIME}", since.isoformat())
-    if scorer_id is not None:
-        where.add("scorer_id = ?", scorer_id)
-    if extra:
-        where.add(extra)
-    return where
-
-
-def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
-    """One row per scorer: counts by status and label, mean, range, cost, first/last scored time."""
-    where = _scores_where(since, scorer_id)
-    return Query(
-        "SELECT scorer_id, min(scorer_name) AS scorer_name, count(*) AS n, "
-        "count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status = 'error') AS errors, "
-        "count(*) FILTER (WHERE status = 'not_scorable') AS not_scorable, "
-        "avg(score) FILTER (WHERE status = 'ok') AS mean, "
-        "min(score) FILTER (WHERE status = 'ok') AS lo, max(score) FILTER (WHERE status = 'ok') AS hi, "
-        "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
-        "coalesce(sum(judge_cost_usd), 0) AS cost_usd, max(threshold) AS threshold, "
-        f"count(*) FILTER (WHERE source = 'backfill') AS backfill, min({SCORED_AT}) AS first_at, "
-        f"max({SCORED_AT}) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
-        tuple(where.params),
-    )
-
-
-def report_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Query:
-    """Per scorer and time bucket of the scored time (epoch seconds of its start): count, mean,
-    pass/fail, errors."""
-    where = _scores_where(since, scorer_id)
-    bucket = int(bucket_s)
-    return Query(
-        f"SELECT scorer_id, (floor(EXTRACT(EPOCH FROM {SCORED_AT}) / {bucket}) * {bucket})::BIGINT "
-        "AS bucket, count(*) AS n, avg(score) FILTER (WHERE status = 'ok') AS mean, "
-        "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
-        "count(*) FILTER (WHERE status = 'error') AS errors "
-        f"FROM scores{where.sql()} GROUP BY 1, 2 ORDER BY scorer_id, bucket",
-        tuple(where.params),
-    )
-
-
-def report_distribution(since: dt.datetime, scorer_id: str | None, bins: int) -> Query:
-    """Per scorer: ``bins`` equal bins over [min(0, lowest), max(1, highest)] of its ok scores."""
-    where = _scores_where(since, scorer_id, "status = 'ok' AND score IS NOT NULL")
-    last = int(bins) - 1
-    return Query(
-        f"WITH s AS (SELECT scorer_id, score FROM scores{where.sql()}), "
-        "r AS (SELECT scorer_id, least(0, min(score)) AS lo, greatest(1, max(score)) AS hi "
-        "FROM s GROUP BY scorer_id) "
-        f"SELECT s.scorer_id, least({last}, floor((s.score - r.lo) / (r.hi - r.lo) * {last + 1}))::INTEGER AS bin, "
-        "count(*) AS n, min(r.lo) AS lo, min(r.hi) AS hi FROM s JOIN r USING (scorer_id) "
-        "GROUP BY 1, 2 ORDER BY 1, 2",
-        tuple(where.params),
-    )
-
-
-_TARGET_COLUMNS = (
-    "scorer_id, id, entity_type, entity_id, conversation_id, trace_id, span_id, run_id, status, score, label, "
-    f"threshold, reason, error, error_type, {SCORED_AT} AS scored_at"
-)
-
-
-def _ranked(where: _Where, order: str, per_scorer: int) -> Query:
-    inner = (
-        f"SELECT {_TARGET_COLUMNS}, row_number() OVER (PARTITION BY scorer_id ORDER BY {order}) AS rank "
-        f"FROM scores{where.sql()}"
-    )
-    return Query(
-        f"SELECT * FROM ({inner}) AS ranked WHERE rank <= {int(per_scorer)} ORDER BY scorer_id, rank",
-        tuple(where.params),
-    )
-
-
-def report_worst(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
-    """Per scorer the ``per_scorer`` lowest ok scores that did not pass (failures, or every score
-    of a scorer without a threshold), most recent first among equals."""
-    where = _scores_where(
-        since, scorer_id, "status = 'ok' AND score IS NOT NULL AND (label IS NULL OR label <> 'pass')"
-    )
-    return _ranked(where, f"score ASC, {SCORED_AT} DESC, id", per_scorer)
-
-
-def report_errors(since: dt.datetime, scorer_id: str | None, per_scorer: int) -> Query:
-    """Per scorer its ``per_scorer`` most recent errors."""
-    return _ranked(_scores_where(since, scorer_id, "status = 'error'"), f"{SCORED_AT} DESC, id", per_scorer)
-
-
-def report_transcripts(run_ids: Sequence[str], conversation_ids: Sequence[str], runs_per_conversation: int) -> Query:
-    """The runs behind the scores shown: each run-scope target (``part`` run) and the latest runs
-    of each conversation-scope target (``part`` conversation), by start time."""
-    columns = "run_id, trace_id, conversation_id, agent_name, started_at_unix_nano, input_messages, output, tool_calls"
-    parts = []
-    if run_ids:
-        parts.append(f"SELECT 'run' AS part, {columns} FROM runs WHERE run_id IN ({_placeholders(len(run_ids))})")
-    if conversation_ids:
-        parts.append(
-            f"SELECT 'conversation' AS part, {columns} FROM (SELECT {columns}, row_number() OVER (PARTITION BY "
-            "conversation_id ORDER BY started_at_unix_nano DESC) AS recent FROM runs WHERE conversation_id IN "
-            f"({_placeholders(len(conversation_ids))})) AS latest WHERE recent <= {int(runs_per_conversation)}"
-        )
-    union = " UNION ALL ".join(parts) or f"SELECT 'run' AS part, {columns} FROM runs WHERE FALSE"
-    return Query(f"SELECT * FROM ({union}) AS shown ORDER BY part, started_at_unix_nano", (*run_ids, *conversation_ids))
+__all__ = [
+    "ID_KINDS",
+    "MONITOR_STATES",
+    "MONITOR_TABLES",
+    "SCORED_AT",
+    "SCORE_SUMMARY_COLUMNS",
+    "Query",
+    "assembled_trace",
+    "assembled_trace_ids",
+    "conversation_runs",
+    "decisions",
+    "first_failed_trace",
+    "glob_clause",
+    "ids_equal",
+    "ids_starting",
+    "monitor_events",
+    "report_distribution",
+    "report_errors",
+    "report_summary",
+    "report_transcripts",
+    "report_trend",
+    "report_worst",
+    "runs",
+    "runs_of",
+    "score_target",
+    "scores",
+    "scores_count",
+    "skipped_trace",
+    "skipped_traces_count",
+    "trace_runs",
+    "unmatched_traces",
+]

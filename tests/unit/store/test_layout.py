@@ -154,7 +154,7 @@ def test_a_checkpoint_goes_out_with_one_reply_of_a_group_commit():
         engine._checkpoint(layout.main_catalog(engine._con))
         for i in range(3):
             engine.dispatch(i, wire.WRITE, (duckdb_scores.write_scores, ([], [], [], [])))
-        engine._commit(engine._take(engine._stage) or [], engine._con)
+        engine._commit(engine._stage.take(engine.options.max_batch_items) or [], engine._con)
     finally:
         engine._con.close()
     assert [len(m.get("checkpoints", ())) for m in metas] == [1, 0, 0]  # type: ignore[arg-type]
@@ -179,7 +179,7 @@ def test_a_span_log_write_gets_a_transaction_of_its_own():
         engine.dispatch(i, wire.WRITE, job)
     batches = []
     while engine._stage.jobs:
-        batches.append([job.req_id for job in engine._take(engine._stage) or []])
+        batches.append([job.req_id for job in engine._stage.take(engine.options.max_batch_items) or []])
     assert batches == [[0, 1], [2], [3], [4], [5]]
     engine._con.close()
 

@@ -3,37 +3,27 @@
 Each factory takes ``model=`` (a litellm model string), ``scale=`` and any further keyword
 options for its :class:`~tracescorer.scorers.judge.Judge`. Agent text (and user input taken
 from traces) is always fenced as untrusted data. The judge analyses once (structured output);
-the score and reason are computed from that analysis, so each run costs one judge call.
+the score and reason are computed from that analysis, so each run costs one judge call. The
+judges' structured output models are in :mod:`tracescorer.scorers.prebuilt.verdicts`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from tracescorer.scorers.agent_io import input_text, message_text, output_text, tool_calls_of
 from tracescorer.scorers.fence import fence
 from tracescorer.scorers.prebuilt._common import check_scale, llm_scorer
+from tracescorer.scorers.prebuilt.verdicts import Alignment, RubricVerdicts, ToolVerdicts, Verdicts
+from tracescorer.scorers.prebuilt.verdicts import CriterionVerdict as CriterionVerdict  # importable here, as before
+from tracescorer.scorers.prebuilt.verdicts import Verdict as Verdict  # importable here, as before
 from tracescorer.scorers.scorer import Scorer
 from tracescorer.scorers.types import NotScorable, ScorerRun, not_scorable
 
 _EVALUATOR = "You are a precise, impartial evaluator of AI agent responses."
 UNSURE_WEIGHT = 0.3
-
-
-class Verdict(BaseModel):
-    """One judged statement, claim or opinion."""
-
-    statement: str = ""
-    verdict: Literal["yes", "no", "unsure"]
-    reason: str = ""
-
-
-class Verdicts(BaseModel):
-    verdicts: list[Verdict] = Field(default_factory=list)
 
 
 def _count(verdicts: Verdicts | ToolVerdicts, value: str) -> int:
@@ -251,14 +241,6 @@ def create_bias_scorer(*, model: str, scale: float = 1, **judge_options: Any) ->
     )
 
 
-class Alignment(BaseModel):
-    intent_alignment: float = Field(ge=0, le=1)
-    requirements_fulfillment: float = Field(ge=0, le=1)
-    completeness: float = Field(ge=0, le=1)
-    response_appropriateness: float = Field(ge=0, le=1)
-    reasoning: str = ""
-
-
 ALIGNMENT_WEIGHTS = {
     "intent_alignment": 0.4,
     "requirements_fulfillment": 0.3,
@@ -295,11 +277,6 @@ def create_prompt_alignment_scorer(*, model: str, scale: float = 1, **judge_opti
         reason=lambda a, s: f"Prompt alignment {s:.3g}: {a.reasoning}",
         analyze_description="Rate alignment with the prompt",
     )
-
-
-class ToolVerdicts(BaseModel):
-    verdicts: list[Verdict] = Field(default_factory=list)
-    missing_tools: list[str] = Field(default_factory=list)
 
 
 def create_tool_call_appropriateness_scorer(
@@ -348,16 +325,6 @@ def create_tool_call_appropriateness_scorer(
         reason=reason,
         analyze_description="Judge each tool call",
     )
-
-
-class CriterionVerdict(BaseModel):
-    criterion: str
-    satisfied: bool
-    reasoning: str = ""
-
-
-class RubricVerdicts(BaseModel):
-    verdicts: list[CriterionVerdict]
 
 
 def create_rubric_scorer(

@@ -13,6 +13,10 @@ socketpair (:mod:`tracescorer.store.duckdb.ipc`):
 * the pipeline's reads go to a small pool of **reader threads**, each on its own cursor;
 * read-only queries go to the **query box** (:mod:`tracescorer.store.duckdb.querybox`).
 
+The writers' queues, how a writer takes a batch and how a batch's writes run are in
+:mod:`tracescorer.store.duckdb.batches`; checkpoints and refused telemetry are the mixins
+:mod:`~tracescorer.store.duckdb.checkpoints` and :mod:`~tracescorer.store.duckdb.rejects`.
+
 A failed transaction is rolled back and its jobs are retried one by one, so one bad job fails
 alone; a telemetry job whose rows the database refuses for their values is split until the bad
 rows are found, the good ones are stored and the bad ones are reported back as rejected.
@@ -29,20 +33,18 @@ import os
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import duckdb
-import pyarrow as pa
 
 from tracescorer.store.duckdb import appends, layout
+from tracescorer.store.duckdb.batches import Job, WriteQueue, drop_hints, run_writes
 from tracescorer.store.duckdb.checkpoints import Checkpoints
 from tracescorer.store.duckdb.database import open_database
 from tracescorer.store.duckdb.querybox import QueryBox
 from tracescorer.store.duckdb.rejects import DATA_ERRORS, Rejects
-from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMETRY, WRITE, EngineOptions, Failure
+from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMETRY, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
@@ -53,43 +55,6 @@ def _says_invalidated(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.FatalException) or "has been invalidated" in str(exc)
 
 
-@dataclass(slots=True, eq=False)
-class _Job:
-    req_id: int
-    kind: str
-    items: int
-    payload: Any
-    arrow: tuple[pa.Table | None, pa.Table | None, pa.Table | None] | None = None
-    queued_at: float = 0.0
-
-
-def _drop_hints(job: _Job) -> bool:
-    """Turn a :func:`tracescorer.store.duckdb.ops.hinted` write that believed some keys new into the
-    same write believing none (True), for a retry after a primary-key violation; False otherwise."""
-    count = getattr(job.payload[0], "hinted", 0) if job.kind == WRITE else 0
-    if not count:
-        return False
-    fn, args = job.payload
-    cut = len(args) - count
-    if not any(any(hints) for hints in args[cut:]):
-        return False
-    job.payload = (fn, (*args[:cut], *([False] * len(hints) for hints in args[cut:])))
-    return True
-
-
-def _alone(job: _Job) -> bool:
-    """A write that gets a transaction of its own (:func:`tracescorer.store.duckdb.ops.alone`)."""
-    return job.kind == WRITE and getattr(job.payload[0], "alone", False)
-
-
-@dataclass(slots=True)
-class _WriteQueue:
-    jobs: deque[_Job] = field(default_factory=deque)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    closing: bool = False
-    delay_s: float = 0.0  # how long the oldest job waits for others to commit with
-
-
 class Engine(Checkpoints, Rejects):
     """The connection, the writer thread and the reader pool (see the module docstring)."""
 
@@ -98,10 +63,10 @@ class Engine(Checkpoints, Rejects):
         self._reply = reply
         self._con = open_database(options)
         self._catalog = layout.main_catalog(self._con)
-        self._telemetry = _WriteQueue()
+        self._telemetry = WriteQueue()
         # a results commit has a fixed cost of several ms (statements per table, the commit): results
         # writes wait a little to be committed together; nothing acknowledged to a client waits for it
-        self._stage = _WriteQueue(delay_s=options.results_delay_s)
+        self._stage = WriteQueue(delay_s=options.results_delay_s)
         self._reads: queue.Queue[tuple[int, Any] | None] = queue.Queue()
         self._box = QueryBox(options, self._cursor, reply, self._scan_failed)
         self._threads: list[threading.Thread] = []
@@ -180,37 +145,13 @@ class Engine(Checkpoints, Rejects):
             if q.closing:
                 self._reply(req_id, False, Failure("StoreClosed", "store is shutting down"), {})
                 return
-            q.jobs.append(_Job(req_id, kind, items, payload, queued_at=time.monotonic()))
+            q.jobs.append(Job(req_id, kind, items, payload, queued_at=time.monotonic()))
             q.cond.notify()
 
     # --- writer ---------------------------------------------------------------------------------
 
-    def _take(self, q: _WriteQueue) -> list[_Job] | None:
-        with q.cond:
-            while not q.jobs and not q.closing:
-                q.cond.wait()
-            if not q.jobs:
-                return None
-            if q.delay_s:
-                until = q.jobs[0].queued_at + q.delay_s
-                while (
-                    not q.closing
-                    and sum(job.items for job in q.jobs) < self.options.max_batch_items
-                    and (left := until - time.monotonic()) > 0
-                ):
-                    q.cond.wait(left)
-            batch = [q.jobs.popleft()]
-            if _alone(batch[0]):
-                return batch
-            size = batch[0].items
-            while q.jobs and size + q.jobs[0].items <= self.options.max_batch_items and not _alone(q.jobs[0]):
-                job = q.jobs.popleft()
-                size += job.items
-                batch.append(job)
-            return batch
-
-    def _writer(self, q: _WriteQueue, own_cursor: bool) -> None:
-        while (batch := self._take(q)) is not None:
+    def _writer(self, q: WriteQueue, own_cursor: bool) -> None:
+        while (batch := q.take(self.options.max_batch_items)) is not None:
             try:
                 # the stage writer's transactions run beside the telemetry writer's on a cursor
                 # of their own, a fresh one per batch
@@ -229,7 +170,7 @@ class Engine(Checkpoints, Rejects):
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
 
-    def _prepare(self, batch: list[_Job]) -> None:
+    def _prepare(self, batch: list[Job]) -> None:
         """Columns -> Arrow per telemetry job, before the transaction: a job whose values do not
         convert is split right here, without touching the database."""
         for job in batch:
@@ -252,7 +193,7 @@ class Engine(Checkpoints, Rejects):
                 meta["checkpoints"], self._checkpoints = self._checkpoints, []
         return meta
 
-    def _commit(self, batch: list[_Job], con: Connection) -> None:
+    def _commit(self, batch: list[Job], con: Connection) -> None:
         if any(job.kind == TELEMETRY and job.arrow is None for job in batch):
             good = [job for job in batch if not (job.kind == TELEMETRY and job.arrow is None)]
             for job in batch:
@@ -276,7 +217,7 @@ class Engine(Checkpoints, Rejects):
                 appends.insert_logs(con, logs, received, catalog)
             if skipped and catalog:
                 appends.insert_skipped(con, skipped, received, catalog)
-            results = self._run_writes(con, batch)
+            results = run_writes(con, batch)
             con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed
             self._rollback(con)
@@ -292,7 +233,7 @@ class Engine(Checkpoints, Rejects):
                 for job in batch:
                     self._commit([job], con)
                 return
-            if isinstance(exc, duckdb.ConstraintException) and _drop_hints(batch[0]):
+            if isinstance(exc, duckdb.ConstraintException) and drop_hints(batch[0]):
                 log.debug("a key believed new was stored already; writing again without beliefs: %s", exc)
                 self._commit(batch, con)
                 return
@@ -313,28 +254,7 @@ class Engine(Checkpoints, Rejects):
                 result = (job.items, 0, "", received, received)
             self._reply(job.req_id, True, result, {**self._meta(), **commit})
 
-    @staticmethod
-    def _run_writes(con: Connection, batch: list[_Job]) -> list[Any]:
-        """Run the batch's write jobs; jobs of one coalescable op run as one call (first job's
-        place), each getting that call's result."""
-        merged: dict[Any, list[_Job]] = {}
-        for job in batch:
-            if job.kind == WRITE and getattr(job.payload[0], "coalescable", False):
-                merged.setdefault(job.payload[0], []).append(job)
-        done: dict[int, Any] = {}
-        for job in batch:
-            if job.kind != WRITE or id(job) in done:
-                continue
-            fn, args = job.payload
-            group = merged.get(fn, [job])
-            if len(group) > 1:
-                args = tuple([item for j in group for item in j.payload[1][i]] for i in range(len(args)))
-            result = fn(con, *args)
-            for j in group:
-                done[id(j)] = result
-        return [done.get(id(job)) for job in batch]
-
-    def _fail(self, job: _Job, exc: BaseException) -> None:
+    def _fail(self, job: Job, exc: BaseException) -> None:
         if isinstance(exc, DATA_ERRORS):
             if job.kind == TELEMETRY:
                 self._isolate(job)

@@ -1,0 +1,57 @@
+"""One read-only statement (:class:`Query`) and the pieces the read commands' SQL is built from:
+clauses joined by AND with their parameters, time parameters, placeholders, shell-style patterns,
+the time a score's target happened. Used by :mod:`tracescorer.store.queries`,
+:mod:`tracescorer.store.report_queries` and :mod:`tracescorer.store.label_queries`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One read-only statement and its ``?`` parameters (JSON scalars)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+#: A time parameter: times travel as ISO 8601 text, cast in SQL, so a query crosses the daemon's
+#: JSON query endpoint unchanged.
+TIME = "CAST(? AS TIMESTAMPTZ)"
+
+#: When what a score is about happened: the run's end, a conversation's last turn (rows written
+#: before the column existed: when the score was written). The report's history is keyed on it,
+#: so re-scoring a target (a backfill) leaves its place in time unchanged.
+SCORED_AT = "coalesce(target_ended_at, updated_at)"
+
+
+class Where:
+    """Clauses joined by AND, with their parameters in order."""
+
+    def __init__(self, *clauses: str) -> None:
+        self.clauses = list(clauses)
+        self.params: list[Any] = []
+
+    def add(self, clause: str, *params: Any) -> None:
+        self.clauses.append(clause)
+        self.params += params
+
+    def sql(self) -> str:
+        return f" WHERE {' AND '.join(self.clauses)}" if self.clauses else ""
+
+
+def placeholders(n: int) -> str:
+    """``n`` comma-separated ``?``."""
+    return ", ".join(["?"] * n)
+
+
+def glob_clause(column: str, pattern: str) -> tuple[str, str]:
+    """``column`` matching a shell-style pattern (``*`` any text, ``?`` one character), or equal
+    to it when it has neither: the clause and its parameter."""
+    if "*" not in pattern and "?" not in pattern:
+        return f"{column} = ?", pattern
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{column} LIKE ? ESCAPE '\\'", escaped.replace("*", "%").replace("?", "_")
