@@ -128,9 +128,7 @@ def runs(
         trace_id=trace_id, conversation_id=conversation_id, since=when, run_id=run_id, newest_first=True
     )
     result = run_query(settings, query, limit)
-    from tracescorer.store.runs import run_from_row
-
-    agent_runs = [run_from_row(row) for row in reversed(result["rows"])]
+    agent_runs = queries.agent_runs(list(reversed(result["rows"])))
     if fmt == "jsonl":
         for run in agent_runs:
             click.echo(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
+from tracescorer.model import AgentRun
 from tracescorer.store.report_queries import (
     report_distribution,
     report_errors,
@@ -26,7 +27,7 @@ from tracescorer.store.report_queries import (
     report_trend,
     report_worst,
 )
-from tracescorer.store.runs import RUN_SELECT
+from tracescorer.store.runs import RUN_SELECT, run_from_row
 from tracescorer.store.statement import SCORED_AT, TIME, Query, Where, glob_clause
 
 SCORE_SUMMARY_COLUMNS = (
@@ -121,8 +122,8 @@ def runs(
     run_id: str | None = None,
     newest_first: bool = False,
 ) -> Query:
-    """Agent runs (the columns :func:`tracescorer.store.runs.run_from_row` reads), oldest first
-    (``newest_first``: so that a row limit keeps the newest)."""
+    """Agent runs (the rows :func:`agent_runs` turns into runs), oldest first (``newest_first``: so
+    that a row limit keeps the newest)."""
     where = Where()
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
@@ -136,6 +137,11 @@ def runs(
     return Query(
         RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params)
     )
+
+
+def agent_runs(rows: Sequence[Sequence[object]]) -> list[AgentRun]:
+    """The runs of a :func:`runs` query's rows."""
+    return [run_from_row(row) for row in rows]
 
 
 def unmatched_traces(
@@ -283,6 +289,7 @@ __all__ = [
     "SCORED_AT",
     "SCORE_SUMMARY_COLUMNS",
     "Query",
+    "agent_runs",
     "assembled_trace",
     "assembled_trace_ids",
     "conversation_runs",
