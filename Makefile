@@ -35,6 +35,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/e2e.py
 	$(PY) bench/cli.py
 	$(PY) bench/sustained.py
+	$(PY) bench/stepped.py
 	$(PY) bench/recovery.py
 	$(PY) bench/scaleout.py
 

@@ -19,9 +19,8 @@ Reported per feed, in one block: acknowledged spans/s and ack p50/p99 (the load 
 scored; the last traces' ``idle_s`` is in it); each as a ratio to walk; server CPU µs per span from
 the load's start until all was handled, in total and per process (``/proc/PID/stat`` utime+stime:
 the daemon, split into its event-loop thread and its other threads; the store process; query
-processes), per stage as the daemon counts it (``tracescorer_stage_cpu_seconds``: CPU time of its
-event-loop thread across each stage; the decode itself runs in a worker thread, among the daemon's
-other threads) and the wall time per span of each ``*_seconds`` histogram (commits, checkpoints,
+processes), per stage as the daemon counts it (``tracescorer_stage_cpu_seconds``: the CPU time of
+the thread that ran each stage: the event loop's, the decoding thread's for ``decode``) and the wall time per span of each ``*_seconds`` histogram (commits, checkpoints,
 extraction); RSS before / peak / after per process; triage's kept/skipped spans, runs and scores,
 and a check against the store's rows (queried after the measurement: its cost is not counted).
 
