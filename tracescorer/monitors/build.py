@@ -1,0 +1,42 @@
+"""The daemon's monitors from the settings: none without ``monitors:``, the service itself on one
+daemon, or :class:`LeadingMonitors` when several daemons share the store and elect one to run them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tracescorer.config import Settings
+from tracescorer.metrics import Metrics
+from tracescorer.monitors.leader import LeadingMonitors
+from tracescorer.monitors.service import MonitorService
+from tracescorer.store.api import Leadership, MonitorStore
+
+MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
+
+
+def build_monitors(
+    settings: Settings,
+    store: MonitorStore,
+    metrics: Metrics,
+    *,
+    shared: bool,
+    leadership: Callable[[str], Leadership] | None,
+) -> MonitorService | LeadingMonitors | None:
+    """The monitors ``settings`` configure, on ``store``. ``shared``: several daemons write the
+    scores (postgres mode), so the windows are recounted from the store every
+    :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs the monitors."""
+    if not settings.monitors:
+        return None
+
+    def service() -> MonitorService:
+        return MonitorService(
+            settings.monitors,
+            [b.id for b in settings.scorers],
+            store,
+            metrics,
+            rebuild_interval_s=MONITOR_REBUILD_S if shared else None,
+        )
+
+    if leadership is not None:
+        return LeadingMonitors(service, leadership("monitors"))  # one daemon of several runs them
+    return service()
