@@ -129,7 +129,10 @@ class App:
         # the stages hold the feed back, not the receivers: their backlog waits in the log, on disk
         self.feed.add_gate("assembly", self.assembly.backlog)
         self.feed.add_gate("scoring", self.runner.backlog)
-        self.monitors = build_monitors(s, st.monitors, self.metrics, shared=shared, leadership=st.leadership)
+        scorer_ids = [b.id for b in s.scorers]
+        self.monitors = build_monitors(
+            s.monitors, scorer_ids, st.monitors, self.metrics, shared=shared, leadership=st.leadership
+        )
         if self.monitors is not None:
             self.runner.add_score_listener(self.monitors)
         self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))

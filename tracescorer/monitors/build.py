@@ -3,10 +3,10 @@ daemon, or :class:`LeadingMonitors` when several daemons share the store and ele
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
+from tracescorer.monitors.config import MonitorSettings
 from tracescorer.monitors.leader import LeadingMonitors
 from tracescorer.monitors.service import MonitorService
 from tracescorer.store.api import Leadership, MonitorStore
@@ -15,26 +15,24 @@ MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its wind
 
 
 def build_monitors(
-    settings: Settings,
+    monitors: Sequence[MonitorSettings],
+    scorer_ids: Sequence[str],
     store: MonitorStore,
     metrics: Metrics,
     *,
     shared: bool,
     leadership: Callable[[str], Leadership] | None,
 ) -> MonitorService | LeadingMonitors | None:
-    """The monitors ``settings`` configure, on ``store``. ``shared``: several daemons write the
-    scores (postgres mode), so the windows are recounted from the store every
-    :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs the monitors."""
-    if not settings.monitors:
+    """The ``monitors:`` configured (None without any) over the scorers ``scorer_ids``, on ``store``.
+    ``shared``: several daemons write the scores (postgres mode), so the windows are recounted from
+    the store every :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs
+    the monitors."""
+    if not monitors:
         return None
 
     def service() -> MonitorService:
         return MonitorService(
-            settings.monitors,
-            [b.id for b in settings.scorers],
-            store,
-            metrics,
-            rebuild_interval_s=MONITOR_REBUILD_S if shared else None,
+            monitors, scorer_ids, store, metrics, rebuild_interval_s=MONITOR_REBUILD_S if shared else None
         )
 
     if leadership is not None:
