@@ -110,7 +110,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
         "seglog receiver",
         "feed assembly scoring export monitors calibration",  # the pipeline's stages and calibration
         "report http_server api commands",  # read side and the ops API
-        "demo app",  # composition roots
+        "demo app daemon",  # composition roots (daemon/: the app's own parts)
         "cli __main__",
     )
 )

@@ -4,7 +4,8 @@ The settings models are :mod:`tracescorer.config.monitors`. Here: ``window`` the
 windows, ``evaluator`` the alert state machine (pending, firing, resolved), ``policy`` which
 message to send when (cooldown, reminders, the last message is the truth), ``messages``/``notify``
 what is sent and how, ``persist`` storing state and events, ``service`` the daemon component,
-``leader`` running it on one of several daemons and ``score_metrics`` the ``/metrics`` listener.
+``leader`` running it on one of several daemons, ``build`` the daemon's choice between the two,
+and ``score_metrics`` the ``/metrics`` listener.
 """
 
 from typing import TYPE_CHECKING, Any

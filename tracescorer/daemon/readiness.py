@@ -1,0 +1,67 @@
+"""Whether the daemon should get traffic now, and why not: what ``/readyz`` reports (its verdict
+and detail), what ``tracescorer_ready`` and the gRPC health check follow, and the receivers' check
+that refuses new requests while the segment log's feed is too far behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracescorer.feed.stage import LogFeed
+from tracescorer.receiver.ingest import Ingestor
+from tracescorer.seglog import SegmentLog
+from tracescorer.store.api import Health, Intake
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Readiness:
+    """Reads the components whose bounds decide readiness; holds no state of its own."""
+
+    health: Health
+    intake: Intake
+    segment_log: SegmentLog
+    feed: LogFeed
+    ingestor: Ingestor
+    max_lag_bytes: int  # segment_log.max_lag_bytes
+
+    def not_ready_reason(self) -> str | None:
+        """Why the daemon should not get traffic now (None when ready): writes failing, or a
+        pipeline stage over its bound."""
+        failure = self.health.write_failure
+        if failure is not None:
+            return f"store writes are failing: {failure}"
+        if self.feed.failure is not None:
+            return f"the segment log's feed fails: {self.feed.failure}"
+        free, keep = self.segment_log.disk_free(), self.segment_log.min_free_bytes
+        if free < keep:
+            return f"the disk is nearly full: {free} bytes free (segment_log.min_free_bytes {keep})"
+        if self.intake.pending_items >= self.intake.max_queue_items:
+            return "write queue full"
+        return self.ingestor.over_bound() or self.ingestor.saturated()
+
+    def detail(self) -> dict[str, Any]:
+        """What ``/readyz`` tells beside its verdict: how far the feed is behind the segment log
+        (acknowledged requests not queryable yet) and which stage holds it back, if any."""
+        return {
+            "feed_lag_bytes": self.feed.lag_bytes,
+            "feed_lag_seconds": round(self.feed.lag_s, 3),
+            "feed_held_by": self.feed.held_by,
+        }
+
+    def feed_backlog(self) -> str | None:
+        """The receivers' backlog check ``log``: why new requests wait (the feed is
+        ``segment_log.max_lag_bytes`` or more behind), None when they need not."""
+        behind, bound = self.feed.lag_bytes, self.max_lag_bytes
+        if behind < bound:
+            return None
+        return f"the segment log's feed is {behind} bytes behind (segment_log.max_lag_bytes {bound})"
+
+    def while_serving(self, serving: Callable[[], bool]) -> Callable[[], str | None]:
+        """:meth:`not_ready_reason`, and not ready while ``serving()`` is false (before the start
+        finished, from the stop on): the gRPC health check's verdict."""
+
+        def reason() -> str | None:
+            return self.not_ready_reason() if serving() else "not started or shutting down"
+
+        return reason

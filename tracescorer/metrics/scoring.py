@@ -1,0 +1,73 @@
+"""The families of scoring: decisions, queues, conversations and their claims, abandoned targets,
+the healer, and the judge's calls, latency and tokens."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from tracescorer.metrics.families import Families
+
+
+class ScoringFamilies(Families):
+    """Scoring's and the judge's metrics."""
+
+    score_rows_refused: Counter
+    decisions: Counter
+    scoring_queue: Gauge
+    conversations_tracked: Gauge
+    conversation_claims: Counter
+    scoring_abandoned: Counter
+    judge_heal: Counter
+    judge_calls: Counter
+    judge_seconds: Histogram
+    judge_tokens: Counter
+
+    def _declare_scoring(self, r: CollectorRegistry) -> None:
+        self.score_rows_refused = Counter(
+            "tracescorer_scoring_rows_refused",
+            "Score rows the store refused as data, stored as error rows instead (error_type StoreRefused)",
+            registry=r,
+        )
+        self.decisions = Counter(
+            "tracescorer_scoring_decisions",
+            "Scoring decisions by scorer and kind (scored, sampled_out, filtered_out, not_scorable, "
+            "rate_limited, budget_exhausted, failed)",
+            ["scorer", "decision"],
+            registry=r,
+        )
+        self.scoring_queue = Gauge(
+            "tracescorer_scoring_queue_depth", "Targets waiting for a scorer", ["pool"], registry=r
+        )
+        self.conversations_tracked = Gauge(
+            "tracescorer_scoring_conversations_tracked", "Conversations waiting to go idle", registry=r
+        )
+        self.conversation_claims = Counter(
+            "tracescorer_conversation_claims",
+            "postgres mode: conversation claims by outcome (claimed, takeover = taken from an expired lease, "
+            "finished, released = not scored (shutdown), lost = another daemon took it over meanwhile)",
+            ["outcome"],
+            registry=r,
+        )
+        self.scoring_abandoned = Counter(
+            "tracescorer_scoring_abandoned",
+            "Targets whose scoring was cancelled at shutdown (scored again after the next start)",
+            ["pool"],
+            registry=r,
+        )
+        self.judge_heal = Counter(
+            "tracescorer_judge_heal",
+            "Automatic re-scores of transient judge errors (scoring.heal): retried, healed (now ok or "
+            "not_scorable), gave_up (the last allowed attempt failed too)",
+            ["result"],
+            registry=r,
+        )
+        self.judge_calls = Counter(
+            "tracescorer_judge_calls", "Judge calls by model and status", ["model", "status"], registry=r
+        )
+        self.judge_seconds = Histogram(
+            "tracescorer_judge_call_seconds",
+            "Judge call latency (including retries)",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)

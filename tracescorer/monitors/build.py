@@ -1,0 +1,40 @@
+"""The daemon's monitors from the settings: none without ``monitors:``, the service itself on one
+daemon, or :class:`LeadingMonitors` when several daemons share the store and elect one to run them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tracescorer.metrics import Metrics
+from tracescorer.monitors.config import MonitorSettings
+from tracescorer.monitors.leader import LeadingMonitors
+from tracescorer.monitors.service import MonitorService
+from tracescorer.store.api import Leadership, MonitorStore
+
+MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
+
+
+def build_monitors(
+    monitors: Sequence[MonitorSettings],
+    scorer_ids: Sequence[str],
+    store: MonitorStore,
+    metrics: Metrics,
+    *,
+    shared: bool,
+    leadership: Callable[[str], Leadership] | None,
+) -> MonitorService | LeadingMonitors | None:
+    """The ``monitors:`` configured (None without any) over the scorers ``scorer_ids``, on ``store``.
+    ``shared``: several daemons write the scores (postgres mode), so the windows are recounted from
+    the store every :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs
+    the monitors."""
+    if not monitors:
+        return None
+
+    def service() -> MonitorService:
+        return MonitorService(
+            monitors, scorer_ids, store, metrics, rebuild_interval_s=MONITOR_REBUILD_S if shared else None
+        )
+
+    if leadership is not None:
+        return LeadingMonitors(service, leadership("monitors"))  # one daemon of several runs them
+    return service()
