@@ -459,7 +459,7 @@ async def _baseline(config: Path, db: Path, agent: str, limit: int) -> dict[str,
     import duckdb
 
     from tracescorer.config import load_settings
-    from tracescorer.scoring.bindings import build_bindings
+    from tracescorer.runner.bindings import build_bindings
     from tracescorer.store.runs import RUN_SELECT, run_from_row
 
     settings = load_settings(config)

@@ -25,8 +25,8 @@ from tracescorer.control import BACKFILL_PATH, QUERY_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
-from tracescorer.scoring.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
-from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.runner.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
+from tracescorer.runner.stage import ScoringRunner
 from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError
 
 log = logging.getLogger(__name__)

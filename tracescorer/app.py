@@ -46,11 +46,11 @@ from tracescorer.monitors.build import build_monitors
 from tracescorer.receiver import fdlimit
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.ingest import Ingestor
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.caps import BindingCaps
-from tracescorer.scoring.heal import Healer
-from tracescorer.scoring.limits import SharedRateLimiter
-from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.runner.bindings import build_bindings
+from tracescorer.runner.caps import BindingCaps
+from tracescorer.runner.heal import Healer
+from tracescorer.runner.limits import SharedRateLimiter
+from tracescorer.runner.stage import ScoringRunner
 from tracescorer.seglog import build_segment_log
 from tracescorer.store.factory import build_stores
 

@@ -45,7 +45,7 @@ def serve(config_path: str | None) -> None:
             f"store.path: cannot create the directory of {settings.store.path!r}: {exc.strerror or exc}"
         ) from None
     from tracescorer.app import App
-    from tracescorer.scoring.bindings import BindingError
+    from tracescorer.runner.bindings import BindingError
     from tracescorer.store.api import StoreError
 
     # The DuckDB writer thread needs the GIL briefly before and after each statement; with the
@@ -77,7 +77,7 @@ def check_config(config_path: str | None) -> None:
     import yaml
 
     from tracescorer.config import ConfigError, check_store_path
-    from tracescorer.scoring.bindings import BindingError, build_bindings
+    from tracescorer.runner.bindings import BindingError, build_bindings
 
     settings = load(config_path, reading=False)
     try:

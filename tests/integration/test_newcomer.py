@@ -271,7 +271,7 @@ def test_explain_says_when_pending_targets_are_due(tmp_path):
 
 
 def test_scorers_list_available_lists_every_prebuilt_with_options(tmp_path):
-    from tracescorer.scoring.bindings import PREBUILT
+    from tracescorer.runner.bindings import PREBUILT
 
     out = tracescorer("scorers", "list", "--available", cwd=tmp_path, env={"COLUMNS": "200"})
     assert out.returncode == 0, out.stderr

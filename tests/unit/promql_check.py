@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tracescorer.export import ExportOutcome
 from tracescorer.metrics import Metrics
 from tracescorer.records.monitors import NOTIFY_RESULTS, STATES
-from tracescorer.scoring import runner
+from tracescorer.runner import stage as runner
 
 # labels Prometheus adds when scraping, and the histogram bucket label
 EXTERNAL_LABELS = {"instance", "job", "le"}

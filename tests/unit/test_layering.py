@@ -46,7 +46,7 @@ _NOT_BELOW_CONFIG = (
     "tracescorer.assembly",
     "tracescorer.conventions",
     "tracescorer.sampling",
-    "tracescorer.scoring",
+    "tracescorer.runner",
     "tracescorer.scorers",
     "tracescorer.export",
     "tracescorer.monitors",
@@ -108,7 +108,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
         "records",  # rows the stages hand each other through the store
         "store",
         "seglog receiver",
-        "feed assembly scoring export monitors calibration",  # the pipeline's stages and calibration
+        "feed assembly runner export monitors calibration",  # the pipeline's stages and calibration
         "report http_server api commands",  # read side and the ops API
         "demo app daemon",  # composition roots (daemon/: the app's own parts)
         "cli __main__",

@@ -14,7 +14,7 @@ from tracescorer.commands.common import config_option, load, parse_since
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
-    from tracescorer.scoring.backfill import BackfillRequest
+    from tracescorer.runner.backfill import BackfillRequest
 
 
 def _parse_filters(values: tuple[str, ...]) -> dict[str, Any]:
@@ -67,10 +67,10 @@ def _local(settings: Settings, request: BackfillRequest) -> dict[str, Any]:
     from tracescorer.export.exporter import default_owner
     from tracescorer.lifecycle import Stages
     from tracescorer.metrics import Metrics
-    from tracescorer.scoring.backfill import BackfillError, BackfillProgress, run_backfill
-    from tracescorer.scoring.bindings import BindingError, build_bindings
-    from tracescorer.scoring.limits import SharedRateLimiter
-    from tracescorer.scoring.runner import ScoringRunner
+    from tracescorer.runner.backfill import BackfillError, BackfillProgress, run_backfill
+    from tracescorer.runner.bindings import BindingError, build_bindings
+    from tracescorer.runner.limits import SharedRateLimiter
+    from tracescorer.runner.stage import ScoringRunner
     from tracescorer.store.api import StoreError
     from tracescorer.store.factory import build_stores
 
@@ -163,7 +163,7 @@ def backfill(
     `runs` and `scores` show them) name the targets instead: a trace's runs or their
     conversations, a run or its conversation, a conversation or its runs, a score's target.
     """
-    from tracescorer.scoring.backfill import BackfillRequest
+    from tracescorer.runner.backfill import BackfillRequest
 
     if status and missing:
         raise click.UsageError("--status error and --missing exclude each other: run one, then the other")

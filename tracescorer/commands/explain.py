@@ -224,7 +224,7 @@ def _conversation_wait(settings: Settings, runs: list[dict[str, Any]], now: dt.d
 
 def _heal_text(settings: Settings, d: dict[str, Any] | None, now: dt.datetime) -> str | None:
     """What automatic healing (``scoring.heal``) does about an error score, or did for a healed one."""
-    from tracescorer.scoring.heal_policy import HealPolicy, describe, heal_state
+    from tracescorer.runner.heal_policy import HealPolicy, describe, heal_state
 
     if d is None or not d.get("status"):
         return None

@@ -31,7 +31,7 @@ def list_scorers(config_path: str | None, available: bool) -> None:
         )
         return
     settings = load(config_path)
-    from tracescorer.scoring.bindings import BindingError, build_bindings
+    from tracescorer.runner.bindings import BindingError, build_bindings
 
     try:
         bound = {b.binding.id: b for b in build_bindings(settings.scorers, settings.judge)}

@@ -34,7 +34,7 @@ class JudgeSettings(Section):
 class HealSettings(Section):
     """``scoring.heal``: judge scores that failed for a transient error (connection refused,
     timeout, 429, 5xx) are re-scored automatically, with a doubling backoff, a bounded number of
-    times and only while recent (:mod:`tracescorer.scoring.heal`)."""
+    times and only while recent (:mod:`tracescorer.runner.heal`)."""
 
     enabled: bool = True
     max_attempts: int = Field(5, ge=0, description="automatic re-scores of one error score; 0 turns healing off")

@@ -13,7 +13,7 @@ import os
 
 from tracescorer import __version__
 from tracescorer.config import Settings
-from tracescorer.scoring.runner import ScoringRunner
+from tracescorer.runner.stage import ScoringRunner
 
 
 def address(host: str, port: int) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tracescorer.config.monitors import MonitorSettings
 from tracescorer.metrics import Metrics
-from tracescorer.monitors.config import MonitorSettings
 from tracescorer.monitors.leader import LeadingMonitors
 from tracescorer.monitors.service import MonitorService
 from tracescorer.store.api import Leadership, MonitorStore

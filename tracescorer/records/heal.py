@@ -1,5 +1,5 @@
 """The heal policy the healer and the store's ``heal_candidates`` query share
-(:mod:`tracescorer.scoring.heal_policy` has the rest of it)."""
+(:mod:`tracescorer.runner.heal_policy` has the rest of it)."""
 
 from __future__ import annotations
 

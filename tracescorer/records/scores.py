@@ -30,7 +30,7 @@ class ScoreRecord:
     id: str
     scorer_id: str
     scorer_name: str
-    # a stable hash of what defines the binding (tracescorer.scoring.versions): a changed prompt,
+    # a stable hash of what defines the binding (tracescorer.runner.versions): a changed prompt,
     # judge model, criterion or threshold is a new version
     scorer_version: str | None = None
     run_id: str | None
@@ -64,7 +64,7 @@ class ScoreRecord:
     # when what was scored happened (epoch microseconds): the run's end, a conversation's last
     # turn. History is keyed on it, so re-scoring (a backfill) does not move a score in time.
     target_ended_at: int | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
-    # an error row's kind (tracescorer.scoring.heal_policy): transient errors (the judge was
+    # an error row's kind (tracescorer.runner.heal_policy): transient errors (the judge was
     # unreachable, overloaded or timed out) are re-scored by the healer; the others are not
     error_class: str | None = None  # transient | permanent | output
     # how many automatic re-scores this row went through (the healer's count; 0 or None: none)

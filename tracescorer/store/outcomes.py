@@ -60,7 +60,7 @@ class PendingRecovery:
 
 @dataclass(frozen=True, slots=True)
 class HealCandidate:
-    """An error score due an automatic re-score (:mod:`tracescorer.scoring.heal`): its target
+    """An error score due an automatic re-score (:mod:`tracescorer.runner.heal`): its target
     (``run`` id or ``conversation`` id) and the re-scores it went through so far."""
 
     score_id: str

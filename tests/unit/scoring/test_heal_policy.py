@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tracescorer.runner.heal_policy import HealPolicy, Verdict, describe, error_class, heal_state
 from tracescorer.scorers.errors import JudgeCallError, JudgeOutputError
-from tracescorer.scoring.heal_policy import HealPolicy, Verdict, describe, error_class, heal_state
 
 
 class ProviderError(Exception):

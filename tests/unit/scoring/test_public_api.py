@@ -37,7 +37,7 @@ def test_public_names_importable() -> None:
 
 def test_import_does_not_load_litellm() -> None:
     code = (
-        "import sys, tracescorer, tracescorer.prebuilt, tracescorer.scorers, tracescorer.scoring;"
+        "import sys, tracescorer, tracescorer.prebuilt, tracescorer.scorers, tracescorer.runner;"
         "from tracescorer.prebuilt import create_multi_turn_judge_scorer;"
         "create_multi_turn_judge_scorer(model='openai/x', criterion='c');"
         "print('litellm' in sys.modules, 'jsonschema' in sys.modules)"

@@ -224,8 +224,8 @@ async def store(tmp_path: Path) -> AsyncIterator[Any]:
 async def test_no_stored_prompt_holds_the_original_pii(tmp_path: Path, store: Any, fake: FakeOpenAI) -> None:
     from tracescorer.config import Settings
     from tracescorer.metrics import Metrics
-    from tracescorer.scoring.bindings import build_bindings
-    from tracescorer.scoring.runner import ScoringRunner
+    from tracescorer.runner.bindings import build_bindings
+    from tracescorer.runner.stage import ScoringRunner
 
     fake.script("Analyse:", Reply.json({"ok": True}))
     fake.script("Score:", Reply.json({"score": 0.5}))

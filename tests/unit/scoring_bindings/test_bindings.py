@@ -16,10 +16,7 @@ import pytest
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.filters import RunFilter
 from tracescorer.prebuilt import MULTI_TURN_JUDGE_ID
-from tracescorer.scorers import prebuilt as prebuilt_module
-from tracescorer.scorers.judge import Judge
-from tracescorer.scorers.scorer import Scorer
-from tracescorer.scoring.bindings import (
+from tracescorer.runner.bindings import (
     PREBUILT,
     BindingError,
     BoundScorer,
@@ -27,6 +24,9 @@ from tracescorer.scoring.bindings import (
     registry_from,
     uses_judge,
 )
+from tracescorer.scorers import prebuilt as prebuilt_module
+from tracescorer.scorers.judge import Judge
+from tracescorer.scorers.scorer import Scorer
 
 SAMPLES = "unit.scoring_bindings.sample_scorers"
 MODEL = "openai/gpt-4o-mini"
@@ -499,7 +499,7 @@ def test_building_llm_bindings_does_not_import_litellm() -> None:
         import tracescorer.config
         assert "litellm" not in sys.modules, "config"
         from tracescorer.config import JudgeSettings, ScorerBinding
-        from tracescorer.scoring.bindings import build_bindings
+        from tracescorer.runner.bindings import build_bindings
         assert "litellm" not in sys.modules, "bindings"
         b = ScorerBinding.model_validate({"id": "m", "prebuilt": "multi_turn_judge",
                                           "options": {"criterion": "c"}})

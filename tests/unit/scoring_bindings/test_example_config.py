@@ -15,7 +15,7 @@ from tests.fakes.fake_openai import Reply
 from tracescorer import create_scorer
 from tracescorer.config import JudgeSettings, ScorerBinding, load_settings
 from tracescorer.filters import RunFilter
-from tracescorer.scoring.bindings import build_bindings, registry_from
+from tracescorer.runner.bindings import build_bindings, registry_from
 
 from .runs import conversation, run
 

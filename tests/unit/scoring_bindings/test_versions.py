@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 from tracescorer.config import JudgeSettings, ScorerBinding
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.versions import VERSION_DIGITS
+from tracescorer.runner.bindings import build_bindings
+from tracescorer.runner.versions import VERSION_DIGITS
 
 DEFAULTS = JudgeSettings(model="openai/gpt-4o-mini", api_base="http://judge.local/v1", api_key="sk-1", timeout_s=12)
 JUDGE = {"id": "judge", "prebuilt": "multi_turn_judge", "scope": "conversation", "threshold": 1}
@@ -79,7 +79,7 @@ def make():
 
 _PRINT = """
 from tracescorer.config import JudgeSettings, ScorerBinding
-from tracescorer.scoring.bindings import build_bindings
+from tracescorer.runner.bindings import build_bindings
 (b,) = build_bindings([ScorerBinding(id="custom", python="custom_scorer_mod:make")], JudgeSettings(model="m"))
 print(b.version)
 """

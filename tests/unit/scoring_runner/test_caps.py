@@ -4,8 +4,8 @@ bucket and its local fallback."""
 from __future__ import annotations
 
 from tracescorer.config import JudgeSettings, ScorerBinding
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.caps import BindingCaps, CallBucket
+from tracescorer.runner.bindings import build_bindings
+from tracescorer.runner.caps import BindingCaps, CallBucket
 
 
 def _bound(**limits: float):

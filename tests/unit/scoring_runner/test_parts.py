@@ -12,13 +12,13 @@ from support.daemon import wait_for_async
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.model import AgentRun, Message
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.decider import Decision, decide, outcome
-from tracescorer.scoring.limits import SharedRateLimiter
-from tracescorer.scoring.pool import WorkerPool
-from tracescorer.scoring.records import decision_record, score_record
-from tracescorer.scoring.targets import run_target
-from tracescorer.scoring.writer import ScoreWriter
+from tracescorer.runner.bindings import build_bindings
+from tracescorer.runner.decider import Decision, decide, outcome
+from tracescorer.runner.limits import SharedRateLimiter
+from tracescorer.runner.pool import WorkerPool
+from tracescorer.runner.records import decision_record, score_record
+from tracescorer.runner.targets import run_target
+from tracescorer.runner.writer import ScoreWriter
 
 
 def _run(i: int, agent: str = "support") -> AgentRun:
@@ -176,7 +176,7 @@ def _score(i: int) -> ScoreRecord:
 
 
 async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying_failures(monkeypatch):
-    import tracescorer.scoring.writer as writer_module
+    import tracescorer.runner.writer as writer_module
 
     monkeypatch.setattr(writer_module, "RETRY_S", 0.01)
     store = _Store()

@@ -11,11 +11,11 @@ from support.db import fetch
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message, Part
-from tracescorer.scoring.bindings import build_bindings
-from tracescorer.scoring.decider import Decision
-from tracescorer.scoring.limits import DailyBudget, RateLimiter
-from tracescorer.scoring.runner import ScoringRunner
-from tracescorer.scoring.targets import run_target
+from tracescorer.runner.bindings import build_bindings
+from tracescorer.runner.decider import Decision
+from tracescorer.runner.limits import DailyBudget, RateLimiter
+from tracescorer.runner.stage import ScoringRunner
+from tracescorer.runner.targets import run_target
 from tracescorer.store.duckdb import DuckDBStore
 
 

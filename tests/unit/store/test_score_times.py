@@ -17,11 +17,11 @@ from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Conversation
 from tracescorer.records.heal import HealPolicy
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.records import score_record
+from tracescorer.runner.targets import conversation_target, run_target, target_score_id
 from tracescorer.scorers.prebuilt.quick import create_non_empty_response_check
 from tracescorer.scorers.types import ScorerResult
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.records import score_record
-from tracescorer.scoring.targets import conversation_target, run_target, target_score_id
 from tracescorer.store.api import HealCandidate
 from tracescorer.store.factory import build_stores
 

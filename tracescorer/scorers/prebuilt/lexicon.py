@@ -3,7 +3,7 @@ stopwords, left out of the terms a coverage scorer looks for, and the positive a
 the tone scorer's lexicon sentiment.
 
 Data only: the functions that read these lists stay in ``code.py``, because a scorer's version
-hashes the helper functions of its own module (:mod:`tracescorer.scoring.versions`) and the lists'
+hashes the helper functions of its own module (:mod:`tracescorer.runner.versions`) and the lists'
 values, not where the lists are defined; moving the functions would change the version of every
 stored score of those scorers.
 """

@@ -1,7 +1,7 @@
 """What the single-run LLM judges (:mod:`tracescorer.scorers.prebuilt.llm_judges`) answer: their
 structured output models, one verdict per statement, claim, opinion, tool call or criterion.
 
-A scorer's version hashes each model's JSON schema (:mod:`tracescorer.scoring.versions`): renaming
+A scorer's version hashes each model's JSON schema (:mod:`tracescorer.runner.versions`): renaming
 a model or a field, or editing a docstring, gives the scorers that use it a new version.
 """
 

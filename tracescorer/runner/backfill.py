@@ -18,9 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracescorer.filters import RunFilter
-from tracescorer.scoring.decider import decide
-from tracescorer.scoring.runner import Decision, ScoringRunner
-from tracescorer.scoring.targets import Target, TargetKind, conversation_target, run_target, target_score_id
+from tracescorer.runner.decider import decide
+from tracescorer.runner.stage import Decision, ScoringRunner
+from tracescorer.runner.targets import Target, TargetKind, conversation_target, run_target, target_score_id
 from tracescorer.store.api import RunStore, ScoreStore
 
 BATCH = 200

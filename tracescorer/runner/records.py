@@ -6,12 +6,12 @@ from typing import Any
 
 from tracescorer.model import Conversation
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.decider import Decision
+from tracescorer.runner.heal_policy import error_class
+from tracescorer.runner.targets import Target, decision_id, score_id
 from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scorers.types import ScorerResult
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.decider import Decision
-from tracescorer.scoring.heal_policy import error_class
-from tracescorer.scoring.targets import Target, decision_id, score_id
 
 
 def decision_record(

@@ -15,8 +15,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.limits import DailyBudget, TokenSource
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.limits import DailyBudget, TokenSource
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ doubling backoff passed). The state is the score rows themselves, so it survives
 Per binding, one due target goes first as a probe: while the judge is still down it fails again
 (its backoff doubles) and the others wait for the next check, so an outage costs one judge request
 per binding and check instead of one per error score. Once the probe comes back scored, the rest
-of the due targets follow. Re-scores go through the live :class:`~tracescorer.scoring.runner.ScoringRunner`
+of the due targets follow. Re-scores go through the live :class:`~tracescorer.runner.stage.ScoringRunner`
 (its queues, judge limits, budgets and caps; nothing is tried while the judge budget or the
 binding's is spent) with ``source='heal'``; the score row counts its
 re-scores in ``heal_attempts``. Nothing is re-scored while the scoring queues push back on ingest
 (live traffic first), and in PostgreSQL mode one daemon of several heals (a store lead).
 
-Which errors are transient, and the backoff: :mod:`tracescorer.scoring.heal_policy`.
+Which errors are transient, and the backoff: :mod:`tracescorer.runner.heal_policy`.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tracescorer.aio import cancel
-from tracescorer.scoring.decider import Decision
-from tracescorer.scoring.heal_policy import HealPolicy
-from tracescorer.scoring.targets import Target, conversation_target, run_target
+from tracescorer.runner.decider import Decision
+from tracescorer.runner.heal_policy import HealPolicy
+from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.store.api import HealCandidate, Leadership
 
 if TYPE_CHECKING:
     from tracescorer.config import HealSettings
     from tracescorer.metrics import Metrics
-    from tracescorer.scoring.bindings import BoundScorer
-    from tracescorer.scoring.runner import ScoringRunner
+    from tracescorer.runner.bindings import BoundScorer
+    from tracescorer.runner.stage import ScoringRunner
 
 log = logging.getLogger(__name__)
 

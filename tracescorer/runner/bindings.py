@@ -20,7 +20,7 @@ Binding ``judge`` keys: ``model``, ``api_base``, ``api_key``, ``timeout_s``, ``r
 requests a provider did not answer with :func:`~tracescorer.scorers.retry.retry_options`.
 The global limits (``max_concurrency``, ``requests_per_minute``, ``daily_budget_usd``) are
 refused there: they belong to the ``judge:`` section (a binding's own caps are its ``limits:``,
-:mod:`tracescorer.scoring.caps`).
+:mod:`tracescorer.runner.caps`).
 
 Prebuilt scorers with a fixed id (``multi-turn-judge-scorer``, ``faithfulness-scorer``...) are
 renamed to the binding id, so one prebuilt can be bound several times (two multi-turn judges
@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.config import JudgeSettings, ScorerBinding
+from tracescorer.runner.versions import scorer_version
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.prebuilt import PREBUILT
 from tracescorer.scorers.registry import ScorerRegistry
 from tracescorer.scorers.retry import retry_options
 from tracescorer.scorers.scorer import PromptStep, Scorer
-from tracescorer.scoring.versions import scorer_version
 
 # Judge options the ``judge:`` defaults provide (``timeout`` from ``timeout_s``); a binding's
 # ``judge`` keys override them, and its other keys are passed to the Judge as they are
@@ -76,7 +76,7 @@ class BoundScorer:
     binding: ScorerBinding
     scorer: Scorer[Any, Any]
     uses_judge: bool
-    #: a stable hash of the binding's definition (:mod:`tracescorer.scoring.versions`), on every score
+    #: a stable hash of the binding's definition (:mod:`tracescorer.runner.versions`), on every score
     version: str = ""
 
     @property

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.targets import Target
 from tracescorer.sampling import is_sampled, sample_value
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.targets import Target
 
 
 class Decision(StrEnum):

@@ -1,5 +1,5 @@
 """What heals and when: the class of a scorer error, the backoff between re-scores, and the
-verdict on one stored error score. Pure functions; :mod:`tracescorer.scoring.heal` acts on them.
+verdict on one stored error score. Pure functions; :mod:`tracescorer.runner.heal` acts on them.
 
 Error classes (stored as ``scores.error_class``):
 

@@ -6,15 +6,15 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.targets import Target, run_target
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.targets import Target, run_target
 from tracescorer.store.api import ScoreStore
 
 log = logging.getLogger(__name__)
 
 
 class Recovering(Protocol):
-    """What recovery needs of the scoring runner (:class:`~tracescorer.scoring.runner.ScoringRunner`)."""
+    """What recovery needs of the scoring runner (:class:`~tracescorer.runner.stage.ScoringRunner`)."""
 
     @property
     def bindings(self) -> Sequence[BoundScorer]: ...

@@ -5,11 +5,11 @@ For every (binding, target) one decision is recorded in ``scoring_decisions``: `
 the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included)
 in ``scores``. Nothing is skipped silently.
 
-The parts: :func:`~tracescorer.scoring.decider.decide` (pure: filter → sample → budget), two
-:class:`~tracescorer.scoring.pool.WorkerPool` s (judge-using scorers share ``judge.max_concurrency``
+The parts: :func:`~tracescorer.runner.decider.decide` (pure: filter → sample → budget), two
+:class:`~tracescorer.runner.pool.WorkerPool` s (judge-using scorers share ``judge.max_concurrency``
 workers, a requests-per-minute limiter and the daily budget; code scorers have their own workers
 and keep running when the judge budget is spent or the judge is down), the pure record mapping of
-:mod:`~tracescorer.scoring.records`, and a :class:`~tracescorer.scoring.writer.ScoreWriter`.
+:mod:`~tracescorer.runner.records`, and a :class:`~tracescorer.runner.writer.ScoreWriter`.
 When conversations go idle is assembly's business (:mod:`tracescorer.assembly.idle`); it calls
 :meth:`ScoringRunner.conversation_idle`.
 
@@ -32,16 +32,16 @@ from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
+from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.caps import BindingCaps
+from tracescorer.runner.decider import Decision, decide, outcome
+from tracescorer.runner.limits import DailyBudget, Limiter, RateLimiter
+from tracescorer.runner.pool import WorkerPool
+from tracescorer.runner.records import decision_detail, decision_record, score_record
+from tracescorer.runner.recovery import recover_unscored
+from tracescorer.runner.targets import Target, conversation_target, run_target
+from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
-from tracescorer.scoring.bindings import BoundScorer
-from tracescorer.scoring.caps import BindingCaps
-from tracescorer.scoring.decider import Decision, decide, outcome
-from tracescorer.scoring.limits import DailyBudget, Limiter, RateLimiter
-from tracescorer.scoring.pool import WorkerPool
-from tracescorer.scoring.records import decision_detail, decision_record, score_record
-from tracescorer.scoring.recovery import recover_unscored
-from tracescorer.scoring.targets import Target, conversation_target, run_target
-from tracescorer.scoring.writer import ScoreListener, ScoreWriter
 from tracescorer.store.api import RunStore, ScoreStore
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class ScoringRunner:
     ) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
         future of the decision it gets once the scorer ran); ``heal_attempt`` numbers an
-        automatic re-score of an error score (:mod:`tracescorer.scoring.heal`)."""
+        automatic re-score of an error score (:mod:`tracescorer.runner.heal`)."""
         exhausted = bound.uses_judge and self.budget.exhausted
         cap = None if exhausted else self.caps.budget_refusal(bound.binding.id)
         verdict = decide(
