@@ -185,6 +185,14 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         }
         table = daemon.cli("scores").stdout
         assert "Helpfulness (external)" in table and "non-empty" in table
+        # about one id: a run's evaluations and its conversation's, nothing of the other runs
+        about = json.loads(daemon.cli("scores", runs["conv-2"]["trace_id"], "--format", "json").stdout)
+        external = {(s["scorer_id"], s["run_id"]) for s in about if s["source"] == "external"}
+        assert external == {("Helpfulness", runs["conv-2"]["run_id"]), ("Correctness", runs["conv-2"]["run_id"])}
+        assert any(s["source"] != "external" for s in about)  # tracescorer's own beside them
+        about = json.loads(daemon.cli("scores", "conv-3", "--format", "json").stdout)
+        assert {s["scorer_id"] for s in about if s["source"] == "external"} >= {"GoalSuccess", "Helpfulness"}
+        assert {s["conversation_id"] for s in about} == {"conv-3"}
         explain = daemon.cli("explain", runs["conv-1"]["trace_id"]).stdout
         assert "other tools' evaluations (external):" in explain
         assert (

@@ -31,13 +31,14 @@ def with_external(
     agent: str | None,
     all_columns: bool,
     limit: int,
+    about: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """``result`` of the scores query (oldest first) with the matching external evaluations
     added in its columns, by update time, the newest ``limit`` kept (tables: the scorer id marked)."""
     from tracescorer.store import label_queries
 
     query = label_queries.external_as_scores(
-        name=scorer_id, since=since, status=status, label=label, agent=agent, all_columns=all_columns
+        name=scorer_id, since=since, status=status, label=label, agent=agent, about=about, all_columns=all_columns
     )
     external = run_query(settings, query, limit)
     if not external["rows"]:

@@ -52,8 +52,8 @@ def scores(
     ID (a trace, run, conversation or score id, whole or a unique prefix) shows the scores about
     it: a trace's or a run's run scores and the scores of its conversation; a conversation's
     score and its runs' scores. The target column shows ids that `explain`, `runs`, `scores`
-    and `backfill` take back. Other tools' evaluations (source external) are shown beside them
-    unless an ID is given.
+    and `backfill` take back. Other tools' evaluations (source external) are shown beside them,
+    about the ID too when one is given.
     """
     from tracescorer.commands.external import with_external
     from tracescorer.commands.ids import resolve
@@ -77,18 +77,18 @@ def scores(
     )
     result = run_query(settings, sql, limit)
     result["rows"] = list(reversed(result["rows"]))  # the newest `limit`, shown oldest first
-    if about is None:  # other tools' evaluations, source external
-        result = with_external(
-            settings,
-            result,
-            scorer_id=scorer_id,
-            since=parse_since(since) if since else None,
-            status=status,
-            label=label,
-            agent=agent,
-            all_columns=fmt != "table",
-            limit=limit,
-        )
+    result = with_external(  # other tools' evaluations, source external
+        settings,
+        result,
+        scorer_id=scorer_id,
+        since=parse_since(since) if since else None,
+        status=status,
+        label=label,
+        agent=agent,
+        about=about,
+        all_columns=fmt != "table",
+        limit=limit,
+    )
     if fmt != "table":
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     else:

@@ -105,6 +105,18 @@ _AS_SCORE = {
 }
 
 
+_IN_CONVERSATIONS_OF = (
+    "(target_type = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {} = ?))"
+)
+#: which external evaluations ``scores ID`` shows, like the scores about that id
+_EXTERNAL_ABOUT = {
+    "trace": (f"((target_type <> 'conversation' AND trace_id = ?) OR {_IN_CONVERSATIONS_OF.format('trace_id')})", 2),
+    "run": (f"((target_type <> 'conversation' AND run_id = ?) OR {_IN_CONVERSATIONS_OF.format('run_id')})", 2),
+    "conversation": ("run_conversation_id = ?", 1),
+    "score": ("id = ?", 1),
+}
+
+
 def external_as_scores(
     *,
     name: str | None = None,
@@ -112,11 +124,14 @@ def external_as_scores(
     status: str | None = None,
     label: str | None = None,
     agent: str | None = None,
+    about: tuple[str, str] | None = None,
     all_columns: bool = False,
 ) -> Query:
     """External evaluations in the shape of ``scores`` rows (``source = 'external'``), newest
     first like :func:`~tracescorer.store.queries.scores`: every column of the scores table, or
-    the ``scores`` command's summary columns (``SCORE_SUMMARY_COLUMNS``)."""
+    the ``scores`` command's summary columns (``SCORE_SUMMARY_COLUMNS``). ``about`` is ``(kind,
+    id)`` of a trace, run, conversation or evaluation, as for scores: a trace's or run's
+    evaluations and those of its conversations; a conversation's and its runs'."""
     where, params = _evaluations_where(name, since)
     if all_columns:
         select = ", ".join(f"{_AS_SCORE.get(column, 'NULL')} AS {column}" for column, _ in SCORE_COLUMNS)
@@ -140,6 +155,10 @@ def external_as_scores(
         clause, value = glob_clause("agent_name", agent)
         outer.append(clause)
         outer_params.append(value)
+    if about:
+        clause, n = _EXTERNAL_ABOUT[about[0]]
+        outer.append(clause)
+        outer_params += [about[1].lower() if about[0] in ("trace", "run") else about[1]] * n
     cut = f" WHERE {' AND '.join(outer)}" if outer else ""
     return Query(
         f"SELECT {select} FROM ({_evaluations_resolved(where)}) AS resolved{cut} ORDER BY received_at DESC, id DESC",
