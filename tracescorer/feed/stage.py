@@ -27,7 +27,7 @@ from tracescorer.feed.batch import Batch, Prefilter, decode_batch
 from tracescorer.feed.triage import Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog
+from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog, written_since
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
@@ -139,10 +139,15 @@ class LogFeed:
         self._task = asyncio.create_task(self._run(), name="log-feed")
 
     def _recall_triage(self) -> int:
-        """Show triage the requests still in the log that were handled before this start (the log
-        keeps them while triage may read them back); how many (blocking: run in a thread)."""
+        """Show triage the requests still in the log that were handled before this start, from
+        the oldest segment written within triage's window (the log keeps them while triage may
+        read them back; older ones, kept by ``retain_bytes``, hold only what triage forgot); how
+        many (blocking: run in a thread)."""
         assert self.triage is not None
-        at, count = self._log.start_offset, 0
+        recent = written_since(self._log.directory, time.time() - self.triage.window_s)
+        if recent is None:
+            return 0
+        at, count = max(recent, self._log.start_offset), 0
         while True:
             try:
                 records = self._log.read(at, self._max_batch_bytes)

@@ -7,7 +7,7 @@ offsets, so a crash loses nothing acknowledged and a restart is a replay. See
 """
 
 from tracescorer.seglog.log import LogClosed, LogError, LogFull, SegmentLog, build_segment_log
-from tracescorer.seglog.segments import LOGS, TRACES, CorruptRecord, Record
+from tracescorer.seglog.segments import LOGS, TRACES, CorruptRecord, Record, written_since
 
 __all__ = [
     "LOGS",
@@ -19,4 +19,5 @@ __all__ = [
     "Record",
     "SegmentLog",
     "build_segment_log",
+    "written_since",
 ]

@@ -66,6 +66,18 @@ def segments(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def written_since(directory: Path, since: float) -> int | None:
+    """The base offset of the oldest segment last written at or after ``since`` (epoch seconds):
+    older segments hold only records appended before it. None when there is none."""
+    for base, path in segments(directory):
+        try:
+            if path.stat().st_mtime >= since:
+                return base
+        except FileNotFoundError:  # released meanwhile
+            continue
+    return None
+
+
 def read_records(path: Path, base: int, start: int, max_bytes: int) -> Iterator[Record]:
     """Records of the segment at ``path`` (base offset ``base``) from log offset ``start``, up to about
     ``max_bytes`` of payload; stops at the segment's end. Raises :class:`CorruptRecord` at a record

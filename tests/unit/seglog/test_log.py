@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracescorer.seglog import LOGS, TRACES, CorruptRecord, LogClosed, LogFull, SegmentLog
-from tracescorer.seglog.segments import HEADER, segments
+from tracescorer.seglog import LOGS, TRACES, CorruptRecord, LogClosed, LogFull, SegmentLog, written_since
+from tracescorer.seglog.segments import HEADER, segment_name, segments
 
 
 async def _open(path: Path, **kw: object) -> SegmentLog:
@@ -172,3 +172,14 @@ async def test_a_writer_killed_between_a_write_and_its_sync_loses_nothing_acknow
         assert [r.payload for r in records] == [b"acked-%d" % i for i in range(50)]
     finally:
         await _stop(log)
+
+
+def test_written_since_names_the_oldest_segment_written_within_a_time(tmp_path: Path) -> None:
+    for base, mtime in ((0, 1_000.0), (4096, 2_000.0), (8192, 3_000.0)):
+        path = tmp_path / segment_name(base)
+        path.write_bytes(b"")
+        os.utime(path, (mtime, mtime))
+    assert written_since(tmp_path, 1_500.0) == 4096
+    assert written_since(tmp_path, 500.0) == 0
+    assert written_since(tmp_path, 3_000.0) == 8192
+    assert written_since(tmp_path, 3_001.0) is None
