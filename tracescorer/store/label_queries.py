@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from tracescorer.store.report_queries import report_transcripts
-from tracescorer.store.statement import SCORED_AT, TIME, Query, glob_clause, placeholders
+from tracescorer.store.statement import SCORED_AT, TIME, Query, about_clause, glob_clause, placeholders
 from tracescorer.store.tables import SCORE_COLUMNS
 
 #: a score row's target, as labels name it
@@ -105,18 +105,6 @@ _AS_SCORE = {
 }
 
 
-_IN_CONVERSATIONS_OF = (
-    "(target_type = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {} = ?))"
-)
-#: which external evaluations ``scores ID`` shows, like the scores about that id
-_EXTERNAL_ABOUT = {
-    "trace": (f"((target_type <> 'conversation' AND trace_id = ?) OR {_IN_CONVERSATIONS_OF.format('trace_id')})", 2),
-    "run": (f"((target_type <> 'conversation' AND run_id = ?) OR {_IN_CONVERSATIONS_OF.format('run_id')})", 2),
-    "conversation": ("run_conversation_id = ?", 1),
-    "score": ("id = ?", 1),
-}
-
-
 def external_as_scores(
     *,
     name: str | None = None,
@@ -156,9 +144,9 @@ def external_as_scores(
         outer.append(clause)
         outer_params.append(value)
     if about:
-        clause, n = _EXTERNAL_ABOUT[about[0]]
+        clause, ids = about_clause(*about, type_column="target_type", conversation_column="run_conversation_id")
         outer.append(clause)
-        outer_params += [about[1].lower() if about[0] in ("trace", "run") else about[1]] * n
+        outer_params += ids
     cut = f" WHERE {' AND '.join(outer)}" if outer else ""
     return Query(
         f"SELECT {select} FROM ({_evaluations_resolved(where)}) AS resolved{cut} ORDER BY received_at DESC, id DESC",

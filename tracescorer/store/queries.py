@@ -28,7 +28,7 @@ from tracescorer.store.report_queries import (
     report_worst,
 )
 from tracescorer.store.runs import RUN_SELECT, run_from_row
-from tracescorer.store.statement import SCORED_AT, TIME, Query, Where, glob_clause
+from tracescorer.store.statement import SCORED_AT, TIME, Query, Where, about_clause, glob_clause
 
 SCORE_SUMMARY_COLUMNS = (
     "updated_at, scorer_id, entity_type, entity_id AS agent, id, run_id, trace_id, conversation_id, status, score, "
@@ -160,19 +160,6 @@ def unmatched_traces(
     )
 
 
-#: Scores about a stored id: a trace's or run's run scores and the scores of its conversations;
-#: a conversation's score and its runs' scores; one score.
-_IN_CONVERSATIONS_OF = (
-    "(entity_type = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {} = ?))"
-)
-_SCORES_ABOUT = {
-    "trace": (f"((entity_type <> 'conversation' AND trace_id = ?) OR {_IN_CONVERSATIONS_OF.format('trace_id')})", 2),
-    "run": (f"((entity_type <> 'conversation' AND run_id = ?) OR {_IN_CONVERSATIONS_OF.format('run_id')})", 2),
-    "conversation": ("conversation_id = ?", 1),
-    "score": ("id = ?", 1),
-}
-
-
 def scores(
     *,
     scorer_id: str | None = None,
@@ -198,8 +185,8 @@ def scores(
     if agent:
         where.add(*glob_clause("entity_id", agent))
     if about:
-        clause, n = _SCORES_ABOUT[about[0]]
-        where.add(clause, *([about[1]] * n))
+        clause, params = about_clause(*about, type_column="entity_type", conversation_column="conversation_id")
+        where.add(clause, *params)
     columns = "*" if all_columns else SCORE_SUMMARY_COLUMNS
     return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at DESC, id DESC", tuple(where.params))
 

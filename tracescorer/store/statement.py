@@ -55,3 +55,20 @@ def glob_clause(column: str, pattern: str) -> tuple[str, str]:
         return f"{column} = ?", pattern
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"{column} LIKE ? ESCAPE '\\'", escaped.replace("*", "%").replace("?", "_")
+
+
+def about_clause(kind: str, target_id: str, *, type_column: str, conversation_column: str) -> tuple[str, list[str]]:
+    """Rows (scores, or evaluations in their shape) about a stored id: a trace's or run's own rows
+    and those of its conversations; a conversation's and its runs'; one row by ``id``.
+    ``type_column`` says whether a row is about a conversation, ``conversation_column`` which
+    conversation a row belongs to. The clause and its parameters."""
+    if kind in ("trace", "run"):
+        key = f"{kind}_id"
+        target_id = target_id.lower()
+        in_conversations = f"({type_column} = 'conversation' AND conversation_id IN (SELECT conversation_id FROM runs WHERE {key} = ?))"
+        return f"(({type_column} <> 'conversation' AND {key} = ?) OR {in_conversations})", [target_id, target_id]
+    if kind == "conversation":
+        return f"{conversation_column} = ?", [target_id]
+    if kind == "score":
+        return "id = ?", [target_id]
+    raise ValueError(f"no rows are about a {kind!r}")
