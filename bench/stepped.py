@@ -355,6 +355,17 @@ def overload(
     }, seq
 
 
+def _drain(info: Any, timeout_s: float = 900.0) -> float | None:
+    """Wait until the segment log's feed has handled every acknowledged request; how long it took
+    (None: not within ``timeout_s``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if scrape(info.url).get("tracescorer_feed_lag_bytes", 1.0) == 0:
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-s", type=float, default=10.0)
@@ -423,6 +434,7 @@ def main() -> int:
                 over, seq = overload(info, tree, rate, args.overload_s, templates, patcher, seq)
                 print(json.dumps(over), flush=True)
             acked_total = sum(s["acked_spans"] for s in steps) + (over["acked_spans"] if over else 0)
+            drained_s = _drain(info)  # what was acknowledged is stored once the feed caught up
             rows_total = int(query(info, "SELECT count(*) FROM spans")[0][0])
         finally:
             code = stop(proc)
@@ -436,6 +448,7 @@ def main() -> int:
         "acked_spans_total": acked_total,
         "span_rows_total": rows_total,
         "rows_equal_acked": rows_total == acked_total,
+        "feed_caught_up_after_s": drained_s,
         "refusals_retryable": all(
             code in ("RESOURCE_EXHAUSTED", "UNAVAILABLE")
             for s in [*steps, *([over] if over else [])]
