@@ -157,14 +157,21 @@ class TraceBuffer:
     # --- intake -------------------------------------------------------------------------------
 
     def add_spans(
-        self, spans: Iterable[Span], now: float | None = None, received: tuple[float, float] = (0.0, 0.0)
+        self,
+        spans: Iterable[Span],
+        now: float | None = None,
+        received: tuple[float, float] = (0.0, 0.0),
+        replayed: bool = False,
     ) -> None:
         """Buffer spans of any traces, in any order; a span id seen twice is kept once.
-        ``received``: the commit times the span log gave them."""
+        ``received``: the commit times the span log gave them. ``replayed``: acknowledged before
+        this start (read back from the segment log): their traces stopped arriving when the last
+        daemon stopped, so like recovered ones they are complete once idle, root or not."""
         t = self._clock() if now is None else now
         for span in spans:
             entry = self._entry(span.trace_id, t, received)
             entry.has_root = entry.has_root or is_root(span)
+            entry.recovered = entry.recovered or replayed
             self.stats.spans_added += 1
             if entry.spans is None:
                 continue
@@ -179,15 +186,21 @@ class TraceBuffer:
         self._enforce_bounds()
 
     def add_logs(
-        self, records: Iterable[LogRecord], now: float | None = None, received: tuple[float, float] = (0.0, 0.0)
+        self,
+        records: Iterable[LogRecord],
+        now: float | None = None,
+        received: tuple[float, float] = (0.0, 0.0),
+        replayed: bool = False,
     ) -> None:
-        """Buffer log records that name a trace; records without a trace id are only counted."""
+        """Buffer log records that name a trace; records without a trace id are only counted
+        (``replayed`` as for :meth:`add_spans`)."""
         t = self._clock() if now is None else now
         for rec in records:
             if not rec.trace_id:
                 self.stats.logs_without_trace += 1
                 continue
             entry = self._entry(rec.trace_id, t, received)
+            entry.recovered = entry.recovered or replayed
             self.stats.logs_added += 1
             if entry.logs is not None:
                 entry.logs.append(rec)

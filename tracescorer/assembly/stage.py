@@ -116,11 +116,17 @@ class AssemblyStage:
         self._listeners.append(listener)
 
     # TelemetryListener
-    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None:
+    def on_committed(
+        self,
+        spans: Sequence[Span],
+        logs: Sequence[LogRecord],
+        received: tuple[float, float],
+        replayed: bool = False,
+    ) -> None:
         if spans:
-            self.buffer.add_spans(spans, received=received)
+            self.buffer.add_spans(spans, received=received, replayed=replayed)
         if logs:
-            self.buffer.add_logs(logs, received=received)
+            self.buffer.add_logs(logs, received=received, replayed=replayed)
         self._metrics.buffered_traces.set(len(self.buffer))
 
     def backlog(self) -> str | None:

@@ -40,9 +40,16 @@ T = TypeVar("T")
 
 class TelemetryListener(Protocol):
     """Told about telemetry once its rows are stored, with the range of ``received_at`` they got
-    (epoch seconds; called on the event loop; must not block)."""
+    (epoch seconds) and whether it was acknowledged before this start (``replayed``: its traces
+    stopped arriving when the last daemon stopped); called on the event loop; must not block."""
 
-    def on_committed(self, spans: Sequence[Span], logs: Sequence[LogRecord], received: tuple[float, float]) -> None: ...
+    def on_committed(
+        self,
+        spans: Sequence[Span],
+        logs: Sequence[LogRecord],
+        received: tuple[float, float],
+        replayed: bool = False,
+    ) -> None: ...
 
 
 class LogFeed:
@@ -72,6 +79,7 @@ class LogFeed:
         self.listeners = list(listeners)
         self.offset = 0  # every request before it was handled
         self._stored_through: int | None = None  # requests up to this offset already have their rows
+        self._replay_end = 0  # requests before it were acknowledged before this start
         self._saved = 0
         self._saved_at = 0.0
         self._task: asyncio.Task[None] | None = None
@@ -122,6 +130,7 @@ class LogFeed:
         saved = await self._state.feed_offset()
         self._stored_through = await self._state.rows_through()
         self.offset = self._saved = max(saved, self._log.start_offset)
+        self._replay_end = self._log.end_offset
         if self._stored_through is not None and self._stored_through >= self.offset:
             log.info(
                 "segment log feed: requests up to offset %d were stored before the last stop; going on after them",
@@ -274,10 +283,11 @@ class LogFeed:
                 await asyncio.sleep(0.05)
             self.held_by = None
             spans, logs = batch.spans[span_at:span_end], batch.logs[log_at:log_end]
+            offset = batch.span_offsets[span_at] if spans else batch.log_offsets[log_at]
             span_at, log_at = span_end, log_end
             for listener in self.listeners:
                 try:
-                    listener.on_committed(spans, logs, received)
+                    listener.on_committed(spans, logs, received, replayed=offset < self._replay_end)
                 except Exception:  # a downstream stage must never stop the feed
                     log.exception("telemetry listener %r failed", listener)
 

@@ -69,6 +69,19 @@ def test_max_wait_without_root_is_incomplete() -> None:
     assert buf.stats.traces_max_wait == 1
 
 
+def test_a_replayed_trace_is_complete_once_idle_without_its_root() -> None:
+    # acknowledged before a crash, read back from the segment log: its root may never come (the
+    # client's exporter died with the daemon), so it does not wait for max_wait_s
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock)
+    buf.add_spans([span(T1, "b" * 16, parent="a" * 16)], replayed=True)
+    buf.add_spans([span(T2, "c" * 16, parent="d" * 16)])  # live: waits for its root
+    clock.t += 5.1
+    (done,) = buf.pop_complete()
+    assert (done.trace_id, done.reason) == (T1, "recovered")
+    assert buf.tracking(T2)
+
+
 def test_remote_parent_counts_as_root() -> None:
     assert is_root(span(T1, "a" * 16, parent="f" * 16, flags=0x300))
     assert not is_root(span(T1, "a" * 16, parent="f" * 16, flags=0x100))
