@@ -66,29 +66,19 @@ def scores(
     if target:
         ref = resolve(settings, target)
         about = (ref.kind, ref.id)
-    sql = queries.scores(
-        scorer_id=scorer_id,
-        since=parse_since(since) if since else None,
-        status=status,
-        label=label,
-        agent=agent,
-        about=about,
-        all_columns=fmt != "table",
-    )
-    result = run_query(settings, sql, limit)
+    # tracescorer's own scores, then other tools' evaluations (source external), on the same filters
+    filters: dict[str, Any] = {
+        "scorer_id": scorer_id,
+        "since": parse_since(since) if since else None,
+        "status": status,
+        "label": label,
+        "agent": agent,
+        "about": about,
+        "all_columns": fmt != "table",
+    }
+    result = run_query(settings, queries.scores(**filters), limit)
     result["rows"] = list(reversed(result["rows"]))  # the newest `limit`, shown oldest first
-    result = with_external(  # other tools' evaluations, source external
-        settings,
-        result,
-        scorer_id=scorer_id,
-        since=parse_since(since) if since else None,
-        status=status,
-        label=label,
-        agent=agent,
-        about=about,
-        all_columns=fmt != "table",
-        limit=limit,
-    )
+    result = with_external(settings, result, limit=limit, **filters)
     if fmt != "table":
         click.echo(FORMATS[fmt](result["columns"], result["rows"]))
     else:
