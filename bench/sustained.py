@@ -61,7 +61,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 STAGES = ("check", "decode", "assembly", "scoring")  # the pipeline's order
 #: histograms of waits, not of work: the ack latency (reported from the load generator) and the loop's lag
 NOT_STAGES = ("receiver_request", "event_loop_lag")
-ROLES = (("tracescorer.store.duckdb.server", "store"), ("tracescorer.store.duckdb.queryproc", "query"))
+ROLES = (
+    ("tracescorer.store.duckdb.server", "store"),
+    ("tracescorer.store.duckdb.queryproc", "query"),
+    ("tracescorer.workers.child", "workers"),
+)
 
 
 # --- /proc ------------------------------------------------------------------------------------------

@@ -23,21 +23,15 @@ from typing import Any
 from tracescorer import control
 from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
-from tracescorer.assembly.idle import build_idler
-from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.calibration.gauges import AgreementGauges
-from tracescorer.calibration.intake import EvaluationIntake
 from tracescorer.calibration.routes import LabelRoutes
-from tracescorer.config import Settings
-from tracescorer.conventions.registry import markers
+from tracescorer.config import ConfigError, Settings
 from tracescorer.daemon import announce, listeners
-from tracescorer.daemon.readiness import Readiness
+from tracescorer.daemon.readiness import FeedStatus, Readiness
 from tracescorer.daemon.serve_info import serve_info
 from tracescorer.daemon.signals import StopSignals, stop_note
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
-from tracescorer.feed.stage import LogFeed
-from tracescorer.feed.triage import Triage
 from tracescorer.http_server import HttpServer
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
@@ -46,13 +40,13 @@ from tracescorer.monitors.build import build_monitors
 from tracescorer.receiver import fdlimit
 from tracescorer.receiver.grpc import OtlpGrpcReceiver
 from tracescorer.receiver.ingest import Ingestor
-from tracescorer.runner.bindings import build_bindings
-from tracescorer.runner.caps import BindingCaps
 from tracescorer.runner.heal import Healer
-from tracescorer.runner.limits import SharedRateLimiter
-from tracescorer.runner.stage import ScoringRunner
+from tracescorer.runner.recovery import RecoveryScope
+from tracescorer.runner.writer import ScoreListener
 from tracescorer.seglog import build_segment_log
 from tracescorer.store.factory import build_stores
+from tracescorer.workers.pipeline import Pipeline, build_runner
+from tracescorer.workers.pool import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -79,43 +73,30 @@ class App:
             else None
         )
         shared = st.coordination is not None
-        bound = build_bindings(s.scorers, s.judge)
-        self.runner = ScoringRunner(
-            bound,
-            st.runs,
-            st.scores,
-            self.metrics,
-            s,
-            listeners=[self.exporter] if self.exporter is not None else [],
-            rate=SharedRateLimiter(st.coordination, s.judge.requests_per_minute) if st.coordination else None,
-            shared_budget=shared,
-            caps=BindingCaps(bound, shared=st.coordination),  # per-binding caps, shared in postgres mode
-        )
+        score_listeners: list[ScoreListener] = [self.exporter] if self.exporter is not None else []
+        workers = s.workers.resolved()
+        # backfills and the healer use it too; with worker processes, each recovers its own runs
+        recovery = RecoveryScope(runs=not workers)
+        self.runner = build_runner(s, st, self.metrics, score_listeners, recovery=recovery)
         self.healer = Healer(
             self.runner,
             s.scoring.heal,
             self.metrics,
             leadership=st.leadership("heal") if st.leadership is not None else None,  # one daemon of several heals
         )
-        needs_idler = any(b.binding.scope == "conversation" for b in self.runner.bindings)
-        self.conversations = build_idler(self.runner, self.metrics, s, st.coordination) if needs_idler else None
-        self.assembly = AssemblyStage(s.assembly, st.span_log, st.runs, self.metrics, conversations=self.conversations)
-        self.evaluations = EvaluationIntake(st.evaluations, self.metrics)  # other tools' evaluations
-        self.feed = LogFeed(
-            self.segment_log,
-            st.intake,
-            st.feed,
-            self.metrics,
-            max_batch_bytes=s.segment_log.feed_batch_bytes,
-            retain_bytes=s.segment_log.retain_bytes,
-            listeners=[self.assembly],
-            triage=(
-                Triage(markers(), window_s=s.triage.window_s, max_traces=s.triage.max_traces)
-                if s.store.spans == "agent"
-                else None
-            ),
-            prefilter=self.evaluations,
-        )
+        self.pipeline: Pipeline | None = None
+        self.pool: WorkerPool | None = None
+        self.feed: FeedStatus
+        if workers:  # the stages after the log run in worker processes, a share of the traces each
+            if st.attach is None:
+                raise ConfigError("workers.count needs a store its worker processes can attach to")
+            self.pool = self.feed = WorkerPool(
+                s, self.segment_log, st.attach, self.metrics, count=workers, owner=self.owner, listeners=score_listeners
+            )
+        else:
+            self.pipeline = Pipeline(s, st, self.metrics, self.segment_log, self.runner)
+            self.feed = self.pipeline.feed
+        self.assembly = self.pipeline.assembly if self.pipeline is not None else None
         self.readiness = Readiness(
             health=st.health,
             intake=st.intake,
@@ -125,17 +106,15 @@ class App:
             max_lag_bytes=s.segment_log.max_lag_bytes,
         )
         self.ingestor.add_backlog_check("log", self.readiness.feed_backlog)
-        self.assembly.add_listener(self.runner)
-        # the stages hold the feed back, not the receivers: their backlog waits in the log, on disk
-        self.feed.add_gate("assembly", self.assembly.backlog)
-        self.feed.add_gate("scoring", self.runner.backlog)
         scorer_ids = [b.id for b in s.scorers]
         self.monitors = build_monitors(
             s.monitors, scorer_ids, st.monitors, self.metrics, shared=shared, leadership=st.leadership
         )
         if self.monitors is not None:
-            self.runner.add_score_listener(self.monitors)
-        self.runner.add_score_listener(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
+            score_listeners.append(self.monitors)
+        score_listeners.append(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
+        for listener in score_listeners[len(self.runner.writer.listeners) :]:
+            self.runner.add_score_listener(listener)  # the pool hands on its workers' scores to the same list
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(
@@ -150,7 +129,8 @@ class App:
             st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
         )
         self.labels.on_labels.append(self.agreement.poke)
-        self.evaluations.on_evaluations.append(self.agreement.poke)
+        if self.pipeline is not None:
+            self.pipeline.evaluations.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,
@@ -211,8 +191,8 @@ class App:
         if st.files:
             self.metrics.track_db_size(st.files)
         reserve = self._store_reserve_s
-        if self.conversations is not None:  # settles claims after scoring stopped, before the store closes
-            await stages.enter(self.conversations, reserve_s=reserve)
+        if self.pipeline is not None:  # conversations settle claims after scoring stopped, before the store closes
+            await self.pipeline.enter_idler(stages, reserve_s=reserve)
         if self.exporter is not None:
             await stages.enter(self.exporter, reserve_s=reserve)
         if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
@@ -220,8 +200,10 @@ class App:
         await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.healer, reserve_s=reserve + 1.0)  # stops before the runner it feeds
-        await stages.enter(self.assembly, reserve_s=reserve)
-        await stages.enter(self.feed, reserve_s=reserve)  # stopped before assembly, after the receivers
+        if self.pipeline is not None:  # assembly, then the feed: stopped before assembly, after the receivers
+            await self.pipeline.enter_intake(stages, reserve_s=reserve)
+        if self.pool is not None:  # the workers: stopped after the receivers, before scoring and the store
+            await stages.enter(self.pool, reserve_s=reserve + 1.0)
         await self._start_receivers(stages)
         if s.api.enabled:
             self._api = listeners.ops_api(s, self.control, self.metrics)

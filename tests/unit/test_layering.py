@@ -101,7 +101,7 @@ def test_the_check_itself_finds_a_stage_import(tmp_path: Path) -> None:
 FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor.split())
     for floor in (
-        "text sizes aio httpretry lifecycle logs output control model demo_judge",
+        "text sizes aio httpretry lifecycle logs output control model demo_judge ipc",
         "conventions scorers tracescorer prebuilt",  # pure run reading; the scorer library (public API)
         "filters sampling metrics",
         "config",
@@ -110,7 +110,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
         "seglog receiver",
         "feed assembly runner export monitors calibration",  # the pipeline's stages and calibration
         "report http_server api commands",  # read side and the ops API
-        "demo app daemon",  # composition roots (daemon/: the app's own parts)
+        "demo app daemon workers",  # composition roots (daemon/: the app's own parts; workers/: its worker processes)
         "cli __main__",
     )
 )
@@ -125,6 +125,7 @@ STORE_IMPORTS = {
     "api": STORE_READ,
     "demo": STORE_READ,
     "app": STORE_API | {"tracescorer.store.factory"},
+    "workers": STORE_API | {"tracescorer.store.factory"},
     "cli": STORE_READ | {"tracescorer.store.factory"},
 }
 

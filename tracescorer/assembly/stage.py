@@ -18,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -89,8 +89,10 @@ class AssemblyStage:
         metrics: Metrics,
         *,
         conversations: IdleConversations | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self._settings = settings
+        self._owns = owns  # a worker process's share of the traces (by hex id): what it recovers
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
         self._runs = runs
@@ -350,9 +352,13 @@ class AssemblyStage:
                 fresh = [p for p in pending if p[0] not in seen]
                 if not fresh:
                     break
+                seen.update(p[0] for p in fresh)
+                if self._owns is not None:  # other workers recover theirs
+                    fresh = [p for p in fresh if self._owns(p[0])]
+                    if not fresh:
+                        continue
                 if not total:
                     log.info("recovering traces not assembled before the last stop")
-                seen.update(p[0] for p in fresh)
                 total += self.buffer.add_pending(fresh)
                 self._metrics.traces_recovered.inc(len(fresh))
                 # wait for this batch to be assembled before asking for more: the buffer's bound holds

@@ -42,7 +42,7 @@ from tracescorer.config.scoring import (
     ScoringSettings,
 )
 from tracescorer.config.settings import SECRET_KEYS, Settings, mask_dsn
-from tracescorer.config.spans import AssemblySettings, SegmentLogSettings, TriageSettings
+from tracescorer.config.spans import AssemblySettings, SegmentLogSettings, TriageSettings, WorkersSettings
 from tracescorer.config.store import MIN_MEMORY_BYTES, PostgresSettings, StoreSettings, check_store_path
 
 __all__ = [
@@ -81,6 +81,7 @@ __all__ = [
     "StoreSettings",
     "TLSSettings",
     "TriageSettings",
+    "WorkersSettings",
     "check_store_path",
     "load_settings",
     "mask_dsn",

@@ -16,7 +16,7 @@ from tracescorer.config.export import ExportSettings
 from tracescorer.config.monitors import MonitorSettings, ScoreMetricsSettings, check_monitors
 from tracescorer.config.receiver import ApiSettings, MetricsSettings, ReceiverSettings
 from tracescorer.config.scoring import JudgeSettings, ScorerBinding, ScoringSettings
-from tracescorer.config.spans import AssemblySettings, SegmentLogSettings, TriageSettings
+from tracescorer.config.spans import AssemblySettings, SegmentLogSettings, TriageSettings, WorkersSettings
 from tracescorer.config.store import StoreSettings
 
 SECRET_KEYS = frozenset({"auth_token", "api_key", "api_token", "headers", "token", "slack"})
@@ -28,6 +28,7 @@ class Settings(Section):
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
     segment_log: SegmentLogSettings = SegmentLogSettings()
+    workers: WorkersSettings = WorkersSettings()
     triage: TriageSettings = TriageSettings()
     assembly: AssemblySettings = AssemblySettings()
     judge: JudgeSettings = JudgeSettings()

@@ -1,7 +1,11 @@
 """Where spans go behind the receiver: ``segment_log`` (appended before acknowledging),
-``triage`` (with ``store.spans: agent``) and ``assembly`` (spans to complete traces and runs)."""
+``workers`` (the processes that read it), ``triage`` (with ``store.spans: agent``) and
+``assembly`` (spans to complete traces and runs)."""
 
 from __future__ import annotations
+
+import os
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -26,6 +30,24 @@ class SegmentLogSettings(Section):
     feed_batch_bytes: int = Field(4 << 20, gt=0, description="bytes of requests the feed stores in one transaction")
     retain_bytes: int = Field(0, ge=0, description="bytes kept after the feed passed them (for inspection)")
     sync: bool = Field(True, description="fdatasync before acknowledging (false only for tests and benchmarks)")
+
+
+class WorkersSettings(Section):
+    """``workers``: processes that read the segment log, each for its share of the trace ids
+    (triage, span rows, assembly, runs, scoring), so the daemon uses more than one core."""
+
+    count: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description="worker processes; 0: the daemon's own process does it all; auto: one per core "
+        "the daemon may use (0 on a single core)",
+    )
+
+    def resolved(self) -> int:
+        """How many worker processes to start."""
+        if self.count != "auto":
+            return self.count
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return cores if cores > 1 else 0
 
 
 class TriageSettings(Section):

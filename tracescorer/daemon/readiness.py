@@ -6,12 +6,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from tracescorer.feed.stage import LogFeed
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.seglog import SegmentLog
 from tracescorer.store.api import Health, Intake
+
+
+class FeedStatus(Protocol):
+    """How far the segment log's readers are: the daemon's own feed, or its worker processes."""
+
+    @property
+    def lag_bytes(self) -> int: ...
+    @property
+    def lag_s(self) -> float: ...
+    @property
+    def held_by(self) -> str | None: ...
+    @property
+    def failure(self) -> str | None: ...
+    @property
+    def offset(self) -> int: ...
+    async def caught_up(self, timeout_s: float = 30.0) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,7 +36,7 @@ class Readiness:
     health: Health
     intake: Intake
     segment_log: SegmentLog
-    feed: LogFeed
+    feed: FeedStatus
     ingestor: Ingestor
     max_lag_bytes: int  # segment_log.max_lag_bytes
 

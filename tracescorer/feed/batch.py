@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tracescorer.feed.triage import Sorted, Triage, pick
+from tracescorer.feed.triage import Owns, Sorted, Triage, cut_owned, pick
+from tracescorer.feed.wire import WireError
 from tracescorer.model import LogRecord, Span
 from tracescorer.receiver import decode
 from tracescorer.records.skipped import SkippedTrace
@@ -100,9 +101,11 @@ def decode_batch(
     triage: Triage | None,
     read_back: Callable[[int], Record | None],
     prefilter: Prefilter | None = None,
+    owner: Callable[[int], Owns | None] | None = None,
 ) -> Batch:
     """Decode a batch of records (in a worker thread): with ``triage``, only what may be part of a
-    run, and the earlier skipped items of traces that turn out to hold agent content."""
+    run, and the earlier skipped items of traces that turn out to hold agent content; with
+    ``owner`` (a record's offset -> which traces the feed takes from it), only those traces' items."""
     started = time.thread_time()
     batch = Batch(prefilter=prefilter)
     if triage is not None:
@@ -111,11 +114,14 @@ def decode_batch(
         batch.end = record.end
         logs = record.kind == LOGS
         signal = "logs" if logs else "spans"
+        owns = owner(record.offset) if owner is not None else None
         try:
             if triage is None:
-                batch.add(record.payload, record.offset, logs)
+                payload = record.payload if owns is None else _own(record.payload, owns, logs)
+                if payload is not None:
+                    batch.add(payload, record.offset, logs)
             else:
-                sorted_ = triage.sort(record.payload, record.offset, logs=logs)
+                sorted_ = triage.sort(record.payload, record.offset, logs=logs, owns=owns)
                 batch.note_skipped(sorted_, record.offset, logs)
                 batch.count(signal, "kept", sorted_.kept_items)
                 if sorted_.kept is not None:
@@ -127,6 +133,15 @@ def decode_batch(
         batch.cuts.append((len(batch.spans), len(batch.logs)))
     batch.cpu_s = time.thread_time() - started
     return batch
+
+
+def _own(payload: bytes, owns: Owns, logs: bool) -> bytes | None:
+    """The items of the traces ``owns`` owns (a payload that does not parse: the owner of items
+    without a trace's, so the decoder says what is wrong with it once)."""
+    try:
+        return cut_owned(payload, owns, logs=logs)
+    except WireError:
+        return payload if owns(b"") else None
 
 
 def _read_back(

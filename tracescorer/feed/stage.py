@@ -24,10 +24,13 @@ from typing import Protocol, TypeVar
 
 from tracescorer.aio import cancel
 from tracescorer.feed.batch import Batch, Prefilter, decode_batch
-from tracescorer.feed.triage import Triage
+from tracescorer.feed.consumers import Earlier
+from tracescorer.feed.consumers import name as consumer_name
+from tracescorer.feed.partition import Partition
+from tracescorer.feed.triage import Owns, Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.seglog import LOGS, CorruptRecord, Record, SegmentLog, written_since
+from tracescorer.seglog import LOGS, CorruptRecord, LogReader, Record, written_since
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class LogFeed:
 
     def __init__(
         self,
-        segment_log: SegmentLog,
+        segment_log: LogReader,
         intake: Intake,
         state: FeedState,
         metrics: Metrics,
@@ -67,8 +70,11 @@ class LogFeed:
         retain_bytes: int = 0,
         triage: Triage | None = None,
         prefilter: Prefilter | None = None,
+        partition: Partition | None = None,
     ) -> None:
         self._log = segment_log
+        self.partition = partition
+        self.consumer = consumer_name(partition)  # this feed's name among the log's consumers
         self._intake = intake
         self._state = state
         self._metrics = metrics
@@ -127,8 +133,9 @@ class LogFeed:
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        saved = await self._state.feed_offset()
-        self._stored_through = await self._state.rows_through()
+        consumers = await self._state.feed_consumers()
+        self._earlier = Earlier(self.consumer, consumers)
+        saved, self._stored_through = consumers.get(self.consumer, (self._earlier.start, None))
         self.offset = self._saved = max(saved, self._log.start_offset)
         self._replay_end = self._log.end_offset
         if self._stored_through is not None and self._stored_through >= self.offset:
@@ -168,7 +175,9 @@ class LogFeed:
                     self._stored_through is None or record.offset > self._stored_through
                 ):
                     return count
-                self.triage.recall(record.payload, record.offset, logs=record.kind == LOGS)
+                self.triage.recall(
+                    record.payload, record.offset, logs=record.kind == LOGS, owns=self._owner(record.offset)
+                )
                 count += 1
             if not records:
                 return count
@@ -241,7 +250,7 @@ class LogFeed:
         self._metrics.feed_failures.inc()
         await asyncio.sleep(RETRY_S)
         try:  # what the failed batch stored already is not stored again
-            self._stored_through = await self._state.rows_through()
+            self._stored_through = await self._state.rows_through(consumer=self.consumer)
         except StoreError:
             pass
 
@@ -254,7 +263,9 @@ class LogFeed:
             if not fresh:
                 return
             self._stored_through = None
-        batch = await asyncio.to_thread(decode_batch, records, self.triage, self._record_at, self._prefilter)
+        batch = await asyncio.to_thread(
+            decode_batch, records, self.triage, self._record_at, self._prefilter, self._owner
+        )
         self._metrics.stage_cpu.labels("decode").inc(batch.cpu_s)  # timed in the decoding thread
         for (signal, decision), n in batch.triaged.items():
             self._metrics.triage_items.labels(signal, decision).inc(n)
@@ -315,6 +326,7 @@ class LogFeed:
             span_offsets=batch.span_offsets,
             log_offsets=batch.log_offsets,
             skipped=batch.skipped,
+            consumer=self.consumer,
         )
         if outcome.rejected:
             self._metrics.rejected.labels("traces", "store_refused").inc(outcome.rejected)
@@ -328,7 +340,7 @@ class LogFeed:
         self._saved_at = now
         offset = self.offset
         try:
-            await self._state.set_feed_offset(offset)
+            await self._state.set_feed_offset(offset, consumer=self.consumer)
         except StoreError as exc:
             if force:
                 raise
@@ -343,6 +355,11 @@ class LogFeed:
         released = await asyncio.to_thread(self._log.release_before, keep_from)
         if released:
             log.debug("segment log: released %d segment(s) before offset %d", released, offset)
+
+    def _owner(self, offset: int) -> Owns | None:
+        """Which traces this feed takes from the record at ``offset``: its partition's, less
+        those another consumer stored already (after a change of the worker count)."""
+        return self._earlier.owner(self.partition, offset)
 
     def _record_at(self, offset: int) -> Record | None:
         """The record at ``offset`` (blocking: the decode thread reads back skipped items); None

@@ -30,6 +30,8 @@ from ahocorasick_rs import BytesAhoCorasick
 from tracescorer.feed import wire
 
 SERVICE_NAME = b"service.name"
+#: which traces (by raw id) a feed takes: a worker's share (:mod:`tracescorer.feed.partition`)
+Owns = Callable[[bytes], bool]
 HEAD_BYTES = 4096
 
 
@@ -65,6 +67,7 @@ class _Scope:
     items: list[tuple[int, int, bytes]]
     service: _Service
     kept: list[tuple[int, int, bytes]] = field(default_factory=list)
+    total: int = 0  # items in the payload's group (``items`` may hold only a partition's)
 
 
 #: a resource group: (value start, value end, its scope groups)
@@ -158,27 +161,35 @@ class Triage:
 
     # --- a request ----------------------------------------------------------------------------------
 
-    def recall(self, payload: bytes, offset: int, *, logs: bool = False) -> None:
+    def recall(self, payload: bytes, offset: int, *, logs: bool = False, owns: Owns | None = None) -> None:
         """Learn again what a request handled before a restart told of its traces (which hold
         agent content, where others had items skipped), as :meth:`sort` did then; nothing is read
         back: its traces' earlier items were read back then."""
-        self.late(self.sort(payload, offset, logs=logs).kept_traces)
+        self.late(self.sort(payload, offset, logs=logs, owns=owns).kept_traces)
 
-    def sort(self, payload: bytes, offset: int, *, logs: bool = False) -> Sorted:
-        """Triage of the request at ``offset`` of the log (spans, or log records with ``logs``)."""
+    def sort(self, payload: bytes, offset: int, *, logs: bool = False, owns: Owns | None = None) -> Sorted:
+        """Triage of the request at ``offset`` of the log (spans, or log records with ``logs``);
+        with ``owns``, of the items of the traces it owns only (a worker's share)."""
         now = self._clock()
         self.expire()
         try:
-            groups = _groups(payload, wire.LOG_TRACE_ID if logs else wire.SPAN_TRACE_ID)
+            groups = _groups(payload, wire.LOG_TRACE_ID if logs else wire.SPAN_TRACE_ID, owns)
         except wire.WireError:
-            return Sorted(kept=payload, whole=True)  # the decoder says what is wrong with it
+            # the decoder says what is wrong with it (once: the worker owning items without a trace)
+            whole = owns is None or owns(b"")
+            return Sorted(kept=payload if whole else None, whole=whole)
         view = memoryview(payload)
         agent_here: set[bytes] = set()
         plain: list[_Scope] = []
         items = 0
+        partial = False
         for _, _, scopes in groups:
             for scope in scopes:
                 items += len(scope.items)
+                if len(scope.items) < scope.total:
+                    partial = True
+                if not scope.items:
+                    continue
                 if self._marked(view, scope.start, scope.end):
                     scope.kept = scope.items
                     agent_here.update(trace_id for _, _, trace_id in scope.items)
@@ -186,7 +197,7 @@ class Triage:
                     plain.append(scope)
         agent_here.discard(b"")
         self._remember_agent(agent_here, now)
-        if not plain:
+        if not plain and not partial:
             return Sorted(kept=payload, whole=True, kept_items=items, kept_traces=agent_here)
         result = Sorted(kept=None, whole=False, kept_traces=agent_here)
         skipped = result.skipped
@@ -243,17 +254,34 @@ class _Service:
         return self._name if not isinstance(self._name, _Service) else None
 
 
-def _groups(payload: bytes, id_field: int) -> list[_Group]:
+def cut_owned(payload: bytes, owns: Owns, *, logs: bool = False) -> bytes | None:
+    """The request with only the items of the traces ``owns`` owns (None when it has none; the
+    payload itself when it has only those)."""
+    groups = _groups(payload, wire.LOG_TRACE_ID if logs else wire.SPAN_TRACE_ID, owns)
+    if all(len(scope.items) == scope.total for _, _, scopes in groups for scope in scopes):
+        return payload
+    for _, _, scopes in groups:
+        for scope in scopes:
+            scope.kept = scope.items
+    return _cut(payload, groups)[0]
+
+
+def _groups(payload: bytes, id_field: int, owns: Owns | None = None) -> list[_Group]:
+    """The resource groups of ``payload`` and their scope groups; with ``owns``, a scope's
+    ``items`` are only those whose trace it owns (``total`` counts them all)."""
     groups: list[_Group] = []
     for number, wire_type, _, start, end in wire.fields(payload):
         if number != wire.RESOURCE_GROUPS or wire_type != 2:
             continue
         service = _Service(start, end)
-        scopes = [
-            _Scope(s_start, s_end, wire.items(payload, s_start, s_end, wire.ITEMS, id_field), service)
-            for s_no, s_type, _, s_start, s_end in wire.fields(payload, start, end)
-            if s_no == wire.SCOPE_GROUPS and s_type == 2
-        ]
+        scopes = []
+        for s_no, s_type, _, s_start, s_end in wire.fields(payload, start, end):
+            if s_no == wire.SCOPE_GROUPS and s_type == 2:
+                found = wire.items(payload, s_start, s_end, wire.ITEMS, id_field)
+                total = len(found)
+                if owns is not None:
+                    found = [item for item in found if owns(item[2])]
+                scopes.append(_Scope(s_start, s_end, found, service, total=total))
         groups.append((start, end, scopes))
     return groups
 
@@ -270,7 +298,7 @@ def _cut(payload: bytes, groups: Sequence[_Group]) -> tuple[bytes | None, int]:
             if not kept:
                 continue
             total += len(kept)
-            if len(kept) == len(scope.items):
+            if len(kept) == scope.total:
                 by_scope[scope.start] = payload[scope.start : scope.end]
                 continue
             kept_at = {item[0] for item in kept}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from tracescorer.runner.bindings import BoundScorer
@@ -28,13 +29,26 @@ class Recovering(Protocol):
     ) -> object: ...
 
 
-async def recover_unscored(runner: Recovering, window_s: float) -> None:
+@dataclass(frozen=True, slots=True)
+class RecoveryScope:
+    """Which targets a runner recovers: with worker processes each recovers the runs of its own
+    traces (``owns``, by hex trace id: after its own restart too) and the daemon's runner the
+    conversations; without, the daemon's runner recovers everything."""
+
+    runs: bool = True
+    conversations: bool = True
+    owns: Callable[[str], bool] | None = None
+
+
+async def recover_unscored(runner: Recovering, window_s: float, scope: RecoveryScope = RecoveryScope()) -> None:
     """Score the targets of the last ``window_s`` that some current binding has not decided (the
     daemon stopped between assembly and scoring, or shutdown cancelled their scoring)."""
     if window_s <= 0:
         return
-    run_bindings = [b for b in runner.bindings if b.binding.scope == "run"]
-    conv_bindings = runner.conversation_bindings
+    run_bindings = [b for b in runner.bindings if b.binding.scope == "run"] if scope.runs else []
+    conv_bindings = runner.conversation_bindings if scope.conversations else []
+    if not run_bindings and not conv_bindings:
+        return
     try:
         pending = await runner.scores.unscored_recent(
             [b.binding.id for b in run_bindings],
@@ -44,19 +58,20 @@ async def recover_unscored(runner: Recovering, window_s: float) -> None:
     except Exception:  # recovery is best effort
         log.exception("scoring recovery query failed")
         return
-    if pending.runs or pending.conversation_ids:
+    runs = pending.runs if scope.owns is None else [r for r in pending.runs if scope.owns(r.trace_id)]
+    if runs or pending.conversation_ids:
         log.info(
             "scoring recovery: %d run(s), %d conversation(s) without a decision",
-            len(pending.runs),
-            len(pending.conversation_ids),
+            len(runs),
+            len(pending.conversation_ids) if conv_bindings else 0,
         )
-    for run in pending.runs:
+    for run in runs:
         target = run_target(run)
         done = pending.decided.get(("run", run.run_id), frozenset())
         for bound in run_bindings:
             if bound.binding.id not in done:
                 runner.decide(bound, target, "live")
-    for cid in pending.conversation_ids:
+    for cid in pending.conversation_ids if conv_bindings else ():
         done = pending.decided.get(("conversation", cid), frozenset())
         missing = [b for b in conv_bindings if b.binding.id not in done]
         if missing:

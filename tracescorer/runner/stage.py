@@ -38,7 +38,7 @@ from tracescorer.runner.decider import Decision, decide, outcome
 from tracescorer.runner.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.runner.pool import WorkerPool
 from tracescorer.runner.records import decision_detail, decision_record, score_record
-from tracescorer.runner.recovery import recover_unscored
+from tracescorer.runner.recovery import RecoveryScope, recover_unscored
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
@@ -95,8 +95,10 @@ class ScoringRunner:
         rate: Limiter | None = None,
         shared_budget: bool = False,
         caps: BindingCaps | None = None,
+        recovery: RecoveryScope | None = None,
     ) -> None:
         self._bound = list(bound)
+        self._recovery = recovery or RecoveryScope()  # what this runner recovers at start
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
         self._runs = runs
@@ -167,7 +169,7 @@ class ScoringRunner:
             await asyncio.to_thread(judge.preload)
         await self.start_workers()
         if self._bound:
-            recovery = recover_unscored(self, self._settings.scoring.recover_window_s)
+            recovery = recover_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
             self._tasks.append(asyncio.create_task(recovery, name="scoring-recovery"))
         if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
             self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))

@@ -8,6 +8,7 @@ offsets, so a crash loses nothing acknowledged and a restart is a replay. See
 
 from tracescorer.seglog.log import LogClosed, LogError, LogFull, SegmentLog, build_segment_log
 from tracescorer.seglog.segments import LOGS, TRACES, CorruptRecord, Record, written_since
+from tracescorer.seglog.view import LogReader, LogView
 
 __all__ = [
     "LOGS",
@@ -16,6 +17,8 @@ __all__ = [
     "LogClosed",
     "LogError",
     "LogFull",
+    "LogReader",
+    "LogView",
     "Record",
     "SegmentLog",
     "build_segment_log",

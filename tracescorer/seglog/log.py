@@ -36,7 +36,7 @@ from tracescorer.seglog.segments import (
     Record,
     frame,
     fsync_dir,
-    read_records,
+    read_range,
     segment_name,
     segments,
     valid_length,
@@ -332,22 +332,7 @@ class SegmentLog:
         """Synced records from offset ``start`` (the end of a record; an offset before the oldest
         segment kept reads from it), about ``max_bytes`` of payload at most. Blocking file I/O: call
         it in a worker thread. Raises :class:`CorruptRecord` at a damaged record."""
-        end = self.end_offset
-        found = segments(self.directory)
-        out: list[Record] = []
-        taken = 0
-        for i, (base, path) in enumerate(found):
-            segment_end = found[i + 1][0] if i + 1 < len(found) else end
-            if segment_end <= start:
-                continue
-            for record in read_records(path, base, max(start, base), max_bytes - taken):
-                if record.offset >= end:
-                    return out
-                out.append(record)
-                taken += len(record.payload)
-            if taken >= max_bytes:
-                break
-        return out
+        return read_range(self.directory, start, self.end_offset, max_bytes)
 
     def segment_bases(self) -> list[int]:
         """The base offsets of the segments kept, oldest first."""

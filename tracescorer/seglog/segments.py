@@ -78,15 +78,16 @@ def written_since(directory: Path, since: float) -> int | None:
     return None
 
 
-def read_records(path: Path, base: int, start: int, max_bytes: int) -> Iterator[Record]:
+def read_records(path: Path, base: int, start: int, max_bytes: int, until: int = 1 << 62) -> Iterator[Record]:
     """Records of the segment at ``path`` (base offset ``base``) from log offset ``start``, up to about
-    ``max_bytes`` of payload; stops at the segment's end. Raises :class:`CorruptRecord` at a record
+    ``max_bytes`` of payload; stops at the segment's end or at log offset ``until`` (the synced end:
+    what follows may be half written). Raises :class:`CorruptRecord` at a record
     whose header or checksum does not hold (a torn tail of the segment still being written is
     cut off at open, so past it this means damage)."""
     with open(path, "rb") as fh:
         fh.seek(start - base)
         offset, taken = start, 0
-        while taken < max_bytes:
+        while taken < max_bytes and offset < until:
             header = fh.read(HEADER.size)
             if not header:
                 return
@@ -103,6 +104,25 @@ def read_records(path: Path, base: int, start: int, max_bytes: int) -> Iterator[
             yield Record(offset, kind, payload)
             offset += HEADER.size + length
             taken += length
+
+
+def read_range(directory: Path, start: int, end: int, max_bytes: int) -> list[Record]:
+    """Records of the log in ``directory`` from offset ``start`` (an offset before the oldest
+    segment kept reads from it) up to the synced end ``end``, about ``max_bytes`` of payload at
+    most. Blocking file I/O. Raises :class:`CorruptRecord` at a damaged record."""
+    found = segments(directory)
+    out: list[Record] = []
+    taken = 0
+    for i, (base, path) in enumerate(found):
+        segment_end = found[i + 1][0] if i + 1 < len(found) else end
+        if segment_end <= start:
+            continue
+        for record in read_records(path, base, max(start, base), max_bytes - taken, end):
+            out.append(record)
+            taken += len(record.payload)
+        if taken >= max_bytes:
+            break
+    return out
 
 
 def valid_length(path: Path) -> int:

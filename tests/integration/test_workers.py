@@ -1,0 +1,201 @@
+"""Worker processes (``workers.count``): each takes its share of the trace ids from the segment log.
+Every trace is assembled and scored once whichever worker has it, a conversation whose turns land
+on different workers is scored once, and a worker killed under load is started again with nothing
+acknowledged lost and nothing stored or scored twice."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+import psutil
+import pytest
+from fakes.fake_openai import FakeOpenAI, Reply
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from support.daemon import DaemonProcess, config_dict, wait_for
+from support.otlp import agent_trace
+from support.routing import Acked, RoutingExporter, SequentialTraceIds
+
+from tracescorer.demo import emit_conversations
+from tracescorer.feed.partition import Partition
+from tracescorer.store.duckdb import open_read_only
+
+pytestmark = pytest.mark.slow
+
+CONV = "conversation-across-workers"
+
+
+def _metric(daemon: DaemonProcess, name: str) -> float:
+    text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def _workers(daemon: DaemonProcess) -> list[psutil.Process]:
+    assert daemon.proc is not None
+    return [
+        p
+        for p in psutil.Process(daemon.proc.pid).children()
+        if p.status() != psutil.STATUS_ZOMBIE and "tracescorer.workers.child" in " ".join(p.cmdline())
+    ]
+
+
+def _count(daemon: DaemonProcess, sql: str) -> int:
+    return int(daemon.query_json(sql)[0]["n"])
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(default=Reply.json({"satisfied": True, "reasoning": "every question answered"})) as server:
+        yield server
+
+
+def test_a_conversation_split_across_workers_is_scored_once(tmp_path, fake):
+    cfg = config_dict(
+        tmp_path,
+        workers={"count": 2},
+        assembly={"idle_s": 0.3, "conversation_idle_s": 1.5},
+        judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 30},
+        scorers=[
+            {
+                "id": "conversation-judge",
+                "prebuilt": "multi_turn_judge",
+                "scope": "conversation",
+                "options": {"criterion": "The agent answered every question"},
+                "threshold": 1,
+            },
+            {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run"},
+        ],
+        store={"postgres": {"claim_interval_s": 0.2, "claim_lease_s": 3.0}},
+        shutdown={"grace_s": 10},
+    )
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    try:
+        assert len(_workers(daemon)) == 2
+        acked = Acked(1)
+        turns = [(f"split question {i}?", None, None, None, f"split answer {i}.") for i in range(4)]
+        emit_conversations(
+            "",
+            [{"id": CONV, "agent": "support", "turns": turns}],
+            exporter=RoutingExporter([daemon.grpc_endpoint], acked),
+            id_generator=SequentialTraceIds(1000),  # consecutive ids: the turns alternate between the workers
+        )
+        shares = {Partition(0, 2).owns_hex(t) for t in acked.traces[0]}
+        assert shares == {True, False}, "the turns landed on both workers"
+        row = wait_for(
+            lambda: daemon.query_json("SELECT * FROM scores WHERE scorer_id = 'conversation-judge'") or None,
+            60,
+            interval_s=0.2,
+            what="the conversation score",
+        )[0]
+        assert row["conversation_id"] == CONV and row["score"] == 1.0
+        assert sorted(json.loads(row["metadata"])["run_ids"]) == sorted(
+            r["run_id"] for r in daemon.query_json(f"SELECT run_id FROM runs WHERE conversation_id = '{CONV}'")
+        )
+        wait_for(
+            lambda: _count(daemon, "SELECT count(*) AS n FROM scores WHERE scorer_id = 'non-empty'") == 4,
+            30,
+            interval_s=0.2,
+            what="every turn scored",
+        )
+        # the claims settle and nobody scores it again: one judge call for the conversation
+        wait_for(
+            lambda: (
+                _count(
+                    daemon,
+                    "SELECT count(*) AS n FROM conversation_activity WHERE scored_seq = activity_seq AND claimed_by IS NULL",
+                )
+                == 1
+            ),
+            30,
+            interval_s=0.2,
+            what="the conversation settled",
+        )
+        assert sum(1 for r in fake.requests if "split answer" in r.prompt_text) == 1
+        assert _metric(daemon, 'tracescorer_conversation_claims_total{outcome="claimed"}') == 1
+        # both workers' counters reach the daemon's /metrics
+        assert _metric(daemon, "tracescorer_runs_extracted_total") == 4
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
+
+
+def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": f"workers-{index}"}))
+    exporter = RoutingExporter([endpoint], acked, timeout_s=5)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50, max_export_batch_size=200))
+    tracer = provider.get_tracer("tests.workers")
+    n = 0
+    while not stop.is_set():
+        agent_trace(tracer, user=f"question {index}-{n}", answer=f"answer {index}-{n}")
+        n += 1
+        if n % 20 == 0:
+            stop.wait(0.005)
+    provider.shutdown()  # everything sent: the daemon lives on
+
+
+def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(tmp_path):
+    cfg = config_dict(
+        tmp_path,
+        workers={"count": 2},
+        assembly={"idle_s": 0.3},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+        shutdown={"grace_s": 10},
+    )
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [
+        threading.Thread(target=_produce, args=(daemon.grpc_endpoint, acked, stop, i), daemon=True) for i in range(2)
+    ]
+    try:
+        for p in producers:
+            p.start()
+        wait_for(lambda: _count(daemon, "SELECT count(*) AS n FROM scores") > 50, 60, what="the first scores")
+        victim = _workers(daemon)[0]
+        victim.kill()
+        wait_for(
+            lambda: len(_workers(daemon)) == 2 and victim.pid not in {w.pid for w in _workers(daemon)},
+            60,
+            interval_s=0.1,
+            what="the worker started again",
+        )
+        after = len(acked.spans[0])
+        wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+    try:
+        want_traces = set(acked.traces[0])
+        wait_for(
+            lambda: _count(daemon, "SELECT count(DISTINCT trace_id) AS n FROM runs") >= len(want_traces),
+            90,
+            interval_s=0.25,
+            what="every acknowledged trace's run",
+        )
+        wait_for(
+            lambda: _count(daemon, "SELECT count(*) AS n FROM scores") == len(want_traces),
+            60,
+            interval_s=0.25,
+            what="every run scored",
+        )
+        assert _metric(daemon, "tracescorer_worker_restarts_total") == 1
+        scored = _metric(daemon, 'tracescorer_scores_total{scorer="non-empty"')
+        assert scored >= len(want_traces)
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
+    con = open_read_only(daemon.db_path)
+    try:
+        total, distinct = con.execute("SELECT count(*), count(DISTINCT span_id) FROM spans").fetchone()
+        stored = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
+        decisions = con.execute(
+            "SELECT count(*) FROM (SELECT target_id FROM scoring_decisions GROUP BY target_id, scorer_id HAVING count(*) > 1)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert not set(acked.spans[0]) - stored, f"{len(set(acked.spans[0]) - stored)} acknowledged spans lost"
+    assert total == distinct, f"{total - distinct} span rows stored twice"
+    assert decisions == 0

@@ -1,0 +1,188 @@
+"""A worker process: ``python -m tracescorer.workers.child --fd N --store-fd M --index K --count C``.
+
+Started by :class:`~tracescorer.workers.pool.WorkerPool`. It takes its partition ``K`` of ``C``
+of the traces (:mod:`tracescorer.feed.partition`) from the segment log the main process writes
+(:class:`~tracescorer.seglog.LogView`), stores their span rows through its own connection to the
+store process (``--store-fd``), assembles, extracts runs and scores them
+(:class:`~tracescorer.workers.pipeline.Pipeline`), and tells the main process how far it is, the
+scores it committed and its metrics (:mod:`tracescorer.workers.messages`). It ignores SIGINT and
+SIGTERM: the main process stops it (``STOP``), or its end of the socket closes (the main process
+is gone) and it stops as at a stop. It exits with :data:`~.messages.EXIT_STORE_LOST` when its
+store connection is lost; the main process starts it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+
+from tracescorer import logs
+from tracescorer.feed.partition import Partition
+from tracescorer.ipc import AsyncChannel, encode
+from tracescorer.lifecycle import Stages
+from tracescorer.metrics import Metrics
+from tracescorer.records.scores import ScoreRecord
+from tracescorer.runner.recovery import RecoveryScope
+from tracescorer.seglog import LogView
+from tracescorer.store.factory import build_worker_stores
+from tracescorer.workers import messages as m
+from tracescorer.workers.pipeline import Pipeline, build_runner
+
+log = logging.getLogger("tracescorer.workers")
+
+#: how often progress is told while it moves (and at least every second), metrics every 2 s
+PROGRESS_S, METRICS_S = 0.2, 2.0
+
+
+class _ScoresOut:
+    """Score rows committed here, told to the main process (its exporter, monitors, metrics)."""
+
+    def __init__(self, channel: AsyncChannel) -> None:
+        self._channel = channel
+
+    def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
+        self._channel.send(encode((m.SCORES, list(scores))))
+
+
+class Worker:
+    """One worker process's stages (see the module docstring)."""
+
+    def __init__(self, channel: AsyncChannel, start: m.Start, store_fd: int, partition: Partition) -> None:
+        s = start.settings
+        self.channel = channel
+        self.name = f"w{partition.index}"
+        self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
+        self.stores = build_worker_stores(s, self.metrics, attach_fd=store_fd, owner=start.owner)
+        self.view = LogView(start.log_dir)
+        self.view.advance(start.end)
+        # this worker's runs left unscored (also those of its own previous life); the daemon's runner
+        # recovers conversations (claimed by whichever worker then)
+        recovery = RecoveryScope(conversations=False, owns=partition.owns_hex)
+        self.runner = build_runner(s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery)
+        self.pipeline = Pipeline(s, self.stores, self.metrics, self.view, self.runner, partition=partition)
+        self.grace_s = s.shutdown.grace_s
+        self._deadline = 0.0
+
+    def progress(self) -> m.Progress:
+        feed = self.pipeline.feed
+        return m.Progress(feed.offset, self.view.keep_from, feed.lag_s, feed.held_by, feed.failure)
+
+    async def run(self) -> int:
+        """Start, serve until told to stop (or the main process is gone), stop; the exit status."""
+        stages = Stages(lambda: self._deadline)
+        self._deadline = time.monotonic() + self.grace_s
+        reserve = min(5.0, self.grace_s * 0.2)
+        try:
+            for component in self.stores.components:
+                await stages.enter(component)
+            await self.pipeline.enter_idler(stages, reserve_s=reserve)
+            await stages.enter(self.runner, reserve_s=reserve + 1.0)
+            await self.pipeline.enter_intake(stages, reserve_s=reserve)
+        except BaseException:
+            log.exception("worker %s could not start", self.name)
+            await stages.aclose()
+            return 1
+        self.channel.send(encode((m.READY, self.progress())))
+        reporter = asyncio.create_task(self._report(), name="worker-report")
+        status = await self._serve()
+        reporter.cancel()
+        if status == m.EXIT_STORE_LOST:
+            log.error("worker %s lost its store connection; exiting to be started again", self.name)
+        drained = False
+        try:
+            await stages.aclose()
+            drained = True
+        finally:
+            self.channel.send(encode((m.PROGRESS, self.progress())))
+            self.channel.send(encode((m.STOPPED, drained)))
+        return status
+
+    async def _serve(self) -> int:
+        recv = asyncio.ensure_future(self.channel.recv())
+        lost = asyncio.ensure_future(self.stores.lost.wait()) if self.stores.lost is not None else None
+        try:
+            while True:
+                waiting = [recv] if lost is None else [recv, lost]
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if lost is not None and lost.done():
+                    self._deadline = time.monotonic() + 1.0
+                    return m.EXIT_STORE_LOST
+                message = recv.result()
+                if message is None:  # the main process is gone: stop as at a stop
+                    log.warning("worker %s: the daemon went away; stopping", self.name)
+                    self._deadline = time.monotonic() + self.grace_s
+                    return 0
+                kind, value = message
+                if kind == m.END:
+                    self.view.advance(*value)
+                elif kind == m.STOP:
+                    self._deadline = time.monotonic() + float(value)
+                    return 0
+                recv = asyncio.ensure_future(self.channel.recv())
+        finally:
+            for task in (recv, lost):
+                if task is not None and not task.done():
+                    task.cancel()
+
+    async def _report(self) -> None:
+        told, told_at, metrics_at = None, 0.0, 0.0
+        while True:
+            await asyncio.sleep(PROGRESS_S)
+            now = time.monotonic()
+            progress = self.progress()
+            if progress != told or now - told_at >= 1.0:
+                self.channel.send(encode((m.PROGRESS, progress)))
+                told, told_at = progress, now
+            if now - metrics_at >= METRICS_S:
+                self.channel.send(encode((m.METRICS, self.metrics.snapshot())))
+                metrics_at = now
+
+
+async def _main(fd: int, store_fd: int, partition: Partition) -> int:
+    channel = await AsyncChannel.open(socket.socket(fileno=fd))
+    first = await channel.recv()
+    if first is None or first[0] != m.START:
+        return 1
+    start: m.Start = first[1]
+    logs.configure(start.log_level, start.log_format)  # type: ignore[arg-type]
+    worker = Worker(channel, start, store_fd, partition)
+    status = await worker.run()
+    channel.send(encode((m.METRICS, worker.metrics.snapshot())))
+    await asyncio.sleep(0)  # let the sender write what is queued
+    await channel.drain()
+    channel.close()
+    return status
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (the main process starts it; see the module docstring)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tracescorer-worker")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--store-fd", type=int, required=True)
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--count", type=int, required=True)
+    args = parser.parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the main process decides
+        signal.signal(sig, signal.SIG_IGN)
+    os.umask(0o077)
+    try:
+        status = asyncio.run(_main(args.fd, args.store_fd, Partition(args.index, args.count)))
+    except BaseException:
+        log.exception("the worker process failed")
+        status = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    main()

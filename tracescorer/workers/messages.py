@@ -1,0 +1,47 @@
+"""What the daemon's main process and its worker processes tell each other (framed pickles over a
+socketpair, :mod:`tracescorer.ipc`): a message is ``(kind, value)``.
+
+main → worker: ``START`` (:class:`Start`, first), ``END`` (``(end offset, synced at)``: the segment
+log is synced up to there), ``STOP`` (seconds left to drain).
+worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
+for the daemon's exporter, monitors and score metrics), ``METRICS`` (a snapshot of its metrics),
+``STOPPED`` (whether it drained).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracescorer.config import Settings
+
+START, END, STOP = "start", "end", "stop"
+READY, PROGRESS, SCORES, METRICS, STOPPED = "ready", "progress", "scores", "metrics", "stopped"
+
+#: a worker's exit status when its store connection was lost (the store process restarts): the
+#: main process starts it again with a new connection
+EXIT_STORE_LOST = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """What a worker needs to start: its settings, its name in claims, where the log is and how
+    far it is synced, how to log."""
+
+    settings: Settings
+    owner: str
+    log_dir: str
+    end: int
+    log_level: str
+    log_format: str
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a worker's feed is: every request before ``offset`` handled; records before
+    ``keep_from`` no longer needed (the main process deletes segments every worker passed)."""
+
+    offset: int
+    keep_from: int
+    lag_s: float
+    held_by: str | None
+    failure: str | None
