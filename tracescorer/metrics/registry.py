@@ -12,6 +12,7 @@ from tracescorer.metrics.assembly import AssemblyFamilies
 from tracescorer.metrics.calibration import CalibrationFamilies
 from tracescorer.metrics.export import ExportFamilies
 from tracescorer.metrics.ingest import IngestFamilies
+from tracescorer.metrics.merge import MergedView, Snapshot, take_snapshot
 from tracescorer.metrics.monitors import MonitorFamilies
 from tracescorer.metrics.scores import ScoreFamilies
 from tracescorer.metrics.scoring import ScoringFamilies
@@ -30,7 +31,11 @@ class Metrics(
     CalibrationFamilies,
     MonitorFamilies,
 ):
-    """Every metric the daemon exports; components receive this object explicitly."""
+    """Every metric the daemon exports; components receive this object explicitly.
+
+    Each process of the daemon has its own; a worker sends its parent :meth:`snapshot` every few
+    seconds, the parent :meth:`absorb` s it and its :meth:`render` shows the whole daemon.
+    """
 
     def __init__(self, *, score_buckets: Sequence[float] = DEFAULT_SCORE_BUCKETS) -> None:
         # prometheus_client's own switch (process-wide, read at each scrape): counters and
@@ -56,6 +61,30 @@ class Metrics(
         self._declare_scores(r, score_buckets)
         self._declare_calibration(r)
         self._declare_monitors(r)
+        self._merged = MergedView(r)
+
+    def snapshot(self) -> Snapshot:
+        """This process's current ``tracescorer_*`` samples and its CPU seconds and resident
+        memory, picklable, for its parent's :meth:`absorb`."""
+        return take_snapshot(self.registry)
+
+    def absorb(self, source: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as the latest of the worker ``source`` (replacing its previous one)."""
+        self._merged.absorb(source, snapshot)
+
+    def retire(self, source: str, *, pid: int | None = None) -> None:
+        """The worker ``source`` exited: its counters and histograms are carried on, so that no
+        exposed counter goes backwards when a new process takes the name; its gauges go."""
+        self._merged.retire(source, pid=pid)
+
+    def sources(self) -> list[str]:
+        """The live workers whose latest snapshots :meth:`render` adds."""
+        return self._merged.sources()
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The ``/metrics`` exposition: per family and label set, this process's value plus the
+        carried totals of retired workers plus every live worker's latest snapshot. Gauges are
+        summed across processes too. ``tracescorer_worker_cpu_seconds_total`` and
+        ``tracescorer_worker_resident_memory_bytes`` give each live worker's own figures;
+        ``process_*`` and ``tracescorer_build_info`` are this process's."""
+        return generate_latest(self._merged)
