@@ -185,6 +185,8 @@ class App:
             await stages.enter(component)
         await stages.enter(self.segment_log)  # after the store: stopped once nothing appends any more
         self.metrics.feed_lag_bytes.set_function(lambda: self.feed.lag_bytes)
+        if self.pool is not None:  # the slowest worker's (each worker's own is not set)
+            self.metrics.feed_lag_seconds.set_function(lambda: self.feed.lag_s)
         self.metrics.log_bytes.set_function(lambda: self.segment_log.kept_bytes)
         self.metrics.track_queue(lambda: st.intake.pending_items)
         self.metrics.track_readiness(self.readiness.not_ready_reason)

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, config_dict, store_children, wait_for
 from support.otlp import agent_trace
 from support.reaper import ReapedDaemon
 from support.routing import Acked, RoutingExporter
@@ -120,7 +120,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
         )
         assert daemon.proc is not None
         main = psutil.Process(daemon.proc.pid)
-        [store] = main.children()  # the store process, which owns the DuckDB file
+        [store] = store_children(main.pid)  # the store process, which owns the DuckDB file
         if victims == "daemon-and-store":
             store.kill()
         assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
@@ -158,7 +158,7 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
 
 def _store_child(daemon: DaemonProcess) -> psutil.Process | None:
     assert daemon.proc is not None
-    children = [p for p in psutil.Process(daemon.proc.pid).children() if p.status() != psutil.STATUS_ZOMBIE]
+    children = store_children(daemon.proc.pid)
     return children[0] if len(children) == 1 else None
 
 
@@ -237,7 +237,7 @@ def test_kill_9_of_the_daemon_lets_its_store_process_commit_and_exit_0(tmp_path)
             for p in producers:
                 p.start()
             wait_for(lambda n=before + 300: len(acked.spans[0]) >= n, 120, interval_s=0.05, what="spans acknowledged")
-            [store] = psutil.Process(daemon.daemon_pid).children()
+            [store] = store_children(daemon.daemon_pid)
             os.kill(daemon.daemon_pid, signal.SIGKILL)  # under load: replies in flight, unread
             assert daemon.exit_code(store.pid) == 0, f"round {round_}: {daemon.log()[-3000:]}"
         finally:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 import pytest
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, config_dict, store_children, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 
 from tracescorer.control import QUERY_PATH, RemoteQueryError, ServeInfo, remote_query
@@ -47,7 +47,7 @@ def _post(info: ServeInfo, sql: str) -> tuple[int, dict[str, Any], dict[str, str
 
 def _store_process(daemon: DaemonProcess) -> psutil.Process:
     assert daemon.proc is not None
-    [store] = psutil.Process(daemon.proc.pid).children()
+    [store] = store_children(daemon.proc.pid)
     return store
 
 

@@ -274,3 +274,19 @@ def run_dicts(
     runs_query = queries.runs(trace_id=trace_id, conversation_id=conversation_id)
     _, rows = _raw(db_path, runs_query.sql, 100_000, runs_query.params)
     return [json.loads(json.dumps(run_from_row(row).to_dict(), default=str)) for row in rows]
+
+
+def store_children(pid: int) -> list[Any]:
+    """The live store processes among ``pid``'s children (beside them: worker processes)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "tracescorer.store.duckdb.server" in " ".join(
+                child.cmdline()
+            ):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found

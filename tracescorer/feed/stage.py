@@ -279,7 +279,8 @@ class LogFeed:
         self.offset = batch.end
         synced = self._log.synced_at(records[-1].offset)
         self.lag_s = max(0.0, time.time() - synced) if synced is not None else 0.0
-        self._metrics.feed_lag_seconds.set(self.lag_s)
+        if self.partition is None:  # a worker's: the daemon shows its slowest worker's
+            self._metrics.feed_lag_seconds.set(self.lag_s)
         await self._save()
 
     async def _hand_on(self, batch: Batch, received: tuple[float, float]) -> None:

@@ -25,6 +25,7 @@ class IngestFamilies(Families):
     feed_lag_bytes: Gauge
     log_bytes: Gauge
     feed_failures: Counter
+    worker_restarts: Counter
     log_damaged: Counter
     triage_items: Counter
     triage_lost_traces: Counter
@@ -106,6 +107,11 @@ class IngestFamilies(Families):
         self.feed_failures = Counter(
             "tracescorer_feed_failures",
             "Batches the segment log's feed failed to handle (a bug: logged, tried again from what is stored)",
+            registry=r,
+        )
+        self.worker_restarts = Counter(
+            "tracescorer_worker_restarts",
+            "Worker processes started again after they exited unexpectedly (workers.count)",
             registry=r,
         )
         self.log_damaged = Counter(

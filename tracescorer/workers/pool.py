@@ -42,6 +42,29 @@ START_TIMEOUT_S = 120.0  # a worker's start: judge preload, its store connection
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
+def share(settings: Settings, count: int) -> Settings:
+    """A worker's settings: the daemon's in-memory bounds (assembly's traces and spans, triage's
+    traces, the scoring queue, concurrent judge calls and code scorers) split between ``count``
+    workers, so the daemon's memory stays bounded by its configuration, not by its worker count."""
+
+    def part(value: int) -> int:
+        return -(-value // count)  # rounded up: 0 stays 0, a positive bound stays positive
+
+    s = settings
+    return s.model_copy(
+        update={
+            "assembly": s.assembly.model_copy(
+                update={"max_traces": part(s.assembly.max_traces), "max_spans": part(s.assembly.max_spans)}
+            ),
+            "triage": s.triage.model_copy(update={"max_traces": part(s.triage.max_traces)}),
+            "scoring": s.scoring.model_copy(
+                update={"max_queue": part(s.scoring.max_queue), "workers": part(s.scoring.workers)}
+            ),
+            "judge": s.judge.model_copy(update={"max_concurrency": part(s.judge.max_concurrency)}),
+        }
+    )
+
+
 @dataclass(slots=True)
 class _Worker:
     index: int
@@ -142,6 +165,11 @@ class WorkerPool:
             self._stopping = True
             await self._kill_all()
             raise
+        log.info(
+            "%d worker process(es) read the segment log, a share of the trace ids each (pids %s)",
+            len(self.workers),
+            ", ".join(str(w.process.pid) for w in self.workers if w.process is not None),
+        )
         self._tasks = [
             asyncio.create_task(self._tell_end(), name="workers-end"),
             asyncio.create_task(self._release(), name="workers-release"),
@@ -211,7 +239,7 @@ class WorkerPool:
         w.channel = await AsyncChannel.open(parent)
         end = self._log.end_offset
         start = m.Start(
-            settings=self._settings,
+            settings=share(self._settings, len(self.workers)),
             owner=f"{self._owner}/{w.name}",
             log_dir=str(self._log.directory),
             end=end,
@@ -240,7 +268,7 @@ class WorkerPool:
                 w.stopped.set_result(bool(value))
         channel.close()
         status = await process.wait()
-        self._metrics.retire(w.name)
+        self._metrics.retire(w.name, pid=process.pid)
         w.channel = None
         if w.ready is not None and not w.ready.done():
             w.down = f"not started (exit status {status})"
