@@ -71,26 +71,33 @@ class Intake(Protocol):
         span_offsets: Sequence[int] | None = None,
         log_offsets: Sequence[int] | None = None,
         skipped: Sequence[SkippedTrace] = (),
+        consumer: str = "",
     ) -> AppendOutcome:
         """Store spans and log records (with the log offsets of their requests, one per item) and
         the traces triage skipped; returns once they are committed, all in one transaction unless
-        some cannot be stored.
+        some cannot be stored. ``consumer`` names the feed (a worker's) that stores them: its
+        :meth:`FeedState.rows_through` mark is committed with the rows (``""``: the single feed).
         Raises :class:`QueueFull` (intake bounded), :class:`StoreClosed` or :class:`StoreError`;
         items whose values cannot be stored are refused one by one in the outcome."""
 
 
 class FeedState(Protocol):
-    """Where the segment log's feed stands, kept beside the span rows it writes."""
+    """Where each feed of the segment log stands, kept beside the span rows it writes. A feed is a
+    consumer: ``""`` the single feed of a daemon without workers, a name per worker otherwise."""
 
-    async def rows_through(self) -> int | None:
+    async def rows_through(self, consumer: str = "") -> int | None:
         """The largest log offset of a stored span, log or skipped-trace row (None when no row has one): every
-        request up to it was stored whole, a batch at a time."""
+        request up to it was stored whole, a batch at a time. For a named consumer: of the rows it
+        stored (exact: committed with them, and kept when retention deletes them)."""
 
-    async def feed_offset(self) -> int:
-        """Where the feed resumes: every request before it was handled (0 at first)."""
+    async def feed_offset(self, consumer: str = "") -> int:
+        """Where the consumer's feed resumes: every request before it was handled (0 at first)."""
 
-    async def set_feed_offset(self, offset: int) -> None:
-        """Remember where the feed resumes."""
+    async def set_feed_offset(self, offset: int, consumer: str = "") -> None:
+        """Remember where the consumer's feed resumes."""
+
+    async def feed_consumers(self) -> dict[str, tuple[int, int | None]]:
+        """The saved state of every named consumer: name -> (:meth:`feed_offset`, :meth:`rows_through`)."""
 
 
 class SpanLog(Protocol):

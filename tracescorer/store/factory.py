@@ -3,6 +3,8 @@
 :func:`build_stores` returns :class:`Stores`: one object per consumer protocol of
 :mod:`tracescorer.store.api` (several may be the same engine) and the components to start, in
 order. Nothing forwards calls: each stage is handed the engine that serves its part.
+:func:`build_worker_stores` gives a worker process the same parts over a channel of the
+daemon's store process, without retention (the daemon runs it).
 """
 
 from __future__ import annotations
@@ -85,8 +87,11 @@ class _BothHealthy:
         return next((f for e in self._engines if (f := e.write_failure) is not None), None)
 
 
-def build_span_log(settings: Settings, observer: CommitObserver | None = None) -> DuckDBStore:
-    """The daemon's DuckDB file (the whole store in duckdb mode)."""
+def build_span_log(
+    settings: Settings, observer: CommitObserver | None = None, *, attach_fd: int | None = None
+) -> DuckDBStore:
+    """The daemon's DuckDB file (the whole store in duckdb mode); with ``attach_fd``, a worker's
+    client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`)."""
     s = settings.store
     return DuckDBStore(
         s.path,
@@ -102,14 +107,30 @@ def build_span_log(settings: Settings, observer: CommitObserver | None = None) -
         query_max_concurrent=s.query_max_concurrent,
         query_memory_limit=s.query_memory_limit,
         query_max_result_bytes=s.query_max_result_bytes,
+        attach_fd=attach_fd,
     )
 
 
 def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = "", maintenance: bool = True) -> Stores:
     """New (unstarted) store parts; ``owner`` names this process in claims (postgres mode);
     without ``maintenance`` (a one-off command) no retention passes run."""
+    return _assemble(settings, observer, build_span_log(settings, observer), owner=owner, maintenance=maintenance)
+
+
+def build_worker_stores(settings: Settings, observer: StoreObserver, *, attach_fd: int, owner: str) -> Stores:
+    """A worker process's store parts (unstarted): every DuckDB part from a client over
+    ``attach_fd``, a channel of the daemon's store process (:meth:`DuckDBStore.attach`); in postgres
+    mode the results from a pool of the worker's own (claims under ``owner``). No retention
+    passes: the daemon runs them. Coordination and leadership as :func:`build_stores` gives them
+    (none in duckdb mode)."""
+    local = build_span_log(settings, observer, attach_fd=attach_fd)
+    return _assemble(settings, observer, local, owner=owner, maintenance=False)
+
+
+def _assemble(
+    settings: Settings, observer: StoreObserver, local: DuckDBStore, *, owner: str, maintenance: bool
+) -> Stores:
     s = settings.store
-    local = build_span_log(settings, observer)
     if s.backend == "duckdb":
         return Stores(
             intake=local,

@@ -38,7 +38,7 @@ from typing import Any, NoReturn
 
 import duckdb
 
-from tracescorer.store.duckdb import appends, layout
+from tracescorer.store.duckdb import appends, feedmarks, layout
 from tracescorer.store.duckdb.batches import Job, WriteQueue, drop_hints, run_writes
 from tracescorer.store.duckdb.checkpoints import Checkpoints
 from tracescorer.store.duckdb.database import open_database
@@ -49,6 +49,21 @@ from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMET
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
 Connection = duckdb.DuckDBPyConnection
+
+
+def _consumer_marks(batch: list[Job]) -> dict[str, int]:
+    """Named consumers' largest log offsets among the telemetry rows of a batch
+    (:mod:`tracescorer.store.duckdb.feedmarks`)."""
+    marks: dict[str, int] = {}
+    for job in batch:
+        if job.kind == TELEMETRY and job.payload[3]:
+            span_rows, log_rows, skipped_rows, consumer = job.payload
+            feedmarks.merge(
+                marks,
+                consumer,
+                feedmarks.largest_offset((*(span_rows or ()), *(log_rows or ()), *(skipped_rows or ()))),
+            )
+    return marks
 
 
 def _says_invalidated(exc: BaseException) -> bool:
@@ -63,6 +78,7 @@ class Engine(Checkpoints, Rejects):
         self._reply = reply
         self._con = open_database(options)
         self._catalog = layout.main_catalog(self._con)
+        feedmarks.create_tables(self._con)
         self._telemetry = WriteQueue()
         # a results commit has a fixed cost of several ms (statements per table, the commit): results
         # writes wait a little to be committed together; nothing acknowledged to a client waits for it
@@ -136,7 +152,7 @@ class Engine(Checkpoints, Rejects):
             return self._reads.put((req_id, payload))
         items = 1
         if kind == TELEMETRY:
-            span_rows, log_rows, _ = payload
+            span_rows, log_rows = payload[0], payload[1]
             items = max(1, len(span_rows or ()) + len(log_rows or ()))
         # an op may ask for the telemetry writer (tests hold that writer to fill its queue)
         on_telemetry = kind == TELEMETRY or getattr(payload[0], "telemetry_writer", False)
@@ -175,7 +191,7 @@ class Engine(Checkpoints, Rejects):
         convert is split right here, without touching the database."""
         for job in batch:
             if job.kind == TELEMETRY and job.arrow is None:
-                span_rows, log_rows, skipped_rows = job.payload
+                span_rows, log_rows, skipped_rows = job.payload[:3]
                 try:
                     job.arrow = (
                         appends.span_table(span_rows) if span_rows else None,
@@ -217,6 +233,8 @@ class Engine(Checkpoints, Rejects):
                 appends.insert_logs(con, logs, received, catalog)
             if skipped and catalog:
                 appends.insert_skipped(con, skipped, received, catalog)
+            if catalog and (marks := _consumer_marks(batch)):
+                feedmarks.write_marks(con, catalog, marks)  # in the rows' transaction and file
             results = run_writes(con, batch)
             con.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - roll back, then find the job that failed

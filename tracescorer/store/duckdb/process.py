@@ -8,6 +8,14 @@ own writes are never refused, because each comes from a stage with its own bound
 
 If the store process dies, every pending request fails (nothing unacknowledged is reported as
 stored) and a new process is started; requests fail with :class:`StoreError` until it is up.
+
+Worker processes talk to the same store process directly: :meth:`StoreProcess.attach` gives a
+socket for a new channel of the store process (:mod:`tracescorer.store.duckdb.clients`), which the
+caller hands to a worker. There ``StoreProcess(path, attach_fd=fd)`` is a client over that channel:
+it never starts, restarts or stops the store process; its :meth:`~StoreProcess.stop` waits for
+its own requests and closes its channel, and when the channel ends unexpectedly (the store
+process died or stopped) its requests fail and :attr:`~StoreProcess.lost` is set: the worker
+exits, and the daemon starts it again with a fresh channel.
 """
 
 from __future__ import annotations
@@ -82,6 +90,7 @@ class StoreProcess(Jobs):
         query_memory_limit: str = "512MB",
         query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
+        attach_fd: int | None = None,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
@@ -112,19 +121,59 @@ class StoreProcess(Jobs):
         self._last_commit = 0
         self._failure: str | None = None
         self._closed: asyncio.Future[bool] | None = None
+        #: an attached client: the inherited descriptor of its channel (None: the daemon's own client)
+        self._attach_fd = attach_fd
+        self._attach_sock: socket.socket | None = None  # the daemon's: channel ends go to the store process
+        #: set when an attached client's channel ended while it was not stopping (the store process is gone)
+        self.lost = asyncio.Event()
 
     async def start(self) -> None:
-        """Start the store process and wait until the database is open and migrated."""
+        """Start the store process and wait until the database is open and migrated (an attached
+        client: open its channel and wait for the store process's hello)."""
         try:
-            await self._start_process()
+            if self._attach_fd is not None:
+                await self._open_attached(self._attach_fd)
+            else:
+                await self._start_process()
         except StoreError:
             raise
         except OSError as exc:
             raise StoreError(f"cannot start the store process for {self.path}: {exc}") from None
         self._open = True
 
+    async def _open_attached(self, fd: int) -> None:
+        channel = await AsyncChannel.open(socket.socket(fileno=fd))
+        first = await channel.recv()
+        if first is None or not first[1]:
+            channel.close()
+            raise StoreError(f"the store process of {self.path} is not serving this channel")
+        self._channel = channel
+        self._closed = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_replies(channel), name="store-replies")
+        log.debug("attached to store process %s serving %s", first[2], self.path)
+
+    def attach(self) -> socket.socket:
+        """A socket for a new channel of the running store process, for another process (a worker)
+        to build ``StoreProcess(path, attach_fd=...)`` on: pass it with ``pass_fds`` and close this
+        copy. Raises :class:`StoreError` when the store process is not up."""
+        sock = self._attach_sock
+        if self._attach_fd is not None or sock is None or self._channel is None or self._closing:
+            raise StoreError(
+                "the store process is not up" if self._attach_fd is None else "an attached client cannot attach"
+            )
+        theirs, ours = socket.socketpair()
+        try:
+            socket.send_fds(sock, [b"a"], [theirs.fileno()])
+        except OSError as exc:
+            ours.close()
+            raise StoreError(f"cannot attach to the store process: {exc}") from None
+        finally:
+            theirs.close()  # the store process has its own copy now (or none: ours then ends at once)
+        return ours
+
     async def _start_process(self) -> None:
         parent, child = socket.socketpair()
+        attach_parent, attach_child = socket.socketpair()
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -132,25 +181,35 @@ class StoreProcess(Jobs):
                 "tracescorer.store.duckdb.server",
                 "--fd",
                 str(child.fileno()),
+                "--attach-fd",
+                str(attach_child.fileno()),
                 "--options",
                 json.dumps(self._options.to_json()),
                 "--log-level",
                 logging.getLevelName(log.getEffectiveLevel()),
                 "--log-format",
                 logs.current_format(),
-                pass_fds=(child.fileno(),),
+                pass_fds=(child.fileno(), attach_child.fileno()),
                 stdin=asyncio.subprocess.DEVNULL,
             )
+        except BaseException:
+            attach_parent.close()
+            raise
         finally:
             child.close()
+            attach_child.close()
         channel = await AsyncChannel.open(parent)
         first = await channel.recv()
         if first is None or not first[1]:
             channel.close()
+            attach_parent.close()
             await process.wait()
             why = first[2].message if first is not None else f"the store process exited ({process.returncode})"
             raise StoreError(f"cannot open database {self.path}: {why}")
         self._channel, self._process = channel, process
+        if self._attach_sock is not None:
+            self._attach_sock.close()  # the previous store process's
+        self._attach_sock = attach_parent
         self._closed = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_replies(channel), name="store-replies")
         log.debug("store process %s serving %s", first[2], self.path)
@@ -162,6 +221,11 @@ class StoreProcess(Jobs):
             return True
         self._closing = True
         timeout_s = 30.0 if deadline is None else seconds_left(deadline)
+        if self._attach_fd is not None:
+            return await self._detach(timeout_s)
+        if self._attach_sock is not None:
+            self._attach_sock.close()  # no more channels; those attached end with the process
+            self._attach_sock = None
         if self._restarter is not None:
             self._restarter.cancel()
         channel, closed = self._channel, self._closed
@@ -187,6 +251,24 @@ class StoreProcess(Jobs):
         if not drained:
             log.error("store did not drain within %.1fs", timeout_s)
         return bool(drained)
+
+    async def _detach(self, timeout_s: float) -> bool:
+        """An attached client's stop: wait for its own requests, then close its channel (without
+        ``close``: the store process goes on serving the others)."""
+        pending = [future for future, _ in self._futures.values()]
+        drained = True
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=timeout_s)
+            drained = not late
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        if self._reader is not None:
+            self._reader.cancel()
+        self._fail_pending(StoreClosed("store is closed"))
+        if not drained:
+            log.error("store requests not answered within %.1fs", timeout_s)
+        return drained
 
     @property
     def accepting(self) -> bool:
@@ -237,6 +319,11 @@ class StoreProcess(Jobs):
         self._channel = None
         self._failure = "the store process exited"
         self._fail_pending(StoreError("the store process exited; retry"))
+        if self._attach_fd is not None:
+            if not self._closing:
+                log.error("the store process's channel ended: the store process is gone")
+                self.lost.set()
+            return
         if not self._closing:
             self._restarter = asyncio.create_task(self._restart(), name="store-restart")
 

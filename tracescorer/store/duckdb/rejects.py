@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracescorer.store.duckdb import appends
+from tracescorer.store.duckdb import appends, feedmarks
 
 Connection = duckdb.DuckDBPyConnection
 
@@ -64,7 +64,7 @@ class Rejects:
     def _isolate(self, job: Any) -> None:
         """Store the rows of a telemetry job that can be stored, one half at a time; report the
         rest as rejected (with the first error)."""
-        span_rows, log_rows, skipped_rows = job.payload
+        span_rows, log_rows, skipped_rows, consumer = job.payload
         errors: list[str] = []
         times: list[float] = []
         stored = 0
@@ -74,9 +74,9 @@ class Rejects:
                 (log_rows, appends.log_table, appends.insert_logs),
             ):
                 if rows:
-                    stored += self._store_halves(rows, table_of, insert, errors, times)
+                    stored += self._store_halves(rows, table_of, insert, errors, times, consumer)
             if skipped_rows:  # bookkeeping beside the items, not items of the request
-                self._store_halves(skipped_rows, appends.skipped_table, appends.insert_skipped, errors, times)
+                self._store_halves(skipped_rows, appends.skipped_table, appends.insert_skipped, errors, times, consumer)
         except duckdb.Error as exc:  # not the data: the database is failing
             self._fail(job, exc)
             return
@@ -98,6 +98,7 @@ class Rejects:
         insert: Callable[[Connection, Sequence[pa.Table], float, str], None],
         errors: list[str],
         times: list[float],
+        consumer: str,
     ) -> int:
         n = len(rows)
         if n == 0:
@@ -105,17 +106,20 @@ class Rejects:
         try:
             table = table_of(rows)
         except DATA_ERRORS as exc:
-            return self._halve(rows, table_of, insert, errors, times, exc)
+            return self._halve(rows, table_of, insert, errors, times, exc, consumer)
         catalog = self._claim_log()
+        marks: dict[str, int] = {}
+        feedmarks.merge(marks, consumer, feedmarks.largest_offset(rows))
         try:
             self._con.execute("BEGIN TRANSACTION")
             received = time.time()
             insert(self._con, [table], received, catalog)
+            feedmarks.write_marks(self._con, catalog, marks)  # a named consumer's mark: with its rows
             self._con.execute("COMMIT")
         except DATA_ERRORS as exc:
             self._rollback(self._con)
             self._release_log()
-            return self._halve(rows, table_of, insert, errors, times, exc)
+            return self._halve(rows, table_of, insert, errors, times, exc, consumer)
         except duckdb.Error:
             self._rollback(self._con)
             self._release_log()
@@ -132,11 +136,12 @@ class Rejects:
         errors: list[str],
         times: list[float],
         exc: BaseException,
+        consumer: str,
     ) -> int:
         if len(rows) == 1:
             errors.append(str(exc).splitlines()[0][:300])
             return 0
         mid = len(rows) // 2
-        return self._store_halves(rows[:mid], table_of, insert, errors, times) + self._store_halves(
-            rows[mid:], table_of, insert, errors, times
+        return self._store_halves(rows[:mid], table_of, insert, errors, times, consumer) + self._store_halves(
+            rows[mid:], table_of, insert, errors, times, consumer
         )

@@ -3,7 +3,8 @@
 Started by :class:`~tracescorer.store.duckdb.process.StoreProcess`; serves the
 :class:`~tracescorer.store.duckdb.engine.Engine` over the socket it inherits until ``close`` or the
 end of the stream: a daemon that went away (killed, say) closes or resets its end, and what it
-sent is committed as at a stop. The process then exits 0 once everything queued was committed,
+sent is committed as at a stop. With ``--attach-fd`` it also serves the channels the daemon
+attaches for its workers (:mod:`tracescorer.store.duckdb.clients`); their end ends only them. The process then exits 0 once everything queued was committed,
 1 otherwise. It ignores SIGINT/SIGTERM: the daemon decides when to stop. Files it creates are
 0600 (folders 0700).
 """
@@ -15,9 +16,9 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
 
 from tracescorer import logs
+from tracescorer.store.duckdb.clients import Clients
 from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
@@ -25,23 +26,23 @@ from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 
 
-def serve(sock: socket.socket, options: EngineOptions) -> bool:
-    """Open the database, serve requests from ``sock`` until ``close`` or end of stream; whether
-    it opened and everything queued was committed."""
+def serve(sock: socket.socket, options: EngineOptions, attach_sock: socket.socket | None = None) -> bool:
+    """Open the database, serve requests from ``sock`` (and channels attached over ``attach_sock``)
+    until ``close`` or end of ``sock``'s stream; whether it opened and everything queued was committed."""
     enlarge_buffers(sock)
     chan = BlockingChannel(sock)
-
-    def reply(req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:
-        chan.send((req_id, ok, value, meta))
+    clients = Clients(chan)
 
     try:
-        engine = Engine(options, reply)
+        engine = Engine(options, clients.reply)
     except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
         chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
         chan.close()
         return False
     chan.send((0, True, os.getpid(), {}))
     engine.start()
+    if attach_sock is not None:
+        clients.start_accepting(attach_sock, engine.dispatch)
     timeout_s = 30.0
     while (message := chan.recv()) is not None:
         req_id, kind, payload = message
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="tracescorer-store")
     parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--attach-fd", type=int, default=None)
     parser.add_argument("--options", required=True)
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     # the database files, their WALs and the spill folder are the daemon's alone: 0600 / 0700
     os.umask(0o077)
     try:
-        ok = serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)))
+        attach = None if args.attach_fd is None else socket.socket(fileno=args.attach_fd)
+        ok = serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)), attach)
     except BaseException:  # the exit status says it; the log says why
         log.exception("the store process failed")
         ok = False

@@ -1,7 +1,9 @@
 """The DuckDB store's span log part: raw telemetry in, traces back by id, and the assembly records.
 
 The span log's tables live in two files of their own (:mod:`tracescorer.store.duckdb.layout`);
-``assembled_traces`` and the assembled-through mark live in the main database.
+``assembled_traces`` and the assembled-through mark live in the main database. Feeds of the
+segment log are consumers, each with its own feed state (:mod:`tracescorer.store.duckdb.feedmarks`);
+``consumer=""`` is the single feed of a daemon without workers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from tracescorer.model import LogRecord, Span
 from tracescorer.records.scores import AssemblyRecord
 from tracescorer.records.skipped import SkippedTrace
 from tracescorer.store.api import AppendOutcome, QueueFull, StoreClosed, TraceData
-from tracescorer.store.duckdb import layout, rows, wire
+from tracescorer.store.duckdb import feedmarks, layout, rows, wire
 from tracescorer.store.duckdb.jobs import Jobs, Row, alone, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
 from tracescorer.store.tables import ASSEMBLED_COLUMNS, column_names
@@ -26,7 +28,7 @@ RECOVERY_MARGIN = dt.timedelta(minutes=5)
 
 WATERMARK = "assembled_through"
 INSTANCE_KEY = "instance_id"
-FEED_OFFSET = "feed_offset"  # where the segment log's feed resumes
+FEED_OFFSET = feedmarks.FEED_OFFSET  # where the segment log's (unnamed) feed resumes
 
 
 class SpanLogPart(Jobs):
@@ -49,6 +51,7 @@ class SpanLogPart(Jobs):
         span_offsets: Sequence[int] | None = None,
         log_offsets: Sequence[int] | None = None,
         skipped: Sequence[SkippedTrace] = (),
+        consumer: str = "",
     ) -> AppendOutcome:
         span_rows, span_bad = rows.span_rows(spans, span_offsets) if spans else ([], [])
         log_rows, log_bad = rows.log_rows(logs, log_offsets) if logs else ([], [])
@@ -64,7 +67,7 @@ class SpanLogPart(Jobs):
         if self._pending_items and self._pending_items + items > self.max_queue_items:
             raise QueueFull(f"write queue full ({self._pending_items} items waiting)")
         stored, rejected, detail, first, last = await self._request(
-            wire.TELEMETRY, (span_rows or None, log_rows or None, skipped_rows or None), items
+            wire.TELEMETRY, (span_rows or None, log_rows or None, skipped_rows or None, consumer), items
         )
         if detail:
             message = "; ".join(filter(None, (message, detail)))
@@ -91,15 +94,20 @@ class SpanLogPart(Jobs):
     async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
         return set(await self.read(assembled_before, list(trace_ids))) if trace_ids else set()
 
-    async def rows_through(self) -> int | None:
+    async def rows_through(self, consumer: str = "") -> int | None:
+        if consumer:
+            return await self.read(feedmarks.rows_through, consumer)
         return await self.read(rows_through)
 
-    async def feed_offset(self) -> int:
-        stored = await self.read(read_marker, FEED_OFFSET)
+    async def feed_offset(self, consumer: str = "") -> int:
+        stored = await self.read(read_marker, feedmarks.offset_key(consumer))
         return int(stored) if stored else 0
 
-    async def set_feed_offset(self, offset: int) -> None:
-        await self.write(write_marker, FEED_OFFSET, str(offset))
+    async def set_feed_offset(self, offset: int, consumer: str = "") -> None:
+        await self.write(write_marker, feedmarks.offset_key(consumer), str(offset))
+
+    async def feed_consumers(self) -> dict[str, tuple[int, int | None]]:
+        return await self.read(feedmarks.consumers)
 
     async def instance_id(self) -> str:
         """This span log's instance id (made at first use, kept in the file): in postgres mode it

@@ -6,6 +6,10 @@ the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`
 :class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
 :class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
 :class:`~.keys.RetentionPart` (results retention within the key-index budget).
+
+In a worker process, ``DuckDBStore(path, attach_fd=fd)`` is the same client over a channel the
+daemon attached to its store process (:meth:`~.process.StoreProcess.attach`): every part works
+the same, the store process is the daemon's (see :mod:`~.process`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class DuckDBStore(
         query_memory_limit: str = "512MB",
         query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
+        attach_fd: int | None = None,
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -67,6 +72,7 @@ class DuckDBStore(
             query_memory_limit=query_memory_limit,
             query_max_result_bytes=query_max_result_bytes,
             duckdb_settings=duckdb_settings,
+            attach_fd=attach_fd,
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.duckdb.keys`)
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
