@@ -5,7 +5,10 @@ per consumer protocol of :mod:`tracescorer.store.api`, each part in the module t
 the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`~.runs.RunsPart`,
 :class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
 :class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
-:class:`~.keys.RetentionPart` (results retention within the key-index budget).
+:class:`~.keys.RetentionPart` (results retention within the key-index budget) and
+:class:`~.coordination.CoordinationPart` (conversation claims and judge token buckets shared by the
+clients of one store process, as ``owner``; conversation activity is recorded with the runs when
+the store is made with ``coordinate``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import keys
+from tracescorer.store.duckdb.coordination import CoordinationPart, default_owner
 from tracescorer.store.duckdb.deliveries import DeliveriesPart
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.keys import RetentionPart
@@ -27,7 +31,15 @@ from tracescorer.store.duckdb.spanlog import SpanLogPart
 
 
 class DuckDBStore(
-    SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPart, LabelsPart, RetentionPart, StoreProcess
+    SpanLogPart,
+    RunsPart,
+    ScoresPart,
+    DeliveriesPart,
+    MonitorsPart,
+    LabelsPart,
+    RetentionPart,
+    CoordinationPart,
+    StoreProcess,
 ):
     """A DuckDB database file served by a store process (see the module docstring)."""
 
@@ -50,6 +62,8 @@ class DuckDBStore(
         query_memory_limit: str = "512MB",
         query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
+        coordinate: bool = False,
+        owner: str = "",
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -72,5 +86,9 @@ class DuckDBStore(
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
         #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.duckdb.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
+        #: record conversation activity with the runs (clients coordinate through this store)
+        self.coordinate = coordinate
+        #: this client's id in conversation claims (default: unique to this process)
+        self.owner = owner or default_owner()
         self._new_traces = NewTraces()
         self._settled = {}
