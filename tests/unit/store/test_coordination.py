@@ -279,3 +279,20 @@ async def test_retention_deletes_activity_with_the_runs_but_not_under_a_live_lea
         assert await store.finish_conversations([(claim.conversation_id, claim.seq)]) == 1
     finally:
         await store.stop()
+
+
+async def test_coordination_writes_do_not_wait_for_the_results_delay(tmp_path):
+    store = DuckDBStore(tmp_path / "d.duckdb", coordinate=True, results_delay_s=30)
+    await store.start()
+    try:
+        queued = asyncio.create_task(store.upsert_runs([_run(1, "c1")]))  # waits up to 30 s for company
+        await asyncio.sleep(0.2)
+        assert not queued.done()
+        # a judge token and a claim go at once, and take what was queued along
+        assert await asyncio.wait_for(store.take_judge_tokens("judge", 1, 10, 1), 5) == 0
+        await asyncio.wait_for(queued, 1)
+        claims = await asyncio.wait_for(store.claim_conversations(**CLAIM), 5)
+        assert [c.conversation_id for c in claims] == ["c1"]
+        assert await asyncio.wait_for(store.finish_conversations([("c1", 1)]), 5) == 1
+    finally:
+        await store.stop()

@@ -9,7 +9,9 @@ time is the store process's clock (``time.time()`` inside the job), which all cl
 
 Claims, renewals, finishes and token takes are write jobs: the store process's stage writer runs
 them one after the other, so two clients never get the same conversation (no ``SKIP LOCKED``
-needed). A claimant is the ``owner`` its :class:`~tracescorer.store.duckdb.store.DuckDBStore` was
+needed). They are committed at once (:func:`~tracescorer.store.duckdb.jobs.prompt`): with the
+results delay (0.15 s by default) a judge token took ~158 ms instead of ~5 ms, and the shared rate
+limiter, which takes tokens one at a time, could not pass ~6 judge requests a second per client. A claimant is the ``owner`` its :class:`~tracescorer.store.duckdb.store.DuckDBStore` was
 made with; a lease that ran out (its worker died or hangs) is taken over by the next claim, and
 counted in ``takeovers``. The tables are created by schema version 12; results retention deletes
 activity rows with the runs (:mod:`tracescorer.store.duckdb.keys`), never one under a live lease.
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.store.api import ConversationClaim
-from tracescorer.store.duckdb.jobs import Jobs
+from tracescorer.store.duckdb.jobs import Jobs, prompt
 from tracescorer.store.duckdb.upsert import chunks, key_in
 
 
@@ -65,6 +67,7 @@ LIMIT ?
 """
 
 
+@prompt
 def claim_due(
     con: Any, owner: str, idle_s: float, lease_s: float, limit: int, max_age_s: float
 ) -> list[tuple[str, int, bool]]:
@@ -85,6 +88,7 @@ def claim_due(
     return [(str(r[0]), int(r[1]), bool(r[2])) for r in due]
 
 
+@prompt
 def renew(con: Any, owner: str, conversation_ids: Sequence[str], lease_s: float) -> list[str]:
     """Extend this owner's leases; the ids still held (a lost one was taken over)."""
     held: list[str] = []
@@ -101,6 +105,7 @@ def renew(con: Any, owner: str, conversation_ids: Sequence[str], lease_s: float)
     return held
 
 
+@prompt
 def finish(con: Any, owner: str, done: Sequence[tuple[str, int]], release: Sequence[str]) -> int:
     """Record finished scorings (conversation id, activity seq covered) and release those claims;
     release ``release`` without recording anything (scoring abandoned: due again at once). Returns
@@ -131,6 +136,7 @@ def finish(con: Any, owner: str, done: Sequence[tuple[str, int]], release: Seque
     return finished
 
 
+@prompt
 def release_claims(con: Any, owner: str | None) -> int:
     """Release every claim of ``owner`` (None: of anyone), unscored; claims released."""
     where = "claimed_by IS NOT NULL" if owner is None else "claimed_by = ?"
@@ -142,6 +148,7 @@ def release_claims(con: Any, owner: str | None) -> int:
     return len(rows)
 
 
+@prompt
 def take_tokens(con: Any, bucket: str, want: float, capacity: float, per_s: float) -> float:
     """Take ``want`` tokens from the bucket (refilled at ``per_s``, at most ``capacity``; a new
     bucket starts full): 0 when taken, else the seconds until enough will have been refilled
