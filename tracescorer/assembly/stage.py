@@ -90,9 +90,11 @@ class AssemblyStage:
         *,
         conversations: IdleConversations | None = None,
         owns: Callable[[str], bool] | None = None,
+        consumer: str = "",
     ) -> None:
         self._settings = settings
         self._owns = owns  # a worker process's share of the traces (by hex id): what it recovers
+        self._consumer = consumer  # its feed's name: its own assembled-through mark
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
         self._runs = runs
@@ -338,7 +340,7 @@ class AssemblyStage:
         in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
         times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
         mark = min(times) if times else time.time()
-        await self._span_log.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC))
+        await self._span_log.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC), self._consumer)
 
     async def _recover(self) -> None:
         """Track the traces the span log holds that were never (fully) assembled; they complete
@@ -348,7 +350,7 @@ class AssemblyStage:
         batch = max(1, self.buffer.max_traces // 2)
         try:
             while True:
-                pending = await self._span_log.pending_traces(limit=batch)
+                pending = await self._span_log.pending_traces(limit=batch, consumer=self._consumer)
                 fresh = [p for p in pending if p[0] not in seen]
                 if not fresh:
                     break

@@ -86,9 +86,9 @@ class FeedState(Protocol):
     consumer: ``""`` the single feed of a daemon without workers, a name per worker otherwise."""
 
     async def rows_through(self, consumer: str = "") -> int | None:
-        """The largest log offset of a stored span, log or skipped-trace row (None when no row has one): every
-        request up to it was stored whole, a batch at a time. For a named consumer: of the rows it
-        stored (exact: committed with them, and kept when retention deletes them)."""
+        """The largest log offset of the span, log or skipped-trace rows the consumer stored (None
+        when it stored none): every request of its share up to it was stored whole, a batch at a
+        time (exact: committed with the rows, kept when retention deletes them)."""
 
     async def feed_offset(self, consumer: str = "") -> int:
         """Where the consumer's feed resumes: every request before it was handled (0 at first)."""
@@ -97,7 +97,8 @@ class FeedState(Protocol):
         """Remember where the consumer's feed resumes."""
 
     async def feed_consumers(self) -> dict[str, tuple[int, int | None]]:
-        """The saved state of every named consumer: name -> (:meth:`feed_offset`, :meth:`rows_through`)."""
+        """The saved state of every consumer (``""`` included): name -> (:meth:`feed_offset`,
+        :meth:`rows_through`)."""
 
 
 class SpanLog(Protocol):
@@ -109,17 +110,18 @@ class SpanLog(Protocol):
         """Every stored span/log record of the given traces; ``received`` (epoch seconds, from
         :class:`AppendOutcome`) bounds the read to the items received in that range."""
 
-    async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
+    async def pending_traces(self, *, limit: int, consumer: str = "") -> list[tuple[str, float, float, bool]]:
         """Traces in the span log that were never assembled, or received items since, oldest
         first: (trace id, when the first and the last such item were received (epoch s),
-        assembled before)."""
+        assembled before); since the consumer's :meth:`set_assembled_through` (a consumer that
+        set none: since the oldest any consumer set)."""
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
         """Those of the given traces that have an assembly record."""
 
-    async def set_assembled_through(self, when: dt.datetime) -> None:
-        """Every trace with items received before ``when`` was handed to assembly: recovery
-        looks no further back (a margin aside)."""
+    async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
+        """Every trace of the consumer's share with items received before ``when`` was handed to
+        assembly: its recovery looks no further back (a margin aside)."""
 
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         """Remember that these traces were assembled (and why some gave no run). ``new_traces``:

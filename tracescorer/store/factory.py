@@ -10,6 +10,7 @@ daemon's store process, without retention (the daemon runs it).
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -70,6 +71,10 @@ class Stores:
     description: str
     #: this daemon's database files (databases and write-ahead logs), for the size gauge
     files: tuple[str, ...] = ()
+    #: the daemon's: a new channel of its store process, for a worker process
+    attach: Callable[[], socket.socket] | None = None
+    #: a worker's: set when its channel of the daemon's store process is gone
+    lost: asyncio.Event | None = None
 
 
 class _BothHealthy:
@@ -88,10 +93,12 @@ class _BothHealthy:
 
 
 def build_span_log(
-    settings: Settings, observer: CommitObserver | None = None, *, attach_fd: int | None = None
+    settings: Settings, observer: CommitObserver | None = None, *, attach_fd: int | None = None, owner: str = ""
 ) -> DuckDBStore:
     """The daemon's DuckDB file (the whole store in duckdb mode); with ``attach_fd``, a worker's
-    client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`)."""
+    client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`). With
+    worker processes (``workers.count``) a DuckDB store coordinates its clients' conversation
+    claims and judge bucket, as ``owner``."""
     s = settings.store
     return DuckDBStore(
         s.path,
@@ -108,13 +115,16 @@ def build_span_log(
         query_memory_limit=s.query_memory_limit,
         query_max_result_bytes=s.query_max_result_bytes,
         attach_fd=attach_fd,
+        coordinate=s.backend == "duckdb" and settings.workers.resolved() > 0,
+        owner=owner,
     )
 
 
 def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = "", maintenance: bool = True) -> Stores:
     """New (unstarted) store parts; ``owner`` names this process in claims (postgres mode);
     without ``maintenance`` (a one-off command) no retention passes run."""
-    return _assemble(settings, observer, build_span_log(settings, observer), owner=owner, maintenance=maintenance)
+    local = build_span_log(settings, observer, owner=owner)
+    return _assemble(settings, observer, local, owner=owner, maintenance=maintenance, attach=local.attach)
 
 
 def build_worker_stores(settings: Settings, observer: StoreObserver, *, attach_fd: int, owner: str) -> Stores:
@@ -123,12 +133,20 @@ def build_worker_stores(settings: Settings, observer: StoreObserver, *, attach_f
     mode the results from a pool of the worker's own (claims under ``owner``). No retention
     passes: the daemon runs them. Coordination and leadership as :func:`build_stores` gives them
     (none in duckdb mode)."""
-    local = build_span_log(settings, observer, attach_fd=attach_fd)
-    return _assemble(settings, observer, local, owner=owner, maintenance=False)
+    local = build_span_log(settings, observer, attach_fd=attach_fd, owner=owner)
+    return _assemble(settings, observer, local, owner=owner, maintenance=False, lost=local.lost, register=False)
 
 
 def _assemble(
-    settings: Settings, observer: StoreObserver, local: DuckDBStore, *, owner: str, maintenance: bool
+    settings: Settings,
+    observer: StoreObserver,
+    local: DuckDBStore,
+    *,
+    owner: str,
+    maintenance: bool,
+    attach: Callable[[], socket.socket] | None = None,
+    lost: asyncio.Event | None = None,
+    register: bool = True,
 ) -> Stores:
     s = settings.store
     if s.backend == "duckdb":
@@ -144,9 +162,11 @@ def _assemble(
             evaluations=local,
             queries=local,
             health=local,
-            coordination=None,
+            coordination=local if local.coordinate else None,
             leadership=None,
             components=(local, Maintenance(s, local, [local], observer)) if maintenance else (local,),
+            attach=attach,
+            lost=lost,
             description=f"store {s.path}",
             files=tuple(layout.files(s.path)),
         )
@@ -163,6 +183,7 @@ def _assemble(
         query_role=pg.query_role or None,
         identity=local.instance_id,
         owner=owner,
+        register=register,  # the daemon registers; its workers claim under owners derived from its own
     )
 
     async def route(sql: str) -> Route:
@@ -191,6 +212,8 @@ def _assemble(
         else (local, shared),
         description=f"span log {s.path}, results in PostgreSQL {mask_dsn(pg.dsn)} (schema {pg.schema_name})",
         files=tuple(layout.files(s.path)),
+        attach=attach,
+        lost=lost,
     )
 
 

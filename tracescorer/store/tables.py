@@ -189,6 +189,27 @@ MONITOR_EVENT_COLUMNS: Columns = (
     ("detail", "VARCHAR"),
 )
 
+#: Coordination of the clients of one result store (several daemons on PostgreSQL, worker processes on
+#: one DuckDB store process): when each conversation last got a run (the store's clock), which of its
+#: activity was last scored, and the claim (lease) of whoever scores it now
+#: (:mod:`tracescorer.store.duckdb.coordination`).
+CONVERSATION_ACTIVITY_COLUMNS: Columns = (
+    ("conversation_id", "VARCHAR PRIMARY KEY"),
+    ("last_activity", "TIMESTAMPTZ NOT NULL"),  # when a run of it was last stored
+    ("activity_seq", "BIGINT NOT NULL"),  # counts those writes: the version a scoring covers
+    ("scored_seq", "BIGINT"),  # activity_seq covered by the last finished scoring
+    ("scored_at", "TIMESTAMPTZ"),
+    ("claimed_by", "VARCHAR"),  # the owner scoring it now ...
+    ("claimed_until", "TIMESTAMPTZ"),  # ... until this lease runs out (renewed while it works)
+    ("takeovers", "INTEGER NOT NULL DEFAULT 0"),  # claims taken from an owner whose lease had run out
+)
+#: The shared judge requests-per-minute token buckets (one per bucket name).
+JUDGE_TOKEN_COLUMNS: Columns = (
+    ("bucket", "VARCHAR PRIMARY KEY"),
+    ("tokens", "DOUBLE NOT NULL"),
+    ("updated_at", "TIMESTAMPTZ NOT NULL"),
+)
+
 #: Traces triage skipped, a row per request (records.skipped.SkippedTrace; no key: appended only).
 SKIPPED_COLUMNS: Columns = (
     ("trace_id", "VARCHAR NOT NULL"),
@@ -266,6 +287,15 @@ def monitor_tables(dialect: str = "duckdb") -> tuple[str, str]:
     return (
         create_table("monitor_state", MONITOR_STATE_COLUMNS, dialect=dialect),
         create_table("monitor_events", MONITOR_EVENT_COLUMNS, dialect=dialect),
+    )
+
+
+def coordination_tables(dialect: str = "duckdb") -> tuple[str, str]:
+    """``conversation_activity`` and ``judge_tokens`` in ``dialect`` (PostgreSQL's baseline declares
+    the same columns, with a partial index on the due conversations)."""
+    return (
+        create_table("conversation_activity", CONVERSATION_ACTIVITY_COLUMNS, dialect=dialect),
+        create_table("judge_tokens", JUDGE_TOKEN_COLUMNS, dialect=dialect),
     )
 
 

@@ -16,6 +16,7 @@ from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.calibration.intake import EvaluationIntake
 from tracescorer.config import Settings
 from tracescorer.conventions.registry import markers
+from tracescorer.feed.consumers import name as consumer_name
 from tracescorer.feed.partition import Partition
 from tracescorer.feed.stage import LogFeed
 from tracescorer.feed.triage import Triage
@@ -85,6 +86,7 @@ class Pipeline:
             metrics,
             conversations=self.conversations,
             owns=partition.owns_hex if partition is not None else None,
+            consumer=consumer_name(partition),
         )
         self.evaluations = EvaluationIntake(stores.evaluations, metrics)  # other tools' evaluations
         self.feed = LogFeed(

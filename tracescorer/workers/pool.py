@@ -22,7 +22,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tracescorer import logs
@@ -90,7 +90,7 @@ class WorkerPool:
         self,
         settings: Settings,
         segment_log: SegmentLog,
-        attach: Callable[[], Awaitable[socket.socket]],
+        attach: Callable[[], socket.socket],
         metrics: Metrics,
         *,
         count: int,
@@ -215,7 +215,7 @@ class WorkerPool:
     async def _spawn(self, w: _Worker) -> None:
         loop = asyncio.get_running_loop()
         w.ready, w.stopped = loop.create_future(), loop.create_future()  # progress: kept until it reports
-        store_sock = await self._attach()
+        store_sock = self._attach()
         parent, child = socket.socketpair()
         try:
             w.process = await asyncio.create_subprocess_exec(

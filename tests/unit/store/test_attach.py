@@ -226,14 +226,14 @@ async def test_feed_state_per_consumer(main):
     await main.append([_span(3)], span_offsets=[11], consumer="w2")
     await main.append([_span(4)], span_offsets=[4])
     assert await main.rows_through("w1") == 12 and await main.rows_through("w2") == 11
-    assert await main.rows_through() == 12  # the unnamed consumer: every row, as before
+    assert await main.rows_through() == 4  # the unnamed consumer: its own rows
     assert await main.rows_through("w3") is None
-    assert await main.feed_consumers() == {"w1": (5, 12), "w2": (0, 11)}
+    assert await main.feed_consumers() == {"": (3, 4), "w1": (5, 12), "w2": (0, 11)}
     # a mark never goes back, and retention keeps it
     await main.append([_span(5)], span_offsets=[8], consumer="w1")
     assert await main.rows_through("w1") == 12
     await main.prune_span_log(dt.datetime.now(dt.UTC))
-    assert await _names(main) == [] and await main.rows_through() is None
+    assert await _names(main) == [] and await main.rows_through() == 4
     assert await main.rows_through("w1") == 12
 
 
@@ -269,13 +269,16 @@ async def test_a_consumers_rows_refused_for_their_values_leave_the_mark_of_those
     assert await main.rows_through("w1") == 6
 
 
-async def test_worker_stores_from_the_factory(main, tmp_path):
-    settings = Settings.model_validate({"store": {"path": main.path}})
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_worker_stores_from_the_factory(main, tmp_path, workers):
+    settings = Settings.model_validate({"store": {"path": main.path}, "workers": {"count": workers}})
     sock = main.attach()
     stores = build_worker_stores(settings, Metrics(), attach_fd=sock.detach(), owner="w1")
-    assert len(stores.components) == 1 and stores.coordination is None and stores.leadership is None
     client = stores.components[0]
     assert isinstance(client, DuckDBStore) and stores.intake is client and stores.runs is client
+    assert len(stores.components) == 1 and stores.leadership is None and stores.lost is client.lost
+    # with worker processes the clients of the one store process coordinate through it, as "w1"
+    assert stores.coordination is (client if workers else None) and client.owner == "w1"
     await client.start()
     try:
         await stores.intake.append([_span(1)], span_offsets=[1], consumer="w1")

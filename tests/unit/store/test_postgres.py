@@ -1,5 +1,6 @@
-"""The PostgreSQL result store on a real server: migrations, claims across owners, the shared
-token bucket and budget, export claims, and the read-only query path (guard, READ ONLY, role)."""
+"""The PostgreSQL result store on a real server: migrations, a restarted daemon's claims, the shared
+token bucket and budget, export claims, and the read-only query path (guard, READ ONLY, role).
+Claims across owners are tested on both engines in test_coordination.py."""
 
 from __future__ import annotations
 
@@ -80,35 +81,6 @@ async def test_schema_is_versioned_and_a_newer_one_is_refused(stores, pg_dsn):
     newer = PostgresResultStore(pg_dsn)
     with pytest.raises(StoreError, match="version 99, newer"):
         await newer.start()
-
-
-async def test_conversations_are_claimed_by_one_owner_and_due_again_after_a_new_turn(stores, pg_dsn):
-    a, b = stores
-    await a.upsert_runs([_run(i, f"c{i % 4}") for i in range(8)])
-    claim = {"idle_s": 0, "lease_s": 30, "limit": 10, "max_age_s": 3600}
-    got_a, got_b = await asyncio.gather(a.claim_conversations(**claim), b.claim_conversations(**claim))
-    ids_a = {c.conversation_id for c in got_a}
-    ids_b = {c.conversation_id for c in got_b}
-    assert ids_a | ids_b == {"c0", "c1", "c2", "c3"} and not ids_a & ids_b  # each claimed once
-    everything = [(c.conversation_id, c.seq) for c in got_a]
-    assert await a.finish_conversations(everything) == len(got_a)
-    assert await b.finish_conversations([(c.conversation_id, c.seq) for c in got_b], []) == len(got_b)
-    assert await a.claim_conversations(**claim) == []  # all scored
-    await b.upsert_runs([_run(9, "c1")])  # a new turn, on the other daemon
-    again = await a.claim_conversations(**claim)
-    assert [c.conversation_id for c in again] == ["c1"] and again[0].seq == 2  # stored twice now
-    # a is gone (no renewal); after its lease runs out b takes the claim over
-    assert await b.claim_conversations(**claim) == []
-    with psycopg.connect(pg_dsn, autocommit=True) as con:
-        con.execute("UPDATE tracescorer.conversation_activity SET claimed_until = now() - interval '1 second'")
-    taken = await b.claim_conversations(**claim)
-    assert [(c.conversation_id, c.takeover) for c in taken] == [("c1", True)]
-    assert await a.finish_conversations([("c1", 2)]) == 0  # a's late finish does not count
-    assert await a.renew_conversations(["c1"], 30) == []
-    assert await b.finish_conversations([], release=["c1"]) == 0  # released unscored: due again at once
-    assert [c.conversation_id for c in await a.claim_conversations(**claim)] == ["c1"]
-    stats = await a.conversation_stats()
-    assert stats["takeovers"] == 1 and stats["claimed"] == 1
 
 
 async def test_a_restarted_daemon_releases_its_previous_claims(stores, pg_dsn):

@@ -246,6 +246,12 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
     # a watermark past every span: recovery looks only at the recent end of the log
     await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     assert await store.pending_traces(limit=10) == []
+    # worker processes: each its own mark; one with none yet (a new worker count) looks back from
+    # the oldest any consumer set
+    await store.set_assembled_through(dt.datetime.now(dt.UTC) - dt.timedelta(hours=1), "w0/2")
+    assert [p[0] for p in await store.pending_traces(limit=10, consumer="w0/2")] == [f"{9:032x}"]
+    assert await store.pending_traces(limit=10) == []
+    assert [p[0] for p in await store.pending_traces(limit=10, consumer="w1/2")] == [f"{9:032x}"]
 
 
 def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
@@ -329,16 +335,17 @@ async def test_scores_decisions_budget_recovery_and_export_deliveries(any_store)
     store = any_store
     await store.runs.upsert_runs([_run(1), _run(2)])
     await store.scores.write_scores([_score(1, 0.25), _score(1, 0.5, score=0.9)], [_decision(1)])  # last one wins
-    pg = store.coordination is not None
+    pg = "PostgreSQL" in store.description
     path = "analyze_step_result->'facts'->>1" if pg else "analyze_step_result->>'$.facts[1]'"
     assert await fetch(store.queries, f"SELECT score, judge_cost_usd, {path} FROM scores") == [(0.9, 0.5, "2")]
     # duckdb sums the stored rows' cost; the shared counter adds every stored scoring (both were paid for)
     assert await store.scores.spent_today_usd() == (0.75 if pg else 0.5)
     recovery = await store.scores.unscored_recent(["s"], window_s=3600, conversation_scorer_ids=["s"])
     assert [r.run_id for r in recovery.runs] == ["run-2"]
-    # duckdb finds unscored conversations in the window; postgres keeps them due until claimed and finished
-    assert recovery.conversation_ids == ([] if pg else ["c1"])
-    if pg:
+    # alone, duckdb finds unscored conversations in the window; with claims (postgres, or duckdb
+    # serving worker processes) they stay due until claimed and finished
+    assert recovery.conversation_ids == ([] if store.coordination else ["c1"])
+    if store.coordination:
         claims = await store.coordination.claim_conversations(idle_s=0, lease_s=30, limit=10, max_age_s=3600)
         assert [c.conversation_id for c in claims] == ["c1"]
     # export deliveries: due, claimed (not by another owner), recorded; a re-score is due again

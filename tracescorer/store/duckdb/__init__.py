@@ -2,7 +2,7 @@
 
 The daemon's side is :class:`DuckDBStore` (:mod:`.store`): the store process's client
 (:mod:`.process`) with one part per consumer (:mod:`.spanlog`, :mod:`.runs`, :mod:`.scores`,
-:mod:`.deliveries`, :mod:`.monitors`, :mod:`.keys`), each beside the SQL it runs. The store process
+:mod:`.deliveries`, :mod:`.monitors`, :mod:`.keys`, :mod:`.coordination`), each beside the SQL it runs. The store process
 is :mod:`.engine` (its writers' queues: :mod:`.batches`); :mod:`.layout` places the files, :mod:`.migrations` versions the schema,
 :mod:`.readonly` guards read-only queries and :mod:`.readfile` serves them from a file no daemon holds.
 """

@@ -4,7 +4,8 @@ commit's worth of them, and how a batch's writes run.
 Each writer of :class:`~tracescorer.store.duckdb.engine.Engine` (telemetry, stage) has a
 :class:`WriteQueue`. A writer takes the oldest job and the jobs after it up to the batch bound,
 except a job that must run alone (:func:`tracescorer.store.duckdb.jobs.alone`); a queue with a
-delay lets its oldest job wait a little for others to commit with. The marks
+delay lets its oldest job wait a little for others to commit with, unless a job someone waits on
+to go on is queued (:func:`~tracescorer.store.duckdb.jobs.prompt`). The marks
 :func:`~tracescorer.store.duckdb.jobs.coalescable` and :func:`~tracescorer.store.duckdb.jobs.hinted`
 are read here: coalesced jobs run as one call, and a hinted job can be run again without its beliefs.
 """
@@ -52,6 +53,11 @@ def drop_hints(job: Job) -> bool:
     return True
 
 
+def is_prompt(job: Job) -> bool:
+    """A write committed without the queue's delay (:func:`tracescorer.store.duckdb.jobs.prompt`)."""
+    return job.kind == WRITE and getattr(job.payload[0], "prompt", False)
+
+
 def runs_alone(job: Job) -> bool:
     """A write that gets a transaction of its own (:func:`tracescorer.store.duckdb.jobs.alone`)."""
     return job.kind == WRITE and getattr(job.payload[0], "alone", False)
@@ -80,6 +86,7 @@ class WriteQueue:
                 while (
                     not self.closing
                     and sum(job.items for job in self.jobs) < max_items
+                    and not any(is_prompt(job) for job in self.jobs)
                     and (left := until - time.monotonic()) > 0
                 ):
                     self.cond.wait(left)

@@ -52,11 +52,11 @@ Connection = duckdb.DuckDBPyConnection
 
 
 def _consumer_marks(batch: list[Job]) -> dict[str, int]:
-    """Named consumers' largest log offsets among the telemetry rows of a batch
+    """Each consumer's largest log offset among the telemetry rows of a batch
     (:mod:`tracescorer.store.duckdb.feedmarks`)."""
     marks: dict[str, int] = {}
     for job in batch:
-        if job.kind == TELEMETRY and job.payload[3]:
+        if job.kind == TELEMETRY:
             span_rows, log_rows, skipped_rows, consumer = job.payload
             feedmarks.merge(
                 marks,

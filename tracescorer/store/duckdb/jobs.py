@@ -62,3 +62,10 @@ def alone(fn: F) -> F:
     span log, and a DuckDB transaction writes one database file only."""
     fn.alone = True  # type: ignore[attr-defined]
     return fn
+
+
+def prompt(fn: F) -> F:
+    """Mark a write a caller waits on to go on (a claim, a judge token): the writer commits it
+    without the results delay (``store.results_delay_s``), with whatever is queued before it."""
+    fn.prompt = True  # type: ignore[attr-defined]
+    return fn

@@ -33,10 +33,16 @@ _TABLES: dict[str, tuple[int, str]] = {
     "score_deliveries": (1, "score_version"),
     "assembled_traces": (1, "assembled_at"),
     "evaluations": (1, "received_at"),  # other tools' evaluations; human labels are kept
+    # a coordinating store's conversations (empty otherwise): they go with their runs
+    "conversation_activity": (1, "last_activity"),
 }
 
-# a delivery's version is its score's updated_at in epoch us: compared as stored, so row groups are skipped
-_BEFORE = {"score_deliveries": "score_version < epoch_us(?::TIMESTAMPTZ)"}
+_BEFORE = {
+    # a delivery's version is its score's updated_at in epoch us: compared as stored, so row groups are skipped
+    "score_deliveries": "score_version < epoch_us(?::TIMESTAMPTZ)",
+    # never under a live lease: its worker's finish would find it gone (a new run starts a new row)
+    "conversation_activity": "last_activity < ? AND (claimed_until IS NULL OR claimed_until < now())",
+}
 
 
 def max_keys(memory_limit_bytes: int, share: float) -> int:

@@ -21,6 +21,7 @@ from tracescorer.store.tables import (
     TABLES,
     calibration_tables,
     column_names,
+    coordination_tables,
     create_table,
     delivery_table,
     monitor_state_upgrade,
@@ -85,6 +86,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE scores ADD COLUMN IF NOT EXISTS error_class VARCHAR",
             "ALTER TABLE scores ADD COLUMN IF NOT EXISTS heal_attempts INTEGER",
         ),
+    ),
+    Migration(
+        12,
+        "worker processes coordinate through the store: conversation activity and claims, judge token buckets",
+        coordination_tables(),
     ),
 )
 

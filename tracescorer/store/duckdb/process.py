@@ -152,6 +152,11 @@ class StoreProcess(Jobs):
         self._reader = asyncio.create_task(self._read_replies(channel), name="store-replies")
         log.debug("attached to store process %s serving %s", first[2], self.path)
 
+    @property
+    def attached(self) -> bool:
+        """Whether this client is a worker's, over a channel of another process's store process."""
+        return self._attach_fd is not None
+
     def attach(self) -> socket.socket:
         """A socket for a new channel of the running store process, for another process (a worker)
         to build ``StoreProcess(path, attach_fd=...)`` on: pass it with ``pass_fds`` and close this

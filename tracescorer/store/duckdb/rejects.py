@@ -114,7 +114,7 @@ class Rejects:
             self._con.execute("BEGIN TRANSACTION")
             received = time.time()
             insert(self._con, [table], received, catalog)
-            feedmarks.write_marks(self._con, catalog, marks)  # a named consumer's mark: with its rows
+            feedmarks.write_marks(self._con, catalog, marks)  # the consumer's mark: with its rows
             self._con.execute("COMMIT")
         except DATA_ERRORS as exc:
             self._rollback(self._con)

@@ -21,6 +21,7 @@ class ScoresPart(Jobs):
     """:class:`~tracescorer.store.api.ScoreStore` on the store process."""
 
     _new_traces: NewTraces
+    coordinate: bool
 
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
         fresh = self._new_traces
@@ -46,9 +47,9 @@ class ScoresPart(Jobs):
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
-        runs, conversations = await self.read(
-            unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s
-        )
+        # coordinating clients: a conversation stays due (claims) until a scoring finishes it
+        conversation_scorers = [] if self.coordinate else list(conversation_scorer_ids)
+        runs, conversations = await self.read(unscored_recent, list(run_scorer_ids), conversation_scorers, window_s)
         decided = {("run", r[0]): frozenset(d) for r, d in runs}
         decided.update({("conversation", c): frozenset(d) for c, d in conversations})
         return PendingRecovery(

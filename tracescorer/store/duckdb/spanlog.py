@@ -84,8 +84,9 @@ class SpanLogPart(Jobs):
             for tid, (s, lg) in found.items()
         }
 
-    async def pending_traces(self, *, limit: int) -> list[tuple[str, float, float, bool]]:
-        marker = await self.read(read_marker, WATERMARK)
+    async def pending_traces(self, *, limit: int, consumer: str = "") -> list[tuple[str, float, float, bool]]:
+        marks = await self.read(assembled_marks)
+        marker = marks.get(consumer) or min(marks.values(), default=None)
         since = dt.datetime.fromtimestamp(0, dt.UTC)
         if marker:
             since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
@@ -95,9 +96,7 @@ class SpanLogPart(Jobs):
         return set(await self.read(assembled_before, list(trace_ids))) if trace_ids else set()
 
     async def rows_through(self, consumer: str = "") -> int | None:
-        if consumer:
-            return await self.read(feedmarks.rows_through, consumer)
-        return await self.read(rows_through)
+        return await self.read(feedmarks.rows_through, consumer)
 
     async def feed_offset(self, consumer: str = "") -> int:
         stored = await self.read(read_marker, feedmarks.offset_key(consumer))
@@ -118,8 +117,8 @@ class SpanLogPart(Jobs):
             await self.write(write_marker, INSTANCE_KEY, instance)
         return instance
 
-    async def set_assembled_through(self, when: dt.datetime) -> None:
-        await self.write(write_marker, WATERMARK, when.isoformat())
+    async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
+        await self.write(write_marker, WATERMARK + (f":{consumer}" if consumer else ""), when.isoformat())
 
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         new = set(new_traces)
@@ -222,6 +221,14 @@ def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[str]:
     return found
 
 
+def assembled_marks(con: Any) -> dict[str, str]:
+    """Each consumer's assembled-through mark (ISO time), ``""`` the daemon's own feed's."""
+    rows = con.execute(
+        "SELECT key, value FROM schema_info WHERE key = ? OR starts_with(key, ?)", [WATERMARK, WATERMARK + ":"]
+    ).fetchall()
+    return {str(k)[len(WATERMARK) + 1 :]: str(v) for k, v in rows}
+
+
 def read_marker(con: Any, key: str) -> str | None:
     rows = con.execute("SELECT value FROM schema_info WHERE key = ?", [key]).fetchall()
     return str(rows[0][0]) if rows else None
@@ -276,15 +283,3 @@ def _delete_before(con: Any, tables: Sequence[tuple[str, str, str]], older_than:
         rows = con.execute(f"DELETE FROM {table} WHERE {column} < ?", [older_than]).fetchall()
         deleted[name] = int(rows[0][0]) if rows else 0
     return deleted
-
-
-def rows_through(con: Any) -> int | None:
-    """The largest log offset of a stored row, over both span logs (each batch of the feed is one
-    transaction, committed in order: every request up to it is stored)."""
-    parts = " UNION ALL ".join(
-        f"SELECT max(log_offset) AS o FROM {catalog}.{table}"
-        for catalog in layout.SPAN_LOGS
-        for table in ("spans", "log_records", "skipped_traces")
-    )
-    row = con.execute(f"SELECT max(o) FROM ({parts})").fetchall()
-    return None if not row or row[0][0] is None else int(row[0][0])

@@ -5,7 +5,10 @@ per consumer protocol of :mod:`tracescorer.store.api`, each part in the module t
 the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`~.runs.RunsPart`,
 :class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
 :class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
-:class:`~.keys.RetentionPart` (results retention within the key-index budget).
+:class:`~.keys.RetentionPart` (results retention within the key-index budget) and
+:class:`~.coordination.CoordinationPart` (conversation claims and judge token buckets shared by the
+clients of one store process, as ``owner``; conversation activity is recorded with the runs when
+the store is made with ``coordinate``).
 
 In a worker process, ``DuckDBStore(path, attach_fd=fd)`` is the same client over a channel the
 daemon attached to its store process (:meth:`~.process.StoreProcess.attach`): every part works
@@ -14,11 +17,13 @@ the same, the store process is the daemon's (see :mod:`~.process`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
 from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import keys
+from tracescorer.store.duckdb.coordination import CoordinationPart, default_owner
 from tracescorer.store.duckdb.deliveries import DeliveriesPart
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.keys import RetentionPart
@@ -29,9 +34,19 @@ from tracescorer.store.duckdb.runs import RunsPart
 from tracescorer.store.duckdb.scores import ScoresPart
 from tracescorer.store.duckdb.spanlog import SpanLogPart
 
+log = logging.getLogger(__name__)
+
 
 class DuckDBStore(
-    SpanLogPart, RunsPart, ScoresPart, DeliveriesPart, MonitorsPart, LabelsPart, RetentionPart, StoreProcess
+    SpanLogPart,
+    RunsPart,
+    ScoresPart,
+    DeliveriesPart,
+    MonitorsPart,
+    LabelsPart,
+    RetentionPart,
+    CoordinationPart,
+    StoreProcess,
 ):
     """A DuckDB database file served by a store process (see the module docstring)."""
 
@@ -55,6 +70,8 @@ class DuckDBStore(
         query_max_result_bytes: int = 64 << 20,
         duckdb_settings: Mapping[str, str] | None = None,
         attach_fd: int | None = None,
+        coordinate: bool = False,
+        owner: str = "",
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -78,5 +95,18 @@ class DuckDBStore(
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
         #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.duckdb.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
+        #: record conversation activity with the runs (clients coordinate through this store)
+        self.coordinate = coordinate
+        #: this client's id in conversation claims (default: unique to this process)
+        self.owner = owner or default_owner()
         self._new_traces = NewTraces()
         self._settled = {}
+
+    async def start(self) -> None:
+        """Start (or attach to) the store process; a daemon's own client of a coordinating store
+        releases every claim its previous processes left (due again at once, not at lease end)."""
+        await StoreProcess.start(self)
+        if self.coordinate and not self.attached:
+            released = await self.release_conversation_claims(everyone=True)
+            if released:
+                log.info("released %d conversation claim(s) of the previous processes", released)

@@ -115,14 +115,17 @@ async def take_tokens(conn: Conn, bucket: str, want: float, capacity: float, per
 
 
 async def register_daemon(conn: Conn, instance_id: str, owner: str, host: str) -> str | None:
-    """Record this daemon's current owner id; release the claims its previous process left
-    (conversations and export deliveries: they are due again at once). Returns the old owner."""
+    """Record this daemon's current owner id; release the claims its previous process left, its
+    worker processes' included (``<owner>/<worker>``: conversations and export deliveries: they are
+    due again at once). Returns the old owner."""
     cur = await conn.execute("SELECT owner FROM daemons WHERE instance_id = %s FOR UPDATE", [instance_id])
     row = await cur.fetchone()
     old = row[0] if row else None
     if old and old != owner:
         await conn.execute(
-            "UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = %s", [old]
+            "UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL "
+            "WHERE claimed_by = %s OR starts_with(claimed_by, %s)",
+            [old, old + "/"],
         )
         await conn.execute(
             "UPDATE score_deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = %s", [old]

@@ -56,6 +56,7 @@ class Pool(Tx):
         instance_id: str = "",
         identity: Callable[[], Awaitable[str]] | None = None,
         owner: str = "",
+        register: bool = True,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -63,6 +64,7 @@ class Pool(Tx):
         self.instance_id = instance_id
         self._identity = identity  # where the instance id is kept (the span log's file), read at start
         self.owner = owner
+        self._register = register  # a worker process claims under the daemon's registration
         self._min, self._max = pool_min_size, pool_max_size
         self._connect_timeout_s = connect_timeout_s
         self._query_role_name = query_role
@@ -126,7 +128,7 @@ class Pool(Tx):
         except Exception as exc:  # noqa: BLE001 - psycopg_pool raises its own PoolTimeout
             await self._pool.close()
             raise StoreError(f"cannot open a connection pool to {mask_dsn(self.dsn)}: {exc}") from None
-        if self.instance_id and self.owner:
+        if self.instance_id and self.owner and self._register:
             old = await self._tx(claims.register_daemon, self.instance_id, self.owner, socket.gethostname())
             if old:
                 log.info("released the claims of this daemon's previous process (%s)", old)

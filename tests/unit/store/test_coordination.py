@@ -1,0 +1,298 @@
+"""The :class:`~tracescorer.store.api.Coordination` contract on both engines: conversation claims
+across owners (exclusive, leases, takeovers, finish and release), idleness and age, the shared judge
+token bucket, and the stages that use them (the shared idler, the shared rate limiter).
+
+PostgreSQL: two result stores (owners ``a`` and ``b``) on one database. DuckDB: one store process
+with coordination on, used by two clients of different owners (the store as ``a``, and ``b``
+sending the same job functions to it), on a real file."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+from support import store_ops
+from support.daemon import wait_for_async
+from support.db import fetch, scalar
+
+from tracescorer.assembly.idle import SharedIdleConversations
+from tracescorer.metrics import Metrics
+from tracescorer.model import AgentRun, Message
+from tracescorer.runner.limits import SharedRateLimiter
+from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.duckdb.coordination import CoordinationPart
+
+Sql = Callable[[str], Awaitable[None]]
+
+
+class OtherClient(CoordinationPart):
+    """Another client of the same store process, as ``owner`` (a worker process has its own
+    :class:`DuckDBStore`; here its requests go through the test's store)."""
+
+    def __init__(self, store: DuckDBStore, owner: str) -> None:
+        self.store = store
+        self.owner = owner
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self.store.write(fn, *args)
+
+    async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self.store.read(fn, *args)
+
+    async def upsert_runs(self, runs: Sequence[AgentRun]) -> None:
+        await self.store.upsert_runs(runs)
+
+
+def _run(i: int, conversation: str | None) -> AgentRun:
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=conversation,
+        resource_id=None,
+        agent_name="a",
+        agent_id=None,
+        service_name="svc",
+        model="m",
+        error=None,
+        convention="genai",
+        started_at=i,
+        ended_at=i + 1,
+        status="ok",
+        input_messages=(Message(role="user", content=f"q{i}"),),
+    )
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+async def owners(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any, Sql]]:
+    """Two coordinating clients ``a`` and ``b`` of one result store, and a way to run a statement
+    on it (tests move its clock-stamped columns)."""
+    if request.param == "duckdb":
+        store = DuckDBStore(tmp_path / "c.duckdb", coordinate=True, owner="a")
+        await store.start()
+
+        async def duck_sql(sql: str) -> None:
+            await store.write(store_ops.execute, sql, [])
+
+        yield store, OtherClient(store, "b"), duck_sql
+        await store.stop()
+        return
+    import psycopg
+
+    from tracescorer.store.postgres.store import PostgresResultStore
+
+    dsn = request.getfixturevalue("pg_dsn")
+    a = PostgresResultStore(dsn, owner="a", instance_id="inst-a")
+    b = PostgresResultStore(dsn, owner="b", instance_id="inst-b")
+    await a.start()
+    await b.start()
+
+    async def pg_sql(sql: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute("SET search_path TO tracescorer")
+            con.execute(sql)
+
+    yield a, b, pg_sql
+    await a.stop()
+    await b.stop()
+
+
+CLAIM = {"idle_s": 0, "lease_s": 30, "limit": 10, "max_age_s": 3600}
+EXPIRE = "UPDATE conversation_activity SET claimed_until = now() - INTERVAL '1 second'"
+
+
+async def test_conversations_are_claimed_by_one_owner_and_due_again_after_a_new_turn(owners):
+    a, b, sql = owners
+    await a.upsert_runs([_run(i, f"c{i % 4}") for i in range(8)])
+    got_a, got_b = await asyncio.gather(a.claim_conversations(**CLAIM), b.claim_conversations(**CLAIM))
+    ids_a = {c.conversation_id for c in got_a}
+    ids_b = {c.conversation_id for c in got_b}
+    assert ids_a | ids_b == {"c0", "c1", "c2", "c3"} and not ids_a & ids_b  # each claimed once
+    assert {c.seq for c in [*got_a, *got_b]} == {1}  # two runs of each, stored in one write
+    assert await a.finish_conversations([(c.conversation_id, c.seq) for c in got_a]) == len(got_a)
+    assert await b.finish_conversations([(c.conversation_id, c.seq) for c in got_b], []) == len(got_b)
+    assert await a.claim_conversations(**CLAIM) == []  # all scored
+    await b.upsert_runs([_run(9, "c1")])  # a new turn, stored by the other client
+    again = await a.claim_conversations(**CLAIM)
+    assert [c.conversation_id for c in again] == ["c1"] and again[0].seq == 2  # stored twice now
+    # a is gone (no renewal): b gets nothing while a's lease lives, and takes it over after
+    assert await b.claim_conversations(**CLAIM) == []
+    await sql(EXPIRE)
+    taken = await b.claim_conversations(**CLAIM)
+    assert [(c.conversation_id, c.seq, c.takeover) for c in taken] == [("c1", 2, True)]
+    assert await a.finish_conversations([("c1", 2)]) == 0  # a's late finish does not count
+    assert await a.renew_conversations(["c1"], 30) == []
+    assert await b.renew_conversations(["c1", "c2"], 30) == ["c1"]  # only what b holds
+    assert await b.finish_conversations([], release=["c1"]) == 0  # released unscored: due again at once
+    assert [c.conversation_id for c in await a.claim_conversations(**CLAIM)] == ["c1"]
+    assert await a.conversation_stats() == {"unscored": 1, "claimed": 1, "takeovers": 1}
+
+
+async def test_a_turn_stored_while_claimed_makes_it_due_again_and_idleness_and_age_count(owners):
+    a, b, sql = owners
+    await a.upsert_runs([_run(1, "c1"), _run(2, None)])  # a run without a conversation is no activity
+    assert await a.claim_conversations(**{**CLAIM, "idle_s": 3600}) == []  # not idle yet
+    (claim,) = await a.claim_conversations(**CLAIM)
+    await b.upsert_runs([_run(3, "c1")])  # stored while a scores it
+    assert await a.finish_conversations([(claim.conversation_id, claim.seq)]) == 1
+    assert [(c.conversation_id, c.seq) for c in await b.claim_conversations(**CLAIM)] == [("c1", 2)]
+    assert await b.finish_conversations([("c1", 2)]) == 1
+    assert await a.claim_conversations(**CLAIM) == [] and await b.claim_conversations(**CLAIM) == []
+    assert (await a.conversation_stats())["unscored"] == 0
+    # activity older than max_age_s is not due (recovery's window), younger is
+    await a.upsert_runs([_run(4, "c2")])
+    await sql("UPDATE conversation_activity SET last_activity = last_activity - INTERVAL '2 hours'")
+    assert await a.claim_conversations(**CLAIM) == []
+    assert [c.conversation_id for c in await a.claim_conversations(**{**CLAIM, "max_age_s": 3 * 3600})] == ["c2"]
+
+
+async def test_a_lease_runs_out_by_the_store_clock(owners):
+    a, b, _ = owners
+    await a.upsert_runs([_run(1, "c1")])
+    assert len(await a.claim_conversations(**{**CLAIM, "lease_s": 0.5})) == 1
+    assert await b.claim_conversations(**CLAIM) == []
+    taken = await wait_for_async(lambda: b.claim_conversations(**CLAIM), timeout_s=10, what="the lease to run out")
+    assert [(c.conversation_id, c.takeover) for c in taken] == [("c1", True)]
+
+
+async def test_the_judge_token_bucket_is_shared_and_a_refused_take_takes_nothing(owners):
+    a, b, _ = owners
+    waits = [await (a if i % 2 else b).take_judge_tokens("judge", 1, 4, 0.5) for i in range(5)]
+    assert waits[:4] == [0, 0, 0, 0] and 0 < waits[4] <= 2.1  # four tokens shared, the fifth waits ~2 s
+    assert await a.take_judge_tokens("other", 4, 4, 0.5) == 0  # buckets are separate
+    # refilled 0.001 a second: 1.5 of 2 taken, a take of 1 is refused (~500 s) and takes nothing
+    assert await a.take_judge_tokens("slow", 1.5, 2, 0.001) == 0
+    assert 490 < await b.take_judge_tokens("slow", 1, 2, 0.001) <= 500
+    assert await a.take_judge_tokens("slow", 0.49, 2, 0.001) == 0
+    assert await a.take_judge_tokens("big", 10, 2, 0.001) == 0  # at most the capacity is asked for
+
+
+async def test_the_token_bucket_refills_at_its_rate(owners):
+    a, b, _ = owners
+    assert await a.take_judge_tokens("fast", 1, 1, 20) == 0
+    wait_s = await b.take_judge_tokens("fast", 1, 1, 20)
+    assert 0 < wait_s <= 0.05
+    await asyncio.sleep(wait_s + 0.05)
+    assert await b.take_judge_tokens("fast", 1, 1, 20) == 0
+
+
+async def test_the_shared_rate_limit_spans_clients(owners):
+    a, b, _ = owners
+    # 6 a minute, a bucket of 6: drained by the two clients in turn, it refills 0.1 a second, so
+    # however slow this machine, neither can take another token for seconds after
+    limiters = [SharedRateLimiter(s, 6) for s in (a, b)]
+    for i in range(6):
+        await limiters[i % 2].acquire()
+    for s in (a, b):  # the bucket is shared: both are told to wait, nothing is taken
+        assert await s.take_judge_tokens("judge", 1, 6, 0.1) > 0
+
+
+class Sink:
+    """Scores every conversation it is given (counted), at once."""
+
+    def __init__(self, scored: Counter[str]) -> None:
+        self.scored = scored
+
+    async def conversation_idle(self, conversation_id: str) -> bool:
+        self.scored[conversation_id] += 1
+        return True
+
+
+async def test_idle_conversations_are_scored_once_across_clients(owners):
+    a, b, _ = owners
+    scored: Counter[str] = Counter()
+    idlers = [
+        SharedIdleConversations(
+            Sink(scored), s, Metrics(), idle_s=0.2, lease_s=30, interval_s=0.05, max_in_flight=3, max_age_s=3600
+        )
+        for s in (a, b)
+    ]
+    for idler in idlers:
+        await idler.start()
+    try:
+        await a.upsert_runs([_run(i, f"c{i % 6}") for i in range(12)])
+        await wait_for_async(lambda: len(scored) == 6, what="six conversations scored")
+        await b.upsert_runs([_run(20, "c0")])  # a new turn: scored once more
+        await wait_for_async(lambda: scored["c0"] == 2, what="c0 scored again")
+        await wait_for_async(lambda: _settled(a), what="every claim finished")
+        await asyncio.sleep(0.3)  # a few more passes: nothing is due, nothing is scored twice
+        assert scored == Counter({"c0": 2, **{f"c{i}": 1 for i in range(1, 6)}})
+    finally:
+        for idler in idlers:
+            await idler.stop(time.monotonic() + 5)
+
+
+async def _settled(store: Any) -> bool:
+    stats = await store.conversation_stats()
+    return bool(stats == {"unscored": 0, "claimed": 0, "takeovers": 0})
+
+
+async def test_activity_is_recorded_with_the_runs_only_when_the_store_coordinates(tmp_path):
+    for coordinate in (False, True):
+        store = DuckDBStore(tmp_path / f"{coordinate}.duckdb", coordinate=coordinate)
+        await store.start()
+        try:
+            await store.upsert_runs([_run(1, "c1"), _run(2, "c1"), _run(3, "c2")])
+            await store.upsert_runs([_run(4, "c2")])
+            rows = await fetch(store, "SELECT conversation_id, activity_seq FROM conversation_activity ORDER BY 1")
+            assert rows == ([("c1", 1), ("c2", 2)] if coordinate else [])
+            assert await scalar(store, "SELECT count(*) FROM runs") == 4
+        finally:
+            await store.stop()
+    owners = {DuckDBStore(tmp_path / "x.duckdb").owner for _ in range(3)}
+    assert len(owners) == 3 and all(owners)  # a client's default owner is its own
+
+
+async def test_claims_of_a_previous_process_can_be_released_at_once(tmp_path):
+    store = DuckDBStore(tmp_path / "r.duckdb", coordinate=True, owner="a")
+    await store.start()
+    try:
+        other = OtherClient(store, "b")
+        await store.upsert_runs([_run(1, "c1"), _run(2, "c2")])
+        assert len(await store.claim_conversations(**{**CLAIM, "limit": 1})) == 1
+        assert len(await other.claim_conversations(**CLAIM)) == 1
+        assert await other.release_conversation_claims() == 1  # b's own
+        assert [c.conversation_id for c in await store.claim_conversations(**CLAIM)] == ["c2"]
+        assert await other.release_conversation_claims(everyone=True) == 2
+        assert len(await other.claim_conversations(**CLAIM)) == 2
+        assert (await other.conversation_stats())["takeovers"] == 0  # released, not taken over
+    finally:
+        await store.stop()
+
+
+async def test_retention_deletes_activity_with_the_runs_but_not_under_a_live_lease(tmp_path):
+    store = DuckDBStore(tmp_path / "p.duckdb", coordinate=True, owner="a")
+    await store.start()
+    try:
+        await store.upsert_runs([_run(1, "c1"), _run(2, "c2")])
+        (claim,) = await store.claim_conversations(**{**CLAIM, "limit": 1})
+        await asyncio.sleep(0.05)
+        pruned = await store.prune_results(dt.datetime.now(dt.UTC))
+        assert {t: n for t, n in pruned.deleted.items() if n} == {"runs": 2, "conversation_activity": 1}
+        assert await fetch(store, "SELECT conversation_id FROM conversation_activity") == [(claim.conversation_id,)]
+        assert await store.finish_conversations([(claim.conversation_id, claim.seq)]) == 1
+    finally:
+        await store.stop()
+
+
+async def test_coordination_writes_do_not_wait_for_the_results_delay(tmp_path):
+    store = DuckDBStore(tmp_path / "d.duckdb", coordinate=True, results_delay_s=30)
+    await store.start()
+    try:
+        queued = asyncio.create_task(store.upsert_runs([_run(1, "c1")]))  # waits up to 30 s for company
+        await asyncio.sleep(0.2)
+        assert not queued.done()
+        # a judge token and a claim go at once, and take what was queued along
+        assert await asyncio.wait_for(store.take_judge_tokens("judge", 1, 10, 1), 5) == 0
+        await asyncio.wait_for(queued, 1)
+        claims = await asyncio.wait_for(store.claim_conversations(**CLAIM), 5)
+        assert [c.conversation_id for c in claims] == ["c1"]
+        assert await asyncio.wait_for(store.finish_conversations([("c1", 1)]), 5) == 1
+    finally:
+        await store.stop()
