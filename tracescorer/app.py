@@ -114,7 +114,9 @@ class App:
             score_listeners.append(self.monitors)
         score_listeners.append(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         for listener in score_listeners[len(self.runner.writer.listeners) :]:
-            self.runner.add_score_listener(listener)  # the pool hands on its workers' scores to the same list
+            self.runner.add_score_listener(listener)
+            if self.pool is not None:  # the workers' scores go to the same listeners
+                self.pool.listeners.append(listener)
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(
