@@ -60,6 +60,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 STAGES = ("check", "decode", "assembly", "scoring")  # the pipeline's order
 #: histograms of waits, not of work: the ack latency (reported from the load generator) and the loop's lag
+ROLE_ORDER = ("daemon", "workers", "store", "query")
 NOT_STAGES = ("receiver_request", "event_loop_lag")
 ROLES = (
     ("tracescorer.store.duckdb.server", "store"),
@@ -312,7 +313,7 @@ def _measure(
         "rss_mb": {
             role: [n / 2**20 for n in (tree.rss_before.get(role, 0), tree.rss_peak[role], rss_after.get(role, 0))]
             for role in sorted(
-                tree.rss_peak, key=lambda r: ("daemon", "store", "query").index(r) if r != "other" else 3
+                tree.rss_peak, key=lambda r: ROLE_ORDER.index(r) if r in ROLE_ORDER else len(ROLE_ORDER)
             )
         },
         "rss_total_mb": [
@@ -337,7 +338,7 @@ def report(mix: float, w: dict[str, Any], t: dict[str, Any]) -> list[str]:
     procs = ", ".join(
         f"{role} {cpu[role]:.0f}"
         + (f" (event loop {cpu['loop']:.0f}, other threads {cpu[role] - cpu['loop']:.0f})" if role == "daemon" else "")
-        for role in ("daemon", "store", "query", "other")
+        for role in (*ROLE_ORDER, "other")
         if role in cpu
     )
     p = t["progress"]

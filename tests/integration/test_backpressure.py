@@ -90,6 +90,7 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
     gated.GATE.clear()
     settings = settings_for(
         tmp_path,
+        workers={"count": 0},  # the gated scorer waits on this process's event
         assembly={"idle_s": 0.2},
         scoring={"max_queue": 20, "workers": 1},
         scorers=[{"id": "gated", "python": "support.gated:scorer"}],
@@ -183,7 +184,8 @@ async def _scored(app, n: int) -> bool:
 
 async def test_far_more_than_the_window_is_assembled_from_the_span_log(tmp_path):
     # a window of 40 spans, 600 traces of 4: almost every trace waits on disk, not in memory
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.5, "max_spans": 40})
+    # the buffer in this process (the test reads its stats)
+    settings = settings_for(tmp_path, workers={"count": 0}, assembly={"idle_s": 0.5, "max_spans": 40})
     async with running_app(settings) as app:
         for start in range(0, 600, 50):
             spans = [s for i in range(start + 1, start + 51) for s in _agent_trace(i)]

@@ -45,6 +45,9 @@ def test_json_log_of_a_judge_outage_and_its_recovery(tmp_path: Path) -> None:
         fake.script("outage-401", Reply.unauthorized())
         cfg = config_dict(
             tmp_path,
+            # one worker process: its lines reach the daemon's log in the daemon's format; each
+            # worker tells of an outage it sees (one worker: the outage's lines once)
+            workers={"count": 1},
             assembly={"idle_s": 0.2},
             log={"level": "info", "format": "json"},  # lower case is accepted
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},

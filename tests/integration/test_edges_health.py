@@ -23,7 +23,8 @@ async def _status(stub, service: str = "") -> int:
 
 
 async def test_serving_when_ready_not_serving_when_a_bound_is_hit(tmp_path):
-    settings = plain_settings(tmp_path, receiver={"max_queue_items": 10})
+    # the feed's writes in this process (the test holds the store's writer)
+    settings = plain_settings(tmp_path, workers={"count": 0}, receiver={"max_queue_items": 10})
     async with running_app(settings) as app:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)

@@ -39,7 +39,7 @@ def _send(port: int, n: int) -> None:
 
 
 async def test_a_failed_batch_is_tried_again_and_stored_once(tmp_path):
-    async with running_app(plain_settings(tmp_path)) as app:
+    async with running_app(plain_settings(tmp_path, workers={"count": 0})) as app:  # a fault in this process's feed
         faulty = _FailsOnce(app.feed._prefilter)
         app.feed._prefilter = faulty  # fault injection at the feed's one plug-in point
         await asyncio.to_thread(_send, app.grpc_port, 20)

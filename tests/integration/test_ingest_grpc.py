@@ -141,7 +141,12 @@ async def test_tls_on_both_receivers(tmp_path, tls_pair, monkeypatch):
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
     # the feed held back: once the log is segment_log.max_lag_bytes ahead of it, requests are refused
-    settings = plain_settings(tmp_path, receiver={"retry_after_s": 1}, segment_log={"max_lag_bytes": 1})
+    settings = plain_settings(
+        tmp_path,
+        workers={"count": 0},  # the feed in this process: the test holds it back
+        receiver={"retry_after_s": 1},
+        segment_log={"max_lag_bytes": 1},
+    )
     async with running_app(settings) as app, FeedGate(app.feed) as gate:
         first = trace_request([{"trace_id": TRACE_ID, "span_id": "00000000000000b1"}]).SerializeToString()
         assert await asyncio.to_thread(_raw_post, app.http_port, first) == 200  # acknowledged: the feed is behind

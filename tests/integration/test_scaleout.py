@@ -129,7 +129,13 @@ def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_o
             assert len(runs) == 4 and len({r["assembled_by"] for r in runs}) == 2  # each daemon assembled some
             assert sorted(json.loads(row["metadata"])["run_ids"]) == sorted(r["run_id"] for r in runs)
             assert _judge_calls(fake, "split") == 1
-            assert sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="claimed"}') for d in daemons) == 1
+            wait_for(  # the workers tell the daemons their metrics every few seconds
+                lambda: sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="claimed"}') for d in daemons)
+                == 1,
+                30,
+                interval_s=0.2,
+                what="the claim counted",
+            )
             evaluations = capture.spans_named("evaluate conversation-judge")
             assert len(evaluations) == 1  # exported once, by one of the daemons
             # run scope stays on the daemon that assembled the run: four run scores, one per run

@@ -52,8 +52,10 @@ _LABEL_VALUES = re.compile(
 
 def exported() -> dict[str, set[str]]:
     """Every sample name ``Metrics().render()`` exposes, with its label names, after each
-    labelled metric was touched once (an untouched labelled metric exposes no samples)."""
+    labelled metric was touched once (an untouched labelled metric exposes no samples) and a
+    worker process told its metrics (the per-worker families have samples only then)."""
     metrics = Metrics()
+    metrics.absorb("w0", Metrics().snapshot())
     for value in vars(metrics).values():
         if isinstance(value, MetricWrapperBase) and value._labelnames:  # introspection
             value.labels(*("x" for _ in value._labelnames))

@@ -235,7 +235,8 @@ class MonitorStore(Protocol):
 
 
 class Coordination(Protocol):
-    """What several daemons sharing one result store coordinate through it (PostgreSQL mode).
+    """What several daemons sharing one result store (PostgreSQL mode), or the worker processes of
+    one daemon (DuckDB), coordinate through it.
 
     Conversations become due when idle across all daemons and are claimed with leases; the judge's
     requests-per-minute bucket is one shared bucket.

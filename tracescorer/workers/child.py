@@ -36,8 +36,11 @@ from tracescorer.workers.pipeline import Pipeline, build_runner
 
 log = logging.getLogger("tracescorer.workers")
 
-#: how often progress is told while it moves (and at least every second), metrics every 2 s
-PROGRESS_S, METRICS_S = 0.2, 2.0
+#: how often progress is told while it moves (and at least every second); metrics every 2 s, or
+#: every half second while the feed moves (a test or an operator reads them right after the load)
+PROGRESS_S, METRICS_S, METRICS_MOVING_S = 0.2, 2.0, 0.5
+#: how long a worker whose daemon went away takes to stop (the next daemon replays the log)
+ORPHAN_STOP_S = 3.0
 
 
 class _ScoresOut:
@@ -114,9 +117,9 @@ class Worker:
                     self._deadline = time.monotonic() + 1.0
                     return m.EXIT_STORE_LOST
                 message = recv.result()
-                if message is None:  # the main process is gone: stop as at a stop
+                if message is None:  # the main process is gone: stop soon (what is acknowledged is in the log)
                     log.warning("worker %s: the daemon went away; stopping", self.name)
-                    self._deadline = time.monotonic() + self.grace_s
+                    self._deadline = time.monotonic() + min(self.grace_s, ORPHAN_STOP_S)
                     return 0
                 kind, value = message
                 if kind == m.END:
@@ -131,7 +134,7 @@ class Worker:
                     task.cancel()
 
     async def _report(self) -> None:
-        told, told_at, metrics_at = None, 0.0, 0.0
+        told, told_at, metrics_at, metrics_offset = None, 0.0, 0.0, -1
         while True:
             await asyncio.sleep(PROGRESS_S)
             now = time.monotonic()
@@ -139,9 +142,14 @@ class Worker:
             if progress != told or now - told_at >= 1.0:
                 self.channel.send(encode((m.PROGRESS, progress)))
                 told, told_at = progress, now
-            if now - metrics_at >= METRICS_S:
-                self.channel.send(encode((m.METRICS, self.metrics.snapshot())))
-                metrics_at = now
+            every = METRICS_MOVING_S if progress.offset != metrics_offset else METRICS_S
+            if now - metrics_at >= every:
+                self.send_metrics()
+                metrics_at, metrics_offset = now, progress.offset
+
+    def send_metrics(self) -> None:
+        """Tell the main process this worker's metrics, as of its feed's offset now."""
+        self.channel.send(encode((m.METRICS, (self.pipeline.feed.offset, self.metrics.snapshot()))))
 
 
 async def _main(fd: int, store_fd: int, partition: Partition) -> int:
@@ -153,7 +161,7 @@ async def _main(fd: int, store_fd: int, partition: Partition) -> int:
     logs.configure(start.log_level, start.log_format)  # type: ignore[arg-type]
     worker = Worker(channel, start, store_fd, partition)
     status = await worker.run()
-    channel.send(encode((m.METRICS, worker.metrics.snapshot())))
+    worker.send_metrics()
     await asyncio.sleep(0)  # let the sender write what is queued
     await channel.drain()
     channel.close()

@@ -4,7 +4,8 @@ socketpair, :mod:`tracescorer.ipc`): a message is ``(kind, value)``.
 main → worker: ``START`` (:class:`Start`, first), ``END`` (``(end offset, synced at)``: the segment
 log is synced up to there), ``STOP`` (seconds left to drain).
 worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
-for the daemon's exporter, monitors and score metrics), ``METRICS`` (a snapshot of its metrics),
+for the daemon's exporter, monitors and score metrics), ``METRICS`` (``(feed offset, snapshot)``:
+its metrics as of that offset),
 ``STOPPED`` (whether it drained).
 """
 

@@ -71,6 +71,7 @@ class _Worker:
     process: asyncio.subprocess.Process | None = None
     channel: AsyncChannel | None = None
     progress: m.Progress | None = None
+    metrics_offset: int = -1  # the feed offset its last metrics were taken at
     ready: asyncio.Future[bool] | None = None
     stopped: asyncio.Future[bool] | None = None
     reader: asyncio.Task[None] | None = None
@@ -141,10 +142,11 @@ class WorkerPool:
         return None
 
     async def caught_up(self, timeout_s: float = 30.0) -> bool:
-        """Wait until every request acknowledged before the call is handled by every worker."""
+        """Wait until every request acknowledged before the call is handled by every worker (and
+        the metrics they told since count it)."""
         target = self._log.end_offset
         deadline = time.monotonic() + timeout_s
-        while self.offset < target or any(w.down for w in self.workers):
+        while any(w.down or w.metrics_offset < target for w in self.workers):
             if time.monotonic() > deadline:
                 return False
             await asyncio.sleep(0.02)
@@ -263,7 +265,8 @@ class WorkerPool:
             elif kind == m.SCORES:
                 self._tell_scores(value)
             elif kind == m.METRICS:
-                self._metrics.absorb(w.name, value)
+                w.metrics_offset, snapshot = value
+                self._metrics.absorb(w.name, snapshot)
             elif kind == m.STOPPED and w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(bool(value))
         channel.close()

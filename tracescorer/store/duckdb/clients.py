@@ -44,6 +44,7 @@ class Clients:
         self._channels: dict[int, BlockingChannel] = {MAIN: main}
         self._lock = threading.Lock()
         self._tags = itertools.count(MAIN + 1)
+        self._gone = threading.Condition(self._lock)  # notified when an attached channel ends
 
     def reply(self, req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:
         """Send an answer back on the channel its request came on (dropped when it is gone)."""
@@ -98,5 +99,11 @@ class Clients:
             dispatch(tag << TAG_BITS | req_id, kind, payload)
         with self._lock:
             self._channels.pop(tag, None)
+            self._gone.notify_all()
         channel.close()
-        log.info("an attached client went away (channel %d); what it sent is committed", tag)
+        log.debug("an attached client went away (channel %d); what it sent is committed", tag)
+
+    def wait_detached(self, timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until no attached channel is open; whether none is."""
+        with self._gone:
+            return self._gone.wait_for(lambda: len(self._channels) <= 1, timeout_s)

@@ -52,6 +52,10 @@ def serve(sock: socket.socket, options: EngineOptions, attach_sock: socket.socke
         engine.dispatch(req_id, kind, payload)
     else:
         log.warning("the daemon went away: committing what it sent, then exiting")
+    # its worker processes stop when it does (or when it went away): what they send meanwhile is
+    # stored too, until they are gone
+    if clients.attached and not clients.wait_detached(timeout_s):
+        log.warning("%d worker process(es) still attached after %.0fs; stopping anyway", clients.attached, timeout_s)
     drained = engine.shutdown(timeout_s)
     chan.send((-1, drained, None, {}))
     chan.close()
