@@ -70,12 +70,21 @@ def _rows(daemon: DaemonProcess, sql: str) -> list[dict[str, Any]] | None:
         return None
 
 
+def _assembled(daemon: DaemonProcess) -> set[str] | None:
+    """Every assembled trace id, a page (the query path's row cap) at a time; None meanwhile."""
+    found: set[str] = set()
+    while True:
+        rows = _rows(daemon, f"SELECT trace_id FROM assembled_traces ORDER BY trace_id LIMIT 5000 OFFSET {len(found)}")
+        if rows is None:
+            return None
+        found.update(r["trace_id"] for r in rows)
+        if len(rows) < 5000:
+            return found
+
+
 def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
     wait_for(
-        lambda: (
-            (rows := _rows(daemon, "SELECT trace_id FROM assembled_traces")) is not None
-            and not traces - {r["trace_id"] for r in rows}
-        ),
+        lambda: (assembled := _assembled(daemon)) is not None and not traces - assembled,
         90,
         interval_s=0.25,
         what="every acknowledged trace assembled",

@@ -79,8 +79,17 @@ def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
             into[key] = value
 
 
+def _in_process(cfg: dict[str, Any]) -> dict[str, Any]:
+    """An App on the test's loop runs its stages in its own process unless the test asks for
+    worker processes: those tests reach into the stages (or hold them back); a daemon started as a
+    process (:class:`DaemonProcess`) runs as deployed, with worker processes."""
+    cfg.setdefault("workers", {"count": 0})
+    return cfg
+
+
 def settings_for(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
-    return Settings.model_validate(config_dict(tmp_path, **sections))
+    """Settings for an App on the test's loop (no worker processes unless ``workers`` is given)."""
+    return Settings.model_validate(_in_process(config_dict(tmp_path, **sections)))
 
 
 def plain_config(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +102,7 @@ def plain_config(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
 
 def plain_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
     """:func:`settings_for` with ``store.spans: all`` (see :func:`plain_config`)."""
-    return Settings.model_validate(plain_config(tmp_path, **sections))
+    return Settings.model_validate(_in_process(plain_config(tmp_path, **sections)))
 
 
 @contextlib.asynccontextmanager
