@@ -312,9 +312,7 @@ def _measure(
         "histograms": histograms(m0, m1, acked),
         "rss_mb": {
             role: [n / 2**20 for n in (tree.rss_before.get(role, 0), tree.rss_peak[role], rss_after.get(role, 0))]
-            for role in sorted(
-                tree.rss_peak, key=lambda r: ROLE_ORDER.index(r) if r in ROLE_ORDER else len(ROLE_ORDER)
-            )
+            for role in sorted(tree.rss_peak, key=lambda r: ROLE_ORDER.index(r) if r in ROLE_ORDER else len(ROLE_ORDER))
         },
         "rss_total_mb": [
             sum(tree.rss_before.values()) / 2**20,

@@ -130,8 +130,9 @@ def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_o
             assert sorted(json.loads(row["metadata"])["run_ids"]) == sorted(r["run_id"] for r in runs)
             assert _judge_calls(fake, "split") == 1
             wait_for(  # the workers tell the daemons their metrics every few seconds
-                lambda: sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="claimed"}') for d in daemons)
-                == 1,
+                lambda: (
+                    sum(_metric(d, 'tracescorer_conversation_claims_total{outcome="claimed"}') for d in daemons) == 1
+                ),
                 30,
                 interval_s=0.2,
                 what="the claim counted",

@@ -11,9 +11,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
+from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
 from support.otlp import span_exporter, tracer

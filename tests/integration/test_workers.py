@@ -116,8 +116,10 @@ def test_a_conversation_split_across_workers_is_scored_once(tmp_path, fake):
         assert sum(1 for r in fake.requests if "split answer" in r.prompt_text) == 1
         # the workers' counters reach the daemon's /metrics (each tells them every 2 s)
         wait_for(
-            lambda: _metric(daemon, 'tracescorer_conversation_claims_total{outcome="claimed"}') == 1
-            and _metric(daemon, "tracescorer_assembly_runs_total") == 4,
+            lambda: (
+                _metric(daemon, 'tracescorer_conversation_claims_total{outcome="claimed"}') == 1
+                and _metric(daemon, "tracescorer_assembly_runs_total") == 4
+            ),
             30,
             interval_s=0.2,
             what="the workers' metrics",
