@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -68,8 +68,10 @@ class OpsApi:
         metrics_token: str = "",
         readiness: Readiness | None = None,
         detail: Callable[[], dict[str, Any]] | None = None,
+        refresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._health = health
+        self._refresh = refresh  # before a scrape: the worker processes tell their metrics
         self._detail = detail
         self._metrics = metrics
         self._metrics_token = metrics_token
@@ -112,6 +114,8 @@ class OpsApi:
     async def metrics(self, request: web.Request) -> web.Response:
         if not bearer_ok(request.headers.get("Authorization"), self._metrics_token):
             return _unauthorized()
+        if self._refresh is not None:
+            await self._refresh()
         resp = web.Response(body=self._metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

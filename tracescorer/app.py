@@ -125,6 +125,7 @@ class App:
             metrics_token=s.metrics.auth_token,
             readiness=self.readiness.not_ready_reason,
             detail=self.readiness.detail,
+            refresh=self.pool.refresh_metrics if self.pool is not None else None,
         )
         self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
         self.agreement = AgreementGauges(

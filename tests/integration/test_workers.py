@@ -149,6 +149,7 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
         tmp_path,
         workers={"count": 2},
         assembly={"idle_s": 0.3},
+        segment_log={"segment_bytes": 1 << 16},  # many segments: released once both workers passed them
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         shutdown={"grace_s": 10},
     )
@@ -190,6 +191,9 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
             what="every run scored",
         )
         assert _metric(daemon, "tracescorer_worker_restarts_total") == 1
+        # every worker passed the log's segments: they are deleted (a few kept: the one written,
+        # the one a worker's last saved offset is in)
+        wait_for(lambda: _metric(daemon, "tracescorer_log_bytes") < 4 * (1 << 16), 30, what="segments released")
         # the workers' scores reach the daemon's score metrics (and its exporter, monitors); those a
         # worker committed right before it was killed are stored, not counted
         wait_for(

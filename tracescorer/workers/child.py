@@ -124,6 +124,8 @@ class Worker:
                 kind, value = message
                 if kind == m.END:
                     self.view.advance(*value)
+                elif kind == m.SNAPSHOT:
+                    self.send_metrics()
                 elif kind == m.STOP:
                     self._deadline = time.monotonic() + float(value)
                     return 0

@@ -2,7 +2,8 @@
 socketpair, :mod:`tracescorer.ipc`): a message is ``(kind, value)``.
 
 main → worker: ``START`` (:class:`Start`, first), ``END`` (``(end offset, synced at)``: the segment
-log is synced up to there), ``STOP`` (seconds left to drain).
+log is synced up to there), ``SNAPSHOT`` (tell your metrics now: ``/metrics`` is being scraped),
+``STOP`` (seconds left to drain).
 worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
 for the daemon's exporter, monitors and score metrics), ``METRICS`` (``(feed offset, snapshot)``:
 its metrics as of that offset),
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from tracescorer.config import Settings
 
-START, END, STOP = "start", "end", "stop"
+START, END, SNAPSHOT, STOP = "start", "end", "snapshot", "stop"
 READY, PROGRESS, SCORES, METRICS, STOPPED = "ready", "progress", "scores", "metrics", "stopped"
 
 #: a worker's exit status when its store connection was lost (the store process restarts): the

@@ -72,6 +72,7 @@ class _Worker:
     channel: AsyncChannel | None = None
     progress: m.Progress | None = None
     metrics_offset: int = -1  # the feed offset its last metrics were taken at
+    told_metrics: asyncio.Event = field(default_factory=asyncio.Event)  # set at each METRICS
     ready: asyncio.Future[bool] | None = None
     stopped: asyncio.Future[bool] | None = None
     reader: asyncio.Task[None] | None = None
@@ -267,6 +268,7 @@ class WorkerPool:
             elif kind == m.METRICS:
                 w.metrics_offset, snapshot = value
                 self._metrics.absorb(w.name, snapshot)
+                w.told_metrics.set()
             elif kind == m.STOPPED and w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(bool(value))
         channel.close()
@@ -303,6 +305,18 @@ class WorkerPool:
                     w.process.kill()
                     await w.process.wait()
             # a failed start's reader set w.down; the next attempt starts it again
+
+    async def refresh_metrics(self, timeout_s: float = 0.5) -> None:
+        """Ask every running worker for its metrics now and wait for them (up to ``timeout_s``):
+        a scrape of ``/metrics`` shows the daemon as it is, not as it was a second ago."""
+        asked = [w for w in self.workers if w.channel is not None and w.down is None]
+        for w in asked:
+            w.told_metrics.clear()
+            w.channel.send(encode((m.SNAPSHOT, None)))  # type: ignore[union-attr]
+        if asked:
+            waits = [asyncio.create_task(w.told_metrics.wait()) for w in asked]
+            await asyncio.wait(waits, timeout=timeout_s)
+            await cancel(waits)
 
     def _tell_scores(self, scores: Sequence[ScoreRecord]) -> None:
         for listener in self.listeners:
