@@ -49,6 +49,7 @@ class BlockingChannel:
         sock.setblocking(True)
         self._sock = sock
         self._send_lock = threading.Lock()
+        self._closed = False
 
     def _read_exact(self, size: int) -> bytearray | None:
         buf = bytearray(size)
@@ -78,6 +79,8 @@ class BlockingChannel:
         """False when the daemon is gone."""
         frame = encode(message)
         with self._send_lock:
+            if self._closed:
+                return False
             try:
                 self._sock.sendall(frame)
             except OSError:
@@ -85,10 +88,14 @@ class BlockingChannel:
         return True
 
     def close(self) -> None:
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        """Close the socket; under the send lock, so that no thread sends on a descriptor number
+        that a new socket may have taken meanwhile."""
+        with self._send_lock:
+            self._closed = True
+            try:
+                self._sock.close()
+            except OSError:
+                pass
 
 
 class AsyncChannel:

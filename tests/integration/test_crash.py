@@ -10,13 +10,9 @@ from typing import Any
 
 import psutil
 import pytest
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from support.daemon import DaemonProcess, config_dict, store_children, wait_for
-from support.otlp import agent_trace
 from support.reaper import ReapedDaemon
-from support.routing import Acked, RoutingExporter
+from support.routing import Acked, produce_agent_traces
 
 from tracescorer.control import RemoteQueryError
 from tracescorer.store.duckdb import open_read_only
@@ -28,18 +24,7 @@ ACKED_BEFORE_KILL = 2000
 
 
 def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:
-    provider = TracerProvider(resource=Resource.create({"service.name": f"crash-{index}"}))
-    exporter = RoutingExporter([endpoint], acked, timeout_s=2)
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50, max_export_batch_size=200))
-    tracer = provider.get_tracer("tests.crash")
-    n = 0
-    while not stop.is_set():
-        agent_trace(tracer, user=f"question {index}-{n}", answer=f"answer {index}-{n}")
-        n += 1
-        if n % 20 == 0:
-            stop.wait(0.005)  # let the exporter thread run
-    exporter.shutdown()  # what is still queued goes nowhere: the daemon is dead
-    provider.shutdown()
+    produce_agent_traces(endpoint, acked, stop, index, service="crash")
 
 
 def _daemon_and_producers(

@@ -12,12 +12,8 @@ import urllib.request
 import psutil
 import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from support.daemon import DaemonProcess, config_dict, wait_for
-from support.otlp import agent_trace
-from support.routing import Acked, RoutingExporter, SequentialTraceIds
+from support.routing import Acked, RoutingExporter, SequentialTraceIds, produce_agent_traces
 
 from tracescorer.demo import emit_conversations
 from tracescorer.feed.partition import Partition
@@ -131,17 +127,7 @@ def test_a_conversation_split_across_workers_is_scored_once(tmp_path, fake):
 
 
 def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:
-    provider = TracerProvider(resource=Resource.create({"service.name": f"workers-{index}"}))
-    exporter = RoutingExporter([endpoint], acked, timeout_s=5)
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50, max_export_batch_size=200))
-    tracer = provider.get_tracer("tests.workers")
-    n = 0
-    while not stop.is_set():
-        agent_trace(tracer, user=f"question {index}-{n}", answer=f"answer {index}-{n}")
-        n += 1
-        if n % 20 == 0:
-            stop.wait(0.005)
-    provider.shutdown()  # everything sent: the daemon lives on
+    produce_agent_traces(endpoint, acked, stop, index, service="workers", keep_queued=True)
 
 
 def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(tmp_path):

@@ -80,3 +80,30 @@ class SequentialTraceIds(IdGenerator):
 
     def generate_span_id(self) -> int:
         return self._random.getrandbits(64) or 1
+
+
+def produce_agent_traces(
+    endpoint: str, acked: Acked, stop: threading.Event, index: int, *, service: str, keep_queued: bool = False
+) -> None:
+    """Send agent traces to ``endpoint`` through the SDK's batch processor until ``stop``,
+    remembering what was acknowledged. At the end what is still queued is sent
+    (``keep_queued``, the daemon lives on) or dropped (the daemon is dead)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from support.otlp import agent_trace
+
+    provider = TracerProvider(resource=Resource.create({"service.name": f"{service}-{index}"}))
+    exporter = RoutingExporter([endpoint], acked, timeout_s=5 if keep_queued else 2)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50, max_export_batch_size=200))
+    tracer = provider.get_tracer(f"tests.{service}")
+    n = 0
+    while not stop.is_set():
+        agent_trace(tracer, user=f"question {index}-{n}", answer=f"answer {index}-{n}")
+        n += 1
+        if n % 20 == 0:
+            stop.wait(0.005)  # let the exporter thread run
+    if not keep_queued:
+        exporter.shutdown()  # what is still queued goes nowhere
+    provider.shutdown()

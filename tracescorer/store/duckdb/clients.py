@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
+from tracescorer.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run in the store process

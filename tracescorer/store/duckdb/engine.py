@@ -2,7 +2,7 @@
 
 It runs beside the daemon (its own process, so DuckDB's work and the daemon's decoding and
 scoring use both cores instead of taking turns on one GIL). The daemon sends it requests over a
-socketpair (:mod:`tracescorer.store.duckdb.ipc`):
+socketpair (:mod:`tracescorer.ipc`):
 
 * telemetry appends go to the **telemetry writer**, which takes whatever is queued and commits
   it in one transaction (group commit); each request is answered only after its transaction

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracescorer import logs
+from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
 from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import wire
-from tracescorer.store.duckdb.ipc import AsyncChannel, encode
 from tracescorer.store.duckdb.jobs import Jobs
 
 log = logging.getLogger(__name__)
@@ -248,14 +248,7 @@ class StoreProcess(Jobs):
                 log.error("store process did not exit; killing it")
                 self._process.kill()
                 await self._process.wait()
-        if channel is not None:
-            channel.close()
-        if self._reader is not None:
-            self._reader.cancel()
-        self._fail_pending(StoreClosed("store is closed"))
-        if not drained:
-            log.error("store did not drain within %.1fs", timeout_s)
-        return bool(drained)
+        return self._closed_down(channel, bool(drained), f"store did not drain within {timeout_s:.1f}s")
 
     async def _detach(self, timeout_s: float) -> bool:
         """An attached client's stop: wait for its own requests, then close its channel (without
@@ -266,13 +259,17 @@ class StoreProcess(Jobs):
             _, late = await asyncio.wait(pending, timeout=timeout_s)
             drained = not late
         channel, self._channel = self._channel, None
+        return self._closed_down(channel, drained, f"store requests not answered within {timeout_s:.1f}s")
+
+    def _closed_down(self, channel: AsyncChannel | None, drained: bool, late: str) -> bool:
+        """Close the channel and fail what is still pending; ``late`` is logged unless ``drained``."""
         if channel is not None:
             channel.close()
         if self._reader is not None:
             self._reader.cancel()
         self._fail_pending(StoreClosed("store is closed"))
         if not drained:
-            log.error("store requests not answered within %.1fs", timeout_s)
+            log.error("%s", late)
         return drained
 
     @property

@@ -18,7 +18,7 @@ the columns DuckDB projects and the rows the query's filters keep
 (:mod:`tracescorer.store.duckdb.pushdown`), one batch at a time. With ``--file``, no daemon holds
 the file and the process opens it read-only itself.
 
-Requests and answers travel over the socket ``--fd`` (:mod:`tracescorer.store.duckdb.ipc` frames):
+Requests and answers travel over the socket ``--fd`` (:mod:`tracescorer.ipc` frames):
 ``("query", sql, params, max_rows, timeout_s)`` is answered ``("result", QueryResult)`` or
 ``("failed", kind, message)``; scans ask ``("scan", id, table, columns, where, params)`` and
 ``("next", id)``, answered ``("batch", id, batch or None)`` or ``("scan_failed", id, message)``.
@@ -40,8 +40,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from tracescorer.ipc import BlockingChannel
 from tracescorer.sizes import size_bytes
-from tracescorer.store.duckdb.ipc import BlockingChannel
 
 #: room above the query memory limit for what is not DuckDB's: Python, pyarrow, the result's rows
 _HEADROOM_BYTES = 256 << 20

@@ -18,9 +18,9 @@ import socket
 import sys
 
 from tracescorer import logs
+from tracescorer.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.clients import Clients
 from tracescorer.store.duckdb.engine import Engine
-from tracescorer.store.duckdb.ipc import BlockingChannel, enlarge_buffers
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
