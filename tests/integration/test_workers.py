@@ -6,13 +6,14 @@ acknowledged lost and nothing stored or scored twice."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import urllib.request
 
 import psutil
 import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, config_dict, store_children, wait_for
 from support.routing import Acked, RoutingExporter, SequentialTraceIds, produce_agent_traces
 
 from tracescorer.demo import emit_conversations
@@ -203,3 +204,88 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
     assert not set(acked.spans[0]) - stored, f"{len(set(acked.spans[0]) - stored)} acknowledged spans lost"
     assert total == distinct, f"{total - distinct} span rows stored twice"
     assert decisions == 0
+
+
+def _stored(db_path: str) -> tuple[set[str], int, int]:
+    """Span ids, span rows and runs without their score in the file (the daemon stopped)."""
+    con = open_read_only(db_path)
+    try:
+        ids = {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
+        rows = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+        unscored = con.execute(
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    return ids, rows, unscored
+
+
+@pytest.mark.parametrize("after", [3, 0])
+def test_kill_9_then_a_new_worker_count_stores_nothing_twice_and_loses_nothing(tmp_path, after):
+    """The daemon killed under load with two workers, started again with three (or none): the new
+    feeds go on from where the old ones stood, each request's items taken once."""
+
+    def config(workers: int) -> dict:
+        return config_dict(
+            tmp_path,
+            workers={"count": workers},
+            assembly={"idle_s": 0.3},
+            scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
+            shutdown={"grace_s": 10},
+        )
+
+    daemon = DaemonProcess(tmp_path, config(2)).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [
+        threading.Thread(
+            target=produce_agent_traces,
+            args=(daemon.grpc_endpoint, acked, stop, i),
+            kwargs={"service": "resize"},
+            daemon=True,
+        )
+        for i in range(2)
+    ]
+    try:
+        for p in producers:
+            p.start()
+        wait_for(lambda: len(acked.spans[0]) >= 3000, 120, interval_s=0.05, what="spans acknowledged")
+        wait_for(lambda: _count(daemon, "SELECT count(*) AS n FROM scores") > 0, 60, what="the first scores")
+        assert daemon.proc is not None
+        [store] = store_children(daemon.proc.pid)
+        for worker in _workers(daemon):  # mid-pipeline, rows stored past the offsets they saved
+            worker.kill()
+        assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+    wait_for(lambda: not store.is_running() or store.status() == psutil.STATUS_ZOMBIE, 60, what="the store to exit")
+    want_spans, want_traces = set(acked.spans[0]), set(acked.traces[0])
+
+    daemon = DaemonProcess(tmp_path, config(after)).start()
+    try:
+        wait_for(
+            lambda: _count(daemon, "SELECT count(DISTINCT trace_id) AS n FROM runs") >= len(want_traces) * 0.95,
+            120,
+            interval_s=0.25,
+            what="the acknowledged traces' runs",
+        )
+        wait_for(
+            lambda: (
+                _count(
+                    daemon,
+                    "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)",
+                )
+                == 0
+            ),
+            60,
+            interval_s=0.25,
+            what="every run scored",
+        )
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
+    ids, rows, unscored = _stored(daemon.db_path)
+    assert not want_spans - ids, f"{len(want_spans - ids)} acknowledged spans lost"
+    assert rows == len(ids), f"{rows - len(ids)} span rows stored twice"
+    assert unscored == 0
