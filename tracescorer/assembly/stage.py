@@ -18,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -89,11 +89,11 @@ class AssemblyStage:
         metrics: Metrics,
         *,
         conversations: IdleConversations | None = None,
-        owns: Callable[[str], bool] | None = None,
+        share: tuple[int, int] | None = None,
         consumer: str = "",
     ) -> None:
         self._settings = settings
-        self._owns = owns  # a worker process's share of the traces (by hex id): what it recovers
+        self._share = share  # a worker process's share of the traces (index, count): what it recovers
         self._consumer = consumer  # its feed's name: its own assembled-through mark
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
@@ -350,15 +350,11 @@ class AssemblyStage:
         batch = max(1, self.buffer.max_traces // 2)
         try:
             while True:
-                pending = await self._span_log.pending_traces(limit=batch, consumer=self._consumer)
+                pending = await self._span_log.pending_traces(limit=batch, consumer=self._consumer, share=self._share)
                 fresh = [p for p in pending if p[0] not in seen]
                 if not fresh:
                     break
                 seen.update(p[0] for p in fresh)
-                if self._owns is not None:  # other workers recover theirs
-                    fresh = [p for p in fresh if self._owns(p[0])]
-                    if not fresh:
-                        continue
                 if not total:
                     log.info("recovering traces not assembled before the last stop")
                 total += self.buffer.add_pending(fresh)

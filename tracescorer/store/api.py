@@ -110,11 +110,14 @@ class SpanLog(Protocol):
         """Every stored span/log record of the given traces; ``received`` (epoch seconds, from
         :class:`AppendOutcome`) bounds the read to the items received in that range."""
 
-    async def pending_traces(self, *, limit: int, consumer: str = "") -> list[tuple[str, float, float, bool]]:
+    async def pending_traces(
+        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None
+    ) -> list[tuple[str, float, float, bool]]:
         """Traces in the span log that were never assembled, or received items since, oldest
         first: (trace id, when the first and the last such item were received (epoch s),
         assembled before); since the consumer's :meth:`set_assembled_through` (a consumer that
-        set none: since the oldest any consumer set)."""
+        set none: since the oldest any consumer set); with ``share`` (worker index, count), only
+        that worker's traces (:mod:`tracescorer.feed.partition`)."""
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
         """Those of the given traces that have an assembly record."""

@@ -85,7 +85,7 @@ class Pipeline:
             stores.runs,
             metrics,
             conversations=self.conversations,
-            owns=partition.owns_hex if partition is not None else None,
+            share=(partition.index, partition.count) if partition is not None else None,
             consumer=consumer_name(partition),
         )
         self.evaluations = EvaluationIntake(stores.evaluations, metrics)  # other tools' evaluations

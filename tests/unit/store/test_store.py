@@ -666,3 +666,20 @@ async def test_duckdb_spills_beside_the_database_file_not_into_the_working_direc
     # the main database is attached to an in-memory one, whose own default would be ./.tmp
     rows = await store.read(store_ops.rows, "SELECT current_setting('temp_directory')", [])
     assert rows == [(str(tmp_path / "w.duckdb") + ".tmp",)]
+
+
+async def test_a_workers_recovery_lists_only_its_share_of_the_traces(store):
+    """The store's SQL share of a trace id is the feed's (:func:`tracescorer.feed.partition.of`)."""
+    import random
+
+    from tracescorer.feed.partition import of
+
+    traces = [random.getrandbits(128) for _ in range(60)]
+    await store.append([_span(i, trace=t) for i, t in enumerate(traces)])
+    every = {p[0] for p in await store.pending_traces(limit=1000)}
+    assert every == {f"{t:032x}" for t in traces}
+    for count in (2, 3):
+        got = [{p[0] for p in await store.pending_traces(limit=1000, share=(i, count))} for i in range(count)]
+        assert set().union(*got) == every and sum(map(len, got)) == len(every)
+        for index, share in enumerate(got):
+            assert all(of(bytes.fromhex(t), count) == index for t in share)

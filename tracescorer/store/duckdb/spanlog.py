@@ -84,13 +84,15 @@ class SpanLogPart(Jobs):
             for tid, (s, lg) in found.items()
         }
 
-    async def pending_traces(self, *, limit: int, consumer: str = "") -> list[tuple[str, float, float, bool]]:
+    async def pending_traces(
+        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None
+    ) -> list[tuple[str, float, float, bool]]:
         marks = await self.read(assembled_marks)
         marker = marks.get(consumer) or min(marks.values(), default=None)
         since = dt.datetime.fromtimestamp(0, dt.UTC)
         if marker:
             since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
-        return await self.read(pending_traces, since, limit)
+        return await self.read(pending_traces, since, limit, share)
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
         return set(await self.read(assembled_before, list(trace_ids))) if trace_ids else set()
@@ -180,6 +182,10 @@ def load_traces(
     return out
 
 
+#: a worker's share of the trace ids, as :func:`tracescorer.feed.partition.of` computes it from the
+#: raw id: its last four bytes (the hex id's last eight digits) modulo the worker count
+SHARE_SQL = "CASE WHEN length(per.trace_id) >= 8 THEN ('0x' || right(per.trace_id, 8))::UBIGINT ELSE 0 END"
+
 _PENDING_SQL = """
 WITH latest AS (
   SELECT trace_id, min(received_at) AS first_received, max(received_at) AS last_received
@@ -193,19 +199,24 @@ WITH latest AS (
 )
 SELECT per.trace_id, epoch(per.first_received), epoch(per.last_received), a.trace_id IS NOT NULL
 FROM per LEFT JOIN assembled_traces a USING (trace_id)
-WHERE a.trace_id IS NULL OR per.last_received > coalesce(a.last_received_at, a.assembled_at)
+WHERE (a.trace_id IS NULL OR per.last_received > coalesce(a.last_received_at, a.assembled_at))
+  AND (?::INTEGER IS NULL OR {share} % ?::UBIGINT = ?::UBIGINT)
 ORDER BY per.last_received
 LIMIT ?
 """
 
 
-def pending_traces(con: Any, since: dt.datetime, limit: int) -> list[tuple[str, float, float, bool]]:
+def pending_traces(
+    con: Any, since: dt.datetime, limit: int, share: tuple[int, int] | None = None
+) -> list[tuple[str, float, float, bool]]:
     """Traces with items received since ``since`` that were never assembled, or received items
     after their assembly, oldest first: (trace id, first and last such item received (epoch s),
-    assembled before)."""
+    assembled before); with ``share`` (index, count), only that worker's traces."""
+    index, count = share if share is not None else (None, 1)
+    sql = _PENDING_SQL.replace("{share}", SHARE_SQL)
     return [
         (r[0], float(r[1]), float(r[2]), bool(r[3]))
-        for r in con.execute(_PENDING_SQL, [since, since, limit]).fetchall()
+        for r in con.execute(sql, [since, since, index, count, index, limit]).fetchall()
     ]
 
 
