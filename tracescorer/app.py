@@ -104,6 +104,7 @@ class App:
             feed=self.feed,
             ingestor=self.ingestor,
             max_lag_bytes=s.segment_log.max_lag_bytes,
+            workers=self.pool.describe if self.pool is not None else None,
         )
         self.ingestor.add_backlog_check("log", self.readiness.feed_backlog)
         scorer_ids = [b.id for b in s.scorers]

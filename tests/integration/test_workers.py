@@ -70,7 +70,13 @@ def test_a_conversation_split_across_workers_is_scored_once(tmp_path, fake):
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
-        assert len(_workers(daemon)) == 2
+        workers = _workers(daemon)
+        assert len(workers) == 2
+        readyz = json.loads(urllib.request.urlopen(daemon.http_url + "/readyz", timeout=10).read())
+        assert readyz["ready"] and sorted(w["pid"] for w in readyz["detail"]["workers"]) == sorted(
+            w.pid for w in workers
+        )
+        assert {w["worker"]: w["down"] for w in readyz["detail"]["workers"]} == {"w0": None, "w1": None}
         acked = Acked(1)
         turns = [(f"split question {i}?", None, None, None, f"split answer {i}.") for i in range(4)]
         emit_conversations(

@@ -39,6 +39,8 @@ class Readiness:
     feed: FeedStatus
     ingestor: Ingestor
     max_lag_bytes: int  # segment_log.max_lag_bytes
+    #: the worker processes, each as /readyz tells of it (none: the daemon's own feed)
+    workers: Callable[[], list[dict[str, Any]]] | None = None
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
@@ -57,12 +59,16 @@ class Readiness:
 
     def detail(self) -> dict[str, Any]:
         """What ``/readyz`` tells beside its verdict: how far the feed is behind the segment log
-        (acknowledged requests not queryable yet) and which stage holds it back, if any."""
-        return {
+        (acknowledged requests not queryable yet) and which stage holds it back, if any; with
+        worker processes, each of them."""
+        detail: dict[str, Any] = {
             "feed_lag_bytes": self.feed.lag_bytes,
             "feed_lag_seconds": round(self.feed.lag_s, 3),
             "feed_held_by": self.feed.held_by,
         }
+        if self.workers is not None:
+            detail["workers"] = self.workers()
+        return detail
 
     def feed_backlog(self) -> str | None:
         """The receivers' backlog check ``log``: why new requests wait (the feed is

@@ -142,6 +142,21 @@ class WorkerPool:
                 return f"worker {w.name}: {w.progress.failure}"
         return None
 
+    def describe(self) -> list[dict[str, object]]:
+        """Each worker as ``/readyz`` tells of it: its pid, how far its feed is, whether it runs."""
+        end = self._log.end_offset
+        return [
+            {
+                "worker": w.name,
+                "pid": w.process.pid if w.process is not None and w.down is None else None,
+                "down": w.down,
+                "lag_bytes": max(0, end - w.progress.offset) if w.progress is not None else None,
+                "held_by": w.progress.held_by if w.progress is not None else None,
+                "restarts": w.restarts,
+            }
+            for w in self.workers
+        ]
+
     async def caught_up(self, timeout_s: float = 30.0) -> bool:
         """Wait until every request acknowledged before the call is handled by every worker (and
         the metrics they told since count it)."""
