@@ -15,6 +15,7 @@ from aiohttp import web
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for
 
 from tracescorer.api import OpsApi
+from tracescorer.config import WorkersSettings
 from tracescorer.control import QUERY_PATH, serve_info_path
 from tracescorer.metrics import Metrics
 from tracescorer.store.duckdb import DuckDBStore
@@ -57,7 +58,10 @@ def test_ops_listener_on_loopback_with_its_own_token(tmp_path):
         code, body = _call(info.url + "/readyz")
         ready = json.loads(body)  # the verdict, and how far the feed is behind the segment log
         assert code == 200 and ready["ready"] is True, body
-        assert set(ready["detail"]) == {"feed_lag_bytes", "feed_lag_seconds", "feed_held_by"}
+        # a daemon started as deployed: with its worker processes (one per core), each listed
+        workers = {"workers"} if WorkersSettings().resolved() else set()
+        assert set(ready["detail"]) == {"feed_lag_bytes", "feed_lag_seconds", "feed_held_by"} | workers
+        assert all(w["pid"] and w["down"] is None for w in ready["detail"].get("workers", ()))
         assert ready["detail"]["feed_lag_bytes"] >= 0
         assert _call(info.url + "/metrics")[0] == 401
         assert _call(info.url + "/metrics", INGEST_TOKEN)[0] == 401
