@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--mix", type=float, action="append", help="share of plain traces (repeatable); default 0.9 and 0")
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--store-spans", choices=("agent", "all"), default="agent")
+    ap.add_argument("--store-spans", choices=("agent", "all", "none"), default="agent")
     args = ap.parse_args()
     summary: dict[str, Any] = {}
     for mix in args.mix or [0.9, 0.0]:

@@ -25,6 +25,7 @@ class Acked:
     def __init__(self, n: int) -> None:
         self.spans: list[set[str]] = [set() for _ in range(n)]
         self.traces: list[set[str]] = [set() for _ in range(n)]
+        self.trace_spans: list[dict[str, int]] = [{} for _ in range(n)]  # acknowledged spans per trace
         self.failed = 0
         self._lock = threading.Lock()
 
@@ -33,8 +34,12 @@ class Acked:
             for s in spans:
                 ctx = s.get_span_context()
                 assert ctx is not None
-                self.spans[index].add(f"{ctx.span_id:016x}")
-                self.traces[index].add(f"{ctx.trace_id:032x}")
+                span_id, trace_id = f"{ctx.span_id:016x}", f"{ctx.trace_id:032x}"
+                if span_id not in self.spans[index]:
+                    counts = self.trace_spans[index]
+                    counts[trace_id] = counts.get(trace_id, 0) + 1
+                self.spans[index].add(span_id)
+                self.traces[index].add(trace_id)
 
 
 class RoutingExporter(SpanExporter):

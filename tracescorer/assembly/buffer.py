@@ -24,77 +24,34 @@ Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from
 ``clock`` (monotonic seconds) so tests can drive it. Each entry also keeps the range of
 ``received_at`` (the span log's commit time) its items got, which bounds the read of a spilled
 trace to exactly the rows it needs.
+
+With ``store.spans: none`` there is no span log: the buffer tracks, per trace, the segment-log
+records its items came in (``track_offsets``), hands them out with the trace, remembers them for
+assembled traces (so late items read the whole trace back), and says which record the oldest
+trace not handed out needs (:meth:`TraceBuffer.oldest_offset`): the feed keeps the log from there.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tracescorer.assembly.traces import (
+    COMPLETE,
+    COUNTERS,
+    MAX_WAIT,
+    OVERFLOW,
+    RECOVERED,
+    SHUTDOWN,
+    AssembledTrace,
+    BufferStats,
+    is_root,
+)
 from tracescorer.model import LogRecord, Span
 
-# OTLP SpanFlags: bit 8 says whether bit 9 ("parent is remote") is known.
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
-
-COMPLETE, MAX_WAIT, OVERFLOW, SHUTDOWN, RECOVERED = "complete", "max_wait", "overflow", "shutdown", "recovered"
-_COUNTERS = {
-    COMPLETE: "traces_complete",
-    MAX_WAIT: "traces_max_wait",
-    OVERFLOW: "traces_overflow",
-    SHUTDOWN: "traces_shutdown",
-    RECOVERED: "traces_recovered",
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AssembledTrace:
-    """A trace handed to extraction.
-
-    ``reason``: ``complete`` (root ended, then quiet for ``idle_s``), ``max_wait``, ``overflow``,
-    ``shutdown`` or ``recovered``. ``incomplete`` is True on overflow and when no root span was
-    seen (a late entry is judged by the caller on the whole stored trace). ``late``: the trace had
-    been handed out before, these are only the late items. ``spilled``: the items are not in
-    memory (``spans``/``logs`` are empty). In both cases the caller reads the trace from the span
-    log; ``received`` (epoch seconds: when its first and last items were committed) bounds that
-    read for a spilled, non-late trace.
-    """
-
-    trace_id: str
-    spans: tuple[Span, ...]
-    logs: tuple[LogRecord, ...]
-    incomplete: bool
-    reason: str
-    late: bool = False
-    spilled: bool = False
-    received: tuple[float, float] = (0.0, 0.0)
-    due: float = 0.0  # clock time it became ready (how late assembly is: now - due)
-
-    @property
-    def from_store(self) -> bool:
-        """Whether the trace's items must be read from the span log."""
-        return self.late or self.spilled
-
-
-@dataclass(slots=True)
-class BufferStats:
-    """Counters for metrics (monotonic except the ``*_buffered`` gauges)."""
-
-    spans_added: int = 0
-    duplicate_spans: int = 0
-    logs_added: int = 0
-    logs_without_trace: int = 0
-    traces_complete: int = 0
-    traces_max_wait: int = 0
-    traces_overflow: int = 0
-    traces_shutdown: int = 0
-    traces_late: int = 0
-    traces_recovered: int = 0
-    traces_spilled: int = 0
-    traces_buffered: int = 0
-    items_buffered: int = 0
+__all__ = ["AssembledTrace", "BufferStats", "TraceBuffer", "is_root"]
 
 
 @dataclass(slots=True)
@@ -108,6 +65,7 @@ class _Entry:
     has_root: bool = False
     late: bool = False
     recovered: bool = False
+    offsets: set[int] | None = None  # the log records holding its items, when the buffer tracks them
 
     @property
     def size(self) -> int:
@@ -115,13 +73,6 @@ class _Entry:
         if self.spans is None or self.logs is None:
             return 0
         return len(self.spans) + len(self.logs)
-
-
-def is_root(span: Span) -> bool:
-    """No parent, or a parent in another process (OTLP ``SPAN_FLAGS_CONTEXT_IS_REMOTE``)."""
-    if not span.parent_span_id:
-        return True
-    return bool(span.flags & _HAS_IS_REMOTE) and bool(span.flags & _IS_REMOTE)
 
 
 class TraceBuffer:
@@ -136,6 +87,7 @@ class TraceBuffer:
         max_spans: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
         remember_assembled: int = 100_000,
+        track_offsets: bool = False,
     ) -> None:
         if idle_s < 0 or max_wait_s <= 0 or max_traces < 1 or max_spans < 0:
             raise ValueError("idle_s >= 0, max_wait_s > 0, max_traces >= 1, max_spans >= 0 required")
@@ -150,7 +102,9 @@ class TraceBuffer:
         self._in_memory: OrderedDict[str, None] = OrderedDict()  # entries still holding items
         self._ready: list[AssembledTrace] = []
         self._items = 0
-        self._assembled: OrderedDict[str, None] = OrderedDict()
+        # assembled traces, with the log records of their items when tracked
+        self._assembled: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self.track_offsets = track_offsets
         self._remember = remember_assembled
         self.stats = BufferStats()
 
@@ -162,14 +116,18 @@ class TraceBuffer:
         now: float | None = None,
         received: tuple[float, float] = (0.0, 0.0),
         replayed: bool = False,
+        offsets: Sequence[int] | None = None,
     ) -> None:
         """Buffer spans of any traces, in any order; a span id seen twice is kept once.
         ``received``: the commit times the span log gave them. ``replayed``: acknowledged before
         this start (read back from the segment log): their traces stopped arriving when the last
-        daemon stopped, so like recovered ones they are complete once idle, root or not."""
+        daemon stopped, so like recovered ones they are complete once idle, root or not.
+        ``offsets``: each span's log record (kept when the buffer tracks offsets)."""
         t = self._clock() if now is None else now
-        for span in spans:
+        for i, span in enumerate(spans):
             entry = self._entry(span.trace_id, t, received)
+            if entry.offsets is not None and offsets is not None:
+                entry.offsets.add(offsets[i])
             entry.has_root = entry.has_root or is_root(span)
             entry.recovered = entry.recovered or replayed
             self.stats.spans_added += 1
@@ -191,15 +149,18 @@ class TraceBuffer:
         now: float | None = None,
         received: tuple[float, float] = (0.0, 0.0),
         replayed: bool = False,
+        offsets: Sequence[int] | None = None,
     ) -> None:
         """Buffer log records that name a trace; records without a trace id are only counted
-        (``replayed`` as for :meth:`add_spans`)."""
+        (``replayed`` and ``offsets`` as for :meth:`add_spans`)."""
         t = self._clock() if now is None else now
-        for rec in records:
+        for i, rec in enumerate(records):
             if not rec.trace_id:
                 self.stats.logs_without_trace += 1
                 continue
             entry = self._entry(rec.trace_id, t, received)
+            if entry.offsets is not None and offsets is not None:
+                entry.offsets.add(offsets[i])
             entry.recovered = entry.recovered or replayed
             self.stats.logs_added += 1
             if entry.logs is not None:
@@ -207,12 +168,14 @@ class TraceBuffer:
                 self._items += 1
         self._enforce_bounds()
 
-    def add_pending(self, pending: Iterable[tuple[str, float, float, bool]]) -> int:
-        """Track traces whose items are only in the span log (recovery at start), as
-        ``(trace_id, first and last unassembled item received (epoch s), assembled before)``,
-        oldest first. They are complete at once, root or not (they stopped arriving when the last
-        daemon stopped; more items later make them late traces). Returns how many were new
-        (traces already tracked are left as they are)."""
+    def add_pending(
+        self, pending: Iterable[tuple[str, float, float, bool]], offsets: Mapping[str, Iterable[int]] | None = None
+    ) -> int:
+        """Track traces whose items are only in the span log (recovery at start; or in the segment
+        log at ``offsets``: assembly tries them again), as ``(trace_id, first and last unassembled
+        item received (epoch s), assembled before)``, oldest first. They are complete at once, root
+        or not (they stopped arriving when the last daemon stopped; more items later make them
+        late traces). Returns how many were new (traces already tracked are left as they are)."""
         t = self._clock() - self.idle_s
         added = []
         for trace_id, first, last, assembled_before in pending:
@@ -227,6 +190,7 @@ class TraceBuffer:
                 logs=None,
                 late=assembled_before,
                 recovered=True,
+                offsets=set(offsets.get(trace_id, ())) if offsets is not None else None,
             )
             added.append(trace_id)
         # quiet for longer than anything live: least recently active first
@@ -239,12 +203,15 @@ class TraceBuffer:
     def _entry(self, trace_id: str, now: float, received: tuple[float, float]) -> _Entry:
         entry = self._entries.get(trace_id)
         if entry is None:
+            before = self._assembled.get(trace_id)
             entry = _Entry(
                 first_seen=now,
                 last_seen=now,
                 first_received=received[0],
                 last_received=received[1],
-                late=trace_id in self._assembled,
+                late=before is not None,
+                # late items: the trace is read back whole, from the records it was assembled from
+                offsets=set(before or ()) if self.track_offsets else None,
             )
             self._entries[trace_id] = entry
             self._in_memory[trace_id] = None
@@ -326,11 +293,12 @@ class TraceBuffer:
         self._items -= entry.size
         if reason == COMPLETE and entry.recovered:
             reason = RECOVERED
-        counter = _COUNTERS[reason]
+        counter = COUNTERS[reason]
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         if entry.late:
             self.stats.traces_late += 1
-        self._assembled[trace_id] = None
+        offsets = tuple(sorted(entry.offsets)) if entry.offsets is not None else ()
+        self._assembled[trace_id] = offsets
         self._assembled.move_to_end(trace_id)
         while len(self._assembled) > self._remember:
             self._assembled.popitem(last=False)
@@ -351,6 +319,8 @@ class TraceBuffer:
             spilled=spilled,
             received=(entry.first_received, entry.last_received),
             due=due,
+            offsets=offsets,
+            recovered=entry.recovered,
         )
 
     def oldest_received(self) -> float | None:
@@ -359,6 +329,13 @@ class TraceBuffer:
         times = [e.first_received for e in self._entries.values()]
         times += [t.received[0] for t in self._ready]
         return min(times) if times else None
+
+    def oldest_offset(self) -> int | None:
+        """The first log record an item still tracked came in (None: none tracked, or the buffer
+        does not track offsets): the feed keeps the segment log from there."""
+        found = [min(e.offsets) for e in self._entries.values() if e.offsets]
+        found += [t.offsets[0] for t in self._ready if t.offsets]
+        return min(found) if found else None
 
     def _gauges(self) -> None:
         self.stats.traces_buffered = len(self._entries)

@@ -5,11 +5,14 @@ it tracks traces in a :class:`TraceBuffer`; on a timer it extracts the runs of e
 trace, upserts them and records the trace as assembled, then hands the runs to
 :class:`RunListener`s (scoring). Traces whose items are not in memory — spilled out of the
 buffer's window, late items of an already assembled trace, traces left unassembled by the last
-stop — are read back from the span log.
+stop — are read back through a :class:`~tracescorer.assembly.sources.TraceSource`: the span log,
+or with ``store.spans: none`` the segment log.
 
 Recovery at start asks the span log for what was never assembled and feeds it through the same
 path. A watermark (the first-seen time of the oldest trace still tracked) is stored now and then,
-so the next recovery reads only the recent end of the span log.
+so the next recovery reads only the recent end of the span log. Without span rows the feed keeps
+the segment log from the oldest record a trace not assembled yet needs
+(:meth:`AssemblyStage.oldest_offset`) and replays from there at the next start.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Protocol
 from tracescorer.aio import cancel
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
 from tracescorer.assembly.idle import IdleConversations
+from tracescorer.assembly.sources import SpanLogSource, TraceSource
 from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
@@ -67,6 +71,7 @@ class _Result:
             service_name=self.spans[0].service_name if self.spans else None,
             root_name=root.name if root else None,
             last_received_at=self.trace.received[1] or None,
+            log_offsets=self.trace.offsets or None,
         )
 
 
@@ -91,12 +96,14 @@ class AssemblyStage:
         conversations: IdleConversations | None = None,
         share: tuple[int, int] | None = None,
         consumer: str = "",
+        source: TraceSource | None = None,
     ) -> None:
         self._settings = settings
         self._share = share  # a worker process's share of the traces (index, count): what it recovers
         self._consumer = consumer  # its feed's name: its own assembled-through mark
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
+        self._source = source if source is not None else SpanLogSource(span_log)
         self._runs = runs
         self._metrics = metrics
         self.buffer = TraceBuffer(
@@ -104,6 +111,7 @@ class AssemblyStage:
             max_wait_s=settings.max_wait_s,
             max_traces=settings.max_traces,
             max_spans=settings.max_spans,
+            track_offsets=self._source.by_offsets,
         )
         self._listeners: list[RunListener] = []
         self._task: asyncio.Task[None] | None = None
@@ -111,6 +119,7 @@ class AssemblyStage:
         self._tick_s = min(0.25, settings.idle_s / 4)  # a complete trace waits up to a tick for its pass
         self._lock = asyncio.Lock()
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
+        self._taken: list[AssembledTrace] = []  # the chunk being read back and extracted
         self._watermark_at = 0.0
         self._moved = False  # traces were handed out since the watermark was stored
         self._store_away = False  # the last pass could not read from the store (warned once until it answers)
@@ -126,11 +135,13 @@ class AssemblyStage:
         logs: Sequence[LogRecord],
         received: tuple[float, float],
         replayed: bool = False,
+        span_offsets: Sequence[int] | None = None,
+        log_offsets: Sequence[int] | None = None,
     ) -> None:
         if spans:
-            self.buffer.add_spans(spans, received=received, replayed=replayed)
+            self.buffer.add_spans(spans, received=received, replayed=replayed, offsets=span_offsets)
         if logs:
-            self.buffer.add_logs(logs, received=received, replayed=replayed)
+            self.buffer.add_logs(logs, received=received, replayed=replayed, offsets=log_offsets)
         self._metrics.buffered_traces.set(len(self.buffer))
 
     def backlog(self) -> str | None:
@@ -143,6 +154,14 @@ class AssemblyStage:
             return f"assembly is {self.lag_s:.1f}s behind (assembly.max_lag_s)"
         return None
 
+    def oldest_offset(self) -> int | None:
+        """The first segment-log record a trace not assembled yet needs (store.spans: none; else
+        None): tracked, being extracted, or its runs being written."""
+        found = [self.buffer.oldest_offset()]
+        found += [min(t.offsets) for t in self._taken if t.offsets]
+        found += [min(t.offsets) for chunk in self._writes.values() for t in chunk if t.offsets]
+        return min((o for o in found if o is not None), default=None)
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
         self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
@@ -150,7 +169,8 @@ class AssemblyStage:
     async def stop(self, deadline: float) -> bool:
         """Stop the timer and let runs already being written finish (until ``deadline``,
         monotonic seconds). Traces still tracked are not assembled now: their items are in the
-        span log, and the next start's recovery picks them up (they have no assembly record)."""
+        span log, and the next start's recovery picks them up (they have no assembly record); with
+        ``store.spans: none`` the feed kept their records, and the next start replays them."""
         await cancel([self._recovery, self._task])
         if self._writes:
             _, left = await asyncio.wait(list(self._writes), timeout=max(0.1, deadline - time.monotonic()))
@@ -180,7 +200,12 @@ class AssemblyStage:
                     break
                 if traces is None:
                     self.lag_s = max(0.0, time.monotonic() - min(t.due for t in chunk))
-                if not await self._assemble(chunk):
+                self._taken = chunk
+                try:
+                    assembled = await self._assemble(chunk)
+                finally:
+                    self._taken = []
+                if not assembled:
                     break  # the store is away: this pass ends, the next tick tries again
                 self._moved = True
                 done += len(chunk)
@@ -190,36 +215,13 @@ class AssemblyStage:
                 await asyncio.wait(list(self._writes))
         return done
 
-    async def _load(self, traces: list[AssembledTrace]) -> dict[str, tuple[Sequence[Span], Sequence[LogRecord]]]:
-        out: dict[str, tuple[Sequence[Span], Sequence[LogRecord]]] = {}
-        late = [t.trace_id for t in traces if t.late]
-        spilled = [t for t in traces if t.spilled and not t.late]
-        if late:
-            for tid, data in (await self._span_log.load_traces(late)).items():
-                out[tid] = (data.spans, data.logs)
-        if spilled:
-            bounds = (min(t.received[0] for t in spilled), max(t.received[1] for t in spilled))
-            for tid, data in (await self._span_log.load_traces([t.trace_id for t in spilled], received=bounds)).items():
-                out[tid] = (data.spans, data.logs)
-        return out
-
-    async def _recall(self, traces: list[AssembledTrace]) -> list[AssembledTrace]:
-        """A trace taken for new without a root span in memory may have been assembled before a
-        restart (its root and the rest are in the span log, these are late items): ask the store,
-        and read those back whole like any late trace, instead of assembling the late items alone."""
-        doubtful = [t.trace_id for t in traces if t.incomplete and not t.from_store]
-        if not doubtful:
-            return traces
-        known = await self._span_log.assembled_before(doubtful)
-        return [replace(t, late=True) if t.trace_id in known else t for t in traces]
-
     async def _assemble(self, traces: list[AssembledTrace]) -> bool:
         """Extract a chunk and start writing its runs; the next chunk is extracted while they are
         written (at most ``IN_FLIGHT`` chunks in flight), listeners hear of runs once stored.
         False when the store could not be read (the chunk is tracked again, to be retried)."""
         try:
-            traces = await self._recall(traces)
-            stored = await self._load([t for t in traces if t.from_store])
+            traces = await self._source.recall(traces)
+            stored = await self._source.load([t for t in traces if t.from_store])
         except StoreError as exc:
             # e.g. the store process is being restarted: dropped here, these traces would wait for
             # the next start's recovery (and the assembled-through mark would pass them)
@@ -305,8 +307,11 @@ class AssemblyStage:
         self._track_again(traces)
 
     def _track_again(self, traces: Sequence[AssembledTrace]) -> None:
-        """Not stored: track them again, to be read back from the span log and retried."""
-        self.buffer.add_pending([(t.trace_id, t.received[0], t.received[1], True) for t in traces])
+        """Not stored: track them again, to be read back and retried."""
+        self.buffer.add_pending(
+            [(t.trace_id, t.received[0], t.received[1], True) for t in traces],
+            offsets={t.trace_id: t.offsets for t in traces} if self._source.by_offsets else None,
+        )
 
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:
         started = time.perf_counter()
@@ -344,7 +349,10 @@ class AssemblyStage:
 
     async def _recover(self) -> None:
         """Track the traces the span log holds that were never (fully) assembled; they complete
-        and are assembled like live ones. Batches, so the buffer's bound holds."""
+        and are assembled like live ones. Batches, so the buffer's bound holds. (Without span rows
+        the feed's replay brings them back.)"""
+        if self._source.by_offsets:
+            return
         seen: set[str] = set()
         total = 0
         batch = max(1, self.buffer.max_traces // 2)

@@ -51,6 +51,11 @@ class EvaluationIntake:
                 )
         return found.spans, found.logs, found.evaluations
 
+    def leave(self, spans: Sequence[Span], logs: Sequence[LogRecord]) -> tuple[Sequence[Span], Sequence[LogRecord]]:
+        """The telemetry :meth:`take` leaves (for items read back from the log again)."""
+        found = split(spans, logs)
+        return found.spans, found.logs
+
     async def store(self, taken: Sequence[EvaluationRecord]) -> None:
         """Write the evaluations :meth:`take` found (upserted by id: a replay writes them again)."""
         if not taken:

@@ -44,10 +44,12 @@ class StoreSettings(Section):
     )
     postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
-    spans: Literal["agent", "all"] = Field(
+    spans: Literal["agent", "all", "none"] = Field(
         "agent",
         description="agent: only spans and log records that may be part of a run are decoded, stored and "
-        "assembled (triage); the traces skipped are counted in skipped_traces. all: every span, as received",
+        "assembled (triage); the traces skipped are counted in skipped_traces. all: every span, as received. "
+        "none: as agent, but no span or log record is stored: assembly reads traces back from the segment "
+        "log, which keeps them until they are assembled (runs, scores, assembled and skipped traces are stored)",
     )
     retention_days: float = Field(30, gt=0, description="span-log rows received longer ago than this are deleted")
     retention_interval_s: float = Field(3600, gt=0)

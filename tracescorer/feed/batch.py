@@ -37,6 +37,10 @@ class Prefilter(Protocol):
         """Keep what :meth:`take` took from a batch (before the batch's rows are stored)."""
         ...
 
+    def leave(self, spans: Sequence[Span], logs: Sequence[LogRecord]) -> tuple[Sequence[Span], Sequence[LogRecord]]:
+        """What :meth:`take` leaves of items read back again (nothing counted, nothing kept)."""
+        ...
+
 
 @dataclass(slots=True)
 class Batch:

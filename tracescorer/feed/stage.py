@@ -12,6 +12,11 @@ stored; the feed goes on after it (and after its own saved offset, which may lag
 store refuses for now (shutting down, a restart of its process, its queue full) is tried again,
 never dropped. A damaged record (a disk fault: the checksum does not hold) is skipped with its
 segment, loudly.
+
+With ``store.spans: none`` (``keep_rows=False``) no span or log rows are stored: the listeners get
+each item with the offset of its record, and the feed's saved offset holds back to the oldest
+record a trace not assembled yet needs (:meth:`LogFeed.add_hold`), so the segment log keeps those
+records and a restart replays them. Only the skipped traces' rows are stored (once).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Protocol, TypeVar
 
 from tracescorer.aio import cancel
@@ -27,10 +33,12 @@ from tracescorer.feed.batch import Batch, Prefilter, decode_batch
 from tracescorer.feed.consumers import Earlier
 from tracescorer.feed.consumers import name as consumer_name
 from tracescorer.feed.partition import Partition
+from tracescorer.feed.readback import record_at
+from tracescorer.feed.recall import recall_handled
 from tracescorer.feed.triage import Owns, Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.seglog import LOGS, CorruptRecord, LogReader, Record, written_since
+from tracescorer.seglog import CorruptRecord, LogReader, Record
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
@@ -52,6 +60,8 @@ class TelemetryListener(Protocol):
         logs: Sequence[LogRecord],
         received: tuple[float, float],
         replayed: bool = False,
+        span_offsets: Sequence[int] | None = None,
+        log_offsets: Sequence[int] | None = None,
     ) -> None: ...
 
 
@@ -71,8 +81,10 @@ class LogFeed:
         triage: Triage | None = None,
         prefilter: Prefilter | None = None,
         partition: Partition | None = None,
+        keep_rows: bool = True,
     ) -> None:
         self._log = segment_log
+        self.keep_rows = keep_rows
         self.partition = partition
         self.consumer = consumer_name(partition)  # this feed's name among the log's consumers
         self._intake = intake
@@ -92,6 +104,7 @@ class LogFeed:
         self._stopping = False
         self._drain_until: float | None = None  # while stopping: go on reading until then
         self._gates: list[tuple[str, Callable[[], str | None]]] = []
+        self._holds: list[Callable[[], int | None]] = []
         self.held_by: str | None = None  # the gate holding the feed back now
         self.lag_s = 0.0
         self.failure: str | None = None  # why the last batch failed, while batches fail
@@ -104,6 +117,12 @@ class LogFeed:
         in the segment log, on disk, not in memory; the receivers refuse new requests once the log
         is ``segment_log.max_lag_bytes`` ahead of the feed)."""
         self._gates.append((stage, check))
+
+    def add_hold(self, oldest: Callable[[], int | None]) -> None:
+        """Keep the log from ``oldest()`` (an offset; None: nothing held): the saved offset, where
+        the next start replays from, stays at or before it (``store.spans: none``: the records of
+        traces not assembled yet are their only copy)."""
+        self._holds.append(oldest)
 
     def _held(self) -> str | None:
         if self._drain_until is not None:
@@ -134,17 +153,23 @@ class LogFeed:
 
     async def start(self) -> None:
         consumers = await self._state.feed_consumers()
+        if not self.keep_rows:  # no rows: a consumer handed on everything before its saved offset
+            consumers = {c: (saved, saved - 1 if saved else None) for c, (saved, _) in consumers.items()}
         self._earlier = Earlier(self.consumer, consumers)
         saved, self._stored_through = consumers.get(self.consumer, (self._earlier.start, None))
         self.offset = self._saved = max(saved, self._log.start_offset)
         self._replay_end = self._log.end_offset
-        if self._stored_through is not None and self._stored_through >= self.offset:
+        if not self.keep_rows:
+            self._stored_through = await self._state.rows_through(consumer=self.consumer)  # skipped rows
+        elif self._stored_through is not None and self._stored_through >= self.offset:
             log.info(
                 "segment log feed: requests up to offset %d were stored before the last stop; going on after them",
                 self._stored_through,
             )
         if self.triage is not None:
-            recalled = await asyncio.to_thread(self._recall_triage)
+            recalled = await asyncio.to_thread(
+                recall_handled, self._log, self.triage, self._handled, self._owner, self._max_batch_bytes
+            )
             if recalled:
                 log.info("triage: %d request(s) handled before the last stop read again for their traces", recalled)
         behind = self.lag_bytes
@@ -153,35 +178,6 @@ class LogFeed:
                 "segment log feed: %d byte(s) of acknowledged requests to replay from offset %d", behind, self.offset
             )
         self._task = asyncio.create_task(self._run(), name="log-feed")
-
-    def _recall_triage(self) -> int:
-        """Show triage the requests still in the log that were handled before this start, from
-        the oldest segment written within triage's window (the log keeps them while triage may
-        read them back; older ones, kept by ``retain_bytes``, hold only what triage forgot); how
-        many (blocking: run in a thread)."""
-        assert self.triage is not None
-        recent = written_since(self._log.directory, time.time() - self.triage.window_s)
-        if recent is None:
-            return 0
-        at, count = max(recent, self._log.start_offset), 0
-        while True:
-            try:
-                records = self._log.read(at, self._max_batch_bytes)
-            except CorruptRecord as exc:
-                log.warning("triage: stopped reading the log's handled requests again at a damaged record (%s)", exc)
-                return count
-            for record in records:
-                if record.offset >= self.offset and (
-                    self._stored_through is None or record.offset > self._stored_through
-                ):
-                    return count
-                self.triage.recall(
-                    record.payload, record.offset, logs=record.kind == LOGS, owns=self._owner(record.offset)
-                )
-                count += 1
-            if not records:
-                return count
-            at = records[-1].end
 
     async def stop(self, deadline: float) -> bool:
         """Store what the log holds until ``deadline`` (the receivers stopped before: it does not
@@ -250,12 +246,13 @@ class LogFeed:
         self._metrics.feed_failures.inc()
         await asyncio.sleep(RETRY_S)
         try:  # what the failed batch stored already is not stored again
-            self._stored_through = await self._state.rows_through(consumer=self.consumer)
+            through = await self._state.rows_through(consumer=self.consumer)
+            self._stored_through = through if self.keep_rows else max(through or -1, self._stored_through or -1)
         except StoreError:
             pass
 
     async def _handle(self, records: Sequence[Record]) -> None:
-        if self._stored_through is not None:  # replay after a crash: these have their rows already
+        if self._stored_through is not None and self.keep_rows:  # replay: these have their rows already
             fresh = [r for r in records if r.offset > self._stored_through]
             if len(fresh) < len(records):
                 self.offset = records[-1].end if not fresh else fresh[0].offset
@@ -264,9 +261,11 @@ class LogFeed:
                 return
             self._stored_through = None
         batch = await asyncio.to_thread(
-            decode_batch, records, self.triage, self._record_at, self._prefilter, self._owner
+            decode_batch, records, self.triage, partial(record_at, self._log), self._prefilter, self._owner
         )
         self._metrics.stage_cpu.labels("decode").inc(batch.cpu_s)  # timed in the decoding thread
+        if not self.keep_rows:
+            self._drop_stored(batch)
         for (signal, decision), n in batch.triaged.items():
             self._metrics.triage_items.labels(signal, decision).inc(n)
         if batch.lost_traces:
@@ -274,7 +273,10 @@ class LogFeed:
         if batch.taken:
             await self._retrying(self._store_taken, batch)
         if batch.spans or batch.logs or batch.skipped:
-            received = await self._retrying(self._store, batch)
+            if self.keep_rows or batch.skipped:
+                received = await self._retrying(self._store, batch)
+            else:
+                received = (time.time(), time.time())
             await self._hand_on(batch, received)
         self.offset = batch.end
         synced = self._log.synced_at(records[-1].offset)
@@ -295,11 +297,19 @@ class LogFeed:
                 await asyncio.sleep(0.05)
             self.held_by = None
             spans, logs = batch.spans[span_at:span_end], batch.logs[log_at:log_end]
-            offset = batch.span_offsets[span_at] if spans else batch.log_offsets[log_at]
+            span_offsets, log_offsets = batch.span_offsets[span_at:span_end], batch.log_offsets[log_at:log_end]
+            offset = span_offsets[0] if spans else log_offsets[0]
             span_at, log_at = span_end, log_end
             for listener in self.listeners:
                 try:
-                    listener.on_committed(spans, logs, received, replayed=offset < self._replay_end)
+                    listener.on_committed(
+                        spans,
+                        logs,
+                        received,
+                        replayed=offset < self._replay_end,
+                        span_offsets=span_offsets,
+                        log_offsets=log_offsets,
+                    )
                 except Exception:  # a downstream stage must never stop the feed
                     log.exception("telemetry listener %r failed", listener)
 
@@ -316,14 +326,21 @@ class LogFeed:
                 await asyncio.sleep(delay)
                 delay = min(5.0, delay * 2)
 
+    def _drop_stored(self, batch: Batch) -> None:
+        """Without span rows every record is handed on again after a restart; the skipped traces'
+        rows of those stored before are not stored again."""
+        through = self._stored_through
+        if through is not None and batch.skipped and batch.skipped[0].log_offset <= through:
+            batch.skipped = [s for s in batch.skipped if s.log_offset > through]
+
     async def _store_taken(self, batch: Batch) -> None:
         assert self._prefilter is not None
         await self._prefilter.store(batch.taken)
 
     async def _store(self, batch: Batch) -> tuple[float, float]:
         outcome = await self._intake.append(
-            batch.spans,
-            batch.logs,
+            batch.spans if self.keep_rows else (),
+            batch.logs if self.keep_rows else (),
             span_offsets=batch.span_offsets,
             log_offsets=batch.log_offsets,
             skipped=batch.skipped,
@@ -336,10 +353,11 @@ class LogFeed:
 
     async def _save(self, *, force: bool = False) -> None:
         now = time.monotonic()
-        if self.offset == self._saved or (not force and now - self._saved_at < SAVE_EVERY_S):
+        held = [o for o in (hold() for hold in self._holds) if o is not None]
+        offset = min([self.offset, *held])
+        if offset == self._saved or (not force and now - self._saved_at < SAVE_EVERY_S):
             return
         self._saved_at = now
-        offset = self.offset
         try:
             await self._state.set_feed_offset(offset, consumer=self.consumer)
         except StoreError as exc:
@@ -357,19 +375,14 @@ class LogFeed:
         if released:
             log.debug("segment log: released %d segment(s) before offset %d", released, offset)
 
+    def _handled(self, offset: int) -> bool:
+        """Whether the request at ``offset`` was handled before this start."""
+        return offset < self.offset or (self._stored_through is not None and offset <= self._stored_through)
+
     def _owner(self, offset: int) -> Owns | None:
         """Which traces this feed takes from the record at ``offset``: its partition's, less
         those another consumer stored already (after a change of the worker count)."""
         return self._earlier.owner(self.partition, offset)
-
-    def _record_at(self, offset: int) -> Record | None:
-        """The record at ``offset`` (blocking: the decode thread reads back skipped items); None
-        when its segment was released or it is damaged."""
-        try:
-            found = self._log.read(offset, 1)
-        except CorruptRecord:
-            return None
-        return found[0] if found and found[0].offset == offset else None
 
     def _skip_damaged(self, exc: CorruptRecord) -> None:
         later = [base for base in self._log.segment_bases() if base > exc.offset]

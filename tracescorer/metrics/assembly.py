@@ -16,6 +16,7 @@ class AssemblyFamilies(Families):
     traces_unmatched: Counter
     traces_refused: Counter
     traces_recovered: Counter
+    traces_unreadable: Counter
     runs_extracted: Counter
     assembly_seconds: Histogram
 
@@ -41,6 +42,14 @@ class AssemblyFamilies(Families):
         self.traces_recovered = Counter(
             "tracescorer_assembly_traces_recovered",
             "Traces assembled at start from the span log",
+            registry=r,
+        )
+        self.traces_unreadable = Counter(
+            "tracescorer_assembly_traces_unreadable",
+            "Traces read back from the segment log (store.spans: none) with a record of their items gone: "
+            "by what was done (partial: assembled from what was left; kept: late items dropped, the runs "
+            "assembled before kept)",
+            ["outcome"],
             registry=r,
         )
         self.runs_extracted = Counter(

@@ -105,6 +105,8 @@ class AssemblyRecord:
     root_name: str | None
     # the newest item assembled (epoch s): items received later make the trace pending again
     last_received_at: float | None = field(default=None, metadata=_sql("TIMESTAMPTZ"))
+    # store.spans: none: the segment-log records its items came in (a replay of them is not new)
+    log_offsets: tuple[int, ...] | None = field(default=None, metadata=_sql("BIGINT[]"))
 
 
 _SCALARS = frozenset({str, int, float, bool, bytes, type(None)})

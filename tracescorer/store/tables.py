@@ -245,6 +245,7 @@ _POSTGRES_TYPES = {
     "JSON": "json",  # the text as written: lossless, and ->> works in queries
     "DOUBLE": "double precision",
     "BIGINT": "bigint",
+    "BIGINT[]": "bigint[]",
     "UBIGINT": "bigint",  # nanosecond times: values beyond 2^63 are clamped on the way in
     "INTEGER": "integer",
     "BOOLEAN": "boolean",

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tracescorer.assembly.idle import IdleConversations, build_idler
+from tracescorer.assembly.sources import SegmentLogSource
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.calibration.intake import EvaluationIntake
 from tracescorer.config import Settings
 from tracescorer.conventions.registry import markers
 from tracescorer.feed.consumers import name as consumer_name
 from tracescorer.feed.partition import Partition
+from tracescorer.feed.readback import LogTraces
 from tracescorer.feed.stage import LogFeed
 from tracescorer.feed.triage import Triage
 from tracescorer.lifecycle import Stages
@@ -75,6 +77,8 @@ class Pipeline:
     ) -> None:
         s = settings
         self.runner = runner
+        rowless = s.store.spans == "none"  # the segment log is the only copy of a trace until assembled
+        self.evaluations = EvaluationIntake(stores.evaluations, metrics)  # other tools' evaluations
         needs_idler = any(b.binding.scope == "conversation" for b in runner.bindings)
         self.conversations: IdleConversations | None = (
             build_idler(runner, metrics, s, stores.coordination) if needs_idler else None
@@ -87,8 +91,8 @@ class Pipeline:
             conversations=self.conversations,
             share=(partition.index, partition.count) if partition is not None else None,
             consumer=consumer_name(partition),
+            source=SegmentLogSource(stores.span_log, LogTraces(log, self.evaluations), metrics) if rowless else None,
         )
-        self.evaluations = EvaluationIntake(stores.evaluations, metrics)  # other tools' evaluations
         self.feed = LogFeed(
             log,
             stores.intake,
@@ -99,12 +103,15 @@ class Pipeline:
             listeners=[self.assembly],
             triage=(
                 Triage(markers(), window_s=s.triage.window_s, max_traces=s.triage.max_traces)
-                if s.store.spans == "agent"
+                if s.store.spans != "all"
                 else None
             ),
             prefilter=self.evaluations,
             partition=partition,
+            keep_rows=not rowless,
         )
+        if rowless:
+            self.feed.add_hold(self.assembly.oldest_offset)
         self.assembly.add_listener(runner)
         # the stages hold the feed back, not the receivers: their backlog waits in the log, on disk
         self.feed.add_gate("assembly", self.assembly.backlog)

@@ -553,7 +553,9 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
         (trace, 9),
         (f"{2:032x}", 1),
     ]
-    assert await store.assembled_before([trace, "f" * 32]) == {trace} and await store.assembled_before([]) == set()
+    assert await store.assembled_offsets([trace, "f" * 32]) == {trace: ()} and await store.assembled_offsets([]) == {}
+    await store.record_assembly([dataclasses.replace(_record(2), log_offsets=(40, 7))])
+    assert await store.assembled_offsets([f"{2:032x}"]) == {f"{2:032x}": (40, 7)}
 
 
 async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces(store):

@@ -92,6 +92,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "worker processes coordinate through the store: conversation activity and claims, judge token buckets",
         coordination_tables(),
     ),
+    Migration(
+        13,
+        "assembly records name the segment-log records of their items (store.spans: none)",
+        ("ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS log_offsets BIGINT[]",),
+    ),
 )
 
 BASELINE_VERSION = 1

@@ -94,8 +94,8 @@ class SpanLogPart(Jobs):
             since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
         return await self.read(pending_traces, since, limit, share)
 
-    async def assembled_before(self, trace_ids: Sequence[str]) -> set[str]:
-        return set(await self.read(assembled_before, list(trace_ids))) if trace_ids else set()
+    async def assembled_offsets(self, trace_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        return dict(await self.read(assembled_offsets, list(trace_ids))) if trace_ids else {}
 
     async def rows_through(self, consumer: str = "") -> int | None:
         return await self.read(feedmarks.rows_through, consumer)
@@ -146,6 +146,7 @@ def _assembly_values(record: AssemblyRecord) -> tuple[Any, ...]:
         record.service_name,
         record.root_name,
         record.last_received_at,
+        list(record.log_offsets) if record.log_offsets is not None else None,
     )
 
 
@@ -220,13 +221,15 @@ def pending_traces(
     ]
 
 
-def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[str]:
-    found: list[str] = []
+def assembled_offsets(con: Any, trace_ids: Sequence[str]) -> list[tuple[str, tuple[int, ...]]]:
+    """The traces assembled before, each with the log records its assembly read (empty when not
+    recorded: the span log had its items)."""
+    found: list[tuple[str, tuple[int, ...]]] = []
     for part in chunks(list(trace_ids)):  # through the key's index, not a scan of every record
         found += [
-            r[0]
+            (r[0], tuple(r[1] or ()))
             for r in con.execute(
-                f"SELECT trace_id FROM assembled_traces WHERE {key_in('trace_id', len(part))}", part
+                f"SELECT trace_id, log_offsets FROM assembled_traces WHERE {key_in('trace_id', len(part))}", part
             ).fetchall()
         ]
     return found

@@ -1,0 +1,263 @@
+"""``store.spans: none``: runs and scores without a span row. Assembly reads traces back from the
+segment log (spilled out of its window, late items of a trace assembled before), the feed keeps
+the log's records of every trace not assembled yet, and a restart after kill -9 replays them:
+every acknowledged trace is assembled with all its spans, once, and scored once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Any
+
+import psutil
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from prometheus_client.parser import text_string_to_metric_families
+from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
+from support.db import fetch
+from support.otlp import agent_trace, span_exporter, tracer
+from support.routing import Acked, produce_agent_traces
+
+from tracescorer.store.duckdb import open_read_only
+
+GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
+SCORERS = [{"id": "non-empty", "prebuilt": "non_empty_response"}]
+
+
+def _metric(app: Any, name: str, **labels: str) -> float:
+    total = 0.0
+    for family in text_string_to_metric_families(app.metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += float(sample.value)
+    return total
+
+
+def _send_mixed(grpc_port: int) -> dict[str, str]:
+    """A plain trace, then an agent trace whose database span is exported before its model call;
+    each span its own request."""
+    ids: dict[str, str] = {}
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    with tracer(exporter, service="checkout") as t:
+        with t.start_as_current_span("GET /cart", kind=SpanKind.SERVER) as s:
+            with t.start_as_current_span("SELECT carts", kind=SpanKind.CLIENT, attributes={"db.system.name": "pg"}):
+                pass
+            ids["plain"] = f"{s.get_span_context().trace_id:032x}"
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    with tracer(exporter, service="support-bot") as t:
+        with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER) as s:
+            with t.start_as_current_span("SELECT faq", kind=SpanKind.CLIENT, attributes={"db.system.name": "pg"}):
+                pass
+            with t.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=GENAI):
+                pass
+            ids["agent"] = f"{s.get_span_context().trace_id:032x}"
+    return ids
+
+
+async def test_runs_and_scores_without_a_span_row(tmp_path):
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    async with running_app(settings) as app:
+        ids = await asyncio.to_thread(_send_mixed, app.grpc_port)
+        queries = await settled(app)
+
+        async def scored() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT r.trace_id FROM runs r JOIN scores s USING (run_id)")
+
+        assert [r[0] for r in await wait_for_async(scored, 30, what="the agent run's score")] == [ids["agent"]]
+        assembled = await fetch(queries, "SELECT trace_id, span_count, len(log_offsets) FROM assembled_traces")
+        rows = await fetch(queries, "SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM log_records)")
+        skipped = await fetch(queries, "SELECT DISTINCT trace_id FROM skipped_traces")
+        read_back = _metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
+    # every span of the agent trace, the database span sent before the model call included (three
+    # requests); nothing of either trace in the span log
+    assert assembled == [(ids["agent"], 3, 3)]
+    assert rows == [(0, 0)]
+    assert {r[0] for r in skipped} == {ids["plain"], ids["agent"]}
+    assert read_back == 1
+
+
+def _agent_traces(grpc_port: int, n: int) -> list[str]:
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    ids = []
+    with tracer(exporter, service="window") as t:
+        for i in range(n):
+            with t.start_as_current_span("turn") as s:  # a root above the agent: 5 spans a trace
+                agent_trace(t, user=f"question {i}", answer=f"answer {i}")
+            ids.append(f"{s.get_span_context().trace_id:032x}")
+    return ids
+
+
+async def test_spilled_traces_are_read_back_from_the_segment_log(tmp_path):
+    """A window of 12 spans for 30 traces of 5 spans each: most traces leave memory before they
+    complete, and come back whole from the log's records."""
+    settings = settings_for(
+        tmp_path,
+        assembly={"idle_s": 0.5, "max_spans": 12},
+        store={"spans": "none"},
+        scorers=SCORERS,
+    )
+    async with running_app(settings) as app:
+        ids = await asyncio.to_thread(_agent_traces, app.grpc_port, 30)
+        queries = await settled(app)
+
+        async def assembled() -> list[tuple[Any, ...]]:
+            rows = await fetch(queries, "SELECT trace_id, span_count, run_count FROM assembled_traces")
+            return rows if len(rows) == len(ids) else []
+
+        rows = await wait_for_async(assembled, 60, what="every trace assembled")
+        spilled = app.assembly.buffer.stats.traces_spilled
+
+        async def scores() -> bool:
+            return await fetch(queries, "SELECT count(*) FROM scores") == [(len(ids),)]
+
+        await wait_for_async(scores, 30, what="every run scored")
+        unreadable = _metric(app, "tracescorer_assembly_traces_unreadable_total")
+    assert spilled >= 10
+    assert sorted(rows) == sorted((tid, 5, 1) for tid in ids)
+    assert unreadable == 0
+
+
+async def test_late_spans_assemble_the_whole_trace_again_from_the_log(tmp_path):
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+
+        def first() -> Any:
+            with tracer(exporter, service="late") as t:
+                with t.start_as_current_span(
+                    "invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent"}
+                ) as root:
+                    with t.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=GENAI):
+                        pass
+                    return root.get_span_context()
+
+        root = await asyncio.to_thread(first)
+        tid = f"{root.trace_id:032x}"
+        queries = await settled(app)
+
+        async def assembled() -> list[tuple[Any, ...]]:
+            return await fetch(queries, f"SELECT span_count FROM assembled_traces WHERE trace_id = '{tid}'")
+
+        assert await wait_for_async(assembled, 30, what="the first assembly") == [(2,)]
+
+        def late() -> None:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(root))
+            exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+            with tracer(exporter, service="late") as t:
+                with t.start_as_current_span(
+                    "chat gpt-4o-mini", context=parent, kind=SpanKind.CLIENT, attributes=GENAI
+                ):
+                    pass
+
+        await asyncio.to_thread(late)
+        await settled(app)
+
+        async def whole() -> bool:
+            return await assembled() == [(3,)]
+
+        await wait_for_async(whole, 30, what="the trace assembled again with its late span")
+        late_passes = _metric(app, "tracescorer_assembly_traces_total", **{"pass": "late"})
+        runs = await fetch(queries, f"SELECT count(*) FROM runs WHERE trace_id = '{tid}'")
+    assert late_passes == 1
+    assert runs == [(1,)]
+
+
+def _assembled(db_path: str) -> tuple[dict[str, int], int, int, int]:
+    """Span count per assembled trace, span rows, runs without a score, and decisions made twice."""
+    con = open_read_only(db_path)
+    try:
+        counts = dict(con.execute("SELECT trace_id, span_count FROM assembled_traces").fetchall())
+        rows = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+        unscored = con.execute(
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
+        ).fetchone()[0]
+        twice = con.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM scoring_decisions GROUP BY target_id, scorer_id HAVING count(*) > 1)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    return counts, rows, unscored, twice
+
+
+def _workers(pid: int) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process(pid).children()
+        if p.status() != psutil.STATUS_ZOMBIE and "tracescorer.workers.child" in " ".join(p.cmdline())
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [2, 0])
+def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, after):
+    """The daemon and its workers killed under load, started again (two workers, or none): the
+    feeds replay from the oldest record a trace not assembled yet needed; every acknowledged
+    trace is assembled with every span acknowledged, none twice, every run scored once."""
+
+    def config(workers: int) -> dict[str, Any]:
+        return config_dict(
+            tmp_path,
+            workers={"count": workers},
+            assembly={"idle_s": 0.5},
+            store={"spans": "none"},
+            scorers=SCORERS,
+            shutdown={"grace_s": 10},
+        )
+
+    daemon = DaemonProcess(tmp_path, config(2)).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [
+        threading.Thread(
+            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
+        )
+        for i in range(2)
+    ]
+    try:
+        for p in producers:
+            p.start()
+        wait_for(lambda: len(acked.spans[0]) >= 3000, 120, interval_s=0.05, what="spans acknowledged")
+        wait_for(
+            lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 0, 60, what="the first scores"
+        )
+        assert daemon.proc is not None
+        for worker in _workers(daemon.proc.pid):
+            worker.kill()
+        assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+    want = dict(acked.trace_spans[0])
+
+    daemon = DaemonProcess(tmp_path, config(after)).start()
+
+    def assembled() -> int:
+        return int(daemon.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"])
+
+    try:
+        wait_for(lambda: assembled() >= len(want), 120, interval_s=0.25, what="the acknowledged traces assembled")
+        wait_for(
+            lambda: (
+                int(
+                    daemon.query_json(
+                        "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
+                    )[0]["n"]
+                )
+                == 0
+            ),
+            60,
+            interval_s=0.25,
+            what="every run scored",
+        )
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
+    counts, rows, unscored, twice = _assembled(daemon.db_path)
+    assert rows == 0
+    short = {tid: (n, counts.get(tid)) for tid, n in want.items() if counts.get(tid, 0) < n}
+    assert not short, (
+        f"{len(short)} acknowledged trace(s) assembled without all their spans, e.g. {list(short.items())[:3]}"
+    )
+    assert unscored == 0 and twice == 0

@@ -1,0 +1,43 @@
+"""What triage knew before a restart, learnt again from the requests still in the segment log."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from tracescorer.feed.triage import Owns, Triage
+from tracescorer.seglog import LOGS, CorruptRecord, LogReader, written_since
+
+log = logging.getLogger(__name__)
+
+
+def recall_handled(
+    segment_log: LogReader,
+    triage: Triage,
+    handled: Callable[[int], bool],
+    owner: Callable[[int], Owns | None],
+    max_batch_bytes: int,
+) -> int:
+    """Show ``triage`` the requests still in the log that were ``handled`` before this start (by
+    offset), from the oldest segment written within triage's window (the log keeps them while
+    triage may read them back; older ones, kept by ``retain_bytes``, hold only what triage
+    forgot); how many (blocking: run in a thread)."""
+    recent = written_since(segment_log.directory, time.time() - triage.window_s)
+    if recent is None:
+        return 0
+    at, count = max(recent, segment_log.start_offset), 0
+    while True:
+        try:
+            records = segment_log.read(at, max_batch_bytes)
+        except CorruptRecord as exc:
+            log.warning("triage: stopped reading the log's handled requests again at a damaged record (%s)", exc)
+            return count
+        for record in records:
+            if not handled(record.offset):
+                return count
+            triage.recall(record.payload, record.offset, logs=record.kind == LOGS, owns=owner(record.offset))
+            count += 1
+        if not records:
+            return count
+        at = records[-1].end
