@@ -78,6 +78,27 @@ async def test_runs_and_scores_without_a_span_row(tmp_path):
     assert read_back == 1
 
 
+def test_explain_says_what_a_rowless_daemon_knows(tmp_path):
+    """``explain`` from the CLI while the daemon runs: the agent trace assembled with its run and
+    score, the plain trace skipped (naming the setting), an unknown id told that no span is kept."""
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    try:
+        assert daemon.info is not None
+        ids = _send_mixed(daemon.info.grpc_port)
+        wait_for(
+            lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) == 1, 60, what="the score"
+        )
+        agent = daemon.cli("explain", ids["agent"]).stdout
+        plain = daemon.cli("explain", ids["plain"]).stdout
+        unknown = daemon.cli("explain", "0" * 32, check=False)
+    finally:
+        daemon.stop()
+    assert "assembled: complete, 3 span(s)" in agent and "non-empty: scored" in agent, agent
+    assert "skipped by triage: 2 span(s)" in plain and "(store.spans: none)" in plain, plain
+    assert unknown.returncode != 0 and "With store.spans: none no span is stored" in unknown.stderr, unknown.stderr
+
+
 def _agent_traces(grpc_port: int, n: int) -> list[str]:
     exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
     ids = []

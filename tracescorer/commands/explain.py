@@ -113,6 +113,13 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
                 if shared
                 else settings.store.path
             )
+            if settings.store.spans == "none":
+                a = settings.assembly
+                raise click.ClickException(
+                    f"unknown trace id {trace_id}: it was not assembled and triage did not skip it ({where}). With "
+                    "store.spans: none no span is stored, so a trace is known once assembled or skipped; one received "
+                    f"within assembly.max_wait_s={a.max_wait_s:g}s may still be waiting in the segment log"
+                )
             raise click.ClickException(f"unknown trace id {trace_id}: no span of it is stored in {where}")
         a = settings.assembly
         last, first = as_datetime(spans["last_received"]), as_datetime(spans["first_received"])
@@ -153,9 +160,9 @@ def _explain_skipped(settings: Settings, trace_id: str) -> bool:
         f"  skipped by triage: {s['spans']} span(s) and {s['logs']} log record(s) in {s['requests']} request(s) "
         f"from {s['services'] or 'an unnamed service'}, received {_stamp(as_datetime(s['first_received']))} to "
         f"{_stamp(as_datetime(s['last_received']))}. No agent content was seen in it (no convention's marker: gen_ai.*, "
-        "openinference.*, ai.*, ...), so it was neither stored nor assembled (store.spans: agent). Had agent "
-        f"spans of it come within triage.window_s={settings.triage.window_s:g}s, its skipped spans would have "
-        "been read back and assembled with them; `store.spans: all` stores every span"
+        f"openinference.*, ai.*, ...), so it was neither stored nor assembled (store.spans: {settings.store.spans}). "
+        f"Had agent spans of it come within triage.window_s={settings.triage.window_s:g}s, its skipped spans would "
+        "have been read back and assembled with them; `store.spans: all` stores every span"
     )
     return True
 

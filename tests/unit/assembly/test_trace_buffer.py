@@ -219,3 +219,39 @@ def test_split_out_of_order_delivery_then_upsert_by_run_id(case: str) -> None:
     assert len(runs) == len(expected["runs"])
     ordered = sorted(runs.values(), key=lambda r: r.started_at)
     assert [r.output[-1].content for r in ordered] == [w["output_text"] for w in expected["runs"]]
+
+
+def test_offsets_tracked_handed_out_and_inherited_by_late_items() -> None:
+    """With ``track_offsets`` each trace carries the log records its items came in; the oldest
+    record still needed is what the feed keeps the segment log from; late items of an assembled
+    trace start from the records it was assembled from (it is read back whole)."""
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock, track_offsets=True)
+    assert buf.oldest_offset() is None
+    buf.add_spans([span(T1, "a" * 16), span(T2, "c" * 16, parent="x" * 16)], offsets=[40, 40])
+    buf.add_spans([span(T1, "b" * 16, parent="a" * 16)], offsets=[10])
+    buf.add_logs([LogRecord(time_unix_nano=1, observed_time_unix_nano=1, trace_id=T1)], offsets=[70])
+    assert buf.oldest_offset() == 10
+    clock.t += 6
+    (done,) = buf.pop_complete()  # T2 has no root: it stays
+    assert (done.trace_id, done.offsets) == (T1, (10, 40, 70))
+    assert buf.oldest_offset() == 40  # T2's record: T1's are no longer needed
+    buf.add_spans([span(T1, "d" * 16, parent="a" * 16)], offsets=[90])
+    assert buf.oldest_offset() == 10  # the late item's trace is read back from where it was assembled
+    clock.t += 6
+    (late,) = buf.pop_complete()
+    assert (late.trace_id, late.late, late.offsets) == (T1, True, (10, 40, 70, 90))
+
+
+def test_offsets_of_pending_traces_and_untracked_buffers() -> None:
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock, track_offsets=True)
+    assert buf.add_pending([(T3, 1.0, 2.0, False)], offsets={T3: [55, 20]}) == 1
+    assert buf.oldest_offset() == 20
+    (done,) = buf.pop_complete()
+    assert (done.trace_id, done.recovered, done.offsets, done.spilled) == (T3, True, (20, 55), True)
+    plain = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock)
+    plain.add_spans([span(T1, "a" * 16)], offsets=[5])
+    assert plain.oldest_offset() is None
+    clock.t += 6
+    assert plain.pop_complete()[0].offsets == ()
