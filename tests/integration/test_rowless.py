@@ -86,9 +86,7 @@ def test_explain_says_what_a_rowless_daemon_knows(tmp_path):
     try:
         assert daemon.info is not None
         ids = _send_mixed(daemon.info.grpc_port)
-        wait_for(
-            lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) == 1, 60, what="the score"
-        )
+        wait_for(lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) == 1, 60, what="the score")
         agent = daemon.cli("explain", ids["agent"]).stdout
         plain = daemon.cli("explain", ids["plain"]).stdout
         unknown = daemon.cli("explain", "0" * 32, check=False)
