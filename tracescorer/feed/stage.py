@@ -353,11 +353,13 @@ class LogFeed:
 
     async def _save(self, *, force: bool = False) -> None:
         now = time.monotonic()
-        held = [o for o in (hold() for hold in self._holds) if o is not None]
-        offset = min([self.offset, *held])
-        if offset == self._saved or (not force and now - self._saved_at < SAVE_EVERY_S):
+        if not force and now - self._saved_at < SAVE_EVERY_S:
             return
+        held = [o for o in (hold() for hold in self._holds) if o is not None]  # a scan of the buffer
+        offset = min([self.offset, *held])
         self._saved_at = now
+        if offset == self._saved:
+            return
         try:
             await self._state.set_feed_offset(offset, consumer=self.consumer)
         except StoreError as exc:
