@@ -251,32 +251,87 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, after):
     want = dict(acked.trace_spans[0])
 
     daemon = DaemonProcess(tmp_path, config(after)).start()
-
-    def assembled() -> int:
-        return int(daemon.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"])
-
     try:
-        wait_for(lambda: assembled() >= len(want), 120, interval_s=0.25, what="the acknowledged traces assembled")
-        wait_for(
-            lambda: (
-                int(
-                    daemon.query_json(
-                        "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
-                    )[0]["n"]
-                )
-                == 0
-            ),
-            60,
-            interval_s=0.25,
-            what="every run scored",
-        )
+        _every_trace_scored(daemon, len(want))
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()[-3000:]
-    counts, rows, unscored, twice = _assembled(daemon.db_path)
+    _assert_whole_once(daemon.db_path, want)
+
+
+def _every_trace_scored(daemon: DaemonProcess, traces: int) -> None:
+    def count(sql: str) -> int:
+        return int(daemon.query_json(sql)[0]["n"])
+
+    wait_for(
+        lambda: count("SELECT count(*) AS n FROM assembled_traces") >= traces,
+        120,
+        interval_s=0.25,
+        what="the acknowledged traces assembled",
+    )
+    unscored = "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
+    wait_for(lambda: count(unscored) == 0, 60, interval_s=0.25, what="every run scored")
+
+
+def _assert_whole_once(db_path: str, want: dict[str, int]) -> None:
+    """Every acknowledged trace assembled with all its acknowledged spans, no span row, every run
+    scored, no decision made twice."""
+    counts, rows, unscored, twice = _assembled(db_path)
     assert rows == 0
     short = {tid: (n, counts.get(tid)) for tid, n in want.items() if counts.get(tid, 0) < n}
     assert not short, (
         f"{len(short)} acknowledged trace(s) assembled without all their spans, e.g. {list(short.items())[:3]}"
     )
     assert unscored == 0 and twice == 0
+
+
+@pytest.mark.slow
+def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
+    """One of two workers killed under load: it is started again and replays from the oldest
+    record a trace of its share not assembled yet needed."""
+    cfg = config_dict(
+        tmp_path,
+        workers={"count": 2},
+        assembly={"idle_s": 3},  # traces wait in the buffer for seconds: the log holds them
+        store={"spans": "none"},
+        scorers=SCORERS,
+        shutdown={"grace_s": 10},
+    )
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    acked, stop = Acked(1), threading.Event()
+    producers = [
+        threading.Thread(
+            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
+        )
+        for i in range(2)
+    ]
+    try:
+        try:
+            for p in producers:
+                p.start()
+            wait_for(
+                lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
+                60,
+                what="the first scores",
+            )
+            assert daemon.proc is not None
+            victim = _workers(daemon.proc.pid)[0]
+            victim.kill()
+            wait_for(
+                lambda: len(pids := {w.pid for w in _workers(daemon.proc.pid)}) == 2 and victim.pid not in pids,
+                60,
+                interval_s=0.1,
+                what="the worker started again",
+            )
+            after = len(acked.spans[0])
+            wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+        finally:
+            stop.set()
+            for p in producers:
+                p.join(30)
+        want = dict(acked.trace_spans[0])
+        _every_trace_scored(daemon, len(want))
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]
+    _assert_whole_once(daemon.db_path, want)
