@@ -32,6 +32,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/ingest.py
 	$(PY) bench/assembly.py
 	$(PY) bench/scoring.py
+	$(PY) bench/budgets.py
 	$(PY) bench/e2e.py
 	$(PY) bench/cli.py
 	$(PY) bench/sustained.py
