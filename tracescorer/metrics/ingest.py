@@ -135,7 +135,8 @@ class IngestFamilies(Families):
         )
         self.stage_cpu = Counter(
             "tracescorer_stage_cpu_seconds",
-            "CPU time of the daemon's own thread spent per pipeline stage (decode, assembly, scoring)",
+            "CPU time of the daemon's own thread spent per pipeline stage (decode, assembly, scoring: code "
+            "scorers, estimated from one score in 8 timed)",
             ["stage"],
             registry=r,
         )
