@@ -126,10 +126,10 @@ def main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     with_input = [c for c in calls if c.input]
     if len(with_input) <= 1:
         return calls
-    if not any(any_content(c.input) for c in with_input):
+    if not any_content(*[c.input for c in with_input]):
         return calls  # content capture off: nothing tells a helper call apart
     users = [user_keys(c.input) for c in with_input]
-    agent_system = {m.content.strip() for m in info.system if m.content}
+    agent_system = {m.content.strip() for m in info.system if m.content} if info.system else set()
     if all(users) and set.intersection(*users):
         # One conversation: every call re-sends a same user turn; only other instructions tell
         # a helper apart.
@@ -151,7 +151,7 @@ def _best_cluster(
     with_input: list[LlmCall], users: list[set[str]], info: AgentInfo, agent_system: set[str]
 ) -> list[LlmCall]:
     """The calls of the cluster (calls sharing user turns) most likely the agent's own."""
-    anchor = user_keys(info.new_input)
+    anchor = user_keys(info.new_input) if info.new_input else set()
     if not anchor:
         for source in (info.given, info.transcript):
             start, end = last_user_block(source)
@@ -177,7 +177,7 @@ def _best_cluster(
     clusters: dict[int, list[int]] = {}
     for i in range(len(with_input)):
         clusters.setdefault(find(i), []).append(i)
-    agent_output = {m.content.strip() for m in info.output if m.content}
+    agent_output = {m.content.strip() for m in info.output if m.content} if info.output else set()
 
     def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
         member_calls = [with_input[i] for i in members]

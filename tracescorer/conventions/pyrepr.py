@@ -127,9 +127,10 @@ class _Parser:
         items: list[Any] = []
         while self.peek() != close:
             items.append(self.value(depth + 1))
-            if self.peek() == ",":
+            c = self.peek()
+            if c == ",":
                 self.pos += 1
-            elif self.peek() != close:
+            elif c != close:
                 raise ReprError(f"expected ',' or {close!r} at {self.pos}")
         self.pos += 1
         return items
@@ -165,9 +166,10 @@ class _Parser:
                 out[m.group(1)] = self.value(depth + 1)
             else:
                 args.append(self.value(depth + 1))
-            if self.peek() == ",":
+            c = self.peek()
+            if c == ",":
                 self.pos += 1
-            elif self.peek() != ")":
+            elif c != ")":
                 raise ReprError(f"expected ',' or ')' at {self.pos}")
         self.pos += 1
         if args:
