@@ -158,8 +158,28 @@ def _best_cluster(
             if start >= 0:
                 anchor = {m.content.strip() for m in source[start:end] if has_content(m)}
                 break
-    # Union-find over calls sharing a user message.
-    parent = list(range(len(with_input)))
+    clusters = _clusters(users)
+    agent_output = {m.content.strip() for m in info.output if m.content} if info.output else set()
+
+    def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
+        member_calls = [with_input[i] for i in members]
+        return (
+            any(users[i] & anchor for i in members),
+            bool(agent_system) and any(system_key(c) in agent_system for c in member_calls),
+            bool(agent_output)
+            and any(m.content.strip() in agent_output for c in member_calls for m in c.output if m.content),
+            len(members),
+            -min(members),
+        )
+
+    return [with_input[i] for i in max(clusters, key=score)]
+
+
+def _clusters(users: list[set[str]]) -> list[list[int]]:
+    """Indexes of the calls grouped by shared user messages (union-find), in order."""
+    if sum(map(len, users)) == len(set().union(*users)):
+        return [[i] for i in range(len(users))]  # no user message shared: each call alone
+    parent = list(range(len(users)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -175,22 +195,9 @@ def _best_cluster(
             else:
                 seen[k] = i
     clusters: dict[int, list[int]] = {}
-    for i in range(len(with_input)):
+    for i in range(len(users)):
         clusters.setdefault(find(i), []).append(i)
-    agent_output = {m.content.strip() for m in info.output if m.content} if info.output else set()
-
-    def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
-        member_calls = [with_input[i] for i in members]
-        return (
-            any(users[i] & anchor for i in members),
-            bool(agent_system) and any(system_key(c) in agent_system for c in member_calls),
-            bool(agent_output)
-            and any(m.content.strip() in agent_output for c in member_calls for m in c.output if m.content),
-            len(members),
-            -min(members),
-        )
-
-    return [with_input[i] for i in max(clusters.values(), key=score)]
+    return list(clusters.values())
 
 
 def sum_usage(usages: Sequence[dict[str, int | float] | None]) -> dict[str, int | float] | None:

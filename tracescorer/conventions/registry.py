@@ -135,6 +135,7 @@ def extract_runs(
 
 #: Keys that carry messages: a create_agent trace with one of them may still be a run.
 _CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+_CREATE_ONLY = frozenset({"create_agent"})
 
 _READERS: dict[tuple[tuple[int, ...], int], tuple[Readers, tuple[Convention, ...]]] = {}
 
@@ -202,10 +203,11 @@ def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[
     scored = _detect(view, conventions)
     if not scored:
         return _last_resort(view, conventions, _unknown(view))
-    if view.facts.operations == {"create_agent"} and not view.facts.keys & _CONTENT_KEYS:
+    if view.facts.operations == _CREATE_ONLY and not view.facts.keys & _CONTENT_KEYS:
         return [], "only create_agent spans: an agent was defined, not run"
-    present = [conv for _, _, conv in sorted(scored, key=lambda t: t[1])]
-    scored.sort(key=lambda t: (-t[0], t[1]))
+    present = [conv for _, _, conv in scored]  # in precedence order already
+    if len(scored) > 1:
+        scored.sort(key=lambda t: (-t[0], t[1]))
     failures = []
     tried: set[str] = set()
     for _, _, conv in scored:
