@@ -193,7 +193,7 @@ def _detect(view: TraceView, conventions: Sequence[Convention]) -> list[tuple[fl
         if score > 0:
             scored.append((score, i, conv))
     if key is not None and not failed:
-        if len(_DETECTED) >= 1024:
+        if len(_DETECTED) >= 256:
             _DETECTED.clear()
         _DETECTED[key] = tuple(scored)
     return scored
