@@ -143,26 +143,13 @@ class TraceFacts:
     __slots__ = ("_namespaces", "event_names", "keys", "operations", "scopes", "span_names")
 
     def __init__(self, spans: Sequence[Span], logs_by_span: Mapping[str, Sequence[LogRecord]]) -> None:
-        attributes: list[Mapping[str, Any]] = []
-        scopes: set[str] = set()
-        ops: set[str] = set()
-        span_names: set[str] = set()
-        events: list[str] = []
-        for s in spans:  # one pass: this runs for every trace
-            attrs = s.attributes
-            attributes.append(attrs)
-            scopes.add(s.scope.name)
-            op = attrs.get("gen_ai.operation.name")
-            if type(op) is str:
-                ops.add(op)
-            span_names.add(s.name)
-            if s.events:
-                events.extend([ev.name for ev in s.events])
-        self.keys: frozenset[str] = frozenset().union(*attributes)
+        self.keys: frozenset[str] = frozenset().union(*[s.attributes for s in spans])
         self._namespaces: frozenset[str] | None = None
-        self.scopes: frozenset[str] = frozenset(scopes)
-        self.operations: frozenset[str] = frozenset(ops)
-        self.span_names: frozenset[str] = frozenset(span_names)
+        self.scopes: frozenset[str] = frozenset([s.scope.name for s in spans])
+        ops = [s.attributes.get("gen_ai.operation.name") for s in spans]
+        self.operations: frozenset[str] = frozenset([op for op in ops if type(op) is str])
+        self.span_names: frozenset[str] = frozenset([s.name for s in spans])
+        events = [ev.name for s in spans if s.events for ev in s.events]
         if logs_by_span:
             events += [rec.name for recs in logs_by_span.values() for rec in recs]
         self.event_names: frozenset[str] = frozenset(events)
