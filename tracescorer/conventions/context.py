@@ -72,9 +72,9 @@ def find_id(
     """
     ordered = (*extra_keys, *keys)
     if present is not None:
-        ordered = tuple(k for k in ordered if k in present)
-        if not ordered:
+        if present.isdisjoint(ordered):
             return None
+        ordered = tuple(k for k in ordered if k in present)
     found = _lookup([agent], ordered)
     if found:
         return found

@@ -126,10 +126,10 @@ def main_line(calls: list[LlmCall], info: AgentInfo) -> list[LlmCall]:
     with_input = [c for c in calls if c.input]
     if len(with_input) <= 1:
         return calls
-    if not any(any_content(c.input) for c in with_input):
+    if not any_content(*[c.input for c in with_input]):
         return calls  # content capture off: nothing tells a helper call apart
     users = [user_keys(c.input) for c in with_input]
-    agent_system = {m.content.strip() for m in info.system if m.content}
+    agent_system = {m.content.strip() for m in info.system if m.content} if info.system else set()
     if all(users) and set.intersection(*users):
         # One conversation: every call re-sends a same user turn; only other instructions tell
         # a helper apart.
@@ -151,15 +151,35 @@ def _best_cluster(
     with_input: list[LlmCall], users: list[set[str]], info: AgentInfo, agent_system: set[str]
 ) -> list[LlmCall]:
     """The calls of the cluster (calls sharing user turns) most likely the agent's own."""
-    anchor = user_keys(info.new_input)
+    anchor = user_keys(info.new_input) if info.new_input else set()
     if not anchor:
         for source in (info.given, info.transcript):
             start, end = last_user_block(source)
             if start >= 0:
                 anchor = {m.content.strip() for m in source[start:end] if has_content(m)}
                 break
-    # Union-find over calls sharing a user message.
-    parent = list(range(len(with_input)))
+    clusters = _clusters(users)
+    agent_output = {m.content.strip() for m in info.output if m.content} if info.output else set()
+
+    def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
+        member_calls = [with_input[i] for i in members]
+        return (
+            any(users[i] & anchor for i in members),
+            bool(agent_system) and any(system_key(c) in agent_system for c in member_calls),
+            bool(agent_output)
+            and any(m.content.strip() in agent_output for c in member_calls for m in c.output if m.content),
+            len(members),
+            -min(members),
+        )
+
+    return [with_input[i] for i in max(clusters, key=score)]
+
+
+def _clusters(users: list[set[str]]) -> list[list[int]]:
+    """Indexes of the calls grouped by shared user messages (union-find), in order."""
+    if sum(map(len, users)) == len(set().union(*users)):
+        return [[i] for i in range(len(users))]  # no user message shared: each call alone
+    parent = list(range(len(users)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -175,22 +195,9 @@ def _best_cluster(
             else:
                 seen[k] = i
     clusters: dict[int, list[int]] = {}
-    for i in range(len(with_input)):
+    for i in range(len(users)):
         clusters.setdefault(find(i), []).append(i)
-    agent_output = {m.content.strip() for m in info.output if m.content}
-
-    def score(members: list[int]) -> tuple[bool, bool, bool, int, int]:
-        member_calls = [with_input[i] for i in members]
-        return (
-            any(users[i] & anchor for i in members),
-            bool(agent_system) and any(system_key(c) in agent_system for c in member_calls),
-            bool(agent_output)
-            and any(m.content.strip() in agent_output for c in member_calls for m in c.output if m.content),
-            len(members),
-            -min(members),
-        )
-
-    return [with_input[i] for i in max(clusters.values(), key=score)]
+    return list(clusters.values())
 
 
 def sum_usage(usages: Sequence[dict[str, int | float] | None]) -> dict[str, int | float] | None:

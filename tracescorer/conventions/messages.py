@@ -69,16 +69,21 @@ def parse_message(raw: Any) -> Message | None:
     raw_parts = raw.get("parts")
     if type(raw_parts) is list:  # GenAI: the common case, read without detours
         parts: list[Part] = []
+        texts: list[str] = []  # the message's text, gathered as its parts are read
         for rp in raw_parts:
             if type(rp) is dict and rp.get("type") == "text":
                 text = rp["content"] if "content" in rp else rp.get("text")
                 if text is not None and type(text) is not str:
                     text = content_str(text)
                 parts.append(text_part(text))
+                if text:
+                    texts.append(text)
             else:
                 part = parse_part(rp)
                 if part is not None:
                     parts.append(part)
+                    if part.type == "text" and part.content:
+                        texts.append(part.content)
         name = raw.get("name")
         if name is not None and type(name) is not str:
             name = as_str(name)
@@ -87,11 +92,10 @@ def parse_message(raw: Any) -> Message | None:
             finish = as_str(finish)
         if raw.get("tool_calls") or (role == TOOL and "tool_call_id" in raw):
             parts = _openai_keys_beside_parts(raw, role, parts, name)
+            texts = [p.content for p in parts if p.type == "text" and p.content]
         if role == TOOL:
             return new_message(TOOL, "", tuple(parts), name, finish)
-        return new_message(
-            role, "\n".join([p.content for p in parts if p.type == "text" and p.content]), tuple(parts), name, finish
-        )
+        return new_message(role, texts[0] if len(texts) == 1 else "\n".join(texts), tuple(parts), name, finish)
     return _parse_other_message(raw, role)
 
 

@@ -225,7 +225,7 @@ def unwrap_tool_output(value: Any) -> tuple[Any, str | None]:
     """(result, tool call id) of a tool output some frameworks wrap in their own object
     (LangChain's serialised ``ToolMessage``, LlamaIndex's ``ToolOutput``): the wrapped result and
     the call id the wrapper names; anything else is its own result, without an id."""
-    if RESULT_SHAPES and isinstance(value, Mapping):
+    if RESULT_SHAPES and (type(value) is dict or isinstance(value, Mapping)):
         for key, shape in RESULT_SHAPES.items():
             if key in value:
                 matched, inner, call_id = shape(value)
@@ -258,7 +258,7 @@ def parse_part(raw: Any) -> Part | None:
     """One message part in any registered shape, or None when it carries nothing."""
     if isinstance(raw, str):
         return Part(type="text", content=raw)
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # dict first: an ABC check is slow
         return None
     ptype = raw.get("type")
     if ptype:

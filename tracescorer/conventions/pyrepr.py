@@ -71,19 +71,19 @@ class _Parser:
             c = text[self.pos : self.pos + 1]
         return c
 
-    def expect(self, char: str) -> None:
-        if self.peek() != char:
-            raise ReprError(f"expected {char!r} at {self.pos}")
-        self.pos += 1
-
     def value(self, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise ReprError("nested too deep")
-        c = self.peek()
+        # peek(), inlined: this runs once per value
+        text = self.text
+        c = text[self.pos : self.pos + 1]
+        if c in _SPACES:
+            self.skip()
+            c = text[self.pos : self.pos + 1]
         if c == "[":
-            return self.sequence("[", "]", depth)
+            return self.sequence("]", depth)
         if c == "(":
-            items = self.sequence("(", ")", depth)
+            items = self.sequence(")", depth)
             return tuple(items)
         if c == "{":
             return self.mapping(depth)
@@ -122,20 +122,21 @@ class _Parser:
             return name  # a bare name (an enum member written without <>)
         raise ReprError(f"unexpected {self.text[self.pos : self.pos + 20]!r} at {self.pos}")
 
-    def sequence(self, open_: str, close: str, depth: int) -> list[Any]:
-        self.expect(open_)
+    def sequence(self, close: str, depth: int) -> list[Any]:
+        self.pos += 1  # the opening bracket, which value() saw
         items: list[Any] = []
         while self.peek() != close:
             items.append(self.value(depth + 1))
-            if self.peek() == ",":
+            c = self.peek()
+            if c == ",":
                 self.pos += 1
-            elif self.peek() != close:
+            elif c != close:
                 raise ReprError(f"expected ',' or {close!r} at {self.pos}")
         self.pos += 1
         return items
 
     def mapping(self, depth: int) -> Any:
-        self.expect("{")
+        self.pos += 1  # "{", which value() saw
         out: dict[Any, Any] = {}
         items: list[Any] = []
         while self.peek() != "}":
@@ -155,7 +156,7 @@ class _Parser:
         return items if items and not out else out
 
     def call(self, name: str, depth: int) -> dict[str, Any]:
-        self.expect("(")
+        self.pos += 1  # "(", which value() saw
         out: dict[str, Any] = {"__class__": name.rsplit(".", 1)[-1]}
         args: list[Any] = []
         while self.peek() != ")":
@@ -165,9 +166,10 @@ class _Parser:
                 out[m.group(1)] = self.value(depth + 1)
             else:
                 args.append(self.value(depth + 1))
-            if self.peek() == ",":
+            c = self.peek()
+            if c == ",":
                 self.pos += 1
-            elif self.peek() != ")":
+            elif c != ")":
                 raise ReprError(f"expected ',' or ')' at {self.pos}")
         self.pos += 1
         if args:

@@ -135,6 +135,7 @@ def extract_runs(
 
 #: Keys that carry messages: a create_agent trace with one of them may still be a run.
 _CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+_CREATE_ONLY = frozenset({"create_agent"})
 
 _READERS: dict[tuple[tuple[int, ...], int], tuple[Readers, tuple[Convention, ...]]] = {}
 
@@ -167,22 +168,46 @@ def _build_readers(present: Sequence[Convention], primary: Convention) -> Reader
     )
 
 
-def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[list[AgentRun], str | None]:
+#: Detection per trace facts (detection reads nothing else): traces of one service repeat them.
+_DETECTED: dict[tuple[frozenset[str], ...], tuple[tuple[float, int, Convention], ...]] = {}
+
+
+def _detect(view: TraceView, conventions: Sequence[Convention]) -> list[tuple[float, int, Convention]]:
+    """(score, precedence, convention) of every convention that detects the trace."""
+    facts = view.facts
+    key = None
+    if conventions is CONVENTIONS:
+        key = (facts.keys, facts.scopes, facts.operations, facts.span_names, facts.event_names)
+        found = _DETECTED.get(key)
+        if found is not None:
+            return list(found)
     scored: list[tuple[float, int, Convention]] = []
+    failed = False
     for i, conv in enumerate(conventions):
         try:
-            score = float(conv.detect(view.facts))
+            score = float(conv.detect(facts))
         except Exception:  # one convention's bug must not hide the trace from the others
             log.exception("convention %s failed to detect trace %s", conv.name, view.trace_id)
+            failed = True
             continue
         if score > 0:
             scored.append((score, i, conv))
+    if key is not None and not failed:
+        if len(_DETECTED) >= 256:
+            _DETECTED.clear()
+        _DETECTED[key] = tuple(scored)
+    return scored
+
+
+def _extract_trace(view: TraceView, conventions: Sequence[Convention]) -> tuple[list[AgentRun], str | None]:
+    scored = _detect(view, conventions)
     if not scored:
         return _last_resort(view, conventions, _unknown(view))
-    if view.facts.operations == {"create_agent"} and not view.facts.keys & _CONTENT_KEYS:
+    if view.facts.operations == _CREATE_ONLY and not view.facts.keys & _CONTENT_KEYS:
         return [], "only create_agent spans: an agent was defined, not run"
-    present = [conv for _, _, conv in sorted(scored, key=lambda t: t[1])]
-    scored.sort(key=lambda t: (-t[0], t[1]))
+    present = [conv for _, _, conv in scored]  # in precedence order already
+    if len(scored) > 1:
+        scored.sort(key=lambda t: (-t[0], t[1]))
     failures = []
     tried: set[str] = set()
     for _, _, conv in scored:

@@ -171,9 +171,16 @@ def _gather(
         own = trace.descendants(span, stop=lambda s: s.span_id in agents)
     # A fallback root may itself be the model call; a declared agent span never is.
     candidates = [span] if fallback and cache.llm(span) is not None else []
-    candidates += [s for s in own if cache.llm(s) is not None]
+    llm, tool = cache.llm, cache.tool
+    for s in own:
+        if llm(s) is not None:
+            candidates.append(s)
     calls, usage = merge_nested(candidates, trace, cache)
-    tools = [t for t in (cache.tool(s) for s in own) if t is not None]
+    tools: list[ToolExec] = []
+    for s in own:
+        t = tool(s)
+        if t is not None:
+            tools.append(t)
     # The agent's own record of the exchange, unless it is only the shape of one (content
     # capture off in the framework): then the model calls tell, and may have the content.
     transcript = info.transcript if any_content(info.transcript) else []

@@ -29,6 +29,8 @@ def loads_maybe(value: Any) -> Any:
             return value
     if isinstance(value, str):
         first = value[:1]
+        if value.startswith(_REPR_STARTS):
+            return value  # a Python repr (single quotes where JSON has a key or value): no parser takes it
         if first in _JSON_STARTS or (first.isspace() and value.lstrip()[:1] in _JSON_STARTS) or value in _JSON_WORDS:
             try:
                 return orjson.loads(value)
@@ -41,6 +43,8 @@ def loads_maybe(value: Any) -> Any:
 
 
 _JSON_STARTS = frozenset('{["')
+#: Openings no JSON text has: after "[" or "{" JSON wants a value or a key, never a quote "'".
+_REPR_STARTS = ("{'", "['", "[{'")
 _JSON_WORDS = frozenset({"null", "true", "false"})
 
 
