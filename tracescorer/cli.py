@@ -52,14 +52,9 @@ def serve(config_path: str | None) -> None:
     # default 5 ms switch interval it waits behind the event loop's decoding and group commits
     # stall (measured: ~2x throughput with 0.5 ms, see bench/ingest.py).
     sys.setswitchinterval(0.0005)
-    # The collector's full passes walk every live object, the modules loaded at start-up too:
-    # under load they ran ~25 times a minute at up to 90 ms each, stalling the loop. Start-up
-    # objects are frozen out of them and young passes are rarer (measured with bench/sustained.py:
-    # GC 2.6 -> 0.45 s a minute, daemon CPU per span -10%, loop lag p99 0.25 -> 0.1 s).
-    import gc
+    from tracescorer.runtime import tune_gc
 
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 10)
+    tune_gc()
 
     try:
         asyncio.run(App(settings).run())

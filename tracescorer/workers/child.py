@@ -29,6 +29,7 @@ from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.recovery import RecoveryScope
+from tracescorer.runtime import tune_gc
 from tracescorer.seglog import LogView
 from tracescorer.store.factory import build_worker_stores
 from tracescorer.workers import messages as m
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the main process decides
         signal.signal(sig, signal.SIG_IGN)
     os.umask(0o077)
+    tune_gc()  # most of the daemon's Python runs here: a trace buffer of live objects, runs, scores
     try:
         status = asyncio.run(_main(args.fd, args.store_fd, Partition(args.index, args.count)))
     except BaseException:

@@ -19,6 +19,7 @@ import sys
 
 from tracescorer import logs
 from tracescorer.ipc import BlockingChannel, enlarge_buffers
+from tracescorer.runtime import tune_gc
 from tracescorer.store.duckdb.clients import Clients
 from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     logs.configure(args.log_level, args.log_format)
     # the database files, their WALs and the spill folder are the daemon's alone: 0600 / 0700
     os.umask(0o077)
+    tune_gc()  # the rows of every write are unpickled here: young passes over them, not full ones
     try:
         attach = None if args.attach_fd is None else socket.socket(fileno=args.attach_fd)
         ok = serve(socket.socket(fileno=args.fd), EngineOptions(**json.loads(args.options)), attach)
