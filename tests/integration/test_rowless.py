@@ -6,8 +6,10 @@ every acknowledged trace is assembled with all its spans, once, and scored once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import psutil
@@ -200,6 +202,26 @@ def _assembled(db_path: str) -> tuple[dict[str, int], int, int, int]:
     return counts, rows, unscored, twice
 
 
+@contextlib.contextmanager
+def _under_load(daemon: DaemonProcess) -> Iterator[Acked]:
+    """Two producers of agent traces, sending to the daemon until the block ends."""
+    acked, stop = Acked(1), threading.Event()
+    producers = [
+        threading.Thread(
+            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
+        )
+        for i in range(2)
+    ]
+    for p in producers:
+        p.start()
+    try:
+        yield acked
+    finally:
+        stop.set()
+        for p in producers:
+            p.join(30)
+
+
 def _workers(pid: int) -> list[psutil.Process]:
     return [
         p
@@ -226,16 +248,7 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, after):
         )
 
     daemon = DaemonProcess(tmp_path, config(2)).start()
-    acked, stop = Acked(1), threading.Event()
-    producers = [
-        threading.Thread(
-            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
-        )
-        for i in range(2)
-    ]
-    try:
-        for p in producers:
-            p.start()
+    with _under_load(daemon) as acked:
         wait_for(lambda: len(acked.spans[0]) >= 3000, 120, interval_s=0.05, what="spans acknowledged")
         wait_for(
             lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 0, 60, what="the first scores"
@@ -244,10 +257,6 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, after):
         for worker in _workers(daemon.proc.pid):
             worker.kill()
         assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
-    finally:
-        stop.set()
-        for p in producers:
-            p.join(30)
     want = dict(acked.trace_spans[0])
 
     daemon = DaemonProcess(tmp_path, config(after)).start()
@@ -298,17 +307,8 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
         shutdown={"grace_s": 10},
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
-    acked, stop = Acked(1), threading.Event()
-    producers = [
-        threading.Thread(
-            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
-        )
-        for i in range(2)
-    ]
     try:
-        try:
-            for p in producers:
-                p.start()
+        with _under_load(daemon) as acked:
             wait_for(
                 lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
                 60,
@@ -325,10 +325,6 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
             )
             after = len(acked.spans[0])
             wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
-        finally:
-            stop.set()
-            for p in producers:
-                p.join(30)
         want = dict(acked.trace_spans[0])
         _every_trace_scored(daemon, len(want))
     finally:
