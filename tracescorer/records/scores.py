@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracescorer.scorers.slotted import stored_through_slots
+
 #: JSON-typed fields hold plain data (step results may be pydantic models or dataclasses).
 JSON = {"sql": "JSON"}
 
@@ -18,6 +20,7 @@ def _sql(kind: str) -> dict[str, str]:
     return {"sql": kind}
 
 
+@stored_through_slots
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScoreRecord:
     """One row of ``scores``: one (scorer, target) pair; re-scoring upserts the same ``id``.
@@ -71,6 +74,7 @@ class ScoreRecord:
     heal_attempts: int | None = field(default=None, metadata=_sql("INTEGER"))
 
 
+@stored_through_slots
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecisionRecord:
     """One row of ``scoring_decisions``: the latest decision for a (scorer, target) pair."""

@@ -38,11 +38,13 @@ import difflib
 import importlib
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.config import JudgeSettings, ScorerBinding
+from tracescorer.filters import clauses_of
+from tracescorer.model import AgentRun, Conversation
 from tracescorer.runner.versions import scorer_version
 from tracescorer.scorers.judge import Judge
 from tracescorer.scorers.prebuilt import PREBUILT
@@ -58,6 +60,10 @@ _CONNECTION_OPTIONS = ("api_base", "api_key", "timeout")
 _RETRY_KEYS = ("retries", "retry_initial_s")
 # JudgeSettings keys that belong to the runner's limits, never to a Judge object.
 _RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
+
+
+#: a filter clause (:func:`~tracescorer.filters.clauses_of`): None when the target passes, else why not
+Clause = Callable[[AgentRun | Conversation, Sequence[AgentRun]], "str | None"]
 
 
 class BindingError(ValueError):
@@ -78,6 +84,12 @@ class BoundScorer:
     uses_judge: bool
     #: a stable hash of the binding's definition (:mod:`tracescorer.runner.versions`), on every score
     version: str = ""
+    #: the binding filter's clauses, built once: the decider checks them for every target
+    #: (``RunFilter.check`` reads its own cached clauses through pydantic's slow private-attribute path)
+    clauses: tuple[Clause, ...] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "clauses", tuple(clauses_of(self.binding.filter)))
 
     @property
     def judge_requests(self) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tracescorer.filters import check_clauses
 from tracescorer.runner.bindings import BoundScorer
 from tracescorer.runner.targets import Target
 from tracescorer.sampling import is_sampled, sample_value
@@ -46,18 +47,25 @@ def decide(
     """The binding's filter (and ``extra_check``, e.g. a backfill's ``--filter``), then its sampling
     ratio on the target's sample key, then — for judge-using scorers — the daily budget: the global
     one, or the binding's own cap (``budget_detail`` names which)."""
-    binding = bound.binding
-    clause = binding.filter.check(target.subject) or (extra_check(target) if extra_check else None)
+    clause = (check_clauses(bound.clauses, target.subject) if bound.clauses else None) or (
+        extra_check(target) if extra_check else None
+    )
     if clause is not None:
         return Verdict(Decision.FILTERED_OUT, clause)
-    ratio = binding.sampling.ratio
-    if not is_sampled(target.sample_key, ratio):
+    ratio = bound.binding.sampling.ratio
+    if ratio != 1.0 and not is_sampled(target.sample_key, ratio):  # every value is below a ratio of 1
         return Verdict(Decision.SAMPLED_OUT, f"sample value {sample_value(target.sample_key):.4f} >= ratio {ratio:g}")
     if bound.uses_judge and budget_exhausted:
         return Verdict(Decision.BUDGET_EXHAUSTED, budget_detail or "daily judge budget spent")
-    return Verdict(Decision.RUN)
+    return _RUN
+
+
+_RUN = Verdict(Decision.RUN)
 
 
 def outcome(status: str) -> Decision:
     """The decision a stored score's status amounts to."""
-    return {"ok": Decision.SCORED, "not_scorable": Decision.NOT_SCORABLE}.get(status, Decision.FAILED)
+    return _OUTCOMES.get(status, Decision.FAILED)
+
+
+_OUTCOMES = {"ok": Decision.SCORED, "not_scorable": Decision.NOT_SCORABLE}

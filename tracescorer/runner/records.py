@@ -75,16 +75,19 @@ def score_record(
     ``heal_attempts`` counts the automatic re-scores, this one included."""
     binding = bound.binding
     subject = target.subject
-    run_ids = [r.run_id for r in subject.runs] if isinstance(subject, Conversation) else [target.run_id]
-    last = subject.runs[-1] if isinstance(subject, Conversation) else subject
-    ended = max(r.ended_at for r in subject.runs) if isinstance(subject, Conversation) else subject.ended_at
+    if isinstance(subject, Conversation):
+        run_ids = [r.run_id for r in subject.runs]
+        last = subject.runs[-1]
+        ended = max(r.ended_at for r in subject.runs)
+    else:
+        run_ids, last, ended = [target.run_id], subject, subject.ended_at
     metadata: dict[str, Any] = {
         "run_ids": run_ids,
         "convention": last.convention,
         "model": last.model,
         "service_name": last.service_name,
     }
-    status = "error" if error is not None else (result.status if result else "error")
+    status = "error" if error is not None else (result.status if result is not None else "error")
     score = result.score if result is not None and status == "ok" else None
     label = None
     if binding.threshold is not None and score is not None:
@@ -93,9 +96,14 @@ def score_record(
     if isinstance(error, ScorerRunError):
         metadata["failed_step"] = error.failed_step
         metadata["completed_steps"] = list(error.completed_steps)
-    if result is not None and result.judge_calls:
-        metadata["judge_calls"] = _judge_calls(result)
     r = result
+    if r is None:
+        judge: tuple[Any, ...] = _NO_RESULT
+    elif not r.judge_calls:  # a code scorer: what the properties give for no calls
+        judge = _NO_CALLS
+    else:
+        metadata["judge_calls"] = _judge_calls(r)
+        judge = (r.judge_model, r.judge_input_tokens, r.judge_output_tokens, r.judge_cost_usd, r.judge_attempts)
     return ScoreRecord(
         id=score_id(binding.id, target),
         scorer_id=binding.id,
@@ -115,17 +123,17 @@ def score_record(
         error_type=type(cause).__name__ if cause is not None else None,
         label=label,
         threshold=binding.threshold,
-        preprocess_step_result=r.preprocess_step_result if r else None,
-        analyze_step_result=r.analyze_step_result if r else None,
-        preprocess_prompt=r.preprocess_prompt if r else None,
-        analyze_prompt=r.analyze_prompt if r else None,
-        generate_score_prompt=r.generate_score_prompt if r else None,
-        generate_reason_prompt=r.generate_reason_prompt if r else None,
-        judge_model=r.judge_model if r else None,
-        judge_input_tokens=r.judge_input_tokens if r else None,
-        judge_output_tokens=r.judge_output_tokens if r else None,
-        judge_cost_usd=r.judge_cost_usd if r else None,
-        judge_attempts=r.judge_attempts if r else None,
+        preprocess_step_result=r.preprocess_step_result if r is not None else None,
+        analyze_step_result=r.analyze_step_result if r is not None else None,
+        preprocess_prompt=r.preprocess_prompt if r is not None else None,
+        analyze_prompt=r.analyze_prompt if r is not None else None,
+        generate_score_prompt=r.generate_score_prompt if r is not None else None,
+        generate_reason_prompt=r.generate_reason_prompt if r is not None else None,
+        judge_model=judge[0],
+        judge_input_tokens=judge[1],
+        judge_output_tokens=judge[2],
+        judge_cost_usd=judge[3],
+        judge_attempts=judge[4],
         duration_ms=round(seconds * 1000, 3),
         sample_rate=binding.sampling.ratio,
         metadata=metadata,
@@ -133,3 +141,9 @@ def score_record(
         error_class=error_class(error) if status == "error" else None,
         heal_attempts=heal_attempts or None,
     )
+
+
+# judge model, input and output tokens, cost and attempts of a score row without a result, and of
+# a result without judge calls (ScorerResult's properties: attempts are counted, so 0)
+_NO_RESULT: tuple[Any, ...] = (None, None, None, None, None)
+_NO_CALLS: tuple[Any, ...] = (None, None, None, None, 0)

@@ -43,6 +43,7 @@ from tracescorer.runner.recovery import RecoveryScope, recover_unscored
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
+from tracescorer.scorers.slotted import stored_through_slots
 from tracescorer.store.api import RunStore, ScoreStore
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@stored_through_slots
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Task:
     bound: BoundScorer
     target: Target
@@ -259,7 +261,10 @@ class ScoringRunner:
         # live runs come from the segment log's feed, which waits while half a queue is taken
         # (backlog()): the runs of traces already in assembly may pass the limit rather than be
         # dropped; their number is bounded by assembly's own limits
-        if not pool.submit(_Task(bound, target, source, done, heal_attempt), past_limit=source == "live"):
+        if not pool.submit(
+            _Task(bound=bound, target=target, source=source, done=done, heal_attempt=heal_attempt),
+            past_limit=source == "live",
+        ):
             detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
             self._record(bound, target, Decision.RATE_LIMITED, detail, source)
             return Decision.RATE_LIMITED

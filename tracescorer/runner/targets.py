@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.scorers.slotted import stored_through_slots
 
 TargetKind = Literal["run", "conversation"]
 
 
+@stored_through_slots
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """A scoring target. ``trace_id``/``span_id`` name the agent span a score is attached to

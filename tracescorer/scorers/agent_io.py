@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation, Message, ToolCall
+from tracescorer.scorers.slotted import stored_through_slots
 from tracescorer.scorers.types import ScorerRun
 
 AgentOutput = tuple[Message, ...]
 """``run.output`` of an agent scorer: the assistant messages, in order (tool calls as parts)."""
 
 
+@stored_through_slots
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentInput:
     """``run.input`` of an agent scorer.
@@ -114,6 +116,8 @@ def message_text(value: Any) -> str:
         if value.content:
             return value.content
         return "\n".join(p.content for p in value.parts if p.type == "text" and p.content)
+    if type(value) is tuple or type(value) is list:  # an agent run's output: before the ABC checks
+        return "\n".join(t for t in map(message_text, value) if t)
     if isinstance(value, Mapping):
         return message_text(value.get("content"))
     if isinstance(value, Sequence):

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal
 
 from tracescorer.model import AgentRun, Conversation
+from tracescorer.scorers.agent_io import agent_run_input
 from tracescorer.scorers.errors import JudgeError, ScorerConfigError, ScorerRunError
 from tracescorer.scorers.judge import call_judge
 from tracescorer.scorers.judge_config import Judge
+from tracescorer.scorers.mapping import run_from_mapping
 from tracescorer.scorers.structured import SCORE_SCHEMA, CompiledSchema, OutputSchema, compile_schema
 from tracescorer.scorers.types import (
     STEP_ORDER,
@@ -78,9 +80,13 @@ class _BoundStep:
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     value = fn(*args, **kwargs)
-    if inspect.isawaitable(value):
+    if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
         value = await value
     return value
+
+
+# what plain function steps return: never awaitable, so no isinstance check against the ABC
+_NOT_AWAITABLE = frozenset({float, int, str, bool, dict, list, tuple, type(None)})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,14 +174,10 @@ class Scorer(Generic[InputT, OutputT]):
         started = time.perf_counter()
         target: ScorerRun[Any, Any]
         if isinstance(run, (AgentRun, Conversation)):
-            from tracescorer.scorers.agent_io import agent_run_input
-
             target = agent_run_input(run)
         elif isinstance(run, ScorerRun):
             target = run
         elif isinstance(run, Mapping):
-            from tracescorer.scorers.mapping import run_from_mapping
-
             target = run_from_mapping(run, agent=self.type == "agent")
         else:
             raise TypeError(
@@ -184,7 +186,10 @@ class Scorer(Generic[InputT, OutputT]):
         if not target.run_id:
             target = dataclasses.replace(target, run_id=str(uuid.uuid4()))
         state = _RunState(self, target, started)
-        if not any(s.name == "generate_score" for s in self._steps):
+        for bound in self._steps:
+            if bound.name == "generate_score":
+                break
+        else:
             missing = ScorerConfigError(f"scorer {self.id!r} has no generate_score step")
             raise state.failure("generate_score", missing)
         if self.prepare_run is not None:
@@ -200,13 +205,23 @@ class Scorer(Generic[InputT, OutputT]):
             state.run = prepared
         for bound in self._steps:
             try:
-                value = await state.execute(bound)
+                step = bound.step
+                if isinstance(step, PromptStep):
+                    value = await state.prompt_step(bound, step)
+                else:  # a function step, called here: awaited only when it gave an awaitable
+                    if bound.name == "generate_reason":
+                        value = step(run=state.run, results=state.results, score=state.score)
+                    else:
+                        value = step(run=state.run, results=state.results)
+                    if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+                        value = await value
+                if isinstance(value, NotScorable):
+                    return state.result("not_scorable", reason=value.reason)
+                state.keep(bound.name, value)
             except ScorerRunError:
                 raise
             except Exception as exc:  # user steps and judge failures become ScorerRunError
                 raise state.failure(bound.name, exc) from exc
-            if isinstance(value, NotScorable):
-                return state.result("not_scorable", reason=value.reason)
             state.completed.append(bound.name)
         return state.result("ok")
 
@@ -228,6 +243,7 @@ class _RunState:
     def result(
         self, status: Literal["ok", "not_scorable", "error"], *, reason: str | None = None, error: str | None = None
     ) -> ScorerResult:
+        prompts = self.prompts
         return ScorerResult(
             scorer_id=self.scorer.id,
             scorer_name=self.scorer.name,
@@ -237,11 +253,11 @@ class _RunState:
             reason=reason if reason is not None else self.reason,
             preprocess_step_result=self.results.preprocess_step_result,
             analyze_step_result=self.results.analyze_step_result,
-            preprocess_prompt=self.prompts.get("preprocess"),
-            analyze_prompt=self.prompts.get("analyze"),
-            generate_score_prompt=self.prompts.get("generate_score"),
-            generate_reason_prompt=self.prompts.get("generate_reason"),
-            judge_calls=tuple(self.calls),
+            preprocess_prompt=prompts.get("preprocess") if prompts else None,
+            analyze_prompt=prompts.get("analyze") if prompts else None,
+            generate_score_prompt=prompts.get("generate_score") if prompts else None,
+            generate_reason_prompt=prompts.get("generate_reason") if prompts else None,
+            judge_calls=tuple(self.calls) if self.calls else (),
             duration_ms=(time.perf_counter() - self.started) * 1000.0,
             error=error,
             run=self.run,
@@ -262,32 +278,41 @@ class _RunState:
             result=self.result("error", error=f"{type(cause).__name__}: {cause}"),
         )
 
-    async def execute(self, bound: _BoundStep) -> Any:
-        kwargs: dict[str, Any] = {"run": self.run, "results": self.results}
-        if bound.name == "generate_reason":
-            kwargs["score"] = self.score
-        step = bound.step
-        if isinstance(step, PromptStep):
-            value = await self._prompt_step(bound, step, kwargs)
-        else:
-            value = await _call(step, **kwargs)
-        if isinstance(value, NotScorable):
-            return value
-        if bound.name == "preprocess":
-            self.results = dataclasses.replace(self.results, preprocess_step_result=value)
-        elif bound.name == "analyze":
-            self.results = dataclasses.replace(self.results, analyze_step_result=value)
-        elif bound.name == "generate_score":
+    def kwargs(self, step: StepName) -> dict[str, Any]:
+        """What a step (or a prompt step's ``create_prompt``) is called with."""
+        if step == "generate_reason":
+            return {"run": self.run, "results": self.results, "score": self.score}
+        return {"run": self.run, "results": self.results}
+
+    def keep(self, step: StepName, value: Any) -> None:
+        """Take a step's result (not :class:`NotScorable`) into the results later steps get."""
+        results = self.results  # frozen: a new StepResults per step (built directly: no replace())
+        if step == "preprocess":
+            self.results = StepResults(
+                preprocess_step_result=value,
+                analyze_step_result=results.analyze_step_result,
+                generate_score_step_result=results.generate_score_step_result,
+            )
+        elif step == "analyze":
+            self.results = StepResults(
+                preprocess_step_result=results.preprocess_step_result,
+                analyze_step_result=value,
+                generate_score_step_result=results.generate_score_step_result,
+            )
+        elif step == "generate_score":
             self.score = check_score(value)
-            self.results = dataclasses.replace(self.results, generate_score_step_result=self.score)
+            self.results = StepResults(
+                preprocess_step_result=results.preprocess_step_result,
+                analyze_step_result=results.analyze_step_result,
+                generate_score_step_result=self.score,
+            )
         else:
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"generate_reason must return text, got {type(value).__name__}")
             self.reason = value
-        return value
 
-    async def _prompt_step(self, bound: _BoundStep, step: PromptStep, kwargs: Mapping[str, Any]) -> Any:
-        prompt = await _call(step.create_prompt, **kwargs)
+    async def prompt_step(self, bound: _BoundStep, step: PromptStep) -> Any:
+        prompt = await _call(step.create_prompt, **self.kwargs(bound.name))
         if isinstance(prompt, NotScorable):
             return prompt
         if isinstance(prompt, SkipJudge):

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from tracescorer.scorers.slotted import stored_through_slots
+
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
 
@@ -18,6 +20,7 @@ STEP_ORDER: tuple[StepName, ...] = ("preprocess", "analyze", "generate_score", "
 ResultStatus = Literal["ok", "not_scorable", "error"]
 
 
+@stored_through_slots
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScorerRun(Generic[InputT, OutputT]):
     """What a scorer evaluates.
@@ -40,6 +43,7 @@ class ScorerRun(Generic[InputT, OutputT]):
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
+@stored_through_slots
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StepResults:
     """The results of the steps that already ran, passed to later steps as ``results=``."""
@@ -113,6 +117,7 @@ class JudgeCall:
     redactions: Mapping[str, int] | None = None
 
 
+@stored_through_slots
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScorerResult:
     """The outcome of one scorer run.

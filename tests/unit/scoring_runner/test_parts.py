@@ -19,6 +19,7 @@ from tracescorer.runner.pool import WorkerPool
 from tracescorer.runner.records import decision_record, score_record
 from tracescorer.runner.targets import run_target
 from tracescorer.runner.writer import ScoreWriter
+from tracescorer.sampling import is_sampled
 
 
 def _run(i: int, agent: str = "support") -> AgentRun:
@@ -59,6 +60,25 @@ def test_the_decider_filters_then_samples_then_checks_the_budget():
     assert extra.decision is Decision.FILTERED_OUT and extra.detail == "backfill filter"
     assert outcome("ok") is Decision.SCORED and outcome("error") is Decision.FAILED
     assert Decision.SCORED == "scored"  # the stored string
+
+
+def test_the_decider_agrees_with_the_filter_and_the_sampler():
+    """The clauses built once on the binding, and ratio 1 skipping the sample value, decide as
+    ``RunFilter.check`` and ``is_sampled`` do."""
+    for ratio in (1.0, 0.5, 0.0):
+        bound = _bound(filter={"agent_name": "support-*"}, sampling={"ratio": ratio})
+        for i, agent in enumerate(("support-a", "billing", "", "support-b") * 4):
+            target = run_target(_run(i * 7919, agent))
+            clause = bound.binding.filter.check(target.subject)
+            extra = decide(bound, target, budget_exhausted=False, extra_check=lambda t: "extra")
+            assert (extra.decision, extra.detail) == (Decision.FILTERED_OUT, clause or "extra")  # before sampling
+            verdict = decide(bound, target, budget_exhausted=False)
+            if clause is not None:
+                assert (verdict.decision, verdict.detail) == (Decision.FILTERED_OUT, clause)
+            elif is_sampled(target.sample_key, ratio):
+                assert verdict.decision is Decision.RUN
+            else:
+                assert verdict.decision is Decision.SAMPLED_OUT and f"ratio {ratio:g}" in (verdict.detail or "")
 
 
 def test_score_records_map_results_and_errors():
