@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescorer.scorers.slotted import stored_through_slots
+from tracescorer.slotted import stored_through_slots
 
 #: JSON-typed fields hold plain data (step results may be pydantic models or dataclasses).
 JSON = {"sql": "JSON"}

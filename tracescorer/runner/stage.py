@@ -43,7 +43,7 @@ from tracescorer.runner.recovery import RecoveryScope, recover_unscored
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
-from tracescorer.scorers.slotted import stored_through_slots
+from tracescorer.slotted import stored_through_slots
 from tracescorer.store.api import RunStore, ScoreStore
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracescorer.model import AgentRun, Conversation
-from tracescorer.scorers.slotted import stored_through_slots
+from tracescorer.slotted import stored_through_slots
 
 TargetKind = Literal["run", "conversation"]
 

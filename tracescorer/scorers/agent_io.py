@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation, Message, ToolCall
-from tracescorer.scorers.slotted import stored_through_slots
 from tracescorer.scorers.types import ScorerRun
+from tracescorer.slotted import stored_through_slots
 
 AgentOutput = tuple[Message, ...]
 """``run.output`` of an agent scorer: the assistant messages, in order (tool calls as parts)."""

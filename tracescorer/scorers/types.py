@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from tracescorer.scorers.slotted import stored_through_slots
+from tracescorer.slotted import stored_through_slots
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")

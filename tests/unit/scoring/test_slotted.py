@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.scorers.slotted import stored_through_slots
+from tracescorer.slotted import stored_through_slots
 
 
 def make(fast: bool) -> type[Any]:
