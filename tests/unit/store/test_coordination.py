@@ -296,3 +296,39 @@ async def test_coordination_writes_do_not_wait_for_the_results_delay(tmp_path):
         assert await asyncio.wait_for(store.finish_conversations([("c1", 1)]), 5) == 1
     finally:
         await store.stop()
+
+
+def test_touch_stores_what_the_on_conflict_statement_did(tmp_path):
+    import duckdb
+
+    from tracescorer.store.duckdb import coordination
+    from tracescorer.store.tables import CONVERSATION_ACTIVITY_COLUMNS, create_table
+
+    states = []
+    for merges in (True, False):
+        con = duckdb.connect(str(tmp_path / f"{merges}.duckdb"))
+        con.execute(create_table("conversation_activity", CONVERSATION_ACTIVITY_COLUMNS))
+        saved, coordination._merges = coordination._merges, lambda merges=merges: merges
+        try:
+            for ids in (["c1", "c2"], ["c2", "c2", "c3"], ["c1"], []):
+                coordination.touch(con, ids)
+            con.execute(
+                "UPDATE conversation_activity SET claimed_by = 'a', scored_seq = 1 WHERE conversation_id = 'c2'"
+            )
+            coordination.touch(con, ["c2", "c4"])
+        finally:
+            coordination._merges = saved
+        states.append(
+            con.execute(
+                "SELECT conversation_id, activity_seq, scored_seq, claimed_by, takeovers, "
+                "last_activity > now() - INTERVAL 1 MINUTE FROM conversation_activity ORDER BY 1"
+            ).fetchall()
+        )
+        con.close()
+    assert states[0] == states[1]
+    assert [r[:4] for r in states[0]] == [
+        ("c1", 2, None, None),
+        ("c2", 3, 1, "a"),
+        ("c3", 1, None, None),
+        ("c4", 1, None, None),
+    ]

@@ -146,3 +146,37 @@ def test_a_column_of_values_arrow_cannot_hold_fails_as_arrow_inference_does():
             column(values)
     with pytest.raises(OverflowError):
         column([2**70])
+
+
+def test_json_columns_go_in_as_given_without_a_cast_and_read_back_as_json(con):
+    con.execute("CREATE TABLE j (id VARCHAR PRIMARY KEY, doc JSON, note VARCHAR)")
+    docs = ['{"a":1.0,"b":[1e-05,"\\u00e9"]}', '[{"role":"user","content":"hi"}]', None]
+    rows = [(f"k{i}", doc, "x") for i, doc in enumerate(docs)]
+    con.execute("BEGIN")
+    assert upsert(con, "j", ["id", "doc", "note"], "id", rows, json={"doc"}) == 3
+    con.execute("COMMIT")
+    stored = con.execute("SELECT id, doc, typeof(doc), doc->>'$.a' FROM j ORDER BY id").fetchall()
+    assert [r[1] for r in stored] == docs  # the text exactly, as a VARCHAR insert stores it
+    assert {r[2] for r in stored} == {"JSON"} and stored[0][3] == "1.0"
+    # the same rows through the VARCHAR -> JSON cast store the same text
+    con.execute("CREATE TABLE k AS SELECT * FROM j WHERE false")
+    con.execute("BEGIN")
+    upsert(con, "k", ["id", "doc", "note"], "id", rows)
+    con.execute("COMMIT")
+    assert (
+        con.execute("SELECT * FROM k ORDER BY id").fetchall() == con.execute("SELECT * FROM j ORDER BY id").fetchall()
+    )
+
+
+def test_json_columns_without_arrows_json_type_are_cast_as_before(con, monkeypatch):
+    import pyarrow as pa
+
+    monkeypatch.delattr(pa, "json_")  # pyarrow before 19
+    con.execute("CREATE TABLE j (id VARCHAR PRIMARY KEY, doc JSON)")
+    con.execute("BEGIN")
+    upsert(con, "j", ["id", "doc"], "id", [("a", '{"x":[1,2.5]}'), ("b", None)], json={"doc"})
+    con.execute("COMMIT")
+    assert con.execute("SELECT id, doc, typeof(doc) FROM j ORDER BY id").fetchall() == [
+        ("a", '{"x":[1,2.5]}', "JSON"),
+        ("b", None, "JSON"),
+    ]

@@ -17,6 +17,7 @@ from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
 from tracescorer.store.runs import DATA_COLUMNS, RUN_SELECT, run_from_row, run_to_row
+from tracescorer.store.tables import RUN_COLUMNS
 
 
 class RunsPart(Jobs):
@@ -55,6 +56,8 @@ class RunsPart(Jobs):
 
 
 _TIME_COLUMNS = ("started_at", "ended_at")
+#: the message and attribute columns: text of :func:`run_to_row`'s JSON encoder
+_JSON_COLUMNS = frozenset(name for name, kind in RUN_COLUMNS if kind == "JSON")
 
 
 def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool] | None = None) -> int:
@@ -70,6 +73,7 @@ def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool]
         stamps={"created_at": "now()", "updated_at": "now()"},
         keep=("created_at",),
         new=new,
+        json=_JSON_COLUMNS,
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.records.heal import HealPolicy
-from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.records.scores import DecisionRecord, ScoreRecord, json_fields
 from tracescorer.store.api import HealCandidate, PendingRecovery
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
@@ -68,6 +68,10 @@ class ScoresPart(Jobs):
 # --- run in the store process ------------------------------------------------------------------------
 
 
+#: JSON fields: text of :func:`~tracescorer.store.scores.score_values`' encoder
+_SCORE_JSON = json_fields(ScoreRecord)
+
+
 @coalescable
 @hinted(2)
 def write_scores(
@@ -84,6 +88,7 @@ def write_scores(
         stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL"},
         keep=("created_at",),
         new=new_scores,
+        json=_SCORE_JSON,
     )
     upsert(
         con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"}, new=new_decisions
