@@ -5,7 +5,9 @@ Each round starts ``tracescorer serve`` on the same file, runs the reference loa
 (bench/reference/otlp_load.py) against it and kills the daemon with SIGKILL a moment into the
 load. This script is a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so the orphaned store
 process becomes its child and its exit status can be read. At the end a daemon is started once
-more and the spans stored are counted against the spans the load generator saw acknowledged.
+more and, once its feed stored what the segment log still held, the spans stored are counted
+against the spans the load generator saw acknowledged. The worker processes (orphans too) are
+reaped and their exit statuses reported.
 
     python bench/kill_drill.py [--rounds 10] [--seconds 6]
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from benchutil import HERE, start_daemon, stop
+from benchutil import HERE, scrape, start_daemon, stop
 
 from tracescorer import control
 
@@ -38,7 +40,9 @@ def _round(tmp: Path, seconds: float, rng: random.Random) -> dict[str, Any]:
     started = time.monotonic()
     proc, info, ports = start_daemon(tmp, {"assembly": {"idle_s": 0.5}})
     up_s = time.monotonic() - started
-    [store] = psutil.Process(proc.pid).children()
+    children = psutil.Process(proc.pid).children()
+    [store] = [c for c in children if "tracescorer.store.duckdb.server" in " ".join(c.cmdline())]
+    workers = [c for c in children if c.pid != store.pid]  # worker processes (workers.count)
     result: dict[str, Any] = {}
 
     def run_load() -> None:
@@ -71,11 +75,14 @@ def _round(tmp: Path, seconds: float, rng: random.Random) -> dict[str, Any]:
     killed = time.monotonic()
     _, status = os.waitpid(store.pid, 0)  # an orphan of the daemon: this script's child now
     exited_s = time.monotonic() - killed
+    # orphans too: each stops once its daemon is gone
+    worker_exits = [os.waitstatus_to_exitcode(os.waitpid(w.pid, 0)[1]) for w in workers]
     loader.join()
     return {
         "start_s": round(up_s, 2),
         "store_exit": os.waitstatus_to_exitcode(status),
         "store_exit_s": round(exited_s, 2),
+        "worker_exits": worker_exits,
         "acked": int(result.get("spans_acked_total", 0)),
     }
 
@@ -94,6 +101,13 @@ def main() -> int:
         rounds = [_round(tmp, args.seconds, rng) for _ in range(args.rounds)]
         proc, info, _ports = start_daemon(tmp, {})
         try:
+            # the acknowledged requests not stored before a kill are in the segment log: the feed
+            # stores them after the start; count once it has caught up
+            deadline = time.monotonic() + 300
+            while scrape(info.url).get("tracescorer_feed_lag_bytes", 1.0) > 0:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the feed did not catch up within 300 s")
+                time.sleep(0.25)
             stored = control.remote_query(info, "SELECT count(*) FROM spans", max_rows=1)["rows"][0][0]
         finally:
             stop(proc)
