@@ -129,8 +129,10 @@ def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
     """A full assembly buffer holds the segment log's feed back: what comes meanwhile is
     acknowledged and waits in the log (on disk), and once the log is segment_log.max_lag_bytes
     ahead new requests are refused as retryable; nothing is dropped."""
+    # max_wait_s: the steps up to the refusal must happen before the first two traces are handed
+    # out (3 s was not always enough on a loaded machine)
     cfg = plain_config(
-        tmp_path, assembly={"idle_s": 60, "max_wait_s": 3, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
+        tmp_path, assembly={"idle_s": 60, "max_wait_s": 8, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
