@@ -203,12 +203,15 @@ def _assembled(db_path: str) -> tuple[dict[str, int], int, int, int]:
 
 
 @contextlib.contextmanager
-def _under_load(daemon: DaemonProcess) -> Iterator[Acked]:
-    """Two producers of agent traces, sending to the daemon until the block ends."""
+def _under_load(daemon: DaemonProcess, *, lives_on: bool = False) -> Iterator[Acked]:
+    """Two producers of agent traces, sending to the daemon until the block ends (then what they
+    still queue is sent when the daemon ``lives_on``, else dropped)."""
     acked, stop = Acked(1), threading.Event()
     producers = [
         threading.Thread(
-            target=produce_agent_traces, args=(daemon.grpc_endpoint, acked, stop, i), kwargs={"service": "rowless"}
+            target=produce_agent_traces,
+            args=(daemon.grpc_endpoint, acked, stop, i),
+            kwargs={"service": "rowless", "keep_queued": lives_on},
         )
         for i in range(2)
     ]
@@ -301,14 +304,16 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
     cfg = config_dict(
         tmp_path,
         workers={"count": 2},
-        assembly={"idle_s": 3},  # traces wait in the buffer for seconds: the log holds them
+        # traces wait in the buffer for seconds: the log holds them; one whose root was not
+        # acknowledged (an export refused while the worker restarts) is assembled after max_wait_s
+        assembly={"idle_s": 3, "max_wait_s": 15},
         store={"spans": "none"},
         scorers=SCORERS,
         shutdown={"grace_s": 10},
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
-        with _under_load(daemon) as acked:
+        with _under_load(daemon, lives_on=True) as acked:
             wait_for(
                 lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
                 60,

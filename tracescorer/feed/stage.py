@@ -158,6 +158,10 @@ class LogFeed:
         self._earlier = Earlier(self.consumer, consumers)
         saved, self._stored_through = consumers.get(self.consumer, (self._earlier.start, None))
         self.offset = self._saved = max(saved, self._log.start_offset)
+        if self.consumer not in consumers:
+            # known from now on: a feed that never moved its saved offset (held at its first
+            # record) would otherwise start again where the others are, past its own traces
+            await self._state.set_feed_offset(self.offset, consumer=self.consumer)
         self._replay_end = self._log.end_offset
         if not self.keep_rows:
             self._stored_through = await self._state.rows_through(consumer=self.consumer)  # skipped rows
