@@ -6,7 +6,8 @@
   endpoint, backfill jobs and human labels (:mod:`tracescorer.calibration.routes`), behind a token
   generated at each start and published only in the 0600 state file (:mod:`tracescorer.control`).
   The ingest token never opens it. At most ``store.query_max_concurrent`` queries run at once;
-  more are refused with 429 and Retry-After (the CLI waits and retries).
+  more are refused with 429 and Retry-After (the CLI waits and retries); while the store process is
+  started again after it died, queries are answered 503 with Retry-After.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.runner.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
 from tracescorer.runner.stage import ScoringRunner
-from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError
+from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,12 @@ class ControlApi:
             result = await self._queries.query(sql, max_rows=max(1, max_rows), timeout_s=self._timeout_s, params=params)
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
+        except (
+            StoreUnavailable
+        ) as exc:  # the store process is being restarted (or the daemon stops): not the query's fault
+            away = web.json_response({"error": f"{exc}; retry in a moment"}, status=503)
+            away.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return away
         except StoreError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.Response(text=json.dumps(result_to_json(result)), content_type="application/json")

@@ -90,7 +90,7 @@ def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True) -> list[
     """Poll (in-process) until the daemon lists ``count`` runs passing ``check``."""
     return wait_for(
         lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs()),
-        20,
+        60,  # returns as soon as they are there; 20 s ran out once on an oversubscribed machine
         interval_s=0.1,
         what=f"{count} run(s)",
     )

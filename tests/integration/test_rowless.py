@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +20,21 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
-from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
+from support.daemon import (
+    DaemonProcess,
+    config_dict,
+    running_app,
+    settings_for,
+    settled,
+    store_children,
+    wait_for,
+    wait_for_async,
+)
 from support.db import fetch
 from support.otlp import agent_trace, span_exporter, tracer
 from support.routing import Acked, produce_agent_traces
 
+from tracescorer.control import QUERY_PATH, read_serve_info
 from tracescorer.store.duckdb import open_read_only
 
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
@@ -336,3 +349,78 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
         code = daemon.stop()
     assert code == 0, daemon.log()[-3000:]
     _assert_whole_once(daemon.db_path, want)
+
+
+@pytest.mark.slow
+def test_the_store_process_killed_under_load_loses_no_trace(tmp_path):
+    """The store process killed under load (the daemon starts a new one): the workers' run writes
+    fail and are tried again, the feeds' saved offsets stay behind every trace not stored, and
+    every acknowledged trace is assembled whole, once, and scored once."""
+    cfg = config_dict(
+        tmp_path,
+        workers={"count": 2},
+        assembly={"idle_s": 1, "max_wait_s": 15},
+        store={"spans": "none"},
+        scorers=SCORERS,
+        shutdown={"grace_s": 10},
+    )
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    try:
+        assert daemon.proc is not None
+        with _under_load(daemon, lives_on=True) as acked:
+            wait_for(
+                lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
+                60,
+                what="the first scores",
+            )
+            [old] = store_children(daemon.proc.pid)
+            with _query_answers(daemon) as answers:  # the ops API meanwhile
+                old.kill()
+                wait_for(
+                    lambda: [s.pid for s in store_children(daemon.proc.pid)] not in ([], [old.pid]),
+                    60,
+                    interval_s=0.1,
+                    what="a new store process",
+                )
+            after = len(acked.spans[0])
+            wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+        want = dict(acked.trace_spans[0])
+        _every_trace_scored(daemon, len(want))
+    finally:
+        code = daemon.stop()
+    log = daemon.log()
+    assert code == 0, log[-3000:]
+    assert "store process restarted" in log, log[-3000:]
+    _assert_whole_once(daemon.db_path, want)
+    # while the store process was away a query was answered 503 with Retry-After (the CLI waits
+    # and asks again), never as if the query were wrong
+    assert answers and {status for status, _ in answers} <= {200, 503}, answers
+    assert all(retry for status, retry in answers if status == 503), answers
+
+
+@contextlib.contextmanager
+def _query_answers(daemon: DaemonProcess) -> Iterator[list[tuple[int, str | None]]]:
+    """(HTTP status, Retry-After) of the ops API's answers to a query, asked every 20 ms until the block ends."""
+    info = read_serve_info(daemon.db_path)
+    assert info is not None and info.api_url
+    body = json.dumps({"sql": "SELECT count(*) FROM runs"}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {info.api_token}"}
+    answers: list[tuple[int, str | None]] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.wait(0.02):
+            req = urllib.request.Request(info.api_url.rstrip("/") + QUERY_PATH, data=body, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    answers.append((resp.status, None))
+            except urllib.error.HTTPError as exc:
+                answers.append((exc.code, exc.headers.get("Retry-After") or exc.read().decode()[:200]))
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        asker.join(60)

@@ -146,7 +146,7 @@ class DaemonProcess:
         # its own process group (pgid = pid), as a shell job is: os.killpg reaches its children too
         self.new_session = new_session
 
-    def start(self, timeout_s: float = 30.0) -> DaemonProcess:
+    def start(self, timeout_s: float = 60.0) -> DaemonProcess:
         serve_info_path(self.db_path).unlink(missing_ok=True)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(

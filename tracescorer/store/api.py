@@ -37,6 +37,7 @@ from tracescorer.store.errors import (
     StoreClosed,
     StoreError,
     StoreLocked,
+    StoreUnavailable,
     write_narrowing,
 )
 from tracescorer.store.outcomes import (
@@ -327,6 +328,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "StoreUnavailable",
     "TraceData",
     "write_narrowing",
 ]

@@ -19,7 +19,12 @@ class QueueFull(StoreError):
     """The write queue is full; retry later."""
 
 
-class StoreClosed(StoreError):
+class StoreUnavailable(StoreError):
+    """The store cannot answer now: its process died and is being started again, or it is not
+    open; the same request succeeds later (the query API answers 503 with Retry-After)."""
+
+
+class StoreClosed(StoreUnavailable):
     """The store no longer accepts writes (shutting down)."""
 
 

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from tracescorer import logs
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
-from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError, StoreUnavailable
 from tracescorer.store.duckdb import wire
 from tracescorer.store.duckdb.jobs import Jobs
 
@@ -320,7 +320,7 @@ class StoreProcess(Jobs):
             self._closed.set_result(False)
         self._channel = None
         self._failure = "the store process exited"
-        self._fail_pending(StoreError("the store process exited; retry"))
+        self._fail_pending(StoreUnavailable("the store process exited; retry"))
         if self._attach_fd is not None:
             if not self._closing:
                 log.error("the store process's channel ended: the store process is gone")
