@@ -42,6 +42,7 @@ CHUNK = 200  # traces per extraction pass, their runs written together (a write 
 SLICE = 25  # traces extracted in one turn of the event loop (~4 ms): receivers answer in between
 IN_FLIGHT = 4  # chunks whose runs are being written while the next ones are extracted
 WATERMARK_EVERY_S = 10.0
+RETRY_MAX_S = 5.0  # the longest wait before runs the store refused are tried again (doubling from a tick)
 
 
 class RunListener(Protocol):
@@ -124,6 +125,9 @@ class AssemblyStage:
         self._moved = False  # traces were handed out since the watermark was stored
         self._store_away = False  # the last pass could not read from the store (warned once until it answers)
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
+        self._write_failing: str | None = None  # why writing runs fails, while it does (logged once)
+        self._retry_s = 0.0
+        self._retry_at = 0.0  # no pass before it: the last write failed (e.g. a full disk)
 
     def add_listener(self, listener: RunListener) -> None:
         self._listeners.append(listener)
@@ -180,6 +184,8 @@ class AssemblyStage:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self._tick_s)
+            if time.monotonic() < self._retry_at:
+                continue  # the store refused the last runs: traces wait in the buffer (and the log)
             try:
                 await self.flush()
                 if time.monotonic() - self._watermark_at >= WATERMARK_EVERY_S:
@@ -301,9 +307,25 @@ class AssemblyStage:
 
     def _written(self, task: asyncio.Task[None]) -> None:
         traces = self._writes.pop(task, [])
-        if task.cancelled() or task.exception() is None:
+        if task.cancelled():
             return
-        log.warning("storing the runs of %d trace(s) failed (%s); retrying", len(traces), task.exception())
+        exc = task.exception()
+        if exc is None:
+            if self._write_failing is not None:
+                log.info("storing runs works again (it failed: %s)", self._write_failing)
+            self._write_failing, self._retry_s = None, 0.0
+            return
+        if str(exc) != self._write_failing:
+            log.warning(
+                "storing the runs of %d trace(s) failed (%s); retrying, waiting up to %.0fs between tries "
+                "(not logged again until it works or fails otherwise)",
+                len(traces),
+                exc,
+                RETRY_MAX_S,
+            )
+        self._write_failing = str(exc)
+        self._retry_s = min(RETRY_MAX_S, max(self._tick_s, self._retry_s * 2))
+        self._retry_at = time.monotonic() + self._retry_s
         self._track_again(traces)
 
     def _track_again(self, traces: Sequence[AssembledTrace]) -> None:

@@ -260,6 +260,8 @@ class Engine(Checkpoints, Rejects):
         if catalog:
             self._release_log()
         commit_id = self._commit_id = next(self._commits)
+        if self._failing is not None:
+            log.info("writes succeed again (after: %s)", self._failing)
         self._failing = None
         commit = {
             "commit_id": commit_id,
@@ -279,8 +281,10 @@ class Engine(Checkpoints, Rejects):
                 return
             self._reply(job.req_id, False, Failure("DataError", f"cannot store: {exc}"), self._meta())
             return
-        self._failing = f"{type(exc).__name__}: {exc}"
-        log.error("write failed: %s", exc)
+        failing = f"{type(exc).__name__}: {exc}"
+        if failing != self._failing:  # once per streak: callers retry (a full disk fails each try)
+            log.error("write failed: %s (not logged again until a write succeeds or fails otherwise)", exc)
+        self._failing = failing
         self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
 
     def _invalidated(self, exc: BaseException) -> bool:

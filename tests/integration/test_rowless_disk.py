@@ -1,0 +1,105 @@
+"""``store.spans: none`` on a full disk: the segment log is the only copy of a trace until it is
+assembled, so when the store cannot write the runs of buffered traces they are tried again, the
+feed's saved offset stays behind them, and once space is free every acknowledged trace is
+assembled and scored, once."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.daemon import DaemonProcess, config_dict, wait_for
+from support.otlp import agent_trace, span_exporter, tracer
+
+SCORERS = [{"id": "non-empty", "prebuilt": "non_empty_response"}]
+
+
+def _send(grpc_port: int, n: int) -> list[str]:
+    exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}")
+    ids = []
+    with tracer(exporter, service="disk") as t:
+        for i in range(n):
+            with t.start_as_current_span("turn") as s:
+                agent_trace(t, user=f"question {i}", answer=f"answer {i}")
+            ids.append(f"{s.get_span_context().trace_id:032x}")
+    return ids
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the disk holds no more (unbuffered: every byte that fits is written)."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+
+
+@pytest.mark.slow
+def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        cfg = config_dict(
+            tmp_path,
+            workers={"count": 2},
+            store={"path": str(disk / "ts.duckdb"), "spans": "none", "checkpoint_threshold": "2MB"},
+            segment_log={"min_free_bytes": 1 << 20},
+            assembly={"idle_s": 8},  # the traces wait in the buffer while the disk fills
+            scorers=SCORERS,
+        )
+        daemon = DaemonProcess(tmp_path, cfg).start()
+        try:
+            assert daemon.info is not None
+            ids = _send(daemon.info.grpc_port, 30)
+            filler = disk / "filler"
+            _fill(filler)
+            wait_for(
+                lambda: "storing the runs of" in daemon.log(),
+                60,
+                interval_s=0.2,
+                what="the store failing to write the runs on the full disk",
+            )
+            time.sleep(3)  # tries again meanwhile, quietly
+            filler.unlink()
+            wait_for(
+                lambda: int(daemon.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"]) >= len(ids),
+                90,
+                interval_s=0.25,
+                what="every trace assembled once space is free",
+            )
+            wait_for(
+                lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) >= len(ids),
+                60,
+                interval_s=0.25,
+                what="every run scored",
+            )
+            rows = daemon.query_json(
+                "SELECT (SELECT count(*) FROM assembled_traces) AS traces, (SELECT count(*) FROM runs) AS runs, "
+                "(SELECT count(*) FROM scores) AS scores, (SELECT count(*) FROM spans) AS spans"
+            )[0]
+            assembled = {
+                r["trace_id"]: r["span_count"]
+                for r in daemon.query_json("SELECT trace_id, span_count FROM assembled_traces")
+            }
+        finally:
+            code = daemon.stop()
+        log = daemon.log()
+        assert code == 0, log[-3000:]
+        # once per streak and worker, not once per try
+        assert log.count("storing the runs of") <= 2 and "storing runs works again" in log, log[-5000:]
+        assert 1 <= log.count("engine: write failed:") <= 2 and "writes succeed again" in log, log[-5000:]
+        assert {tid: assembled.get(tid) for tid in ids} == dict.fromkeys(ids, 5), log[-3000:]
+        assert int(rows["runs"]) == len(ids) and int(rows["scores"]) == len(ids) and int(rows["spans"]) == 0, rows
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
