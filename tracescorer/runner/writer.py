@@ -56,6 +56,7 @@ class ScoreWriter:
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._failing: str | None = None  # why writes fail, while they do (logged once per streak)
 
     @property
     def waiting(self) -> int:
@@ -93,10 +94,18 @@ class ScoreWriter:
             self._dirty.clear()
             try:
                 await self.flush()
-            except Exception:  # rows stay pending and are retried with the next batch
-                log.exception("storing scores failed; retrying")
+            except Exception as exc:  # rows stay pending and are retried with the next batch
+                if str(exc) != self._failing:  # a full disk fails every try: said once
+                    log.exception(
+                        "storing scores failed; retrying every %.0fs (not logged again until it works)", RETRY_S
+                    )
+                self._failing = str(exc)
                 await asyncio.sleep(RETRY_S)
                 self._dirty.set()
+            else:
+                if self._failing is not None:
+                    log.info("storing scores works again (it failed: %s)", self._failing)
+                    self._failing = None
 
     async def flush(self) -> None:
         """Store every pending row now and wait for the commit (raises when the write fails; the

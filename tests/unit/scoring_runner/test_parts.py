@@ -4,6 +4,7 @@ processor's cases), the score writer's commit futures, the shared rate limiter o
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -296,3 +297,22 @@ async def test_rate_limiter_falls_back_locally_when_the_store_fails(ok):
 
     limiter = SharedRateLimiter(Down(), 60)
     await asyncio.wait_for(limiter.acquire(), 2)  # judging goes on with a local bucket
+
+
+async def test_writer_says_once_that_writes_fail_and_once_that_they_work_again(monkeypatch, caplog):
+    # a full disk fails every try for as long as it lasts: one traceback per second flooded the log
+    import tracescorer.runner.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "RETRY_S", 0.01)
+    store = _Store()
+    store.fail = 5
+    writer = ScoreWriter(store)  # type: ignore[arg-type]
+    writer.start()
+    writer.add(_decision(1), _score(1))
+    with caplog.at_level(logging.INFO, logger="tracescorer.runner.writer"):
+        await asyncio.wait_for(writer.committed(), 10)
+    messages = [r.getMessage() for r in caplog.records if r.name == "tracescorer.runner.writer"]
+    assert store.fail == 0 and store.writes == [(1, 1)]
+    assert sum("storing scores failed" in m for m in messages) == 1, messages
+    assert sum("storing scores works again" in m for m in messages) == 1, messages
+    assert await writer.close(5)
