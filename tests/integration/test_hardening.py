@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import shutil
 import signal
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +20,7 @@ from fakes.fake_openai import FakeOpenAI, Reply
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from support.daemon import DaemonProcess, plain_config, wait_for
+from support.disk import small_disk
 from support.otlp import agent_trace, span_exporter, tracer
 from support.payloads import trace_request
 
@@ -227,13 +226,7 @@ def _reframe(data: bytes, old: bytes, new: bytes) -> bytes:
 
 
 def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with small_disk(tmp_path, "16m") as disk:
         cfg = plain_config(
             tmp_path,
             store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"},
@@ -267,8 +260,6 @@ def test_readyz_tells_the_truth_when_the_disk_is_full_and_recovers(tmp_path):
             wait_for(lambda: _post_get(d.http_url + "/readyz")[0] == 200, 20, what="ready again")
         finally:
             assert d.stop() == 0, d.log()
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def _post_get(url: str) -> tuple[int, dict[str, str], bytes]:

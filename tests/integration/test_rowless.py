@@ -246,6 +246,29 @@ def _workers(pid: int) -> list[psutil.Process]:
     ]
 
 
+def _config(tmp_path: Any, workers: int = 2, **assembly: float) -> dict[str, Any]:
+    """Rowless, ``workers`` worker processes, the scorer bound, ``assembly`` settings."""
+    return config_dict(
+        tmp_path,
+        workers={"count": workers},
+        assembly=assembly,
+        store={"spans": "none"},
+        scorers=SCORERS,
+        shutdown={"grace_s": 10},
+    )
+
+
+def _scores_past(daemon: DaemonProcess, n: int) -> None:
+    wait_for(
+        lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > n, 60, what="the first scores"
+    )
+
+
+def _intake_goes_on(acked: Acked) -> None:
+    after = len(acked.spans[0])
+    wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("how", "after"), [("kill", 2), ("kill", 0), ("term", 2)])
 def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, how, after):
@@ -253,23 +276,10 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, how, afte
     assembly's buffer are not assembled then), started again (two workers, or none): the feeds
     replay from the oldest record a trace not assembled yet needed; every acknowledged trace is
     assembled with every span acknowledged, none twice, every run scored once."""
-
-    def config(workers: int) -> dict[str, Any]:
-        return config_dict(
-            tmp_path,
-            workers={"count": workers},
-            assembly={"idle_s": 0.5},
-            store={"spans": "none"},
-            scorers=SCORERS,
-            shutdown={"grace_s": 10},
-        )
-
-    daemon = DaemonProcess(tmp_path, config(2)).start()
+    daemon = DaemonProcess(tmp_path, _config(tmp_path, idle_s=0.5)).start()
     with _under_load(daemon) as acked:
         wait_for(lambda: len(acked.spans[0]) >= 3000, 120, interval_s=0.05, what="spans acknowledged")
-        wait_for(
-            lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 0, 60, what="the first scores"
-        )
+        _scores_past(daemon, 0)
         assert daemon.proc is not None
         if how == "kill":
             for worker in _workers(daemon.proc.pid):
@@ -279,7 +289,7 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, how, afte
             assert daemon.stop(signal.SIGTERM) == 0, daemon.log()[-3000:]
     want = dict(acked.trace_spans[0])
 
-    daemon = DaemonProcess(tmp_path, config(after)).start()
+    daemon = DaemonProcess(tmp_path, _config(tmp_path, after, idle_s=0.5)).start()
     try:
         _every_trace_scored(daemon, len(want))
     finally:
@@ -318,24 +328,12 @@ def _assert_whole_once(db_path: str, want: dict[str, int]) -> None:
 def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
     """One of two workers killed under load: it is started again and replays from the oldest
     record a trace of its share not assembled yet needed."""
-    cfg = config_dict(
-        tmp_path,
-        workers={"count": 2},
-        # traces wait in the buffer for seconds: the log holds them; one whose root was not
-        # acknowledged (an export refused while the worker restarts) is assembled after max_wait_s
-        assembly={"idle_s": 3, "max_wait_s": 15},
-        store={"spans": "none"},
-        scorers=SCORERS,
-        shutdown={"grace_s": 10},
-    )
-    daemon = DaemonProcess(tmp_path, cfg).start()
+    # traces wait in the buffer for seconds: the log holds them; one whose root was not
+    # acknowledged (an export refused while the worker restarts) is assembled after max_wait_s
+    daemon = DaemonProcess(tmp_path, _config(tmp_path, idle_s=3, max_wait_s=15)).start()
     try:
         with _under_load(daemon, lives_on=True) as acked:
-            wait_for(
-                lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
-                60,
-                what="the first scores",
-            )
+            _scores_past(daemon, 50)
             assert daemon.proc is not None
             victim = _workers(daemon.proc.pid)[0]
             victim.kill()
@@ -345,8 +343,7 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
                 interval_s=0.1,
                 what="the worker started again",
             )
-            after = len(acked.spans[0])
-            wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+            _intake_goes_on(acked)
         want = dict(acked.trace_spans[0])
         _every_trace_scored(daemon, len(want))
     finally:
@@ -360,23 +357,11 @@ def test_the_store_process_killed_under_load_loses_no_trace(tmp_path):
     """The store process killed under load (the daemon starts a new one): the workers' run writes
     fail and are tried again, the feeds' saved offsets stay behind every trace not stored, and
     every acknowledged trace is assembled whole, once, and scored once."""
-    cfg = config_dict(
-        tmp_path,
-        workers={"count": 2},
-        assembly={"idle_s": 1, "max_wait_s": 15},
-        store={"spans": "none"},
-        scorers=SCORERS,
-        shutdown={"grace_s": 10},
-    )
-    daemon = DaemonProcess(tmp_path, cfg).start()
+    daemon = DaemonProcess(tmp_path, _config(tmp_path, idle_s=1, max_wait_s=15)).start()
     try:
         assert daemon.proc is not None
         with _under_load(daemon, lives_on=True) as acked:
-            wait_for(
-                lambda: int(daemon.query_json("SELECT count(*) AS n FROM scores")[0]["n"]) > 50,
-                60,
-                what="the first scores",
-            )
+            _scores_past(daemon, 50)
             [old] = store_children(daemon.proc.pid)
             with _query_answers(daemon) as answers:  # the ops API meanwhile
                 old.kill()
@@ -386,8 +371,7 @@ def test_the_store_process_killed_under_load_loses_no_trace(tmp_path):
                     interval_s=0.1,
                     what="a new store process",
                 )
-            after = len(acked.spans[0])
-            wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
+            _intake_goes_on(acked)
         want = dict(acked.trace_spans[0])
         _every_trace_scored(daemon, len(want))
     finally:

@@ -5,14 +5,11 @@ assembled and scored, once."""
 
 from __future__ import annotations
 
-import errno
-import os
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from support.daemon import DaemonProcess, config_dict, wait_for
+from support.disk import fill, small_disk
 from support.otlp import agent_trace, span_exporter, tracer
 
 SCORERS = [{"id": "non-empty", "prebuilt": "non_empty_response"}]
@@ -29,27 +26,9 @@ def _send(grpc_port: int, n: int) -> list[str]:
     return ids
 
 
-def _fill(path: Path) -> None:
-    """Write ``path`` until the disk holds no more (unbuffered: every byte that fits is written)."""
-    with open(path, "wb", buffering=0) as f:
-        for size in (1 << 20, 4096, 1):
-            try:
-                while True:
-                    f.write(b"\0" * size)
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-
-
 @pytest.mark.slow
 def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with small_disk(tmp_path, "48m") as disk:
         cfg = config_dict(
             tmp_path,
             workers={"count": 2},
@@ -63,7 +42,7 @@ def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path
             assert daemon.info is not None
             ids = _send(daemon.info.grpc_port, 30)
             filler = disk / "filler"
-            _fill(filler)
+            fill(filler)
             wait_for(
                 lambda: "storing the runs of" in daemon.log(),
                 60,
@@ -101,5 +80,3 @@ def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path
         assert 1 <= log.count("engine: write failed:") <= 2 and "writes succeed again" in log, log[-5000:]
         assert {tid: assembled.get(tid) for tid in ids} == dict.fromkeys(ids, 5), log[-3000:]
         assert int(rows["runs"]) == len(ids) and int(rows["scores"]) == len(ids) and int(rows["spans"]) == 0, rows
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -59,6 +59,9 @@ class Healer:
         self._leadership = leadership
         self._leading = False
         self._inflight: set[str] = set()  # score ids queued for a re-score
+        # score ids whose re-score was committed while a check's read ran: that read may have
+        # seen the old row (a read and a commit run side by side in the store)
+        self._released: set[str] = set()
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -103,10 +106,12 @@ class Healer:
         policy = HealPolicy.of(self._settings)
         bindings = {b.binding.id: b for b in self.bindings}
         limit = max(1, min(self._settings.max_batch, self._runner.queue_capacity // 4))
+        self._released.clear()  # released before this read: it sees their new rows
         due = await self._runner.scores.heal_candidates(list(bindings), policy, limit=limit + len(self._inflight))
+        skip = self._inflight | self._released
         by_binding: dict[str, list[HealCandidate]] = {}
         for candidate in due:
-            if candidate.score_id not in self._inflight and candidate.scorer_id in bindings:
+            if candidate.score_id not in skip and candidate.scorer_id in bindings:
                 by_binding.setdefault(candidate.scorer_id, []).append(candidate)
         queued = 0
         for scorer_id, candidates in by_binding.items():
@@ -152,7 +157,7 @@ class Healer:
     def _finished(self, score_id: str, attempt: int) -> Callable[[asyncio.Future[Decision]], None]:
         def done(future: asyncio.Future[Decision]) -> None:
             # in flight until its row is stored: a check before the commit would find the old row due
-            self._runner.writer.committed().add_done_callback(lambda _: self._inflight.discard(score_id))
+            self._runner.writer.committed().add_done_callback(lambda _: self._release(score_id))
             if future.cancelled() or future.exception() is not None:
                 return
             outcome = future.result()
@@ -163,6 +168,10 @@ class Healer:
                 log.warning("judge heal: score %s gave up after %d automatic re-scores", score_id, attempt)
 
         return done
+
+    def _release(self, score_id: str) -> None:
+        self._inflight.discard(score_id)
+        self._released.add(score_id)
 
     async def _load(self, candidate: HealCandidate) -> Target | None:
         runs = self._runner.runs
