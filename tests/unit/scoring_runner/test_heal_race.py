@@ -8,9 +8,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+from scoring.helpers import make_run
+
 from tracescorer.config import HealSettings
 from tracescorer.metrics import Metrics
-from tracescorer.model import AgentRun, Message, Part
+from tracescorer.model import AgentRun
 from tracescorer.runner.decider import Decision
 from tracescorer.runner.heal import Healer
 from tracescorer.store.api import HealCandidate
@@ -44,26 +46,7 @@ class Runner:
         return [DUE]  # the row as the read saw it: still an error, due
 
     async def _load_runs(self, run_ids: list[str]) -> list[AgentRun]:
-        return [
-            AgentRun(
-                run_id=run_ids[0],
-                trace_id="1" * 32,
-                span_id="1" * 16,
-                parent_span_id=None,
-                conversation_id=None,
-                resource_id=None,
-                agent_name="a",
-                agent_id=None,
-                service_name="svc",
-                convention="genai",
-                model="m",
-                started_at=1,
-                ended_at=2,
-                status="ok",
-                error=None,
-                output=(Message(role="assistant", content="answer", parts=(Part(type="text", content="answer"),)),),
-            )
-        ]
+        return [make_run(run_id=run_ids[0])]
 
     def decide(self, bound: Any, target: Any, source: str, heal_attempt: int) -> asyncio.Future[Decision]:
         self.decided.append(target.id)
