@@ -206,9 +206,8 @@ class ControlApi:
             result = await self._queries.query(sql, max_rows=max(1, max_rows), timeout_s=self._timeout_s, params=params)
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
-        except (
-            StoreUnavailable
-        ) as exc:  # the store process is being restarted (or the daemon stops): not the query's fault
+        except StoreUnavailable as exc:
+            # the store process is being started again (or the daemon stops): not the query's fault
             away = web.json_response({"error": f"{exc}; retry in a moment"}, status=503)
             away.headers["Retry-After"] = str(RETRY_AFTER_S)
             return away
