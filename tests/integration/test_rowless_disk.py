@@ -75,8 +75,11 @@ def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path
             code = daemon.stop()
         log = daemon.log()
         assert code == 0, log[-3000:]
-        # once per streak and worker, not once per try
-        assert log.count("storing the runs of") <= 2 and "storing runs works again" in log, log[-5000:]
-        assert 1 <= log.count("engine: write failed:") <= 2 and "writes succeed again" in log, log[-5000:]
+        # once per streak (a nearly full disk may take a small write between failing ones), not once
+        # per try: each failure logged after the first follows a line saying writes worked again
+        failed, again = log.count("engine: write failed:"), log.count("engine: writes succeed again")
+        assert 1 <= failed <= again + 1 and again >= 1, log[-5000:]
+        failed, again = log.count("storing the runs of"), log.count("storing runs works again")
+        assert 1 <= failed <= again + 2 and again >= 1, log[-5000:]  # two workers
         assert {tid: assembled.get(tid) for tid in ids} == dict.fromkeys(ids, 5), log[-3000:]
         assert int(rows["runs"]) == len(ids) and int(rows["scores"]) == len(ids) and int(rows["spans"]) == 0, rows
