@@ -32,6 +32,7 @@ from tracescorer.daemon.serve_info import serve_info
 from tracescorer.daemon.signals import StopSignals, stop_note
 from tracescorer.export import EvaluationExporter
 from tracescorer.export.exporter import default_owner
+from tracescorer.feed import consumers
 from tracescorer.http_server import HttpServer
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
@@ -58,7 +59,8 @@ class App:
         self.settings = s = settings
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
-        self.stores = st = build_stores(s, self.metrics, owner=self.owner)
+        workers = s.workers.resolved()
+        self.stores = st = build_stores(s, self.metrics, owner=self.owner, consumers=consumers.of_daemon(workers))
         self.segment_log = build_segment_log(s)
         self.ingestor = Ingestor(
             self.segment_log,
@@ -74,7 +76,6 @@ class App:
         )
         shared = st.coordination is not None
         score_listeners: list[ScoreListener] = [self.exporter] if self.exporter is not None else []
-        workers = s.workers.resolved()
         # backfills and the healer use it too; with worker processes, each recovers its own runs
         recovery = RecoveryScope(runs=not workers)
         self.runner = build_runner(s, st, self.metrics, score_listeners, recovery=recovery)

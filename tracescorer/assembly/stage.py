@@ -9,8 +9,8 @@ stop — are read back through a :class:`~tracescorer.assembly.sources.TraceSour
 or with ``store.spans: none`` the segment log.
 
 Recovery at start asks the span log for what was never assembled and feeds it through the same
-path. A watermark (the first-seen time of the oldest trace still tracked) is stored now and then,
-so the next recovery reads only the recent end of the span log. Without span rows the feed keeps
+path; an assembled-through mark is stored now and then, so the next recovery reads only the recent
+end of the span log (:mod:`tracescorer.assembly.progress`). Without span rows the feed keeps
 the segment log from the oldest record a trace not assembled yet needs
 (:meth:`AssemblyStage.oldest_offset`) and replays from there at the next start.
 """
@@ -18,7 +18,6 @@ the segment log from the oldest record a trace not assembled yet needs
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from typing import Protocol
 from tracescorer.aio import cancel
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
 from tracescorer.assembly.idle import IdleConversations
+from tracescorer.assembly.progress import Progress
 from tracescorer.assembly.sources import SpanLogSource, TraceSource
 from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 CHUNK = 200  # traces per extraction pass, their runs written together (a write has a fixed cost)
 SLICE = 25  # traces extracted in one turn of the event loop (~4 ms): receivers answer in between
 IN_FLIGHT = 4  # chunks whose runs are being written while the next ones are extracted
-WATERMARK_EVERY_S = 10.0
 RETRY_MAX_S = 5.0  # the longest wait before runs the store refused are tried again (doubling from a tick)
 
 
@@ -100,8 +99,6 @@ class AssemblyStage:
         source: TraceSource | None = None,
     ) -> None:
         self._settings = settings
-        self._share = share  # a worker process's share of the traces (index, count): what it recovers
-        self._consumer = consumer  # its feed's name: its own assembled-through mark
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
         self._source = source if source is not None else SpanLogSource(span_log)
@@ -121,8 +118,15 @@ class AssemblyStage:
         self._lock = asyncio.Lock()
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._taken: list[AssembledTrace] = []  # the chunk being read back and extracted
-        self._watermark_at = 0.0
-        self._moved = False  # traces were handed out since the watermark was stored
+        self._progress = Progress(
+            span_log,
+            self.buffer,
+            metrics,
+            consumer=consumer,
+            share=share,
+            tick_s=self._tick_s,
+            in_flight=lambda: (*self._taken, *(t for chunk in self._writes.values() for t in chunk)),
+        )
         self._store_away = False  # the last pass could not read from the store (warned once until it answers)
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
         self._write_failing: str | None = None  # why writing runs fails, while it does (logged once)
@@ -168,7 +172,8 @@ class AssemblyStage:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
-        self._recovery = asyncio.create_task(self._recover(), name="assembly-recovery")
+        recovery = self._progress.recover(listing=not self._source.by_offsets)
+        self._recovery = asyncio.create_task(recovery, name="assembly-recovery")
 
     async def stop(self, deadline: float) -> bool:
         """Stop the timer and let runs already being written finish (until ``deadline``,
@@ -188,8 +193,8 @@ class AssemblyStage:
                 continue  # the store refused the last runs: traces wait in the buffer (and the log)
             try:
                 await self.flush()
-                if time.monotonic() - self._watermark_at >= WATERMARK_EVERY_S:
-                    await self._store_watermark()
+                if self._progress.mark_due:
+                    await self._progress.store_mark()
             except Exception:  # a bad batch must not stop assembly for good
                 log.exception("assembly pass failed")
 
@@ -213,7 +218,7 @@ class AssemblyStage:
                     self._taken = []
                 if not assembled:
                     break  # the store is away: this pass ends, the next tick tries again
-                self._moved = True
+                self._progress.moved = True
                 done += len(chunk)
                 self._metrics.buffered_traces.set(len(self.buffer))
                 await asyncio.sleep(0)  # let receivers answer between chunks
@@ -358,42 +363,3 @@ class AssemblyStage:
             m.traces_unmatched.inc()
             log.debug("trace %s not reconstructable: %s", trace.trace_id, reason)
         return _Result(trace, spans, logs, extraction.runs, reason)
-
-    async def _store_watermark(self) -> None:
-        self._watermark_at = time.monotonic()
-        if not self._moved:
-            return  # nothing new: the stored mark still holds (and an idle daemon writes nothing)
-        self._moved = False
-        in_flight = [t.received[0] for chunk in self._writes.values() for t in chunk]
-        times = [w for w in (self.buffer.oldest_received(), *in_flight) if w is not None]
-        mark = min(times) if times else time.time()
-        await self._span_log.set_assembled_through(dt.datetime.fromtimestamp(mark, dt.UTC), self._consumer)
-
-    async def _recover(self) -> None:
-        """Track the traces the span log holds that were never (fully) assembled; they complete
-        and are assembled like live ones. Batches, so the buffer's bound holds. (Without span rows
-        the feed's replay brings them back.)"""
-        if self._source.by_offsets:
-            return
-        seen: set[str] = set()
-        total = 0
-        batch = max(1, self.buffer.max_traces // 2)
-        try:
-            while True:
-                pending = await self._span_log.pending_traces(limit=batch, consumer=self._consumer, share=self._share)
-                fresh = [p for p in pending if p[0] not in seen]
-                if not fresh:
-                    break
-                seen.update(p[0] for p in fresh)
-                if not total:
-                    log.info("recovering traces not assembled before the last stop")
-                total += self.buffer.add_pending(fresh)
-                self._metrics.traces_recovered.inc(len(fresh))
-                # wait for this batch to be assembled before asking for more: the buffer's bound holds
-                while any(self.buffer.tracking(p[0]) for p in fresh):  # noqa: ASYNC110 - the buffer has no event: polled each tick
-                    await asyncio.sleep(self._tick_s)
-        except Exception:  # recovery is best effort; live traffic goes on
-            log.exception("could not list unassembled traces")
-            return
-        if total:
-            log.info("recovery: %d trace(s) queued for assembly", total)

@@ -22,6 +22,11 @@ def name(partition: Partition | None) -> str:
     return "" if partition is None else f"w{partition.index}/{partition.count}"
 
 
+def of_daemon(workers: int) -> list[str]:
+    """The consumers of a daemon with ``workers`` worker processes (0: its own feed only)."""
+    return [name(Partition(i, workers)) for i in range(workers)] if workers else [name(None)]
+
+
 def parse(consumer: str) -> Partition | None:
     """The share of the traces a consumer took; None for a name this version does not know."""
     if consumer == "":

@@ -93,12 +93,18 @@ class _BothHealthy:
 
 
 def build_span_log(
-    settings: Settings, observer: CommitObserver | None = None, *, attach_fd: int | None = None, owner: str = ""
+    settings: Settings,
+    observer: CommitObserver | None = None,
+    *,
+    attach_fd: int | None = None,
+    owner: str = "",
+    consumers: Sequence[str] = ("",),
 ) -> DuckDBStore:
     """The daemon's DuckDB file (the whole store in duckdb mode); with ``attach_fd``, a worker's
     client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`). With
     worker processes (``workers.count``) a DuckDB store coordinates its clients' conversation
-    claims and judge bucket, as ``owner``."""
+    claims and judge bucket, as ``owner``. ``consumers``: the daemon's feeds of the segment log
+    (retention keeps the assembly records their recovery may read)."""
     s = settings.store
     return DuckDBStore(
         s.path,
@@ -117,13 +123,22 @@ def build_span_log(
         attach_fd=attach_fd,
         coordinate=s.backend == "duckdb" and settings.workers.resolved() > 0,
         owner=owner,
+        assembly_consumers=consumers,
     )
 
 
-def build_stores(settings: Settings, observer: StoreObserver, *, owner: str = "", maintenance: bool = True) -> Stores:
+def build_stores(
+    settings: Settings,
+    observer: StoreObserver,
+    *,
+    owner: str = "",
+    maintenance: bool = True,
+    consumers: Sequence[str] = ("",),
+) -> Stores:
     """New (unstarted) store parts; ``owner`` names this process in claims (postgres mode);
-    without ``maintenance`` (a one-off command) no retention passes run."""
-    local = build_span_log(settings, observer, owner=owner)
+    without ``maintenance`` (a one-off command) no retention passes run; ``consumers``: the
+    daemon's feeds of the segment log (:func:`build_span_log`)."""
+    local = build_span_log(settings, observer, owner=owner, consumers=consumers)
     return _assemble(settings, observer, local, owner=owner, maintenance=maintenance, attach=local.attach)
 
 

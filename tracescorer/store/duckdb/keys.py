@@ -17,7 +17,7 @@ from typing import Any
 
 from tracescorer.store.api import ResultsPruned
 from tracescorer.store.duckdb.jobs import Jobs
-from tracescorer.store.duckdb.spanlog import RECOVERY_MARGIN, WATERMARK, read_marker
+from tracescorer.store.duckdb.spanlog import assembled_marks, recovery_since
 
 #: bytes of index memory budgeted per key (the measured 66-74, and a margin)
 KEY_BYTES = 80
@@ -148,13 +148,12 @@ class RetentionPart(Jobs):
 
     max_index_keys: int
     prune_slice_keys: int
+    assembly_consumers: tuple[str, ...]
 
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
-        marker = await self.read(read_marker, WATERMARK)
-        # traces recovery may still look at keep their assembly records (else they would be assembled again)
-        keep_after = (
-            dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN if marker else dt.datetime.fromtimestamp(0, dt.UTC)
-        )
+        # traces the recovery of this daemon's feeds may still look at keep their assembly records
+        # (else they would be assembled again); the marks of feeds it no longer runs do not count
+        keep_after = recovery_since(await self.read(assembled_marks), self.assembly_consumers)
         plan = await self.read(plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
         deleted: dict[str, int] = {}
         for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them

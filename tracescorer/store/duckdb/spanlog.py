@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from tracescorer.model import LogRecord, Span
@@ -87,11 +87,7 @@ class SpanLogPart(Jobs):
     async def pending_traces(
         self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None
     ) -> list[tuple[str, float, float, bool]]:
-        marks = await self.read(assembled_marks)
-        marker = marks.get(consumer) or min(marks.values(), default=None)
-        since = dt.datetime.fromtimestamp(0, dt.UTC)
-        if marker:
-            since = dt.datetime.fromisoformat(marker) - RECOVERY_MARGIN
+        since = recovery_since(await self.read(assembled_marks), [consumer])
         return await self.read(pending_traces, since, limit, share)
 
     async def assembled_offsets(self, trace_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -233,6 +229,16 @@ def assembled_offsets(con: Any, trace_ids: Sequence[str]) -> list[tuple[str, tup
             ).fetchall()
         ]
     return found
+
+
+def recovery_since(marks: Mapping[str, str], consumers: Collection[str]) -> dt.datetime:
+    """From when the recovery of any of ``consumers`` looks at the span log, given every
+    consumer's assembled-through mark (:func:`assembled_marks`): its own mark less
+    :data:`RECOVERY_MARGIN`; a consumer without one (new to the store) starts from the oldest mark
+    of all; no mark at all: from the beginning."""
+    oldest = min(marks.values(), default=None)
+    since = [dt.datetime.fromisoformat(m) - RECOVERY_MARGIN for c in consumers if (m := marks.get(c) or oldest)]
+    return min(since, default=dt.datetime.fromtimestamp(0, dt.UTC))
 
 
 def assembled_marks(con: Any) -> dict[str, str]:

@@ -18,7 +18,7 @@ the same, the store process is the daemon's (see :mod:`~.process`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tracescorer.sizes import size_bytes
@@ -72,6 +72,7 @@ class DuckDBStore(
         attach_fd: int | None = None,
         coordinate: bool = False,
         owner: str = "",
+        assembly_consumers: Sequence[str] = ("",),
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -95,6 +96,8 @@ class DuckDBStore(
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
         #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.duckdb.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
+        #: the daemon's feeds (segment-log consumers): retention keeps the assembly records their recovery may read
+        self.assembly_consumers = tuple(assembly_consumers)
         #: record conversation activity with the runs (clients coordinate through this store)
         self.coordinate = coordinate
         #: this client's id in conversation claims (default: unique to this process)
