@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -118,3 +119,67 @@ def test_daily_budget_rolls_over_at_midnight():
     day[0] = dt.date(2026, 1, 2)
     assert not budget.exhausted and budget.spent_usd == 0.0
     assert not DailyBudget(None, spent_today_usd=1e9).exhausted
+
+
+class _HeldStore:
+    """The store, with conversation loads and score writes held until released (each an Event)."""
+
+    def __init__(self, store: DuckDBStore) -> None:
+        self._store = store
+        self.loading, self.load, self.write = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.writes = 0  # write attempts
+
+    async def load_conversation(self, conversation_id):
+        self.loading.set()
+        await self.load.wait()
+        return await self._store.load_conversation(conversation_id)
+
+    async def write_scores(self, scores, decisions):
+        self.writes += 1
+        await self.write.wait()
+        await self._store.write_scores(scores, decisions)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+async def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.005)
+
+
+async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_decided(tmp_path, store):
+    # its claim must be released, not finished: finished with no score row, the conversation
+    # would stay unscored (seen as a missing conversation score in the scale-out kill -9 test)
+    settings = Settings.model_validate(
+        {
+            "store": {"path": str(tmp_path / "r.duckdb")},
+            "scoring": {"recover_window_s": 0},
+            "scorers": [
+                {"id": "turn", "prebuilt": "non_empty_response"},
+                {"id": "whole", "prebuilt": "non_empty_response", "scope": "conversation"},
+            ],
+        }
+    )
+    turn = dataclasses.replace(_run(1), conversation_id="c-1")
+    await store.upsert_runs([turn])
+    held = _HeldStore(store)
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), held, held, Metrics(), settings)
+    await runner.start()
+    runner.on_runs([turn])  # scored; its rows wait in the writer, whose write is held
+    await _until(lambda: held.writes == 1, "the run's score and decision written")
+    idle = asyncio.create_task(runner.conversation_idle("c-1"))
+    await held.loading.wait()
+    stopping = asyncio.create_task(runner.stop(time.monotonic() + 10))
+    # the scorers stopped; the writer, stopping last, tries its held rows again
+    await _until(lambda: held.writes == 2, "the writer stopping")
+    held.load.set()  # the conversation loaded only now
+    waiting = runner.writer.waiting
+    await _until(lambda: idle.done() or runner.writer.waiting > waiting, "the conversation decided or abandoned")
+    held.write.set()
+    assert await asyncio.wait_for(idle, 10) is False  # abandoned: its claim is released, due again
+    assert await asyncio.wait_for(stopping, 10)
+    decided = await _rows(store, "SELECT scorer_id, target_type, decision FROM scoring_decisions ORDER BY 1")
+    assert decided == [("turn", "run", "scored")]  # none for the conversation: the next claim scores it
