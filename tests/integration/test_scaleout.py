@@ -171,7 +171,7 @@ def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_ackno
                 "",
                 conversations,
                 exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked, timeout_s=3),
-                id_generator=SequentialTraceIds(10_000 * (turn + 1)),
+                id_generator=SequentialTraceIds(10_000 * (turn + 1) + turn),  # turn k of conversation i: (i+k) % 2
                 turns=slice(turn, turn + 1),
             )
         # kill a daemon while it scores (it holds claims, its judge calls in flight): whichever claims first
