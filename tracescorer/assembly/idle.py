@@ -62,7 +62,7 @@ class _Base:
         self._metrics = metrics
         self._tick_s = tick_s
         self._loop_task: asyncio.Task[None] | None = None
-        self._scoring: dict[asyncio.Task[bool], str] = {}
+        self._scoring: dict[asyncio.Task[bool], tuple[str, object]] = {}  # task -> (conversation, its claim)
 
     async def start(self) -> None:
         self._loop_task = asyncio.create_task(self._loop(), name="conversations-idle")
@@ -93,18 +93,19 @@ class _Base:
     async def tick(self) -> None:
         raise NotImplementedError
 
-    def _score(self, conversation_id: str) -> asyncio.Task[bool]:
+    def _score(self, conversation_id: str, claim: object = None) -> asyncio.Task[bool]:
         task = asyncio.create_task(self._sink.conversation_idle(conversation_id), name="conversation-score")
-        self._scoring[task] = conversation_id
+        self._scoring[task] = (conversation_id, claim)
         task.add_done_callback(self._on_task_done)
         return task
 
     def _on_task_done(self, task: asyncio.Task[bool]) -> None:
-        cid = self._scoring.pop(task, None)
-        if cid is not None:
-            self.settled(cid, not task.cancelled() and task.exception() is None and bool(task.result()))
+        found = self._scoring.pop(task, None)
+        if found is not None:
+            scored = not task.cancelled() and task.exception() is None and bool(task.result())
+            self.settled(found[0], scored, found[1])
 
-    def settled(self, conversation_id: str, scored: bool) -> None:
+    def settled(self, conversation_id: str, scored: bool, claim: object = None) -> None:
         pass
 
     async def _wait_scoring(self, timeout_s: float) -> None:
@@ -183,15 +184,19 @@ class SharedIdleConversations(_Base):
             self._metrics.conversation_claims.labels("takeover" if claim.takeover else "claimed").inc()
             if claim.takeover:
                 log.info("conversation %s: took over a claim whose lease had run out", claim.conversation_id)
-            self._score(claim.conversation_id)
+            self._score(claim.conversation_id, claim)
         self._metrics.conversations_tracked.set(len(self._claims))
 
-    def settled(self, conversation_id: str, scored: bool) -> None:
-        claim = self._claims.pop(conversation_id, None)
-        if claim is None:
+    def settled(self, conversation_id: str, scored: bool, claim: object = None) -> None:
+        """The scoring of ``claim`` (None: whichever is held) ended. A scoring whose claim was
+        lost (and the conversation claimed again since) settles nothing: the new claim's own
+        scoring, with the newer runs, does."""
+        held = self._claims.get(conversation_id)
+        if held is None or (claim is not None and held is not claim):
             return
+        del self._claims[conversation_id]
         if scored:
-            self._done.append((conversation_id, claim.seq))
+            self._done.append((conversation_id, held.seq))
         else:
             self._release.append(conversation_id)
 

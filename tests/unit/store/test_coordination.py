@@ -332,3 +332,55 @@ def test_touch_stores_what_the_on_conflict_statement_did(tmp_path):
         ("c3", 1, None, None),
         ("c4", 1, None, None),
     ]
+
+
+class HeldSink:
+    """Scores a conversation once the test lets each call go (one event per call, in order)."""
+
+    def __init__(self) -> None:
+        self.calls: list[asyncio.Event] = []
+
+    async def conversation_idle(self, conversation_id: str) -> bool:
+        go = asyncio.Event()
+        self.calls.append(go)
+        await go.wait()
+        return True
+
+
+async def _claimed_by(store: Any) -> list[tuple[Any, ...]]:
+    return await fetch(store, "SELECT claimed_by, scored_seq, activity_seq FROM conversation_activity")
+
+
+async def test_a_scoring_whose_claim_was_lost_does_not_finish_the_claim_taken_since(owners):
+    """a scores c1 (claim 1); its lease is lost (taken by someone else, then released); a new turn
+    comes and a claims c1 again (claim 2) while the first scoring still runs. The first scoring's
+    end must not finish claim 2 (marking the newer turn scored before its own scoring ended)."""
+    a, _, sql = owners
+    sink, metrics = HeldSink(), Metrics()
+    idler = SharedIdleConversations(
+        sink, a, metrics, idle_s=0, lease_s=0.6, interval_s=0.05, max_in_flight=3, max_age_s=3600
+    )
+    await idler.start()
+    try:
+        await a.upsert_runs([_run(1, "c1")])
+        await wait_for_async(lambda: len(sink.calls) == 1, what="c1 claimed and being scored")
+        await sql("UPDATE conversation_activity SET claimed_by = 'someone-else'")  # a's lease is lost
+        await wait_for_async(lambda: _lost(metrics), what="a noticing its claim is lost")
+        await sql("UPDATE conversation_activity SET claimed_by = NULL, claimed_until = NULL")
+        await a.upsert_runs([_run(2, "c1")])  # a new turn
+        await wait_for_async(lambda: len(sink.calls) == 2, what="c1 claimed again and being scored")
+        sink.calls[0].set()  # the first scoring ends
+        await asyncio.sleep(0.5)  # several passes of the idler: they must leave claim 2 alone
+        assert await _claimed_by(a) == [("a", None, 2)]
+        sink.calls[1].set()
+        await wait_for_async(lambda: _rows_are(a, [(None, 2, 2)]), what="claim 2 finished by its own scoring")
+    finally:
+        await idler.stop(time.monotonic() + 5)
+
+
+def _lost(metrics: Metrics) -> bool:
+    return 'tracescorer_conversation_claims_total{outcome="lost"} 1.0' in metrics.render().decode()
+
+
+async def _rows_are(store: Any, rows: list[tuple[Any, ...]]) -> bool:
+    return await _claimed_by(store) == rows
