@@ -75,7 +75,9 @@ class Worker:
 
     def progress(self) -> m.Progress:
         feed = self.pipeline.feed
-        return m.Progress(feed.offset, self.view.keep_from, feed.lag_s, feed.held_by, feed.failure)
+        return m.Progress(
+            feed.offset, self.view.keep_from, feed.lag_s, feed.held_by, feed.failure, self.stores.health.write_failure
+        )
 
     async def run(self) -> int:
         """Start, serve until told to stop (or the main process is gone), stop; the exit status."""

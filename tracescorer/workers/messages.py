@@ -40,10 +40,13 @@ class Start:
 @dataclass(frozen=True, slots=True)
 class Progress:
     """How far a worker's feed is: every request before ``offset`` handled; records before
-    ``keep_from`` no longer needed (the main process deletes segments every worker passed)."""
+    ``keep_from`` no longer needed (the main process deletes segments every worker passed);
+    ``write_failure``: why the store's writes fail, as the worker's own channel was last told
+    (the daemon's readiness: its own channel may not write for a long while)."""
 
     offset: int
     keep_from: int
     lag_s: float
     held_by: str | None
     failure: str | None
+    write_failure: str | None = None

@@ -142,6 +142,25 @@ class WorkerPool:
                 return f"worker {w.name}: {w.progress.failure}"
         return None
 
+    @property
+    def accepting(self) -> bool:
+        """Health: a worker whose store channel is gone exits and is reported down (:attr:`failure`)."""
+        return True
+
+    @property
+    def write_failure(self) -> str | None:
+        """Health: why the store's writes fail, as a running worker's channel was last told (the
+        workers write the feed's rows, runs and scores; the daemon's own channel may not write for
+        a long while, so what it was told is not enough)."""
+        return next(
+            (
+                w.progress.write_failure
+                for w in self.workers
+                if w.down is None and w.progress and w.progress.write_failure
+            ),
+            None,
+        )
+
     def describe(self) -> list[dict[str, object]]:
         """Each worker as ``/readyz`` tells of it: its pid, how far its feed is, whether it runs."""
         end = self._log.end_offset
