@@ -137,6 +137,8 @@ class App:
         self.labels.on_labels.append(self.agreement.poke)
         if self.pipeline is not None:
             self.pipeline.evaluations.on_evaluations.append(self.agreement.poke)
+        if self.pool is not None:  # the workers store other tools' evaluations
+            self.pool.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,

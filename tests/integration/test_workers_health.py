@@ -1,6 +1,7 @@
-"""What the daemon reports of its worker processes' store work: with ``workers.count`` the feed,
-assembly and scoring write through the workers' own channels of the store process, so failing
-writes and the write queue are theirs; ``/readyz`` and ``/metrics`` still tell of them."""
+"""What the daemon tells of the work its worker processes do: with ``workers.count`` the feed,
+assembly and scoring run in the workers and write through their own channels of the store
+process, so failing writes are theirs and so are other tools' evaluations; ``/readyz`` and
+``/metrics`` (the agreement gauges) still follow them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import urllib.error
 import urllib.request
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.disk import fill, small_disk
-from support.otlp import agent_trace, span_exporter, tracer
+from support.otlp import agent_trace, log_exporter, span_exporter, tracer
+
+from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +75,76 @@ def test_store_writes_failing_in_the_workers_make_the_daemon_not_ready_until_the
         finally:
             code = daemon.stop()
         assert code == 0, daemon.log()[-3000:]
+
+
+def _pairs(daemon: DaemonProcess, judge: str) -> float | None:
+    """``tracescorer_agreement_pairs`` of ``judge`` against the labels (whatever its version)."""
+    text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
+    found = [
+        line
+        for line in text.splitlines()
+        if line.startswith("tracescorer_agreement_pairs{")
+        and f'scorer="{judge}"' in line
+        and 'reference="labels"' in line
+    ]
+    return float(found[0].rsplit(" ", 1)[1]) if found else None
+
+
+def test_the_agreement_gauges_follow_evaluations_the_workers_store(tmp_path):
+    cfg = config_dict(
+        tmp_path,
+        workers={"count": 2},
+        assembly={"idle_s": 0.3},
+        scorers=[{"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run"}],
+    )
+    conversations = [
+        {"id": f"conv-{i}", "agent": "helper", "turns": [(f"Question {i}?", None, None, None, f"Answer {i}.")]}
+        for i in (1, 2)
+    ]
+    daemon = DaemonProcess(tmp_path, cfg).start()
+    try:
+        emit_conversations(daemon.grpc_endpoint, conversations, service_name="helper-svc")
+        wait_for(lambda: len(daemon.query_json("SELECT run_id FROM runs")) == 2, 30, interval_s=0.2, what="2 runs")
+        runs = {r["conversation_id"]: r for r in daemon.query_json("SELECT * FROM runs")}
+        provider = LoggerProvider(resource=Resource.create({"service.name": "evals"}))
+        provider.add_log_record_processor(
+            SimpleLogRecordProcessor(log_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint))
+        )  # type: ignore[arg-type]
+        logger = provider.get_logger("evaluations")
+
+        def evaluate(conv: str, score: float) -> None:
+            run = runs[conv]
+            ctx = SpanContext(
+                int(run["trace_id"], 16), int(run["span_id"], 16), is_remote=True, trace_flags=TraceFlags(1)
+            )
+            logger.emit(
+                context=set_span_in_context(NonRecordingSpan(ctx)),
+                event_name="gen_ai.evaluation.result",
+                attributes={"gen_ai.evaluation.name": "Helpfulness", "gen_ai.evaluation.score.value": score},
+            )
+
+        evaluate("conv-1", 0.9)
+        wait_for(lambda: daemon.query_json("SELECT id FROM evaluations"), 30, interval_s=0.2, what="the evaluation")
+        for conv in ("conv-1", "conv-2"):
+            daemon.cli(
+                "label", f"run:{runs[conv]['run_id']}", "--scorer", "Helpfulness", "--value", "0.8", "--by", "ann"
+            )
+        wait_for(
+            lambda: _pairs(daemon, "external:Helpfulness") == 1.0,
+            30,
+            interval_s=0.2,
+            what="the gauges after the labels",
+        )
+        # the next evaluation, stored by a worker, is counted within seconds (not at the next
+        # pass a minute later)
+        evaluate("conv-2", 0.7)
+        provider.shutdown()
+        wait_for(
+            lambda: _pairs(daemon, "external:Helpfulness") == 2.0,
+            30,
+            interval_s=0.2,
+            what="the gauges after the evaluation",
+        )
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.log()[-3000:]

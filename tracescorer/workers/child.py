@@ -70,6 +70,8 @@ class Worker:
         recovery = RecoveryScope(conversations=False, owns=partition.owns_hex)
         self.runner = build_runner(s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery)
         self.pipeline = Pipeline(s, self.stores, self.metrics, self.view, self.runner, partition=partition)
+        # the daemon's agreement gauges follow other tools' evaluations stored here
+        self.pipeline.evaluations.on_evaluations.append(lambda: channel.send(encode((m.EVALUATIONS, None))))
         self.grace_s = s.shutdown.grace_s
         self._deadline = 0.0
 

@@ -105,6 +105,8 @@ class WorkerPool:
         self._metrics = metrics
         self._owner = owner
         self.listeners = list(listeners)
+        #: called when a worker stored other tools' evaluations (the agreement gauges' poke)
+        self.on_evaluations: list[Callable[[], None]] = []
         self.workers = [_Worker(i) for i in range(count)]
         self._stopping = False
         self._told_end = 0
@@ -299,6 +301,9 @@ class WorkerPool:
                     channel.send(encode((m.END, (self._log.end_offset, time.time()))))
             elif kind == m.SCORES:
                 self._tell_scores(value)
+            elif kind == m.EVALUATIONS:
+                for callback in self.on_evaluations:
+                    callback()
             elif kind == m.METRICS:
                 w.metrics_offset, snapshot = value
                 self._metrics.absorb(w.name, snapshot)
