@@ -101,7 +101,7 @@ class App:
         self.readiness = Readiness(
             # with workers, they do most writes: the daemon's own channel may not hear of failures for long
             health=st.health if self.pool is None else BothHealthy([st.health, self.pool]),
-            intake=st.intake,
+            intake=st.intake if self.pool is None else self.pool,  # the workers' queues: they append
             segment_log=self.segment_log,
             feed=self.feed,
             ingestor=self.ingestor,

@@ -9,18 +9,22 @@ import json
 import urllib.error
 import urllib.request
 
+import grpc
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.daemon import DaemonProcess, config_dict, plain_settings, running_app, wait_for, wait_for_async
 from support.disk import fill, small_disk
+from support.gate import WriterGate
 from support.otlp import agent_trace, log_exporter, span_exporter, tracer
+from support.payloads import trace_request
 
 from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 def _readyz(daemon: DaemonProcess) -> dict:
@@ -148,3 +152,28 @@ def test_the_agreement_gauges_follow_evaluations_the_workers_store(tmp_path):
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()[-3000:]
+
+
+def _gauge(exposition: bytes, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in exposition.decode().splitlines() if line.startswith(name + " ")
+    )
+
+
+async def test_a_full_write_queue_of_a_worker_shows_in_readiness_and_metrics(tmp_path):
+    settings = plain_settings(tmp_path, workers={"count": 2}, receiver={"max_queue_items": 10})
+    async with running_app(settings) as app:
+        assert app.pool is not None
+        await wait_for_async(lambda: app.not_ready_reason() is None, 20, what="ready")
+        async with WriterGate(app.stores.intake, tmp_path) as gate:  # the store process's writer held
+            # ten spans of one trace: one worker appends them all, and its queue is full
+            body = trace_request([{"trace_id": f"{7:032x}", "span_id": f"{i + 1:016x}"} for i in range(10)])
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{app.grpc_port}") as channel:
+                await channel.unary_unary(EXPORT)(body.SerializeToString(), timeout=30)  # in the log: acknowledged
+            await wait_for_async(
+                lambda: "write queue full" in (app.not_ready_reason() or ""), 20, what="not ready: write queue full"
+            )
+            await app.pool.refresh_metrics()
+            assert _gauge(app.metrics.render(), "tracescorer_store_queue_items") == 10
+            gate.open()
+        await wait_for_async(lambda: app.not_ready_reason() is None, 30, what="ready again")

@@ -72,13 +72,20 @@ class Worker:
         self.pipeline = Pipeline(s, self.stores, self.metrics, self.view, self.runner, partition=partition)
         # the daemon's agreement gauges follow other tools' evaluations stored here
         self.pipeline.evaluations.on_evaluations.append(lambda: channel.send(encode((m.EVALUATIONS, None))))
+        self.metrics.track_queue(lambda: self.stores.intake.pending_items)  # the feed writes here
         self.grace_s = s.shutdown.grace_s
         self._deadline = 0.0
 
     def progress(self) -> m.Progress:
         feed = self.pipeline.feed
         return m.Progress(
-            feed.offset, self.view.keep_from, feed.lag_s, feed.held_by, feed.failure, self.stores.health.write_failure
+            feed.offset,
+            self.view.keep_from,
+            feed.lag_s,
+            feed.held_by,
+            feed.failure,
+            self.stores.health.write_failure,
+            self.stores.intake.pending_items,
         )
 
     async def run(self) -> int:

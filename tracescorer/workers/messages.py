@@ -44,7 +44,8 @@ class Progress:
     """How far a worker's feed is: every request before ``offset`` handled; records before
     ``keep_from`` no longer needed (the main process deletes segments every worker passed);
     ``write_failure``: why the store's writes fail, as the worker's own channel was last told
-    (the daemon's readiness: its own channel may not write for a long while)."""
+    (the daemon's readiness: its own channel may not write for a long while); ``pending_items``:
+    items in its store channel's write queue (bounded by ``receiver.max_queue_items``)."""
 
     offset: int
     keep_from: int
@@ -52,3 +53,4 @@ class Progress:
     held_by: str | None
     failure: str | None
     write_failure: str | None = None
+    pending_items: int = 0

@@ -146,22 +146,23 @@ class WorkerPool:
 
     @property
     def accepting(self) -> bool:
-        """Health: a worker whose store channel is gone exits and is reported down (:attr:`failure`)."""
-        return True
+        return True  # Health: a worker whose store channel is gone exits, and is down (:attr:`failure`)
 
     @property
     def write_failure(self) -> str | None:
         """Health: why the store's writes fail, as a running worker's channel was last told (the
-        workers write the feed's rows, runs and scores; the daemon's own channel may not write for
-        a long while, so what it was told is not enough)."""
-        return next(
-            (
-                w.progress.write_failure
-                for w in self.workers
-                if w.down is None and w.progress and w.progress.write_failure
-            ),
-            None,
-        )
+        daemon's own channel may not write for a long while: the workers write the feed's rows)."""
+        running = [w.progress for w in self.workers if w.down is None and w.progress is not None]
+        return next((p.write_failure for p in running if p.write_failure), None)
+
+    @property
+    def pending_items(self) -> int:
+        """Readiness: the items waiting in the fullest running worker's store write queue."""
+        return max((w.progress.pending_items for w in self.workers if w.down is None and w.progress), default=0)
+
+    @property
+    def max_queue_items(self) -> int:
+        return self._settings.receiver.max_queue_items  # each worker's store channel's bound
 
     def describe(self) -> list[dict[str, object]]:
         """Each worker as ``/readyz`` tells of it: its pid, how far its feed is, whether it runs."""
