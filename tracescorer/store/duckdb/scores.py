@@ -48,7 +48,7 @@ class ScoresPart(Jobs):
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
         # coordinating clients: a conversation stays due (claims) until a scoring finishes it; only
-        # those the claims never tracked (stored while the daemon ran without workers) are recovered
+        # what the claims never saw (runs stored while the daemon ran without workers) is recovered
         runs, conversations = await self.read(
             unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s, self.coordinate
         )
@@ -129,9 +129,9 @@ def unscored_recent(
     con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float, untracked: bool = False
 ) -> tuple[list[tuple[Row, list[str]]], list[tuple[str, list[str]]]]:
     """Runs updated in the window that some run scorer has not decided, and conversations whose
-    newest run is newer than some conversation scorer's decision (``untracked``: only those without
-    a ``conversation_activity`` row, which claims never see); each with the scorers that did
-    decide."""
+    newest run is newer than some conversation scorer's decision (``untracked``: only those whose
+    newest run's activity ``conversation_activity`` does not have, which claims never see: stored
+    while no client coordinated); each with the scorers that did decide."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window_s)
     runs: list[tuple[Row, list[str]]] = []
     if run_scorers:
@@ -150,14 +150,19 @@ def unscored_recent(
         runs = [(tuple(r[:n]), list(r[n])) for r in rows]
     conversations: list[tuple[str, list[str]]] = []
     if conversation_scorers:
-        tracked = "conversation_id IN (SELECT conversation_id FROM conversation_activity)"
+        # a run's activity is stamped in its transaction, after its updated_at (the transaction's start)
+        tracked = (
+            "WHERE NOT EXISTS (SELECT 1 FROM conversation_activity a WHERE a.conversation_id = c.conversation_id "
+            "AND a.last_activity >= c.last - INTERVAL 1 SECOND) "
+        )
         rows = con.execute(
             "WITH c AS (SELECT conversation_id, max(updated_at) AS last FROM runs WHERE conversation_id IS NOT NULL "
-            f"AND updated_at >= ? {'AND NOT ' + tracked if untracked else ''} GROUP BY conversation_id) "
+            "AND updated_at >= ? GROUP BY conversation_id) "
             "SELECT c.conversation_id, coalesce(list(DISTINCT d.scorer_id) FILTER (d.scorer_id IS NOT NULL), []) "
             "FROM c LEFT JOIN scoring_decisions d ON d.target_type = 'conversation' AND d.target_id = c.conversation_id "
             "AND d.decided_at >= c.last AND list_contains(?::VARCHAR[], d.scorer_id) "
-            "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
+            + (tracked if untracked else "")
+            + "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
             [since, list(conversation_scorers), len(set(conversation_scorers))],
         ).fetchall()
         conversations = [(r[0], list(r[1])) for r in rows]
