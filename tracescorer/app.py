@@ -45,7 +45,7 @@ from tracescorer.runner.heal import Healer
 from tracescorer.runner.recovery import RecoveryScope
 from tracescorer.runner.writer import ScoreListener
 from tracescorer.seglog import build_segment_log
-from tracescorer.store.factory import build_stores
+from tracescorer.store.factory import BothHealthy, build_stores
 from tracescorer.workers.pipeline import Pipeline, build_runner
 from tracescorer.workers.pool import WorkerPool
 
@@ -99,8 +99,9 @@ class App:
             self.feed = self.pipeline.feed
         self.assembly = self.pipeline.assembly if self.pipeline is not None else None
         self.readiness = Readiness(
-            health=st.health,
-            intake=st.intake,
+            # with workers, they do most writes: the daemon's own channel may not hear of failures for long
+            health=st.health if self.pool is None else BothHealthy([st.health, self.pool]),
+            intake=st.intake if self.pool is None else self.pool,  # the workers' queues: they append
             segment_log=self.segment_log,
             feed=self.feed,
             ingestor=self.ingestor,
@@ -136,6 +137,8 @@ class App:
         self.labels.on_labels.append(self.agreement.poke)
         if self.pipeline is not None:
             self.pipeline.evaluations.on_evaluations.append(self.agreement.poke)
+        if self.pool is not None:  # the workers store other tools' evaluations
+            self.pool.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
             token=self.api_token,

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.seglog import SegmentLog
-from tracescorer.store.api import Health, Intake
+from tracescorer.store.api import Health
 
 
 class FeedStatus(Protocol):
@@ -29,12 +29,22 @@ class FeedStatus(Protocol):
     async def caught_up(self, timeout_s: float = 30.0) -> bool: ...
 
 
+class WriteQueue(Protocol):
+    """The store's write queue the feed appends to (:class:`~tracescorer.store.api.Intake`'s
+    bound), or the fullest of the worker processes' queues."""
+
+    @property
+    def pending_items(self) -> int: ...
+    @property
+    def max_queue_items(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Readiness:
     """Reads the components whose bounds decide readiness; holds no state of its own."""
 
     health: Health
-    intake: Intake
+    intake: WriteQueue
     segment_log: SegmentLog
     feed: FeedStatus
     ingestor: Ingestor

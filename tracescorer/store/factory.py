@@ -77,8 +77,9 @@ class Stores:
     lost: asyncio.Event | None = None
 
 
-class _BothHealthy:
-    """Health of a span log and results in different engines: writes fail when either's do."""
+class BothHealthy:
+    """Health of a span log and results in different engines, or of a store and the worker
+    processes writing to it: writes fail when any one's do."""
 
     def __init__(self, engines: Sequence[Health]) -> None:
         self._engines = list(engines)
@@ -218,7 +219,7 @@ def _assemble(
         labels=shared,
         evaluations=shared,
         queries=QueryRouter(route, span_log=local, results=shared),
-        health=_BothHealthy([local, shared]),
+        health=BothHealthy([local, shared]),
         coordination=shared,
         leadership=leader,
         # the span log first: it keeps the instance id the results store registers under

@@ -70,12 +70,23 @@ class Worker:
         recovery = RecoveryScope(conversations=False, owns=partition.owns_hex)
         self.runner = build_runner(s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery)
         self.pipeline = Pipeline(s, self.stores, self.metrics, self.view, self.runner, partition=partition)
+        # the daemon's agreement gauges follow other tools' evaluations stored here
+        self.pipeline.evaluations.on_evaluations.append(lambda: channel.send(encode((m.EVALUATIONS, None))))
+        self.metrics.track_queue(lambda: self.stores.intake.pending_items)  # the feed writes here
         self.grace_s = s.shutdown.grace_s
         self._deadline = 0.0
 
     def progress(self) -> m.Progress:
         feed = self.pipeline.feed
-        return m.Progress(feed.offset, self.view.keep_from, feed.lag_s, feed.held_by, feed.failure)
+        return m.Progress(
+            feed.offset,
+            self.view.keep_from,
+            feed.lag_s,
+            feed.held_by,
+            feed.failure,
+            self.stores.health.write_failure,
+            self.stores.intake.pending_items,
+        )
 
     async def run(self) -> int:
         """Start, serve until told to stop (or the main process is gone), stop; the exit status."""

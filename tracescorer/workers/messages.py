@@ -5,8 +5,9 @@ main → worker: ``START`` (:class:`Start`, first), ``END`` (``(end offset, sync
 log is synced up to there), ``SNAPSHOT`` (tell your metrics now: ``/metrics`` is being scraped),
 ``STOP`` (seconds left to drain).
 worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
-for the daemon's exporter, monitors and score metrics), ``METRICS`` (``(feed offset, snapshot)``:
-its metrics as of that offset),
+for the daemon's exporter, monitors and score metrics), ``EVALUATIONS`` (other tools' evaluations
+were stored: the daemon's agreement gauges are computed again soon), ``METRICS`` (``(feed offset,
+snapshot)``: its metrics as of that offset),
 ``STOPPED`` (whether it drained).
 """
 
@@ -18,6 +19,7 @@ from tracescorer.config import Settings
 
 START, END, SNAPSHOT, STOP = "start", "end", "snapshot", "stop"
 READY, PROGRESS, SCORES, METRICS, STOPPED = "ready", "progress", "scores", "metrics", "stopped"
+EVALUATIONS = "evaluations"
 
 #: a worker's exit status when its store connection was lost (the store process restarts): the
 #: main process starts it again with a new connection
@@ -40,10 +42,15 @@ class Start:
 @dataclass(frozen=True, slots=True)
 class Progress:
     """How far a worker's feed is: every request before ``offset`` handled; records before
-    ``keep_from`` no longer needed (the main process deletes segments every worker passed)."""
+    ``keep_from`` no longer needed (the main process deletes segments every worker passed);
+    ``write_failure``: why the store's writes fail, as the worker's own channel was last told
+    (the daemon's readiness: its own channel may not write for a long while); ``pending_items``:
+    items in its store channel's write queue (bounded by ``receiver.max_queue_items``)."""
 
     offset: int
     keep_from: int
     lag_s: float
     held_by: str | None
     failure: str | None
+    write_failure: str | None = None
+    pending_items: int = 0

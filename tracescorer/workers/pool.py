@@ -105,6 +105,8 @@ class WorkerPool:
         self._metrics = metrics
         self._owner = owner
         self.listeners = list(listeners)
+        #: called when a worker stored other tools' evaluations (the agreement gauges' poke)
+        self.on_evaluations: list[Callable[[], None]] = []
         self.workers = [_Worker(i) for i in range(count)]
         self._stopping = False
         self._told_end = 0
@@ -141,6 +143,26 @@ class WorkerPool:
             if w.progress is not None and w.progress.failure is not None:
                 return f"worker {w.name}: {w.progress.failure}"
         return None
+
+    @property
+    def accepting(self) -> bool:
+        return True  # Health: a worker whose store channel is gone exits, and is down (:attr:`failure`)
+
+    @property
+    def write_failure(self) -> str | None:
+        """Health: why the store's writes fail, as a running worker's channel was last told (the
+        daemon's own channel may not write for a long while: the workers write the feed's rows)."""
+        running = [w.progress for w in self.workers if w.down is None and w.progress is not None]
+        return next((p.write_failure for p in running if p.write_failure), None)
+
+    @property
+    def pending_items(self) -> int:
+        """Readiness: the items waiting in the fullest running worker's store write queue."""
+        return max((w.progress.pending_items for w in self.workers if w.down is None and w.progress), default=0)
+
+    @property
+    def max_queue_items(self) -> int:
+        return self._settings.receiver.max_queue_items  # each worker's store channel's bound
 
     def describe(self) -> list[dict[str, object]]:
         """Each worker as ``/readyz`` tells of it: its pid, how far its feed is, whether it runs."""
@@ -280,6 +302,9 @@ class WorkerPool:
                     channel.send(encode((m.END, (self._log.end_offset, time.time()))))
             elif kind == m.SCORES:
                 self._tell_scores(value)
+            elif kind == m.EVALUATIONS:
+                for callback in self.on_evaluations:
+                    callback()
             elif kind == m.METRICS:
                 w.metrics_offset, snapshot = value
                 self._metrics.absorb(w.name, snapshot)

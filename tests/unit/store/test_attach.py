@@ -307,3 +307,44 @@ async def test_worker_stores_in_postgres_mode(main, pg_dsn):
         for component in reversed(stores.components):
             await component.stop()
     assert main.accepting
+
+
+class _Commits:
+    """A client's commit observer: the spans of each commit it was told of."""
+
+    def __init__(self) -> None:
+        self.spans: list[int] = []
+
+    def on_commit(self, seconds: float, spans: int, logs: int) -> None:
+        self.spans.append(spans)
+
+    def on_checkpoint(self, database: str, seconds: float) -> None:
+        pass
+
+    def on_error(self, error: BaseException) -> None:
+        pass
+
+
+async def test_a_commit_of_jobs_of_several_clients_is_told_to_one_of_them(tmp_path):
+    """Each process counts the commits it is told of and the daemon's /metrics sums the counts: a
+    group commit of the daemon's and a worker's jobs is counted once, not once per client."""
+    told_main, told_worker = _Commits(), _Commits()
+    main = DuckDBStore(tmp_path / "w.duckdb", max_batch_items=100, observer=told_main)
+    await main.start()
+    try:
+        worker = DuckDBStore(main.path, attach_fd=main.attach().detach(), observer=told_worker)
+        await worker.start()
+        try:
+            async with WriterGate(main, tmp_path) as gate:
+                appends = asyncio.gather(
+                    main.append([_span(1)], span_offsets=[1]),
+                    worker.append([_span(2)], span_offsets=[2], consumer="w1"),
+                )
+                await asyncio.sleep(0.5)  # both queued behind the held writer: one group commit
+                gate.open()
+                assert [o.stored for o in await appends] == [1, 1]
+        finally:
+            assert await worker.stop()
+    finally:
+        await main.stop()
+    assert sum(told_main.spans) + sum(told_worker.spans) == 2, (told_main.spans, told_worker.spans)

@@ -269,10 +269,12 @@ class Engine(Checkpoints, Rejects):
             "spans": sum(t.num_rows for t in spans),
             "logs": sum(t.num_rows for t in logs),
         }
-        for job, result in zip(batch, results, strict=False):
+        for i, (job, result) in enumerate(zip(batch, results, strict=False)):
             if job.kind == TELEMETRY:
                 result = (job.items, 0, "", received, received)
-            self._reply(job.req_id, True, result, {**self._meta(), **commit})
+            # the commit goes out with one reply: its jobs may be several clients' (worker
+            # processes), each counts what it is told, and the daemon's metrics sum them
+            self._reply(job.req_id, True, result, {**self._meta(), **commit} if i == 0 else self._meta())
 
     def _fail(self, job: Job, exc: BaseException) -> None:
         if isinstance(exc, DATA_ERRORS):

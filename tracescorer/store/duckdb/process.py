@@ -118,7 +118,6 @@ class StoreProcess(Jobs):
         self._restarter: asyncio.Task[None] | None = None
         self._closing = False
         self._open = False
-        self._last_commit = 0
         self._failure: str | None = None
         self._closed: asyncio.Future[bool] | None = None
         #: an attached client: the inherited descriptor of its channel (None: the daemon's own client)
@@ -362,9 +361,7 @@ class StoreProcess(Jobs):
             self._failure = failing
         for database, seconds in meta.get("checkpoints", ()):
             self._observer.on_checkpoint(database, seconds)
-        commit_id = meta.get("commit_id", 0)
-        if "commit_s" in meta and commit_id > self._last_commit:
-            self._last_commit = commit_id
+        if "commit_s" in meta:  # one reply of a commit's carries it (its jobs may be several clients')
             self._observer.on_commit(meta["commit_s"], meta.get("spans", 0), meta.get("logs", 0))
 
     def _fail_pending(self, error: StoreError) -> None:

@@ -47,9 +47,11 @@ class ScoresPart(Jobs):
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
-        # coordinating clients: a conversation stays due (claims) until a scoring finishes it
-        conversation_scorers = [] if self.coordinate else list(conversation_scorer_ids)
-        runs, conversations = await self.read(unscored_recent, list(run_scorer_ids), conversation_scorers, window_s)
+        # coordinating clients: a conversation stays due (claims) until a scoring finishes it; only
+        # what the claims never saw (runs stored while the daemon ran without workers) is recovered
+        runs, conversations = await self.read(
+            unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s, self.coordinate
+        )
         decided = {("run", r[0]): frozenset(d) for r, d in runs}
         decided.update({("conversation", c): frozenset(d) for c, d in conversations})
         return PendingRecovery(
@@ -124,11 +126,12 @@ def spent_today_by_scorer(con: Any, scorer_ids: Sequence[str]) -> list[tuple[str
 
 
 def unscored_recent(
-    con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float
+    con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float, untracked: bool = False
 ) -> tuple[list[tuple[Row, list[str]]], list[tuple[str, list[str]]]]:
     """Runs updated in the window that some run scorer has not decided, and conversations whose
-    newest run is newer than some conversation scorer's decision; each with the scorers that did
-    decide."""
+    newest run is newer than some conversation scorer's decision (``untracked``: only those whose
+    newest run's activity ``conversation_activity`` does not have, which claims never see: stored
+    while no client coordinated); each with the scorers that did decide."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window_s)
     runs: list[tuple[Row, list[str]]] = []
     if run_scorers:
@@ -147,13 +150,19 @@ def unscored_recent(
         runs = [(tuple(r[:n]), list(r[n])) for r in rows]
     conversations: list[tuple[str, list[str]]] = []
     if conversation_scorers:
+        # a run's activity is stamped in its transaction, after its updated_at (the transaction's start)
+        tracked = (
+            "WHERE NOT EXISTS (SELECT 1 FROM conversation_activity a WHERE a.conversation_id = c.conversation_id "
+            "AND a.last_activity >= c.last - INTERVAL 1 SECOND) "
+        )
         rows = con.execute(
             "WITH c AS (SELECT conversation_id, max(updated_at) AS last FROM runs WHERE conversation_id IS NOT NULL "
             "AND updated_at >= ? GROUP BY conversation_id) "
             "SELECT c.conversation_id, coalesce(list(DISTINCT d.scorer_id) FILTER (d.scorer_id IS NOT NULL), []) "
             "FROM c LEFT JOIN scoring_decisions d ON d.target_type = 'conversation' AND d.target_id = c.conversation_id "
             "AND d.decided_at >= c.last AND list_contains(?::VARCHAR[], d.scorer_id) "
-            "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
+            + (tracked if untracked else "")
+            + "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
             [since, list(conversation_scorers), len(set(conversation_scorers))],
         ).fetchall()
         conversations = [(r[0], list(r[1])) for r in rows]
