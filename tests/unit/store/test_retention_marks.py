@@ -14,7 +14,7 @@ from support.db import scalar
 from tracescorer.app import App
 from tracescorer.records.scores import AssemblyRecord
 from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.duckdb.spanlog import RECOVERY_MARGIN, recovery_since
+from tracescorer.store.duckdb.spanlog import RECOVERY_MARGIN, assembled_marks, recovery_since
 
 NOW = dt.datetime.now(dt.UTC)
 LATER = NOW + dt.timedelta(hours=1)  # a mark past every record written by the test
@@ -70,3 +70,27 @@ async def test_a_worker_daemons_retention_deletes_assembly_records_its_feeds_are
 def test_the_daemon_tells_its_store_its_feeds(tmp_path, count, expected):
     settings = plain_settings(tmp_path, workers={"count": count})
     assert App(settings).stores.span_log.assembly_consumers == expected  # type: ignore[attr-defined]
+
+
+async def test_marks_of_feeds_the_daemon_no_longer_runs_go_once_each_current_feed_has_its_own(tmp_path):
+    """0 workers (mark ""), then 2: once w0/2 and w1/2 have marks, "" goes, so a later start with
+    0 workers recovers from the workers' marks, not from its own old one (records since deleted)."""
+    path = tmp_path / "m.duckdb"
+    store = DuckDBStore(path, assembly_consumers=WORKERS)
+    await store.start()
+    try:
+        await store.set_assembled_through(LONG_AGO, "")
+        await store.set_assembled_through(LATER, "w0/2")
+        await store.prune_results(None)
+        assert set(await store.read(assembled_marks)) == {"", "w0/2"}  # w1/2 has none yet: "" still counts
+        await store.set_assembled_through(LATER, "w1/2")
+        await store.prune_results(None)
+        assert set(await store.read(assembled_marks)) == {"w0/2", "w1/2"}
+    finally:
+        await store.stop()
+    again = DuckDBStore(path)  # back to 0 workers
+    await again.start()
+    try:
+        assert recovery_since(await again.read(assembled_marks), [""]) == LATER - RECOVERY_MARGIN
+    finally:
+        await again.stop()

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracescorer.store.api import ResultsPruned
 from tracescorer.store.duckdb.jobs import Jobs
-from tracescorer.store.duckdb.spanlog import assembled_marks, recovery_since
+from tracescorer.store.duckdb.spanlog import assembled_marks, forget_marks, recovery_since
 
 #: bytes of index memory budgeted per key (the measured 66-74, and a margin)
 KEY_BYTES = 80
@@ -150,10 +150,22 @@ class RetentionPart(Jobs):
     prune_slice_keys: int
     assembly_consumers: tuple[str, ...]
 
+    async def current_marks(self) -> dict[str, str]:
+        """The assembled-through marks of this daemon's feeds. Once each of them has its own, the
+        marks of feeds it no longer runs (another worker count before) are deleted: assembly
+        records are deleted by the current marks only (the traces the recovery of this daemon's
+        feeds may still look at keep theirs, else they would be assembled again), so an old mark
+        must not send a later start's recovery back past records deleted since."""
+        marks = await self.read(assembled_marks)
+        current = self.assembly_consumers
+        stale = [c for c in marks if c not in current]
+        if stale and all(c in marks for c in current):
+            await self.write(forget_marks, stale)
+            marks = {c: marks[c] for c in current}
+        return marks
+
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
-        # traces the recovery of this daemon's feeds may still look at keep their assembly records
-        # (else they would be assembled again); the marks of feeds it no longer runs do not count
-        keep_after = recovery_since(await self.read(assembled_marks), self.assembly_consumers)
+        keep_after = recovery_since(await self.current_marks(), self.assembly_consumers)
         plan = await self.read(plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
         deleted: dict[str, int] = {}
         for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them

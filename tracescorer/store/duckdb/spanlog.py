@@ -116,7 +116,7 @@ class SpanLogPart(Jobs):
         return instance
 
     async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
-        await self.write(write_marker, WATERMARK + (f":{consumer}" if consumer else ""), when.isoformat())
+        await self.write(write_marker, mark_key(consumer), when.isoformat())
 
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         new = set(new_traces)
@@ -239,6 +239,16 @@ def recovery_since(marks: Mapping[str, str], consumers: Collection[str]) -> dt.d
     oldest = min(marks.values(), default=None)
     since = [dt.datetime.fromisoformat(m) - RECOVERY_MARGIN for c in consumers if (m := marks.get(c) or oldest)]
     return min(since, default=dt.datetime.fromtimestamp(0, dt.UTC))
+
+
+def mark_key(consumer: str) -> str:
+    """The ``schema_info`` key of a consumer's assembled-through mark."""
+    return WATERMARK + (f":{consumer}" if consumer else "")
+
+
+def forget_marks(con: Any, consumers: Sequence[str]) -> None:
+    """Delete the assembled-through marks of ``consumers``."""
+    con.execute("DELETE FROM schema_info WHERE list_contains(?::VARCHAR[], key)", [[mark_key(c) for c in consumers]])
 
 
 def assembled_marks(con: Any) -> dict[str, str]:
