@@ -23,7 +23,9 @@ class PostgresSettings(Section):
     dsn: str = Field("", description="libpq connection string or URL, e.g. postgresql://ts:${PGPASSWORD}@db/ts")
     schema_name: str = Field("tracescorer", min_length=1, description="schema holding the tables (created if missing)")
     pool_min_size: int = Field(1, ge=0)
-    pool_max_size: int = Field(8, gt=0, description="connections per daemon")
+    pool_max_size: int = Field(
+        8, gt=0, description="connections per process: the daemon and each of its worker processes have a pool"
+    )
     connect_timeout_s: float = Field(10, gt=0)
     query_role: str = Field("tracescorer_query", description="SELECT-only role read-only queries run as; empty = none")
     claim_lease_s: float = Field(60, gt=0, description="a conversation claim's lease; renewed while it is scored")
