@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 
 from support.daemon import wait_for_async
+from support.records import assembly_record
 from support.spans import agent_root
 
 from tracescorer.assembly.buffer import TraceBuffer
@@ -16,23 +17,8 @@ from tracescorer.assembly.progress import Progress
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
-from tracescorer.records.scores import AssemblyRecord
 from tracescorer.store.duckdb import DuckDBStore
 from tracescorer.store.duckdb.spanlog import assembled_marks
-
-
-def _assembled(trace_id: str) -> AssemblyRecord:
-    return AssemblyRecord(
-        trace_id=trace_id,
-        reason="complete",
-        incomplete=False,
-        span_count=1,
-        log_count=0,
-        run_count=0,
-        unmatched_reason=None,
-        service_name=None,
-        root_name=None,
-    )
 
 
 async def test_a_feed_new_to_the_store_stores_its_mark_at_start(tmp_path):
@@ -75,7 +61,7 @@ async def test_no_mark_is_stored_while_recovery_has_traces_to_list(tmp_path):
             taken = buffer.pop_complete()  # "assemble" what recovery tracked, taking a while
             if taken:
                 await asyncio.sleep(0.2)
-                await store.record_assembly([_assembled(t.trace_id) for t in taken])
+                await store.record_assembly([assembly_record(t.trace_id) for t in taken])
                 assembled += len(taken)
                 taken.clear()
         await recovery

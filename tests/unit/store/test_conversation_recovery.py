@@ -5,31 +5,9 @@ while the daemon ran without workers (nothing stamped then), so each is scored o
 from __future__ import annotations
 
 from support import store_ops
+from support.records import numbered_run
 
-from tracescorer.model import AgentRun, Message
 from tracescorer.store.duckdb import DuckDBStore
-
-
-def _run(i: int, conversation: str) -> AgentRun:
-    return AgentRun(
-        run_id=f"run-{i}",
-        trace_id=f"{i:032x}",
-        span_id=f"{i:016x}",
-        parent_span_id=None,
-        conversation_id=conversation,
-        resource_id=None,
-        agent_name="support",
-        agent_id=None,
-        service_name="svc",
-        model="m",
-        error=None,
-        convention="genai",
-        started_at=i * 1000,
-        ended_at=i * 1000 + 5,
-        status="ok",
-        input_messages=(Message(role="user", content=f"q{i}"),),
-        output=(Message(role="assistant", content=f"a{i}"),),
-    )
 
 
 async def test_recovery_takes_the_conversations_claims_never_saw(tmp_path):
@@ -37,7 +15,7 @@ async def test_recovery_takes_the_conversations_claims_never_saw(tmp_path):
     shared = DuckDBStore(path, coordinate=True)  # a daemon with workers: activity stamped with the runs
     await shared.start()
     try:
-        await shared.upsert_runs([_run(1, "earlier")])
+        await shared.upsert_runs([numbered_run(1, "earlier")])
         # scored and finished by a claim an hour ago, as a daemon with workers left it
         await shared.write(
             store_ops.execute,
@@ -50,13 +28,13 @@ async def test_recovery_takes_the_conversations_claims_never_saw(tmp_path):
     alone = DuckDBStore(path)  # then without workers: nothing stamped
     await alone.start()
     try:
-        await alone.upsert_runs([_run(2, "earlier"), _run(3, "untracked")])
+        await alone.upsert_runs([numbered_run(2, "earlier"), numbered_run(3, "untracked")])
     finally:
         await alone.stop()
     shared = DuckDBStore(path, coordinate=True)  # with workers again
     await shared.start()
     try:
-        await shared.upsert_runs([_run(4, "tracked")])
+        await shared.upsert_runs([numbered_run(4, "tracked")])
         found = await shared.unscored_recent([], window_s=3 * 3600, conversation_scorer_ids=["s"])
         assert sorted(found.conversation_ids) == ["earlier", "untracked"]
         claims = await shared.claim_conversations(idle_s=0, lease_s=30, limit=10, max_age_s=3 * 3600)

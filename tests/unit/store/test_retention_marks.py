@@ -10,9 +10,9 @@ import datetime as dt
 import pytest
 from support.daemon import plain_settings
 from support.db import scalar
+from support.records import assembly_record
 
 from tracescorer.app import App
-from tracescorer.records.scores import AssemblyRecord
 from tracescorer.store.duckdb import DuckDBStore
 from tracescorer.store.duckdb.spanlog import RECOVERY_MARGIN, assembled_marks, recovery_since
 
@@ -20,20 +20,6 @@ NOW = dt.datetime.now(dt.UTC)
 LATER = NOW + dt.timedelta(hours=1)  # a mark past every record written by the test
 LONG_AGO = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
 WORKERS = ("w0/2", "w1/2")
-
-
-def _record(i: int) -> AssemblyRecord:
-    return AssemblyRecord(
-        trace_id=f"{i:032x}",
-        reason="complete",
-        incomplete=False,
-        span_count=1,
-        log_count=0,
-        run_count=0,
-        unmatched_reason=None,
-        service_name=None,
-        root_name=None,
-    )
 
 
 def test_recovery_since_follows_each_feeds_own_mark():
@@ -56,7 +42,7 @@ async def test_a_worker_daemons_retention_deletes_assembly_records_its_feeds_are
     store = DuckDBStore(tmp_path / "r.duckdb", assembly_consumers=WORKERS)
     await store.start()
     try:
-        await store.record_assembly([_record(i) for i in range(10)])
+        await store.record_assembly([assembly_record(f"{i:032x}") for i in range(10)])
         for consumer, when in marks.items():
             await store.set_assembled_through(when, consumer)
         pruned = await store.prune_results(LATER)

@@ -15,6 +15,7 @@ from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from support.gate import WriterGate
+from support.records import assembly_record
 
 from tracescorer.config import Settings
 from tracescorer.lifecycle import Stages
@@ -485,32 +486,18 @@ async def test_open_names_the_file_when_it_cannot(tmp_path):
         await s.start()
 
 
-def _record(i: int) -> AssemblyRecord:
-    return AssemblyRecord(
-        trace_id=f"{i:032x}",
-        reason="complete",
-        incomplete=False,
-        span_count=1,
-        log_count=0,
-        run_count=0,
-        unmatched_reason=None,
-        service_name=None,
-        root_name=None,
-    )
-
-
 @pytest.mark.parametrize("delay_s", [0.0, 30.0])
 async def test_results_writes_wait_to_be_committed_together_and_acknowledgements_do_not(tmp_path, delay_s):
     obs = Observer()
     store = DuckDBStore(tmp_path / "d.duckdb", observer=obs, results_delay_s=delay_s)
     await store.start()
     try:
-        first = asyncio.create_task(store.record_assembly([_record(1)]))
+        first = asyncio.create_task(store.record_assembly([assembly_record(f"{1:032x}")]))
         if not delay_s:
             await first  # committed alone, at once
         outcome = await store.append([_span(5)])  # telemetry is acknowledged while results wait
         assert outcome.stored == 1
-        second = asyncio.create_task(store.record_assembly([_record(2)]))
+        second = asyncio.create_task(store.record_assembly([assembly_record(f"{2:032x}")]))
         await asyncio.sleep(0.2)
         if delay_s:
             assert not first.done() and not second.done()  # both wait (for up to 30 s)
@@ -534,7 +521,7 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
     believe a trace is new. The write meets the stored rows' keys and is done again as a replace."""
     run, trace = _run(1), f"{1:032x}"
     await store.upsert_runs([run], new_traces=[trace])
-    await store.record_assembly([_record(1)], new_traces=[trace])
+    await store.record_assembly([assembly_record(f"{1:032x}")], new_traces=[trace])
     created = await scalar(store, "SELECT epoch_us(created_at) FROM runs")
     changed = dataclasses.replace(run, status="error", error="late root")
     # alone, then batched with another trace's correct belief (one group commit: it fails as a whole)
@@ -542,8 +529,8 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
     await asyncio.gather(
         store.upsert_runs([changed], new_traces=[trace]),
         store.upsert_runs([_run(2)], new_traces=[f"{2:032x}"]),
-        store.record_assembly([dataclasses.replace(_record(1), span_count=9)], new_traces=[trace]),
-        store.record_assembly([_record(2)], new_traces=[f"{2:032x}"]),
+        store.record_assembly([dataclasses.replace(assembly_record(f"{1:032x}"), span_count=9)], new_traces=[trace]),
+        store.record_assembly([assembly_record(f"{2:032x}")], new_traces=[f"{2:032x}"]),
     )
     assert await fetch(store, "SELECT run_id, status, error, epoch_us(created_at) FROM runs ORDER BY run_id") == [
         ("run-1", "error", "late root", created),
@@ -554,7 +541,7 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
         (f"{2:032x}", 1),
     ]
     assert await store.assembled_offsets([trace, "f" * 32]) == {trace: ()} and await store.assembled_offsets([]) == {}
-    await store.record_assembly([dataclasses.replace(_record(2), log_offsets=(40, 7))])
+    await store.record_assembly([dataclasses.replace(assembly_record(f"{2:032x}"), log_offsets=(40, 7))])
     assert await store.assembled_offsets([f"{2:032x}"]) == {f"{2:032x}": (40, 7)}
 
 
@@ -634,7 +621,7 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
         assert store.max_index_keys == 1250
         for batch in range(12):
             ids = range(batch * 60, (batch + 1) * 60)
-            await store.record_assembly([_record(i) for i in ids])
+            await store.record_assembly([assembly_record(f"{i:032x}") for i in ids])
             await store.upsert_runs([_run(i) for i in ids])
             await store.write_scores(
                 [_score(i) for i in ids] + [_score(i, id=f"other-{i}", scorer_id="o") for i in ids],

@@ -1,0 +1,44 @@
+"""Builders of store records for the store and assembly tests."""
+
+from __future__ import annotations
+
+from tracescorer.model import AgentRun, Message
+from tracescorer.records.scores import AssemblyRecord
+
+
+def assembly_record(trace_id: str) -> AssemblyRecord:
+    """A trace assembled complete, with one span and no run."""
+    return AssemblyRecord(
+        trace_id=trace_id,
+        reason="complete",
+        incomplete=False,
+        span_count=1,
+        log_count=0,
+        run_count=0,
+        unmatched_reason=None,
+        service_name=None,
+        root_name=None,
+    )
+
+
+def numbered_run(i: int, conversation: str | None = None) -> AgentRun:
+    """Run number ``i`` (ids and times from ``i``), a turn of ``conversation``."""
+    return AgentRun(
+        run_id=f"run-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        parent_span_id=None,
+        conversation_id=conversation,
+        resource_id=None,
+        agent_name="support",
+        agent_id=None,
+        service_name="svc",
+        model="m",
+        error=None,
+        convention="genai",
+        started_at=i * 1000,
+        ended_at=i * 1000 + 5,
+        status="ok",
+        input_messages=(Message(role="user", content=f"q{i}"),),
+        output=(Message(role="assistant", content=f"a{i}"),),
+    )
