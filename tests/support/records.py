@@ -21,11 +21,12 @@ def assembly_record(trace_id: str) -> AssemblyRecord:
     )
 
 
-def numbered_run(i: int, conversation: str | None = None) -> AgentRun:
-    """Run number ``i`` (ids and times from ``i``), a turn of ``conversation``."""
+def numbered_run(i: int, conversation: str | None = None, *, trace: int | None = None) -> AgentRun:
+    """Run number ``i`` (ids and times from ``i``; its trace id from ``trace`` if given), a turn
+    of ``conversation``."""
     return AgentRun(
         run_id=f"run-{i}",
-        trace_id=f"{i:032x}",
+        trace_id=f"{trace if trace is not None else i:032x}",
         span_id=f"{i:016x}",
         parent_span_id=None,
         conversation_id=conversation,

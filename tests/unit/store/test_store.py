@@ -15,12 +15,12 @@ from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
 from support.gate import WriterGate
-from support.records import assembly_record
+from support.records import assembly_record, numbered_run
 
 from tracescorer.config import Settings
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
-from tracescorer.model import AgentRun, LogRecord, Message, Span
+from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.api import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
@@ -256,25 +256,7 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
 
 
 def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
-    return AgentRun(
-        run_id=f"run-{i}",
-        trace_id=f"{trace if trace is not None else i:032x}",
-        span_id=f"{i:016x}",
-        parent_span_id=None,
-        conversation_id=conversation,
-        resource_id=None,
-        agent_name="support",
-        agent_id=None,
-        service_name="svc",
-        model="m",
-        error=None,
-        convention="genai",
-        started_at=i * 1000,
-        ended_at=i * 1000 + 5,
-        status="ok",
-        input_messages=(Message(role="user", content=f"q{i}"),),
-        output=(Message(role="assistant", content=f"a{i}"),),
-    )
+    return numbered_run(i, conversation, trace=trace)
 
 
 async def test_runs_upsert_replace_and_load(any_store):
