@@ -77,10 +77,18 @@ class Progress:
 
     async def recover(self, *, listing: bool = True) -> None:
         """Track the traces the span log holds that were never assembled (unless not ``listing``:
-        without span rows the feed replays them); then store the mark."""
+        without span rows the feed replays them); then store the mark if the feed has none yet
+        (else at the next pass that moved traces: a restarted idle daemon writes nothing)."""
+        try:
+            known = await self._span_log.has_assembled_mark(self._consumer)
+        except Exception:  # noqa: BLE001 - then it is stored once more, harmless
+            known = False
         if listing:
             await self._list()
-        self._recovered = self.moved = True
+        self._recovered = True
+        if known:
+            return
+        self.moved = True
         try:
             await self.store_mark()
         except Exception as exc:  # noqa: BLE001 - the stage's timer stores it at its next pass

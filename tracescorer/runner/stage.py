@@ -31,7 +31,7 @@ from tracescorer.aio import cancel
 from tracescorer.config import Settings
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
-from tracescorer.model import AgentRun, Conversation
+from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.bindings import BoundScorer
 from tracescorer.runner.caps import BindingCaps
@@ -355,18 +355,13 @@ class ScoringRunner:
         source: str,
         extra_check: Callable[[Target], str | None] | None = None,
         bindings: Sequence[BoundScorer] | None = None,
-    ) -> list[Decision | asyncio.Future[Decision]]:
-        """Decide every conversation-scope binding for the stored conversation (all its runs)."""
+    ) -> list[Decision | asyncio.Future[Decision]] | None:
+        """Decide every conversation-scope binding for the stored conversation (all its runs);
+        None when scoring stopped while it loaded: nothing decided (deciding now would store
+        "rate_limited: shutting down" as its decision, and it would not be scored again)."""
         conversation = await self._runs.load_conversation(conversation_id)
-        return self._decide_conversation(conversation, source, extra_check, bindings)
-
-    def _decide_conversation(
-        self,
-        conversation: Conversation | None,
-        source: str,
-        extra_check: Callable[[Target], str | None] | None = None,
-        bindings: Sequence[BoundScorer] | None = None,
-    ) -> list[Decision | asyncio.Future[Decision]]:
+        if not self._accepting:
+            return None
         if conversation is None:
             return []
         target = conversation_target(conversation)
@@ -380,12 +375,9 @@ class ScoringRunner:
         decision is stored, False when scoring was abandoned (shutting down)."""
         if not self._accepting:
             return False
-        conversation = await self._runs.load_conversation(conversation_id)
-        if not self._accepting:
-            # stopped while it loaded: deciding now would store "rate_limited: shutting down" as
-            # its decision, and the claim would be finished with no score row (never scored again)
-            return False
-        decided = self._decide_conversation(conversation, "live")
+        decided = await self.score_conversation(conversation_id, "live")
+        if decided is None:
+            return False  # its claim is released: due again at once
         pending = [d for d in decided if isinstance(d, asyncio.Future)]
         if pending:
             results = await asyncio.gather(*pending, return_exceptions=True)

@@ -128,6 +128,9 @@ class SpanLog(Protocol):
         """Every trace of the consumer's share with items received before ``when`` was handed to
         assembly: its recovery looks no further back (a margin aside)."""
 
+    async def has_assembled_mark(self, consumer: str = "") -> bool:
+        """Whether the consumer ever called :meth:`set_assembled_through` (kept across restarts)."""
+
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         """Remember that these traces were assembled (and why some gave no run). ``new_traces``:
         traces the caller believes were never assembled before, a hint that lets the store skip

@@ -69,3 +69,19 @@ async def test_no_mark_is_stored_while_recovery_has_traces_to_list(tmp_path):
         assert "" in await store.read(assembled_marks)  # stored once the listing was done
     finally:
         await store.stop()
+
+
+async def test_a_restarted_idle_feed_writes_no_mark(tmp_path):
+    store = DuckDBStore(tmp_path / "p.duckdb")
+    await store.start()
+    try:
+        before = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        await store.set_assembled_through(before, "")
+        progress = Progress(store, TraceBuffer(), Metrics(), consumer="", share=None, tick_s=0.01, in_flight=lambda: ())
+        await progress.recover()  # nothing to recover, a mark of its own: nothing to write
+        assert await store.read(assembled_marks) == {"": before.isoformat()}
+        progress.moved = True  # once traces move, the mark follows them
+        await progress.store_mark()
+        assert await store.read(assembled_marks) != {"": before.isoformat()}
+    finally:
+        await store.stop()

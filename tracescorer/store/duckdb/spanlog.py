@@ -115,6 +115,9 @@ class SpanLogPart(Jobs):
             await self.write(write_marker, INSTANCE_KEY, instance)
         return instance
 
+    async def has_assembled_mark(self, consumer: str = "") -> bool:
+        return consumer in await self.read(assembled_marks)
+
     async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
         await self.write(write_marker, mark_key(consumer), when.isoformat())
 
