@@ -12,11 +12,14 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
-from support.otlp import span_exporter, tracer
+from support.otlp import log_exporter, span_exporter, tracer
 
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
 
@@ -120,6 +123,62 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
         spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
     assert runs == [(f"{root.trace_id:032x}",)]
     assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
+
+
+def _emit_events(grpc_port: int, span: trace.SpanContext) -> None:
+    """A model call's GenAI events as log records (the legacy OpenAI instrumentation's way)."""
+    provider = LoggerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_log_record_processor(
+        SimpleLogRecordProcessor(log_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}"))  # type: ignore[arg-type]
+    )
+    logger = provider.get_logger("support.llm")
+    context = trace.set_span_in_context(trace.NonRecordingSpan(span))
+    logger.emit(context=context, event_name="gen_ai.user.message", body={"content": "What is 2+2?"})
+    logger.emit(
+        context=context,
+        event_name="gen_ai.choice",
+        body={"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "4"}},
+    )
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("order", ["logs_first", "spans_first"])
+async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(tmp_path, order):
+    """The spans say nothing of GenAI (no marker: skipped on their own); the model call's events
+    come as log records, before the spans end or after they were exported. Either way the run is
+    stored with its spans, as ``store.spans: all`` would have it."""
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+
+        def spans() -> trace.SpanContext:
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER):
+                    with t.start_as_current_span(
+                        "chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={"server.address": "models.local"}
+                    ) as chat:
+                        if order == "logs_first":
+                            _emit_events(app.grpc_port, chat.get_span_context())
+                        return chat.get_span_context()
+
+        chat = await asyncio.to_thread(spans)
+        if order == "spans_first":
+            await settled(app)
+            assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
+            await asyncio.to_thread(_emit_events, app.grpc_port, chat)
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id, input_messages, output FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the run")
+        spans_stored = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+        records = await fetch(queries, "SELECT event_name FROM log_records ORDER BY event_name")
+    ((trace_id, input_messages, output),) = runs
+    assert trace_id == f"{chat.trace_id:032x}"
+    assert "What is 2+2?" in input_messages and '"4"' in output
+    assert [s[0] for s in spans_stored] == ["POST /ask", "chat gpt-4o-mini"]
+    assert [r[0] for r in records] == ["gen_ai.choice", "gen_ai.user.message"]
 
 
 @pytest.mark.parametrize("transport", ["grpc"])
