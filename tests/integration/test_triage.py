@@ -181,6 +181,46 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
     assert [r[0] for r in records] == ["gen_ai.choice", "gen_ai.user.message"]
 
 
+async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace(tmp_path):
+    """The model call is exported, then the HTTP root ends later than ``triage.window_s`` (but
+    within ``assembly.max_wait_s``, which assembly waits for a root): the root is kept, so the run
+    is assembled complete with it, as ``store.spans: all`` would have it."""
+    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 20})
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+        provider_ready = asyncio.Event()
+        root_may_end = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        trace_id: list[int] = []
+
+        def send() -> None:
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER) as root:
+                    trace_id.append(root.get_span_context().trace_id)
+                    with t.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=GENAI):
+                        pass
+                    loop.call_soon_threadsafe(provider_ready.set)
+                    asyncio.run_coroutine_threadsafe(root_may_end.wait(), loop).result(30)
+
+        sending = asyncio.create_task(asyncio.to_thread(send))
+        await asyncio.wait_for(provider_ready.wait(), 30)
+        await settled(app)  # the model call was triaged: its trace holds agent content
+        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
+        root_may_end.set()
+        await sending
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id, attributes FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the run")
+        spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    ((run_trace, attributes),) = runs
+    assert run_trace == f"{trace_id[0]:032x}"
+    assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    assert "tracescorer.incomplete" not in attributes
+
+
 @pytest.mark.parametrize("transport", ["grpc"])
 async def test_store_spans_all_stores_every_span_and_skips_nothing(tmp_path, transport):
     settings = settings_for(tmp_path, store={"spans": "all"}, assembly={"idle_s": 0.5})
