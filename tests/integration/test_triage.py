@@ -8,6 +8,7 @@ segment log) and after them; ``store.spans: all`` stores every span as before.
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from typing import Any
 
 import pytest
@@ -125,11 +126,11 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
     assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
 
 
-def _emit_events(grpc_port: int, span: trace.SpanContext) -> None:
+def _emit_events(grpc_endpoint: str, span: trace.SpanContext) -> None:
     """A model call's GenAI events as log records (the legacy OpenAI instrumentation's way)."""
     provider = LoggerProvider(resource=Resource.create({"service.name": "support-bot"}))
     provider.add_log_record_processor(
-        SimpleLogRecordProcessor(log_exporter("grpc", grpc_endpoint=f"127.0.0.1:{grpc_port}"))  # type: ignore[arg-type]
+        SimpleLogRecordProcessor(log_exporter("grpc", grpc_endpoint=grpc_endpoint))  # type: ignore[arg-type]
     )
     logger = provider.get_logger("support.llm")
     context = trace.set_span_in_context(trace.NonRecordingSpan(span))
@@ -158,14 +159,14 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
                         "chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={"server.address": "models.local"}
                     ) as chat:
                         if order == "logs_first":
-                            _emit_events(app.grpc_port, chat.get_span_context())
+                            _emit_events(f"127.0.0.1:{app.grpc_port}", chat.get_span_context())
                         return chat.get_span_context()
 
         chat = await asyncio.to_thread(spans)
         if order == "spans_first":
             await settled(app)
             assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
-            await asyncio.to_thread(_emit_events, app.grpc_port, chat)
+            await asyncio.to_thread(_emit_events, f"127.0.0.1:{app.grpc_port}", chat)
         queries = await settled(app)
 
         async def run_rows() -> list[tuple[Any, ...]]:
@@ -179,6 +180,42 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
     assert "What is 2+2?" in input_messages and '"4"' in output
     assert [s[0] for s in spans_stored] == ["POST /ask", "chat gpt-4o-mini"]
     assert [r[0] for r in records] == ["gen_ai.choice", "gen_ai.user.message"]
+
+
+def _marker_less_spans(grpc_endpoint: str) -> trace.SpanContext:
+    with tracer(span_exporter("grpc", grpc_endpoint=grpc_endpoint), service="support-bot") as t:
+        with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER):
+            with t.start_as_current_span(
+                "chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={"server.address": "models.local"}
+            ) as chat:
+                return chat.get_span_context()
+
+
+def test_genai_log_records_after_marker_less_spans_keep_the_run_in_a_worker_process(tmp_path):
+    """As deployed (``tracescorer serve`` with worker processes, each triaging its share of the
+    traces): the spans, skipped, are read back when the trace's GenAI log records come."""
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, workers={"count": 2}, assembly={"idle_s": 0.5})).start()
+    try:
+        chat = _marker_less_spans(daemon.grpc_endpoint)
+        _emit_events(daemon.grpc_endpoint, chat)
+        daemon.settled()
+        (run,) = wait_for(daemon.runs, 60, what="the run")
+        spans = daemon.query_json("SELECT name FROM spans ORDER BY name")
+        with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+    finally:
+        daemon.stop()
+    assert run["trace_id"] == f"{chat.trace_id:032x}"
+    assert [m["content"] for m in run["input_messages"]] == ["What is 2+2?"]
+    assert [m["content"] for m in run["output"]] == ["4"]
+    assert [s["name"] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    read_back = [
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "tracescorer_triage_items_total" and sample.labels.get("decision") == "read_back"
+    ]
+    assert sum(read_back) == 2  # both spans were skipped, then read back
 
 
 async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace(tmp_path):
