@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
@@ -124,6 +127,53 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
         spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
     assert runs == [(f"{root.trace_id:032x}",)]
     assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
+
+
+class _Switch(SpanExporter):
+    """Exports to whichever daemon runs now (a span open across a restart)."""
+
+    def __init__(self) -> None:
+        self.to: SpanExporter | None = None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        assert self.to is not None
+        return self.to.export(spans)
+
+
+async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_root(tmp_path):
+    """The model call is exported, the daemon restarts, and the HTTP root ends later than
+    ``triage.window_s`` after it: the new start learnt again that the trace holds agent content
+    (from the log's requests of the last ``assembly.max_wait_s``), so the root joins the run."""
+    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 30})
+    switch = _Switch()
+    with tracer(switch, service="support-bot") as t:
+        async with running_app(settings) as app:
+            switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+            root = t.start_span("POST /ask", kind=SpanKind.SERVER)
+
+            def chat() -> None:
+                with t.start_as_current_span(
+                    "chat gpt-4o-mini", context=trace.set_span_in_context(root), kind=SpanKind.CLIENT, attributes=GENAI
+                ):
+                    pass
+
+            await asyncio.to_thread(chat)
+            await settled(app)
+        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
+        async with running_app(settings) as app:
+            switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+            await asyncio.to_thread(root.end)
+            queries = await settled(app)
+
+            async def run_rows() -> list[tuple[Any, ...]]:
+                return await fetch(queries, "SELECT trace_id, attributes FROM runs")
+
+            runs = await wait_for_async(run_rows, 30, what="the run")
+            spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    ((run_trace, attributes),) = runs
+    assert run_trace == f"{root.get_span_context().trace_id:032x}"
+    assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    assert "tracescorer.incomplete" not in attributes
 
 
 def _emit_events(grpc_endpoint: str, span: trace.SpanContext) -> None:
