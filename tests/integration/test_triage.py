@@ -8,15 +8,22 @@ segment log) and after them; ``store.spans: all`` stores every span as before.
 from __future__ import annotations
 
 import asyncio
+import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
-from support.otlp import span_exporter, tracer
+from support.otlp import log_exporter, span_exporter, tracer
 
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
 
@@ -120,6 +127,185 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
         spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
     assert runs == [(f"{root.trace_id:032x}",)]
     assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
+
+
+class _Switch(SpanExporter):
+    """Exports to whichever daemon runs now (a span open across a restart)."""
+
+    def __init__(self) -> None:
+        self.to: SpanExporter | None = None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        assert self.to is not None
+        return self.to.export(spans)
+
+
+async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_root(tmp_path):
+    """The model call is exported, the daemon restarts, and the HTTP root ends later than
+    ``triage.window_s`` after it: the new start learnt again that the trace holds agent content
+    (from the log's requests of the last ``assembly.max_wait_s``), so the root joins the run."""
+    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 30})
+    switch = _Switch()
+    with tracer(switch, service="support-bot") as t:
+        async with running_app(settings) as app:
+            switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+            root = t.start_span("POST /ask", kind=SpanKind.SERVER)
+
+            def chat() -> None:
+                with t.start_as_current_span(
+                    "chat gpt-4o-mini", context=trace.set_span_in_context(root), kind=SpanKind.CLIENT, attributes=GENAI
+                ):
+                    pass
+
+            await asyncio.to_thread(chat)
+            await settled(app)
+        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
+        async with running_app(settings) as app:
+            switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+            await asyncio.to_thread(root.end)
+            queries = await settled(app)
+
+            async def run_rows() -> list[tuple[Any, ...]]:
+                return await fetch(queries, "SELECT trace_id, attributes FROM runs")
+
+            runs = await wait_for_async(run_rows, 30, what="the run")
+            spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    ((run_trace, attributes),) = runs
+    assert run_trace == f"{root.get_span_context().trace_id:032x}"
+    assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    assert "tracescorer.incomplete" not in attributes
+
+
+def _emit_events(grpc_endpoint: str, span: trace.SpanContext) -> None:
+    """A model call's GenAI events as log records (the legacy OpenAI instrumentation's way)."""
+    provider = LoggerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_log_record_processor(
+        SimpleLogRecordProcessor(log_exporter("grpc", grpc_endpoint=grpc_endpoint))  # type: ignore[arg-type]
+    )
+    logger = provider.get_logger("support.llm")
+    context = trace.set_span_in_context(trace.NonRecordingSpan(span))
+    logger.emit(context=context, event_name="gen_ai.user.message", body={"content": "What is 2+2?"})
+    logger.emit(
+        context=context,
+        event_name="gen_ai.choice",
+        body={"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "4"}},
+    )
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("order", ["logs_first", "spans_first"])
+async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(tmp_path, order):
+    """The spans say nothing of GenAI (no marker: skipped on their own); the model call's events
+    come as log records, before the spans end or after they were exported. Either way the run is
+    stored with its spans, as ``store.spans: all`` would have it."""
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+
+        def spans() -> trace.SpanContext:
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER):
+                    with t.start_as_current_span(
+                        "chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={"server.address": "models.local"}
+                    ) as chat:
+                        if order == "logs_first":
+                            _emit_events(f"127.0.0.1:{app.grpc_port}", chat.get_span_context())
+                        return chat.get_span_context()
+
+        chat = await asyncio.to_thread(spans)
+        if order == "spans_first":
+            await settled(app)
+            assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
+            await asyncio.to_thread(_emit_events, f"127.0.0.1:{app.grpc_port}", chat)
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id, input_messages, output FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the run")
+        spans_stored = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+        records = await fetch(queries, "SELECT event_name FROM log_records ORDER BY event_name")
+    ((trace_id, input_messages, output),) = runs
+    assert trace_id == f"{chat.trace_id:032x}"
+    assert "What is 2+2?" in input_messages and '"4"' in output
+    assert [s[0] for s in spans_stored] == ["POST /ask", "chat gpt-4o-mini"]
+    assert [r[0] for r in records] == ["gen_ai.choice", "gen_ai.user.message"]
+
+
+def _marker_less_spans(grpc_endpoint: str) -> trace.SpanContext:
+    with tracer(span_exporter("grpc", grpc_endpoint=grpc_endpoint), service="support-bot") as t:
+        with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER):
+            with t.start_as_current_span(
+                "chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={"server.address": "models.local"}
+            ) as chat:
+                return chat.get_span_context()
+
+
+def test_genai_log_records_after_marker_less_spans_keep_the_run_in_a_worker_process(tmp_path):
+    """As deployed (``tracescorer serve`` with worker processes, each triaging its share of the
+    traces): the spans, skipped, are read back when the trace's GenAI log records come."""
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, workers={"count": 2}, assembly={"idle_s": 0.5})).start()
+    try:
+        chat = _marker_less_spans(daemon.grpc_endpoint)
+        _emit_events(daemon.grpc_endpoint, chat)
+        daemon.settled()
+        (run,) = wait_for(daemon.runs, 60, what="the run")
+        spans = daemon.query_json("SELECT name FROM spans ORDER BY name")
+        with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
+            metrics = resp.read().decode()
+    finally:
+        daemon.stop()
+    assert run["trace_id"] == f"{chat.trace_id:032x}"
+    assert [m["content"] for m in run["input_messages"]] == ["What is 2+2?"]
+    assert [m["content"] for m in run["output"]] == ["4"]
+    assert [s["name"] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    read_back = [
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "tracescorer_triage_items_total" and sample.labels.get("decision") == "read_back"
+    ]
+    assert sum(read_back) == 2  # both spans were skipped, then read back
+
+
+async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace(tmp_path):
+    """The model call is exported, then the HTTP root ends later than ``triage.window_s`` (but
+    within ``assembly.max_wait_s``, which assembly waits for a root): the root is kept, so the run
+    is assembled complete with it, as ``store.spans: all`` would have it."""
+    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 20})
+    async with running_app(settings) as app:
+        exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
+        provider_ready = asyncio.Event()
+        root_may_end = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        trace_id: list[int] = []
+
+        def send() -> None:
+            with tracer(exporter, service="support-bot") as t:
+                with t.start_as_current_span("POST /ask", kind=SpanKind.SERVER) as root:
+                    trace_id.append(root.get_span_context().trace_id)
+                    with t.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=GENAI):
+                        pass
+                    loop.call_soon_threadsafe(provider_ready.set)
+                    asyncio.run_coroutine_threadsafe(root_may_end.wait(), loop).result(30)
+
+        sending = asyncio.create_task(asyncio.to_thread(send))
+        await asyncio.wait_for(provider_ready.wait(), 30)
+        await settled(app)  # the model call was triaged: its trace holds agent content
+        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
+        root_may_end.set()
+        await sending
+        queries = await settled(app)
+
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id, attributes FROM runs")
+
+        runs = await wait_for_async(run_rows, 30, what="the run")
+        spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    ((run_trace, attributes),) = runs
+    assert run_trace == f"{trace_id[0]:032x}"
+    assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    assert "tracescorer.incomplete" not in attributes
 
 
 @pytest.mark.parametrize("transport", ["grpc"])

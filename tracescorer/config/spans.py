@@ -52,7 +52,8 @@ class WorkersSettings(Section):
 
 class TriageSettings(Section):
     """``triage`` (with ``store.spans: agent``): how long a skipped trace is remembered, so its spans
-    are read back from the segment log when its agent content comes later."""
+    are read back from the segment log when its agent content comes later. A trace with agent
+    content keeps its later spans for ``assembly.max_wait_s`` (``window_s`` if longer)."""
 
     window_s: float = Field(
         60, ge=0, description="a trace's skipped spans are read back when agent content follows within this"

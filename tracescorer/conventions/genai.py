@@ -24,6 +24,7 @@ from tracescorer.conventions.base import (
     TraceFacts,
     TraceView,
     span_error,
+    whole,
 )
 from tracescorer.conventions.common import (
     ASSISTANT,
@@ -252,5 +253,6 @@ CONVENTION = Convention(
     agent=read_agent,
     llm_call=read_llm_call,
     tool=read_tool,
-    markers=(b"gen_ai.", b"invoke_agent"),
+    # a key "gen_ai" alone (a map attribute) puts the trace in the namespace too
+    markers=(b"gen_ai.", whole("gen_ai"), b"invoke_agent"),
 )

@@ -20,10 +20,10 @@ def recall_handled(
     max_batch_bytes: int,
 ) -> int:
     """Show ``triage`` the requests still in the log that were ``handled`` before this start (by
-    offset), from the oldest segment written within triage's window (the log keeps them while
-    triage may read them back; older ones, kept by ``retain_bytes``, hold only what triage
-    forgot); how many (blocking: run in a thread)."""
-    recent = written_since(segment_log.directory, time.time() - triage.window_s)
+    offset), from the oldest segment written within triage's longer window (which traces hold
+    agent content: ``agent_window_s``; the log keeps segments while triage may read them back,
+    older ones only by ``retain_bytes``); how many (blocking: run in a thread)."""
+    recent = written_since(segment_log.directory, time.time() - triage.agent_window_s)
     if recent is None:
         return 0
     at, count = max(recent, segment_log.start_offset), 0

@@ -7,7 +7,7 @@ scope group of a request (``ScopeSpans`` / ``ScopeLogs``) as bytes: a group hold
 conventions' markers (:attr:`~tracescorer.conventions.base.Convention.markers`: attribute keys,
 scope, span and event names as they appear in OTLP protobuf) is kept whole; in any other group an
 item is kept only when its trace is known to hold agent content (an item of a kept group had the
-same trace id, in this request or in the last ``window_s``). What is left is skipped, never
+same trace id, in this request or in the last ``agent_window_s``). What is left is skipped, never
 decoded: its traces are counted, per trace and service, for ``explain``.
 
 A trace's plain items often come before its agent spans (a database call before the model is
@@ -15,6 +15,9 @@ asked). Triage remembers, for ``window_s`` and at most ``max_traces`` traces, in
 a trace had items skipped; when agent content of that trace arrives, :meth:`Triage.late` names
 those records and :func:`pick` cuts the trace's items out of them, so the run has all its spans.
 A trace whose agent content comes later than that is assembled without its earlier plain items.
+A trace known to hold agent content keeps its later plain items for ``agent_window_s`` (at least
+``window_s``): the daemon passes how long assembly waits for a trace's root, so an HTTP root that
+ends long after the model calls under it still joins their run.
 After a restart the feed shows triage the requests still in the log before where it goes on
 (:meth:`Triage.recall`), so what it knew of recent traces is known again.
 """
@@ -84,6 +87,7 @@ class Triage:
         markers: Iterable[bytes],
         *,
         window_s: float = 60.0,
+        agent_window_s: float = 0.0,
         max_traces: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -94,6 +98,7 @@ class Triage:
         self._search = BytesAhoCorasick(list(self.markers))
         self._longest = max(map(len, self.markers))
         self.window_s = window_s
+        self.agent_window_s = max(window_s, agent_window_s)
         self.max_traces = max_traces
         self._clock = clock
         self._agent: dict[bytes, float] = {}  # trace id -> last seen with agent content
@@ -137,12 +142,14 @@ class Triage:
                 entry[1].append(offset)
 
     def expire(self) -> None:
-        """Forget traces older than the window, and the oldest beyond ``max_traces``."""
-        horizon = self._clock() - self.window_s
+        """Forget traces older than their window, and the oldest beyond ``max_traces``."""
+        now = self._clock()
+        horizon = now - self.window_s
         agent, skipped = self._agent, self._skipped
+        agent_horizon = now - self.agent_window_s
         while agent:  # oldest first (insertion order)
             oldest = next(iter(agent))
-            if len(agent) <= self.max_traces and agent[oldest] >= horizon:
+            if len(agent) <= self.max_traces and agent[oldest] >= agent_horizon:
                 break
             del agent[oldest]
         while skipped:

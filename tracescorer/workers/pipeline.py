@@ -102,7 +102,13 @@ class Pipeline:
             retain_bytes=s.segment_log.retain_bytes,
             listeners=[self.assembly],
             triage=(
-                Triage(markers(), window_s=s.triage.window_s, max_traces=s.triage.max_traces)
+                Triage(
+                    markers(),
+                    window_s=s.triage.window_s,
+                    # a trace's root may end as late as assembly waits for it
+                    agent_window_s=s.assembly.max_wait_s,
+                    max_traces=s.triage.max_traces,
+                )
                 if s.store.spans != "all"
                 else None
             ),

@@ -143,6 +143,22 @@ def test_what_is_remembered_is_bounded_and_expires():
     assert triage.late([bytes.fromhex(f"{5:032x}")]) == {}
 
 
+def test_a_known_agent_trace_keeps_its_later_plain_items_for_the_agent_window():
+    """Skipped items are remembered for ``window_s``; a trace with agent content keeps later plain
+    items (its HTTP root, ending last) for ``agent_window_s``."""
+    now = [0.0]
+    triage = Triage(markers(), window_s=10, agent_window_s=100, clock=lambda: now[0])
+    triage.sort(encode_traces([_span(TRACE_A, "1" * 16, attrs={"gen_ai.operation.name": "chat"})]), 0)
+    triage.sort(encode_traces([_span(TRACE_B, "2" * 16)]), 1)
+    now[0] = 50
+    later = triage.sort(encode_traces([_span(TRACE_A, "3" * 16), _span(TRACE_B, "4" * 16)]), 2)
+    assert later.kept is not None
+    assert [s.span_id for s in decode_traces_protobuf(later.kept).spans] == ["3" * 16]
+    assert triage.late([bytes.fromhex(TRACE_B)]) == {2: {bytes.fromhex(TRACE_B)}}  # offset 1 forgotten
+    now[0] = 101
+    assert triage.sort(encode_traces([_span(TRACE_A, "5" * 16)]), 3).kept is None
+
+
 def test_logs_of_an_agent_trace_are_kept_and_other_logs_skipped():
     triage = Triage(markers())
     triage.sort(encode_traces([_span(TRACE_A, "1" * 16, attrs={"gen_ai.operation.name": "chat"})]), 0)
