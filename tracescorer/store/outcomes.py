@@ -48,6 +48,16 @@ class TraceData:
 
 
 @dataclass(frozen=True, slots=True)
+class AssembledBefore:
+    """A trace's assembly record: the segment-log records its items came in (``store.spans:
+    none``; empty otherwise) and how many spans and log records the assembly held."""
+
+    offsets: tuple[int, ...]
+    span_count: int
+    log_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class PendingRecovery:
     """Recent targets that lack a decision of some current binding (the daemon stopped between
     assembly and scoring); ``decided`` names, per (target kind, target id), the bindings that did

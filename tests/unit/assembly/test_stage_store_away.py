@@ -17,7 +17,7 @@ from tracescorer.store.api import StoreClosed
 from tracescorer.store.duckdb import DuckDBStore
 
 # what assembly asks of the store during a pass
-_PASS_CALLS = ("load_traces", "assembled_offsets", "upsert_runs", "record_assembly")
+_PASS_CALLS = ("load_traces", "assembled_before", "upsert_runs", "record_assembly")
 
 
 class _Away:

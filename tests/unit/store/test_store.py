@@ -23,7 +23,7 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
-from tracescorer.store.api import QueueFull, ReadOnlyViolation, StoreClosed, StoreError
+from tracescorer.store.api import AssembledBefore, QueueFull, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
 from tracescorer.store.duckdb.layout import SPAN_LOGS
 from tracescorer.store.factory import build_span_log, build_stores
@@ -522,9 +522,10 @@ async def test_a_wrong_belief_that_a_trace_is_new_costs_a_retry_never_a_row(stor
         (trace, 9),
         (f"{2:032x}", 1),
     ]
-    assert await store.assembled_offsets([trace, "f" * 32]) == {trace: ()} and await store.assembled_offsets([]) == {}
+    assert await store.assembled_before([trace, "f" * 32]) == {trace: AssembledBefore((), 9, 0)}
+    assert await store.assembled_before([]) == {}
     await store.record_assembly([dataclasses.replace(assembly_record(f"{2:032x}"), log_offsets=(40, 7))])
-    assert await store.assembled_offsets([f"{2:032x}"]) == {f"{2:032x}": (40, 7)}
+    assert await store.assembled_before([f"{2:032x}"]) == {f"{2:032x}": AssembledBefore((40, 7), 1, 0)}
 
 
 async def test_scores_of_new_traces_are_believed_new_and_a_wrong_belief_replaces(store):

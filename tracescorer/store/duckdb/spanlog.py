@@ -16,7 +16,7 @@ from typing import Any
 from tracescorer.model import LogRecord, Span
 from tracescorer.records.scores import AssemblyRecord
 from tracescorer.records.skipped import SkippedTrace
-from tracescorer.store.api import AppendOutcome, QueueFull, StoreClosed, TraceData
+from tracescorer.store.api import AppendOutcome, AssembledBefore, QueueFull, StoreClosed, TraceData
 from tracescorer.store.duckdb import feedmarks, layout, rows, wire
 from tracescorer.store.duckdb.jobs import Jobs, Row, alone, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
@@ -90,8 +90,8 @@ class SpanLogPart(Jobs):
         since = recovery_since(await self.read(assembled_marks), [consumer])
         return await self.read(pending_traces, since, limit, share)
 
-    async def assembled_offsets(self, trace_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
-        return dict(await self.read(assembled_offsets, list(trace_ids))) if trace_ids else {}
+    async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
+        return dict(await self.read(assembled_before, list(trace_ids))) if trace_ids else {}
 
     async def rows_through(self, consumer: str = "") -> int | None:
         return await self.read(feedmarks.rows_through, consumer)
@@ -220,15 +220,17 @@ def pending_traces(
     ]
 
 
-def assembled_offsets(con: Any, trace_ids: Sequence[str]) -> list[tuple[str, tuple[int, ...]]]:
-    """The traces assembled before, each with the log records its assembly read (empty when not
-    recorded: the span log had its items)."""
-    found: list[tuple[str, tuple[int, ...]]] = []
+def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[tuple[str, AssembledBefore]]:
+    """The traces assembled before, each with its record: the log records its assembly read (empty
+    when not recorded: the span log had its items) and the items it held."""
+    found: list[tuple[str, AssembledBefore]] = []
     for part in chunks(list(trace_ids)):  # through the key's index, not a scan of every record
         found += [
-            (r[0], tuple(r[1] or ()))
+            (r[0], AssembledBefore(tuple(r[1] or ()), int(r[2]), int(r[3])))
             for r in con.execute(
-                f"SELECT trace_id, log_offsets FROM assembled_traces WHERE {key_in('trace_id', len(part))}", part
+                "SELECT trace_id, log_offsets, span_count, log_count FROM assembled_traces "
+                f"WHERE {key_in('trace_id', len(part))}",
+                part,
             ).fetchall()
         ]
     return found
