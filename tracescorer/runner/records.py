@@ -140,6 +140,7 @@ def score_record(
         target_ended_at=ended // 1000 if ended > 0 else None,
         error_class=error_class(error) if status == "error" else None,
         heal_attempts=heal_attempts or None,
+        activity_seq=target.activity_seq,
     )
 
 
@@ -170,6 +171,7 @@ def failure_record(
         sample_rate=bound.binding.sampling.ratio,
         error_class=TRANSIENT,
         heal_attempts=heal_attempts or None,
+        activity_seq=target.activity_seq,
     )
 
 

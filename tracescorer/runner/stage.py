@@ -360,27 +360,29 @@ class ScoringRunner:
         source: str,
         extra_check: Callable[[Target], str | None] | None = None,
         bindings: Sequence[BoundScorer] | None = None,
+        activity_seq: int | None = None,
     ) -> list[Decision | asyncio.Future[Decision]] | None:
-        """Decide every conversation-scope binding for the stored conversation (all its runs);
-        None when scoring stopped while it loaded: nothing decided (deciding now would store
-        "rate_limited: shutting down" as its decision, and it would not be scored again)."""
+        """Decide every conversation-scope binding for the stored conversation (all its runs; its
+        score rows name ``activity_seq``, that of a claim); None when scoring stopped while it
+        loaded: nothing decided (deciding now would store "rate_limited: shutting down" as its
+        decision, and it would not be scored again)."""
         conversation = await self._runs.load_conversation(conversation_id)
         if not self._accepting:
             return None
         if conversation is None:
             return []
-        target = conversation_target(conversation)
+        target = conversation_target(conversation, activity_seq)
         return [
             self.decide(bound, target, source, extra_check)
             for bound in (bindings if bindings is not None else self._conv_bindings)
         ]
 
-    async def conversation_idle(self, conversation_id: str) -> bool:
-        """ConversationSink: score a conversation that went idle; True once every binding's
-        decision is stored, False when scoring was abandoned (shutting down)."""
+    async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
+        """ConversationSink: score a conversation that went idle (claimed at ``activity_seq``);
+        True once every binding's decision is stored, False when abandoned (shutting down)."""
         if not self._accepting:
             return False
-        decided = await self.score_conversation(conversation_id, "live")
+        decided = await self.score_conversation(conversation_id, "live", activity_seq=activity_seq)
         if decided is None:
             return False  # its claim is released: due again at once
         pending = [d for d in decided if isinstance(d, asyncio.Future)]
