@@ -13,7 +13,8 @@ abandoned (shutdown).
   there (``FOR UPDATE SKIP LOCKED``, a lease it renews while it scores), so each is scored by one
   daemon. A claim is finished once the decisions are stored (a turn stored meanwhile makes it
   due again) and released, unscored, when scoring was abandoned; a daemon that dies leaves its
-  claims to expire and another daemon takes them over.
+  claims to expire and another daemon takes them over. The sink is told the activity seq of the
+  claim; its score rows carry it, so a late write of a lost claim loses to the newer scoring's.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ log = logging.getLogger(__name__)
 class ConversationSink(Protocol):
     """Scores an idle conversation (on the event loop)."""
 
-    async def conversation_idle(self, conversation_id: str) -> bool:
-        """True once every decision about it is stored; False when abandoned."""
+    async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
+        """True once every decision about it is stored; False when abandoned. ``activity_seq``:
+        the activity a claim was taken at (its score rows name it, so the newer one wins)."""
 
 
 class IdleConversations(Protocol):
@@ -93,8 +95,9 @@ class _Base:
     async def tick(self) -> None:
         raise NotImplementedError
 
-    def _score(self, conversation_id: str, claim: object = None) -> asyncio.Task[bool]:
-        task = asyncio.create_task(self._sink.conversation_idle(conversation_id), name="conversation-score")
+    def _score(self, conversation_id: str, claim: ConversationClaim | None = None) -> asyncio.Task[bool]:
+        seq = claim.seq if claim is not None else None
+        task = asyncio.create_task(self._sink.conversation_idle(conversation_id, seq), name="conversation-score")
         self._scoring[task] = (conversation_id, claim)
         task.add_done_callback(self._on_task_done)
         return task

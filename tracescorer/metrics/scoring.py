@@ -3,9 +3,27 @@ the healer, and the judge's calls, latency and tokens."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tracescorer.metrics.families import Families
+
+
+class JudgeCallSeen(Protocol):
+    """What the judge metrics read of a judge call (:class:`tracescorer.scorers.types.JudgeCall`)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def duration_ms(self) -> float: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
 
 
 class ScoringFamilies(Families):
@@ -71,3 +89,13 @@ class ScoringFamilies(Families):
             registry=r,
         )
         self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)
+
+    def observe_judge_calls(self, calls: Iterable[JudgeCallSeen]) -> None:
+        """Count a scorer run's judge calls, their latency and tokens."""
+        for call in calls:
+            self.judge_calls.labels(call.model, call.status).inc()
+            self.judge_seconds.observe(call.duration_ms / 1000)
+            if call.input_tokens:
+                self.judge_tokens.labels("input").inc(call.input_tokens)
+            if call.output_tokens:
+                self.judge_tokens.labels("output").inc(call.output_tokens)

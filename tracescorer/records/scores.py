@@ -72,6 +72,10 @@ class ScoreRecord:
     error_class: str | None = None  # transient | permanent | output
     # how many automatic re-scores this row went through (the healer's count; 0 or None: none)
     heal_attempts: int | None = field(default=None, metadata=_sql("INTEGER"))
+    # a conversation score of a claimed scoring: the conversation's activity seq its claim was for.
+    # The store keeps the row of the newer activity (a late write of a lost claim loses); a row
+    # without one (heal, backfill, one daemon) replaces and keeps the stored seq
+    activity_seq: int | None = field(default=None, metadata=_sql("BIGINT"))
 
 
 @stored_through_slots

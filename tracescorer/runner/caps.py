@@ -11,12 +11,14 @@ read back from the stored scores now and then (:meth:`BindingCaps.sync`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
 
 from tracescorer.runner.bindings import BoundScorer
 from tracescorer.runner.limits import DailyBudget, TokenSource
+from tracescorer.store.api import ScoreStore
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +119,19 @@ class BindingCaps:
         counted: its own last scores may not be stored yet)."""
         for binding_id, budget in self._budgets.items():
             budget.sync(max(budget.spent_usd, spent_today_usd.get(binding_id, 0.0)))
+
+
+async def sync_shared_spend(
+    budget: DailyBudget, caps: BindingCaps, scores: ScoreStore, uncommitted_usd: Callable[[], float], every_s: float
+) -> None:
+    """Shared store: keep the daily budget (when it has a limit) and the binding caps in step with
+    every daemon's stored spend, and this one's not stored yet."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            if budget.limit_usd is not None:
+                budget.sync(await scores.spent_today_usd() + uncommitted_usd())
+            if caps.budgeted:
+                caps.sync(await scores.spent_today_by_scorer(caps.budgeted))
+        except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
+            log.debug("budget sync failed: %s", exc)

@@ -4,7 +4,8 @@ verdict on one stored error score. Pure functions; :mod:`tracescorer.runner.heal
 Error classes (stored as ``scores.error_class``):
 
 - ``transient``: the judge did not answer usefully *now*: connection refused or reset, timeouts,
-  429, 408/409 and 5xx, "overloaded" replies. Re-scored automatically.
+  429, 408/409 and 5xx, "overloaded" replies; a scoring that failed outside the scorer
+  (:func:`~tracescorer.runner.records.failure_record`). Re-scored automatically.
 - ``permanent``: the request is wrong and will fail again: 401/403 (credentials), 400/404/413/422
   (invalid request, unknown model, context too long), a scorer's own code raising. Never re-scored.
 - ``output``: the judge answered but its answer could not be used (unparsable JSON, wrong

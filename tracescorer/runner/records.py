@@ -8,7 +8,7 @@ from tracescorer.model import Conversation
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.runner.bindings import BoundScorer
 from tracescorer.runner.decider import Decision
-from tracescorer.runner.heal_policy import error_class
+from tracescorer.runner.heal_policy import TRANSIENT, error_class
 from tracescorer.runner.targets import Target, decision_id, score_id
 from tracescorer.scorers.errors import ScorerRunError
 from tracescorer.scorers.types import ScorerResult
@@ -140,6 +140,38 @@ def score_record(
         target_ended_at=ended // 1000 if ended > 0 else None,
         error_class=error_class(error) if status == "error" else None,
         heal_attempts=heal_attempts or None,
+        activity_seq=target.activity_seq,
+    )
+
+
+def failure_record(
+    bound: BoundScorer, target: Target, source: str, error: Exception, heal_attempts: int = 0
+) -> ScoreRecord:
+    """The error row of a scoring that failed outside the scorer (a bug in tracescorer, not the
+    scorer's own error: that is :func:`score_record`'s). Built from the target's ids alone (the
+    subject may be what failed); classed ``transient`` so that, like a judge outage, the healer
+    re-scores it a bounded number of times (judge bindings), and ``explain`` shows why."""
+    return ScoreRecord(
+        id=score_id(bound.binding.id, target),
+        scorer_id=bound.binding.id,
+        scorer_name=bound.binding.id,
+        scorer_version=bound.version or None,
+        run_id=target.run_id,
+        trace_id=target.trace_id,
+        span_id=target.span_id,
+        conversation_id=target.conversation_id,
+        entity_type="conversation" if target.kind == "conversation" else "agent",
+        entity_id=target.agent_name,
+        source=source,
+        score=None,
+        reason=None,
+        status="error",
+        error=f"scoring failed unexpectedly (see the daemon log): {type(error).__name__}: {error}",
+        error_type=type(error).__name__,
+        sample_rate=bound.binding.sampling.ratio,
+        error_class=TRANSIENT,
+        heal_attempts=heal_attempts or None,
+        activity_seq=target.activity_seq,
     )
 
 

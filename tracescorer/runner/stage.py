@@ -2,8 +2,8 @@
 
 For every (binding, target) one decision is recorded in ``scoring_decisions``: ``filtered_out``
 (which clause), ``sampled_out``, ``budget_exhausted``, ``rate_limited`` (queue full), or after
-the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included)
-in ``scores``. Nothing is skipped silently.
+the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included,
+a failure outside the scorer too) in ``scores``. Nothing is skipped silently.
 
 The parts: :func:`~tracescorer.runner.decider.decide` (pure: filter → sample → budget), two
 :class:`~tracescorer.runner.pool.WorkerPool` s (judge-using scorers share ``judge.max_concurrency``
@@ -34,11 +34,11 @@ from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.bindings import BoundScorer
-from tracescorer.runner.caps import BindingCaps
+from tracescorer.runner.caps import BindingCaps, sync_shared_spend
 from tracescorer.runner.decider import Decision, decide, outcome
 from tracescorer.runner.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.runner.pool import WorkerPool
-from tracescorer.runner.records import decision_detail, decision_record, score_record
+from tracescorer.runner.records import decision_detail, decision_record, failure_record, score_record
 from tracescorer.runner.recovery import RecoveryScope, recover_unscored
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
@@ -178,7 +178,10 @@ class ScoringRunner:
             recovery = recover_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
             self._tasks.append(asyncio.create_task(recovery, name="scoring-recovery"))
         if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
-            self._tasks.append(asyncio.create_task(self._sync_budget(), name="budget-sync"))
+            sync = sync_shared_spend(
+                self.budget, self.caps, self._scores, lambda: self.writer.uncommitted_cost_usd, BUDGET_SYNC_S
+            )
+            self._tasks.append(asyncio.create_task(sync, name="budget-sync"))
 
     async def start_workers(self) -> None:
         """Only the workers and the writer (a one-off backfill needs no recovery)."""
@@ -292,11 +295,20 @@ class ScoringRunner:
             decision = await self.execute(task.bound, task.target, task.source, task.heal_attempt)
         except asyncio.CancelledError:
             raise
-        except Exception:  # a worker must survive anything a task does
+        except Exception as exc:  # a worker must survive anything a task does
             log.exception("scoring %s failed unexpectedly", task.bound.binding.id)
-            decision = Decision.FAILED
+            decision = self._failed(task, exc)
         if not task.done.done():
             task.done.set_result(decision)
+
+    def _failed(self, task: _Task, error: Exception) -> Decision:
+        """A failure outside the scorer leaves an error row the healer re-scores, and ``failed``."""
+        try:
+            row = failure_record(task.bound, task.target, task.source, error, task.heal_attempt)
+            self._record(task.bound, task.target, Decision.FAILED, row.error, task.source, row)
+        except Exception:  # nothing to store: recovery after a restart finds the target undecided
+            log.exception("recording the failure of %s failed too", task.bound.binding.id)
+        return Decision.FAILED
 
     async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
         """Run one scorer on one target (limits applied), store the score; returns the decision."""
@@ -330,17 +342,10 @@ class ScoringRunner:
         record = score_record(bound, target, source, result, error, time.perf_counter() - started, heal_attempt)
         self.budget.add(record.judge_cost_usd)
         self.caps.add(bound.binding.id, record.judge_cost_usd)
-        decision = outcome(record.status)
-        self._record(bound, target, decision, decision_detail(record), source, record)
-        m = self._metrics
         if result is not None:
-            for call in result.judge_calls:
-                m.judge_calls.labels(call.model, call.status).inc()
-                m.judge_seconds.observe(call.duration_ms / 1000)
-                if call.input_tokens:
-                    m.judge_tokens.labels("input").inc(call.input_tokens)
-                if call.output_tokens:
-                    m.judge_tokens.labels("output").inc(call.output_tokens)
+            self._metrics.observe_judge_calls(result.judge_calls)
+        decision = outcome(record.status)
+        self._record(bound, target, decision, decision_detail(record), source, record)  # last: no raise after it
         return decision
 
     async def flush(self) -> None:
@@ -355,27 +360,29 @@ class ScoringRunner:
         source: str,
         extra_check: Callable[[Target], str | None] | None = None,
         bindings: Sequence[BoundScorer] | None = None,
+        activity_seq: int | None = None,
     ) -> list[Decision | asyncio.Future[Decision]] | None:
-        """Decide every conversation-scope binding for the stored conversation (all its runs);
-        None when scoring stopped while it loaded: nothing decided (deciding now would store
-        "rate_limited: shutting down" as its decision, and it would not be scored again)."""
+        """Decide every conversation-scope binding for the stored conversation (all its runs; its
+        score rows name ``activity_seq``, that of a claim); None when scoring stopped while it
+        loaded: nothing decided (deciding now would store "rate_limited: shutting down" as its
+        decision, and it would not be scored again)."""
         conversation = await self._runs.load_conversation(conversation_id)
         if not self._accepting:
             return None
         if conversation is None:
             return []
-        target = conversation_target(conversation)
+        target = conversation_target(conversation, activity_seq)
         return [
             self.decide(bound, target, source, extra_check)
             for bound in (bindings if bindings is not None else self._conv_bindings)
         ]
 
-    async def conversation_idle(self, conversation_id: str) -> bool:
-        """ConversationSink: score a conversation that went idle; True once every binding's
-        decision is stored, False when scoring was abandoned (shutting down)."""
+    async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
+        """ConversationSink: score a conversation that went idle (claimed at ``activity_seq``);
+        True once every binding's decision is stored, False when abandoned (shutting down)."""
         if not self._accepting:
             return False
-        decided = await self.score_conversation(conversation_id, "live")
+        decided = await self.score_conversation(conversation_id, "live", activity_seq=activity_seq)
         if decided is None:
             return False  # its claim is released: due again at once
         pending = [d for d in decided if isinstance(d, asyncio.Future)]
@@ -385,15 +392,3 @@ class ScoringRunner:
                 return False
         await self.writer.committed()
         return True
-
-    async def _sync_budget(self) -> None:
-        """Shared store: keep the budget in step with every daemon's stored spend."""
-        while True:
-            await asyncio.sleep(BUDGET_SYNC_S)
-            try:
-                if self._settings.judge.daily_budget_usd is not None:
-                    self.budget.sync(await self._scores.spent_today_usd() + self.writer.uncommitted_cost_usd)
-                if self.caps.budgeted:
-                    self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
-            except Exception as exc:  # noqa: BLE001 - keep the local count meanwhile
-                log.debug("budget sync failed: %s", exc)

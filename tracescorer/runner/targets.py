@@ -26,6 +26,7 @@ class Target:
     run_id: str
     conversation_id: str | None
     agent_name: str | None
+    activity_seq: int | None = None  # a conversation claimed at this activity (its score row says so)
 
     @property
     def sample_key(self) -> str:
@@ -46,7 +47,7 @@ def run_target(run: AgentRun) -> Target:
     )
 
 
-def conversation_target(conversation: Conversation) -> Target:
+def conversation_target(conversation: Conversation, activity_seq: int | None = None) -> Target:
     last = conversation.runs[-1]
     return Target(
         kind="conversation",
@@ -57,6 +58,7 @@ def conversation_target(conversation: Conversation) -> Target:
         run_id=last.run_id,
         conversation_id=conversation.conversation_id,
         agent_name=last.agent_name,
+        activity_seq=activity_seq,
     )
 
 

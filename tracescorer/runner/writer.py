@@ -7,8 +7,9 @@ Listeners hear of score rows after their commit.
 
 A row the store refuses as data (a judge's reason with a lone surrogate, a user step's integer past
 64 bits) could never be stored, and retrying it would hold back every row after it: the refused
-rows are found by halves and stored as error rows that say why, counted and logged; the others
-are stored as they are.
+rows are found by halves and stored as error rows that say why (bare ones of ids and plain text
+when even those are refused), counted and logged; the others are stored as they are. A target is
+not left without a row, so a conversation claim finished once its rows are stored has one.
 """
 
 from __future__ import annotations
@@ -164,13 +165,15 @@ class ScoreWriter:
         try:
             await self._store.write_scores(*rows)
         except REFUSED as again:
-            log.error(
-                "the store refused the scoring rows of %s (%s), and their error rows too (%s): not stored",
-                what,
-                exc,
-                again,
-            )
-            return []
+            # what the error row kept from the scorer (its name, the judge's model) or the error's
+            # text may be what was refused: the bare row has the target's ids and plain ASCII
+            plain = _plain(f"the store refused this score row ({exc}) and its error row ({again})")
+            rows = ([_bare(rows[0][0], plain)] if score else [], [replace(d, detail=plain) for d in rows[1]])
+            try:
+                await self._store.write_scores(*rows)
+            except REFUSED as bare:  # its ids: nothing about this target can be stored, ever
+                log.error("the store refused every row about %s (%s; %s; %s): not stored", what, exc, again, bare)
+                return []
         log.warning("the store refused the score row of %s (%s): stored as an error row instead", what, exc)
         return rows[0]
 
@@ -246,3 +249,13 @@ def _error_row(score: ScoreRecord, error: str) -> ScoreRecord:
         judge_attempts=None,
         metadata=meta,
     )
+
+
+def _bare(row: ScoreRecord, error: str) -> ScoreRecord:
+    """An error row of ids, numbers and ``error`` only: for when even :func:`_error_row` was refused."""
+    return replace(row, scorer_name=row.scorer_id, entity_id=None, judge_model=None, metadata=None, error=error)
+
+
+def _plain(text: str, limit: int = 2000) -> str:
+    """``text`` as printable ASCII (escapes for the rest: lone surrogates, NUL), at most ``limit`` chars."""
+    return text.encode("ascii", "backslashreplace").decode("ascii").replace("\x00", "\\x00")[:limit]

@@ -270,6 +270,38 @@ async def test_writer_stores_rows_the_store_refuses_as_error_rows_and_the_rest_a
         await store.stop(time.monotonic() + 5)
 
 
+async def test_a_score_row_whose_error_row_is_refused_too_is_stored_bare_not_dropped(tmp_path):
+    """The error row keeps the judge's model and the refusal's text: when the store refuses that
+    too, a bare row of ids and plain text is stored, so the target (a conversation whose claim is
+    finished once its rows are stored) is never left with no row at all."""
+    from dataclasses import replace
+
+    from support.db import fetch
+
+    from tracescorer.store.duckdb import DuckDBStore
+
+    store = DuckDBStore(tmp_path / "ts.duckdb")
+    await store.start()
+    try:
+        writer = ScoreWriter(store)  # type: ignore[arg-type]
+        score = replace(_score(1), reason="r\ud800", judge_model="m\ud800", metadata={"model": "m"})
+        writer.add(replace(_decision(1), score_id=score.id), score)
+        await writer.flush()
+        done = writer.committed()
+        assert done.done() and writer.waiting == 0
+        rows = await fetch(
+            store, "SELECT status, error_type, scorer_name, judge_model, judge_cost_usd, error FROM scores"
+        )
+        assert len(rows) == 1
+        status, error_type, name, model, cost, error = rows[0]
+        assert (status, error_type, name, model, cost) == ("error", "StoreRefused", "s", None, 0.5)
+        assert error.startswith("the store refused this score row") and error.isascii()
+        decisions = await fetch(store, "SELECT decision, detail FROM scoring_decisions")
+        assert decisions == [("failed", error)]
+    finally:
+        await store.stop(time.monotonic() + 5)
+
+
 async def test_shared_rate_limit_spans_daemons(pg_dsn):
     from tracescorer.store.postgres.store import PostgresResultStore
 

@@ -183,3 +183,56 @@ async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_d
     assert await asyncio.wait_for(stopping, 10)
     decided = await _rows(store, "SELECT scorer_id, target_type, decision FROM scoring_decisions ORDER BY 1")
     assert decided == [("turn", "run", "scored")]  # none for the conversation: the next claim scores it
+
+
+async def test_a_scoring_that_fails_outside_the_scorer_leaves_an_error_row_the_healer_retries(
+    tmp_path, store, monkeypatch
+):
+    """A bug past the scorer (here in mapping its result to a row) must not finish a conversation
+    with nothing stored: an error row (transient: healed like a judge outage) and ``failed``."""
+    import tracescorer.runner.stage as stage
+    from tracescorer.records.heal import HealPolicy
+
+    settings = Settings.model_validate(
+        {
+            "store": {"path": str(tmp_path / "r.duckdb")},
+            "scoring": {"recover_window_s": 0},
+            "scorers": [
+                {"id": "turn", "prebuilt": "non_empty_response"},
+                {"id": "whole", "prebuilt": "non_empty_response", "scope": "conversation"},
+            ],
+        }
+    )
+
+    def broken(*args, **kwargs):
+        raise KeyError("a tracescorer bug")
+
+    monkeypatch.setattr(stage, "score_record", broken)
+    turn = dataclasses.replace(_run(1), conversation_id="c-1")
+    await store.upsert_runs([turn])
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, store, Metrics(), settings)
+    await runner.start()
+    try:
+        runner.on_runs([turn])
+        assert await asyncio.wait_for(runner.conversation_idle("c-1"), 10) is True  # its rows are stored
+        await runner.flush()
+    finally:
+        await runner.stop(time.monotonic() + 10)
+    scores = await _rows(
+        store,
+        "SELECT s.scorer_id, s.status, s.error_type, s.error_class, s.error, d.decision, d.detail "
+        "FROM scores s JOIN scoring_decisions d ON d.score_id = s.id ORDER BY 1",
+    )
+    assert [r[:4] for r in scores] == [
+        ("turn", "error", "KeyError", "transient"),
+        ("whole", "error", "KeyError", "transient"),
+    ]
+    for *_, error, decision, detail in scores:
+        assert "scoring failed unexpectedly" in error and "a tracescorer bug" in error
+        assert (decision, detail) == ("failed", error)
+    now = HealPolicy(initial_backoff_s=0, max_backoff_s=0)
+    due = await store.heal_candidates(["turn", "whole"], now, limit=10)
+    assert sorted((c.scorer_id, c.target_type, c.target_id) for c in due) == [
+        ("turn", "run", "run-1"),
+        ("whole", "conversation", "c-1"),
+    ]

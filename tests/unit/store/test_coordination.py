@@ -199,7 +199,7 @@ class Sink:
     def __init__(self, scored: Counter[str]) -> None:
         self.scored = scored
 
-    async def conversation_idle(self, conversation_id: str) -> bool:
+    async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
         self.scored[conversation_id] += 1
         return True
 
@@ -339,10 +339,12 @@ class HeldSink:
 
     def __init__(self) -> None:
         self.calls: list[asyncio.Event] = []
+        self.seqs: list[int | None] = []  # the activity each call's claim was taken at
 
-    async def conversation_idle(self, conversation_id: str) -> bool:
+    async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
         go = asyncio.Event()
         self.calls.append(go)
+        self.seqs.append(activity_seq)
         await go.wait()
         return True
 
@@ -372,6 +374,7 @@ async def test_a_scoring_whose_claim_was_lost_does_not_finish_the_claim_taken_si
         sink.calls[0].set()  # the first scoring ends
         await asyncio.sleep(0.5)  # several passes of the idler: they must leave claim 2 alone
         assert await _claimed_by(a) == [("a", None, 2)]
+        assert sink.seqs == [1, 2]  # each scoring's rows name its claim's activity (the newer row wins)
         sink.calls[1].set()
         await wait_for_async(lambda: _rows_are(a, [(None, 2, 2)]), what="claim 2 finished by its own scoring")
     finally:

@@ -97,6 +97,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "assembly records name the segment-log records of their items (store.spans: none)",
         ("ALTER TABLE assembled_traces ADD COLUMN IF NOT EXISTS log_offsets BIGINT[]",),
     ),
+    Migration(
+        14,
+        "conversation scores name the activity they were computed for (a late write of an older one loses)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS activity_seq BIGINT",),
+    ),
 )
 
 BASELINE_VERSION = 1

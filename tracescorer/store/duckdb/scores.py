@@ -13,7 +13,15 @@ from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
 from tracescorer.store.runs import RUN_SELECT, run_from_row
-from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
+from tracescorer.store.scores import (
+    DECISION_FIELDS,
+    SCORE_FIELDS,
+    conversation_score_ids,
+    decision_values,
+    newest_scores,
+    score_values,
+    without_scores,
+)
 from tracescorer.store.tables import RUN_COLUMNS
 
 
@@ -79,7 +87,12 @@ _SCORE_JSON = json_fields(ScoreRecord)
 def write_scores(
     con: Any, scores: Sequence[Row], decisions: Sequence[Row], new_scores: Sequence[bool], new_decisions: Sequence[bool]
 ) -> None:
-    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again."""
+    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again; a
+    conversation score of an older activity than the stored one's is left out (:func:`_newest`)."""
+    scores, new_scores, stale = _newest(con, scores, new_scores)
+    if stale:
+        kept = without_scores(decisions, stale)
+        decisions, new_decisions = [decisions[i] for i in kept], [new_decisions[i] for i in kept]
     upsert(
         con,
         "scores",
@@ -95,6 +108,16 @@ def write_scores(
     upsert(
         con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"}, new=new_decisions
     )
+
+
+def _newest(con: Any, scores: Sequence[Row], new: Sequence[bool]) -> tuple[list[Row], list[bool], set[str]]:
+    """:func:`~tracescorer.store.scores.newest_scores` against the stored seqs (through the index)."""
+    ids = conversation_score_ids(scores)
+    seqs: dict[str, int] = {}
+    for part in chunks(ids):
+        sql = f"SELECT id, activity_seq FROM scores WHERE {key_in('id', len(part))} AND activity_seq IS NOT NULL"
+        seqs.update(con.execute(sql, part).fetchall())
+    return newest_scores(scores, new, seqs)
 
 
 def spent_today(con: Any) -> float:

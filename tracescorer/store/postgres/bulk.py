@@ -50,13 +50,17 @@ def upsert_sql(
     expressions: Mapping[str, str] | None = None,
     stamps: Mapping[str, str] | None = None,
     keep: Sequence[str] = (),
+    merge: Mapping[str, str] | None = None,
+    where: str = "",
     returning: str = "",
 ) -> str:
     """The statement for :func:`upsert_params` values.
 
     ``expressions`` maps a column to the SQL that turns its array element ``{}`` into the stored
     value (JSON text and microsecond times get one by default); ``stamps`` adds columns set by SQL
-    (``now()``); ``keep`` names stamp columns an update leaves as they were (``created_at``).
+    (``now()``); ``keep`` names stamp columns an update leaves as they were (``created_at``);
+    ``merge`` maps a column to the SQL an update sets it to (``t`` the stored row, ``excluded``
+    the new one), and ``where`` is the condition for an update at all (else the row stays).
     """
     exprs = dict(expressions or {})
     for c in columns:
@@ -67,12 +71,13 @@ def upsert_sql(
     extra = dict(stamps or {})
     arrays = ", ".join(f"%s::{_ARRAY[types[c]]}" for c in columns)
     select = [exprs.get(c, "{}").format(f"b.{c}") for c in columns] + list(extra.values())
-    updates = [f"{c} = excluded.{c}" for c in columns if c != key]
+    merged = dict(merge or {})
+    updates = [f"{c} = {merged.get(c, f'excluded.{c}')}" for c in columns if c != key]
     updates += [f"{c} = excluded.{c}" for c in extra if c not in keep]
     return (
         f"INSERT INTO {table} AS t ({', '.join([*columns, *extra])}) "
         f"SELECT {', '.join(select)} FROM unnest({arrays}) AS b({', '.join(columns)}) "
-        f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(updates)}{returning}"
+        f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(updates)}{f' WHERE {where}' if where else ''}{returning}"
     )
 
 

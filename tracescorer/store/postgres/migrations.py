@@ -53,6 +53,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE scores ADD COLUMN IF NOT EXISTS heal_attempts integer",
         ),
     ),
+    Migration(
+        6,
+        "conversation scores name the activity they were computed for (a late write of an older one loses)",
+        ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS activity_seq bigint",),
+    ),
 )
 
 _LOCK = "hashtext('tracescorer.schema')"

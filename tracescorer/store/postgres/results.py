@@ -19,7 +19,14 @@ from tracescorer.store.postgres.bulk import column_types, upsert_params, upsert_
 from tracescorer.store.postgres.schema import RESULT_TABLES
 from tracescorer.store.postgres.tx import Tx
 from tracescorer.store.runs import RUN_SELECT, run_from_row, run_to_row
-from tracescorer.store.scores import DECISION_FIELDS, SCORE_FIELDS, decision_values, score_values
+from tracescorer.store.scores import (
+    DECISION_FIELDS,
+    SCORE_FIELDS,
+    decision_values,
+    newest_scores,
+    score_values,
+    without_scores,
+)
 from tracescorer.store.tables import RUN_COLUMNS
 
 Row = tuple[Any, ...]
@@ -42,7 +49,13 @@ _SCORES_SQL = upsert_sql(
     "id",
     stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL::timestamptz"},
     keep=("created_at",),
+    # a conversation score of an older activity (a late write of a claim lost since) leaves the
+    # newer one; a row without a seq replaces and keeps the stored one
+    merge={"activity_seq": "coalesce(excluded.activity_seq, t.activity_seq)"},
+    where="excluded.activity_seq IS NULL OR t.activity_seq IS NULL OR excluded.activity_seq >= t.activity_seq",
+    returning=" RETURNING id",
 )
+_SCORE_ID, _SCORE_SEQ = SCORE_FIELDS.index("id"), SCORE_FIELDS.index("activity_seq")
 _DECISIONS_SQL = upsert_sql(
     "scoring_decisions",
     DECISION_FIELDS,
@@ -122,10 +135,16 @@ async def target_ids(conn: Conn, scope: str, since: dt.datetime | None, until: d
 
 
 async def write_scores(conn: Conn, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
-    """Upsert score rows (a re-score is exported again) and decisions; add the judge cost to the
-    day's shared spend in the same transaction."""
+    """Upsert score rows (a re-score is exported again; one of an older conversation activity than
+    the stored row's is left out, with its decisions) and decisions; add the judge cost to the
+    day's shared spend in the same transaction (a left-out row's judge calls were made too)."""
     if scores:
-        await conn.execute(_SCORES_SQL, upsert_params(SCORE_FIELDS, "id", scores))
+        # the batch's own order first (two rows of one id); the statement's WHERE against the stored row
+        rows, _, stale = newest_scores(scores, [False] * len(scores), {})
+        cur = await conn.execute(_SCORES_SQL, upsert_params(SCORE_FIELDS, "id", rows))
+        written = {r[0] for r in await cur.fetchall()}
+        stale |= {r[_SCORE_ID] for r in rows if r[_SCORE_SEQ] is not None} - written
+        decisions = [decisions[i] for i in without_scores(decisions, stale)]  # the newer score's stay
         cost_index = SCORE_FIELDS.index("judge_cost_usd")
         cost = sum(float(r[cost_index] or 0.0) for r in scores)
         if cost > 0:
