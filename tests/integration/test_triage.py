@@ -163,15 +163,18 @@ async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_r
         async with running_app(settings) as app:
             switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
             await asyncio.to_thread(root.end)
-            queries = await settled(app)
+            await _assert_one_whole_run(await settled(app), f"{root.get_span_context().trace_id:032x}")
 
-            async def run_rows() -> list[tuple[Any, ...]]:
-                return await fetch(queries, "SELECT trace_id, attributes FROM runs")
 
-            runs = await wait_for_async(run_rows, 30, what="the run")
-            spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
-    ((run_trace, attributes),) = runs
-    assert run_trace == f"{root.get_span_context().trace_id:032x}"
+async def _assert_one_whole_run(queries: Any, trace_id: str) -> None:
+    """The trace's one run is stored, complete, with both spans (the HTTP root and the model call)."""
+
+    async def run_rows() -> list[tuple[Any, ...]]:
+        return await fetch(queries, "SELECT trace_id, attributes FROM runs")
+
+    ((run_trace, attributes),) = await wait_for_async(run_rows, 30, what="the run")
+    spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+    assert run_trace == trace_id
     assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
     assert "tracescorer.incomplete" not in attributes
 
@@ -295,17 +298,7 @@ async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace
         await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
         root_may_end.set()
         await sending
-        queries = await settled(app)
-
-        async def run_rows() -> list[tuple[Any, ...]]:
-            return await fetch(queries, "SELECT trace_id, attributes FROM runs")
-
-        runs = await wait_for_async(run_rows, 30, what="the run")
-        spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
-    ((run_trace, attributes),) = runs
-    assert run_trace == f"{trace_id[0]:032x}"
-    assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
-    assert "tracescorer.incomplete" not in attributes
+        await _assert_one_whole_run(await settled(app), f"{trace_id[0]:032x}")
 
 
 @pytest.mark.parametrize("transport", ["grpc"])

@@ -10,6 +10,7 @@ of PostgreSQL itself; ``bench/scaleout.py`` passes ``durable=True``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -18,8 +19,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 
@@ -181,3 +184,19 @@ def create_database(server: PostgresServer, prefix: str = "t") -> str:
     name = f"{prefix}_{os.getpid()}_{_counter[0]}"
     server.psql(f'CREATE DATABASE "{name}"')
     return server.dsn(name)
+
+
+@contextlib.asynccontextmanager
+async def two_daemons(dsn: str) -> AsyncIterator[tuple[Any, Any]]:
+    """The started result stores of daemons ``a`` and ``b`` on one PostgreSQL database."""
+    from tracescorer.store.postgres.store import PostgresResultStore
+
+    a = PostgresResultStore(dsn, owner="a", instance_id="inst-a")
+    b = PostgresResultStore(dsn, owner="b", instance_id="inst-b")
+    await a.start()
+    await b.start()
+    try:
+        yield a, b
+    finally:
+        await a.stop()
+        await b.stop()

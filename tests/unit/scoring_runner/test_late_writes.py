@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 from support.db import fetch
+from support.postgres import two_daemons
+from support.records import numbered_run
 
 from tracescorer.config import Settings
 from tracescorer.metrics import Metrics
-from tracescorer.model import AgentRun, Message, Part
+from tracescorer.model import AgentRun
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.runner.bindings import build_bindings
 from tracescorer.runner.stage import ScoringRunner
@@ -24,24 +26,7 @@ from tracescorer.store.duckdb import DuckDBStore
 
 
 def _run(i: int) -> AgentRun:
-    return AgentRun(
-        run_id=f"run-{i}",
-        trace_id=f"{i:032x}",
-        span_id=f"{i:016x}",
-        parent_span_id=None,
-        conversation_id="c-1",
-        resource_id=None,
-        agent_name="a",
-        agent_id=None,
-        service_name="svc",
-        convention="genai",
-        model="m",
-        started_at=i,
-        ended_at=i + 1,
-        status="ok",
-        error=None,
-        output=(Message(role="assistant", content=f"answer {i}", parts=(Part(type="text", content=f"answer {i}"),)),),
-    )
+    return numbered_run(i, "c-1")
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -53,16 +38,8 @@ async def daemons(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterato
         yield store, store
         await store.stop()
         return
-    from tracescorer.store.postgres.store import PostgresResultStore
-
-    dsn = request.getfixturevalue("pg_dsn")
-    a = PostgresResultStore(dsn, owner="a", instance_id="inst-a")
-    b = PostgresResultStore(dsn, owner="b", instance_id="inst-b")
-    await a.start()
-    await b.start()
-    yield a, b
-    await a.stop()
-    await b.stop()
+    async with two_daemons(request.getfixturevalue("pg_dsn")) as (a, b):
+        yield a, b
 
 
 class _HeldWrites:

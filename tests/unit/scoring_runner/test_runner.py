@@ -150,10 +150,9 @@ async def _until(condition, what: str) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_decided(tmp_path, store):
-    # its claim must be released, not finished: finished with no score row, the conversation
-    # would stay unscored (seen as a missing conversation score in the scale-out kill -9 test)
-    settings = Settings.model_validate(
+def _turn_and_whole(tmp_path) -> Settings:
+    """A run scorer and a conversation scorer, no recovery at start."""
+    return Settings.model_validate(
         {
             "store": {"path": str(tmp_path / "r.duckdb")},
             "scoring": {"recover_window_s": 0},
@@ -163,6 +162,12 @@ async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_d
             ],
         }
     )
+
+
+async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_decided(tmp_path, store):
+    # its claim must be released, not finished: finished with no score row, the conversation
+    # would stay unscored (seen as a missing conversation score in the scale-out kill -9 test)
+    settings = _turn_and_whole(tmp_path)
     turn = dataclasses.replace(_run(1), conversation_id="c-1")
     await store.upsert_runs([turn])
     held = _HeldStore(store)
@@ -193,16 +198,7 @@ async def test_a_scoring_that_fails_outside_the_scorer_leaves_an_error_row_the_h
     import tracescorer.runner.stage as stage
     from tracescorer.records.heal import HealPolicy
 
-    settings = Settings.model_validate(
-        {
-            "store": {"path": str(tmp_path / "r.duckdb")},
-            "scoring": {"recover_window_s": 0},
-            "scorers": [
-                {"id": "turn", "prebuilt": "non_empty_response"},
-                {"id": "whole", "prebuilt": "non_empty_response", "scope": "conversation"},
-            ],
-        }
-    )
+    settings = _turn_and_whole(tmp_path)
 
     def broken(*args, **kwargs):
         raise KeyError("a tracescorer bug")

@@ -19,6 +19,7 @@ import pytest
 from support import store_ops
 from support.daemon import wait_for_async
 from support.db import fetch, scalar
+from support.postgres import two_daemons
 
 from tracescorer.assembly.idle import SharedIdleConversations
 from tracescorer.metrics import Metrics
@@ -85,22 +86,15 @@ async def owners(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator
         return
     import psycopg
 
-    from tracescorer.store.postgres.store import PostgresResultStore
-
     dsn = request.getfixturevalue("pg_dsn")
-    a = PostgresResultStore(dsn, owner="a", instance_id="inst-a")
-    b = PostgresResultStore(dsn, owner="b", instance_id="inst-b")
-    await a.start()
-    await b.start()
 
     async def pg_sql(sql: str) -> None:
         with psycopg.connect(dsn, autocommit=True) as con:
             con.execute("SET search_path TO tracescorer")
             con.execute(sql)
 
-    yield a, b, pg_sql
-    await a.stop()
-    await b.stop()
+    async with two_daemons(dsn) as (a, b):
+        yield a, b, pg_sql
 
 
 CLAIM = {"idle_s": 0, "lease_s": 30, "limit": 10, "max_age_s": 3600}

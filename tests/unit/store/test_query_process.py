@@ -16,8 +16,9 @@ import psutil
 import pytest
 from support import store_ops
 from support.daemon import wait_for_async
+from support.records import numbered_run
 
-from tracescorer.model import AgentRun, Message, Span
+from tracescorer.model import AgentRun, Span
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.api import ReadOnlyViolation, StoreError
 from tracescorer.store.duckdb import DuckDBStore
@@ -45,24 +46,7 @@ def _span(i: int, trace: int, **kw: object) -> Span:
 
 
 def _run(i: int) -> AgentRun:
-    return AgentRun(
-        run_id=f"run-{i}",
-        trace_id=f"{i % 10:032x}",
-        span_id=f"{i:016x}",
-        parent_span_id=None,
-        conversation_id=f"c{i % 4}" if i % 6 else None,
-        resource_id=None,
-        agent_name="support",
-        agent_id=None,
-        service_name="svc",
-        model="m",
-        error=None,
-        convention="genai",
-        started_at=i * 1000,
-        ended_at=i * 1000 + 5,
-        status="ok",
-        input_messages=(Message(role="user", content=f"q{i}"),),
-    )
+    return numbered_run(i, f"c{i % 4}" if i % 6 else None, trace=i % 10)
 
 
 def _score(i: int) -> ScoreRecord:
