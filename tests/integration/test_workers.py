@@ -42,6 +42,15 @@ def _workers(daemon: DaemonProcess) -> list[psutil.Process]:
     return found
 
 
+def _with_runs(daemon: DaemonProcess, traces: list[str]) -> int:
+    """How many of ``traces`` have a run (asked a part at a time: a query answers 10,000 rows at most)."""
+    found = 0
+    for at in range(0, len(traces), 2000):
+        listed = ", ".join(f"'{t}'" for t in traces[at : at + 2000])
+        found += _count(daemon, f"SELECT count(DISTINCT trace_id) AS n FROM runs WHERE trace_id IN ({listed})")
+    return found
+
+
 def _count(daemon: DaemonProcess, sql: str) -> int:
     return int(daemon.query_json(sql)[0]["n"])
 
@@ -178,7 +187,7 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
         size = max(acked.trace_spans[0].values())
         want_traces = {t for t, n in acked.trace_spans[0].items() if n == size}
         wait_for(
-            lambda: want_traces <= {r["trace_id"] for r in daemon.query_json("SELECT DISTINCT trace_id FROM runs")},
+            lambda: _with_runs(daemon, sorted(want_traces)) == len(want_traces),
             90,
             interval_s=0.5,
             what="every acknowledged trace's run",
@@ -187,16 +196,37 @@ def test_a_worker_killed_under_load_is_started_again_nothing_lost_nothing_twice(
             "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM scores) AS scores, "
             "(SELECT count(DISTINCT run_id) FROM scores) AS scored"
         )
-        wait_for(
-            lambda: (c := daemon.query_json(runs_scored)[0])["runs"] == c["scores"] == c["scored"],
-            60,
-            interval_s=0.25,
-            what="every run scored once",
-        )
+        try:
+            wait_for(
+                lambda: (c := daemon.query_json(runs_scored)[0])["runs"] == c["scores"] == c["scored"],
+                60,
+                interval_s=0.25,
+                what="every run scored once",
+            )
+        except TimeoutError:
+            unscored = (
+                "SELECT r.trace_id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.run_id)"
+            )
+            raise AssertionError(
+                f"not every run scored once: {daemon.query_json(runs_scored)}, unscored "
+                f"{daemon.query_json(unscored)[:5]}, decisions "
+                f"{daemon.query_json('SELECT decision, count(*) AS n FROM scoring_decisions GROUP BY 1')}\n"
+                + daemon.log()[-4000:]
+            ) from None
         assert _metric(daemon, "tracescorer_worker_restarts_total") == 1
         # every worker passed the log's segments: they are deleted (a few kept: the one written,
         # the one a worker's last saved offset is in)
         wait_for(lambda: _metric(daemon, "tracescorer_log_bytes") < 4 * (1 << 16), 30, what="segments released")
+        # no trace assembled or scored twice (a second judge call and evaluation event): not one the
+        # killed worker had assembled (the restarted one replays the log from its saved offset and
+        # compares with the assembly records, which the store committed before greeting it), nor one
+        # both its feed and its recovery brought
+        rewritten = (
+            "SELECT (SELECT count(*) FROM runs WHERE updated_at <> created_at) AS runs, "
+            "(SELECT count(*) FROM scores WHERE updated_at <> created_at) AS scores"
+        )
+        again = daemon.query_json(rewritten)
+        assert again == [{"runs": 0, "scores": 0}], (again, daemon.log()[-8000:])
         # the workers' scores reach the daemon's score metrics (its exporter reads the scores table),
         # those the killed worker had committed but not told the daemon yet (454 once, on a loaded
         # machine) are stored, not counted; 12 more runs are all counted

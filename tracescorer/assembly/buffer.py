@@ -175,11 +175,20 @@ class TraceBuffer:
         log at ``offsets``: assembly tries them again), as ``(trace_id, first and last unassembled
         item received (epoch s), assembled before)``, oldest first. They are complete at once, root
         or not (they stopped arriving when the last daemon stopped; more items later make them
-        late traces). Returns how many were new (traces already tracked are left as they are)."""
+        late traces). Returns how many were new: a trace already tracked is read back whole when it
+        is taken (its items in memory came since; the span log, or those records, hold the rest)."""
         t = self._clock() - self.idle_s
         added = []
         for trace_id, first, last, assembled_before in pending:
-            if trace_id in self._entries:
+            tracked = self._entries.get(trace_id)
+            if tracked is not None:
+                if tracked.spans is not None:
+                    tracked.late = True
+                else:  # read back already: over both ranges
+                    tracked.first_received = min(tracked.first_received or first, first)
+                    tracked.last_received = max(tracked.last_received, last)
+                if tracked.offsets is not None and offsets is not None:
+                    tracked.offsets.update(offsets.get(trace_id, ()))
                 continue
             self._entries[trace_id] = _Entry(
                 first_seen=t,

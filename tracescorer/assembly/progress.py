@@ -75,16 +75,19 @@ class Progress:
             self.moved = True  # not stored: the next pass tries again
             raise
 
-    async def recover(self, *, listing: bool = True) -> None:
+    async def recover(self, *, listing: bool = True, until: float | None = None) -> None:
         """Track the traces the span log holds that were never assembled (unless not ``listing``:
-        without span rows the feed replays them); then store the mark if the feed has none yet
-        (else at the next pass that moved traces: a restarted idle daemon writes nothing)."""
+        without span rows the feed replays them), of the items stored before ``until`` (epoch s:
+        this start; the items the feed stores from then on, replayed ones included, come to
+        assembly from the feed, and listed too they were assembled twice); then store the mark if
+        the feed has none yet (else at the next pass that moved traces: a restarted idle daemon
+        writes nothing)."""
         try:
             known = await self._span_log.has_assembled_mark(self._consumer)
         except Exception:  # noqa: BLE001 - then it is stored once more, harmless
             known = False
         if listing:
-            await self._list()
+            await self._list(until)
         self._recovered = True
         if known:
             return
@@ -100,14 +103,16 @@ class Progress:
             t.trace_id in trace_ids for t in self._in_flight()
         )
 
-    async def _list(self) -> None:
+    async def _list(self, until: float | None) -> None:
         seen: set[str] = set()
         total = 0
         batch = max(1, self._buffer.max_traces // 2)
         wait_s = 0.0
         while True:
             try:
-                pending = await self._span_log.pending_traces(limit=batch, consumer=self._consumer, share=self._share)
+                pending = await self._span_log.pending_traces(
+                    limit=batch, consumer=self._consumer, share=self._share, until=until
+                )
             except StoreError as exc:  # e.g. its process restarting: the mark waits, the listing is tried again
                 if not wait_s:
                     log.warning("listing the traces to recover failed (%s); trying again until it works", exc)

@@ -60,16 +60,20 @@ class SpanLogSource:
 
     async def recall(self, traces: list[AssembledTrace]) -> list[AssembledTrace]:
         # without a root in memory the trace may have been assembled before a restart (its root
-        # and the rest are in the span log, these are late items), and a replayed one may have been
-        # assembled before the stop from these very items: read it back whole, and compare
-        doubtful = [t.trace_id for t in traces if (t.incomplete or t.recovered) and not t.from_store]
+        # and the rest are in the span log, these are late items); one replayed after a restart may
+        # have items stored before it (read it whole), and have been assembled before the stop from
+        # these very items; late items may be a client's retry: read back whole, and compare
+        doubtful = [t.trace_id for t in traces if t.incomplete or t.recovered or t.late]
         if not doubtful:
             return traces
         known = await self._span_log.assembled_before(doubtful)
-        return [
-            replace(t, late=True, before=(b.span_count, b.log_count)) if (b := known.get(t.trace_id)) else t
-            for t in traces
-        ]
+        out = []
+        for t in traces:
+            if (b := known.get(t.trace_id)) is not None:
+                out.append(replace(t, late=True, before=(b.span_count, b.log_count)))
+            else:
+                out.append(replace(t, late=True) if t.recovered else t)
+        return out
 
     async def load(self, traces: Sequence[AssembledTrace]) -> Items:
         out: Items = {}

@@ -172,7 +172,8 @@ class AssemblyStage:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
-        recovery = self._progress.recover(listing=not self._source.by_offsets)
+        # before the feed starts: what it stores from now on comes to assembly from it
+        recovery = self._progress.recover(listing=not self._source.by_offsets, until=time.time())
         self._recovery = asyncio.create_task(recovery, name="assembly-recovery")
 
     async def stop(self, deadline: float) -> bool:
@@ -204,7 +205,10 @@ class AssemblyStage:
         done = 0
         async with self._lock:
             while True:
-                chunk = self.buffer.pop_complete(limit=CHUNK) if traces is None else traces[done : done + CHUNK]
+                if traces is None:
+                    chunk = self._after_writes(self.buffer.pop_complete(limit=CHUNK))
+                else:
+                    chunk = traces[done : done + CHUNK]
                 if not chunk:
                     if traces is None:
                         self.lag_s = 0.0
@@ -332,6 +336,19 @@ class AssemblyStage:
         self._retry_s = min(RETRY_MAX_S, max(self._tick_s, self._retry_s * 2))
         self._retry_at = time.monotonic() + self._retry_s
         self._track_again(traces)
+
+    def _after_writes(self, chunk: list[AssembledTrace]) -> list[AssembledTrace]:
+        """``chunk`` less the traces whose runs are being written now (items of a trace came again:
+        late, or the feed and recovery both had it after a restart): tracked again, they are read
+        back and compared once that write is stored, not assembled twice beside it."""
+        writing = {t.trace_id for chunk in self._writes.values() for t in chunk}
+        if not writing:
+            return chunk
+        later = [t for t in chunk if t.trace_id in writing]
+        if later:
+            self._track_again(later)
+            return [t for t in chunk if t.trace_id not in writing]
+        return chunk
 
     def _track_again(self, traces: Sequence[AssembledTrace]) -> None:
         """Not stored: track them again, to be read back and retried."""

@@ -113,13 +113,14 @@ class SpanLog(Protocol):
         :class:`AppendOutcome`) bounds the read to the items received in that range."""
 
     async def pending_traces(
-        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None
+        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None, until: float | None = None
     ) -> list[tuple[str, float, float, bool]]:
         """Traces in the span log that were never assembled, or received items since, oldest
         first: (trace id, when the first and the last such item were received (epoch s),
         assembled before); since the consumer's :meth:`set_assembled_through` (a consumer that
-        set none: since the oldest any consumer set); with ``share`` (worker index, count), only
-        that worker's traces (:mod:`tracescorer.feed.partition`)."""
+        set none: since the oldest any consumer set), of the items received before ``until``
+        (epoch s); with ``share`` (worker index, count), only that worker's traces
+        (:mod:`tracescorer.feed.partition`)."""
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
         """Those of the given traces that have an assembly record, with what it says."""

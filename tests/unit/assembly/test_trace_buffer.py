@@ -150,6 +150,18 @@ def test_pending_traces_from_the_span_log_complete_at_once_oldest_first() -> Non
     assert buf.oldest_received() == 1000.0 and buf.tracking(T3) and not buf.tracking(T1)
 
 
+def test_a_trace_in_memory_listed_by_recovery_is_read_back_whole() -> None:
+    # after a restart, spans of a trace arrive live while the span log holds earlier ones (stored
+    # before the stop, never assembled): recovery lists it, and it is taken to be read whole
+    clock = Clock()
+    buf = TraceBuffer(idle_s=5, clock=clock)
+    buf.add_spans([span(T1, "a" * 16)], received=(1000.0, 1000.0))
+    assert buf.add_pending([(T1, 900.0, 950.0, False)]) == 0
+    clock.t += 6
+    (taken,) = buf.pop_complete()
+    assert taken.late and taken.from_store
+
+
 def test_late_spans_start_a_new_entry_marked_late() -> None:
     clock = Clock()
     buf = TraceBuffer(idle_s=5, clock=clock)

@@ -13,6 +13,11 @@ came on, untagged; the answers of a channel that went away are dropped. An attac
 that ends (its worker exited or was killed) ends only itself: what it sent is committed as
 usual, and the store process goes on serving everyone else. Only the daemon's channel stops the
 process (:mod:`tracescorer.store.duckdb.server`).
+
+A channel attached while an ended one still has requests unanswered (a killed worker's writes,
+queued behind others) is greeted only once they are answered (committed or failed), up to
+:data:`DRAIN_S`: the worker started in its place reads the store as its predecessor left it, so
+it does not take the traces it had assembled, whose records were still queued, for new.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ log = logging.getLogger("tracescorer.store.duckdb.engine")  # run in the store p
 TAG_BITS = 40
 MAIN = 0
 _LOCAL = (1 << TAG_BITS) - 1
+#: the longest a new channel waits for an ended one's requests (a bound, should the engine stall)
+DRAIN_S = 60.0
 
 Dispatch = Callable[[int, str, Any], None]
 
@@ -44,12 +51,23 @@ class Clients:
         self._channels: dict[int, BlockingChannel] = {MAIN: main}
         self._lock = threading.Lock()
         self._tags = itertools.count(MAIN + 1)
-        self._gone = threading.Condition(self._lock)  # notified when an attached channel ends
+        # notified when an attached channel ends, and when an ended one's last request is answered
+        self._gone = threading.Condition(self._lock)
+        self._unanswered: dict[int, int] = {}  # attached tag -> its requests not answered yet
+        self._draining: set[int] = set()  # ended channels with requests not answered yet
 
     def reply(self, req_id: int, ok: bool, value: Any, meta: dict[str, Any]) -> None:
         """Send an answer back on the channel its request came on (dropped when it is gone)."""
+        tag = req_id >> TAG_BITS
         with self._lock:
-            channel = self._channels.get(req_id >> TAG_BITS)
+            channel = self._channels.get(tag)
+            n = self._unanswered.get(tag)
+            if n is not None and (n > 1 or tag not in self._draining):
+                self._unanswered[tag] = n - 1
+            elif n is not None:  # an ended channel's last request
+                del self._unanswered[tag]
+                self._draining.discard(tag)
+                self._gone.notify_all()
         if channel is not None:
             channel.send((req_id & _LOCAL, ok, value, meta))
 
@@ -81,7 +99,9 @@ class Clients:
     def _serve(self, sock: socket.socket, dispatch: Dispatch) -> None:
         enlarge_buffers(sock)
         channel = BlockingChannel(sock)
-        with self._lock:
+        with self._gone:
+            if not self._gone.wait_for(lambda: not self._draining, DRAIN_S):
+                log.warning("attached channel(s) %s still have requests unanswered; serving a new one", self._draining)
             tag = next(self._tags)
             self._channels[tag] = channel
         # the same hello the daemon gets: the client knows the database is open before it asks
@@ -96,9 +116,15 @@ class Clients:
             req_id, kind, payload = message
             if kind == CLOSE:
                 break  # an attached client does not stop the store: it only ends its channel
+            with self._lock:
+                self._unanswered[tag] = self._unanswered.get(tag, 0) + 1
             dispatch(tag << TAG_BITS | req_id, kind, payload)
         with self._lock:
             self._channels.pop(tag, None)
+            if self._unanswered.get(tag, 0) > 0:
+                self._draining.add(tag)
+            else:
+                self._unanswered.pop(tag, None)
             self._gone.notify_all()
         channel.close()
         log.debug("an attached client went away (channel %d); what it sent is committed", tag)

@@ -85,10 +85,11 @@ class SpanLogPart(Jobs):
         }
 
     async def pending_traces(
-        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None
+        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None, until: float | None = None
     ) -> list[tuple[str, float, float, bool]]:
         since = recovery_since(await self.read(assembled_marks), [consumer])
-        return await self.read(pending_traces, since, limit, share)
+        before = dt.datetime.fromtimestamp(until, dt.UTC) if until is not None else None
+        return await self.read(pending_traces, since, limit, share, before)
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
         return dict(await self.read(assembled_before, list(trace_ids))) if trace_ids else {}
@@ -189,10 +190,11 @@ SHARE_SQL = "CASE WHEN length(per.trace_id) >= 8 THEN ('0x' || right(per.trace_i
 _PENDING_SQL = """
 WITH latest AS (
   SELECT trace_id, min(received_at) AS first_received, max(received_at) AS last_received
-  FROM spans WHERE received_at >= ? GROUP BY trace_id
+  FROM spans WHERE received_at >= ? AND (?::TIMESTAMPTZ IS NULL OR received_at < ?::TIMESTAMPTZ) GROUP BY trace_id
   UNION ALL
   SELECT trace_id, min(received_at), max(received_at)
-  FROM log_records WHERE trace_id IS NOT NULL AND received_at >= ? GROUP BY trace_id
+  FROM log_records WHERE trace_id IS NOT NULL AND received_at >= ?
+    AND (?::TIMESTAMPTZ IS NULL OR received_at < ?::TIMESTAMPTZ) GROUP BY trace_id
 ), per AS (
   SELECT trace_id, min(first_received) AS first_received, max(last_received) AS last_received
   FROM latest GROUP BY trace_id
@@ -207,17 +209,20 @@ LIMIT ?
 
 
 def pending_traces(
-    con: Any, since: dt.datetime, limit: int, share: tuple[int, int] | None = None
+    con: Any,
+    since: dt.datetime,
+    limit: int,
+    share: tuple[int, int] | None = None,
+    until: dt.datetime | None = None,
 ) -> list[tuple[str, float, float, bool]]:
-    """Traces with items received since ``since`` that were never assembled, or received items
-    after their assembly, oldest first: (trace id, first and last such item received (epoch s),
-    assembled before); with ``share`` (index, count), only that worker's traces."""
+    """Traces with items received since ``since`` (and before ``until``) that were never
+    assembled, or received items after their assembly, oldest first: (trace id, first and last
+    such item received (epoch s), assembled before); with ``share`` (index, count), only that
+    worker's traces."""
     index, count = share if share is not None else (None, 1)
     sql = _PENDING_SQL.replace("{share}", SHARE_SQL)
-    return [
-        (r[0], float(r[1]), float(r[2]), bool(r[3]))
-        for r in con.execute(sql, [since, since, index, count, index, limit]).fetchall()
-    ]
+    params = [since, until, until, since, until, until, index, count, index, limit]
+    return [(r[0], float(r[1]), float(r[2]), bool(r[3])) for r in con.execute(sql, params).fetchall()]
 
 
 def assembled_before(con: Any, trace_ids: Sequence[str]) -> list[tuple[str, AssembledBefore]]:
