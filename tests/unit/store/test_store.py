@@ -253,6 +253,12 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
     assert [p[0] for p in await store.pending_traces(limit=10, consumer="w0/2")] == [f"{9:032x}"]
     assert await store.pending_traces(limit=10) == []
     assert [p[0] for p in await store.pending_traces(limit=10, consumer="w1/2")] == [f"{9:032x}"]
+    # a restart's recovery lists what was stored before it; the feed brings what it stores since
+    since = await store.append([_span(11, trace=11)])
+    listed = await store.pending_traces(limit=10, consumer="w1/2", until=since.received_from)
+    assert [p[0] for p in listed] == [f"{9:032x}"]
+    listed = await store.pending_traces(limit=10, consumer="w1/2", until=since.received_to + 1)
+    assert [p[0] for p in listed] == [f"{9:032x}", f"{11:032x}"]
 
 
 def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
