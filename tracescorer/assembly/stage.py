@@ -341,7 +341,7 @@ class AssemblyStage:
         """``chunk`` less the traces whose runs are being written now (items of a trace came again:
         late, or the feed and recovery both had it after a restart): tracked again, they are read
         back and compared once that write is stored, not assembled twice beside it."""
-        writing = {t.trace_id for chunk in self._writes.values() for t in chunk}
+        writing = {t.trace_id for written in self._writes.values() for t in written}
         if not writing:
             return chunk
         later = [t for t in chunk if t.trace_id in writing]
