@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 export PYTHON
 
-.PHONY: venv demo test check lint format typecheck bench lock clean captures captures-envs backends-check
+.PHONY: venv demo test test-unit test-budget check lint format typecheck bench lock clean captures captures-envs backends-check
 
 # scripts/venv.sh: uv (bootstrapped from PyPI when not on PATH) or pip, pins from constraints.txt
 $(VENV)/.runtime: pyproject.toml constraints.txt excludes.txt
@@ -24,9 +24,22 @@ venv: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(VENV)/bin/tracescorer demo
 
+# the tiers (tests/support/tiers.py): tests/unit (in-process, no process or socket: seconds),
+# tests/contract (each part against a real peer), tests/e2e (the daemon). `make test` runs all three
+# and names the 25 slowest tests; a file's tests share one xdist worker (module-scoped daemons).
 test: $(VENV)/.dev
 	scripts/postgres.sh
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+
+test-unit: $(VENV)/.dev
+	$(PY) -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
+
+# before a stop (not in CI, where a loaded machine must not fail a correct change): the unit tier
+# within 60 s, and no test of any tier over 60 s (each one over is named)
+test-budget: $(VENV)/.dev
+	scripts/postgres.sh
+	$(PY) -m pytest -q -n 2 tests/unit --budget-run-s 60 --budget-test-s 60 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --budget-test-s 60 tests/contract tests/e2e $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py

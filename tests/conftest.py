@@ -4,7 +4,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-# tests/support is imported as a package by the integration tests, here and in the store
+# tests/support is imported as a package by the contract and e2e tests, here and in the store
 # processes the daemons under test start (tests/support/store_ops.py runs there)
 sys.path.insert(0, str(TESTS))
 # pytest-xdist workers export COLUMNS=80 LINES=24; the CLIs under test would take them for a
@@ -15,6 +15,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(TESTS.p
 
 
 import pytest  # noqa: E402
+
+# the tiers (tests/unit, tests/contract, tests/e2e): markers by folder, the unit tier's guard, budgets
+pytest_plugins = ["support.tiers"]
 
 
 @pytest.fixture(scope="session")

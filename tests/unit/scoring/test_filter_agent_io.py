@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.agent_runs import make_run, text_message, tool_message
 
 from tracescorer import ScorerRun, create_scorer, filter_run
 from tracescorer.model import Conversation, Message, Part, ToolCall
 from tracescorer.scorers import AgentInput, agent_run_input
 from tracescorer.scorers.agent_io import assistant_texts, input_text, output_text, tool_calls_of
-
-from .helpers import make_run, text_message, tool_message
 
 
 def test_agent_run_input_from_agent_run() -> None:

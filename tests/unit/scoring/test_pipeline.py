@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.agent_runs import make_run, text_message
 
 from tracescorer import (
     ScorerRun,
@@ -15,8 +16,6 @@ from tracescorer import (
 )
 from tracescorer.model import Conversation
 from tracescorer.scorers import AgentInput, ScorerConfigError, StepResults
-
-from .helpers import make_run, text_message
 
 
 async def test_function_steps_run_in_order_with_results() -> None:

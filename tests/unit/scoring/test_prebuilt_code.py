@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.agent_runs import make_run, text_message, tool_message
 
 from tracescorer import ScorerRun
 from tracescorer.model import Message, Part, ToolCall
@@ -24,8 +25,6 @@ from tracescorer.prebuilt import (
     create_tone_consistency_scorer,
     create_tool_call_accuracy_scorer,
 )
-
-from .helpers import make_run, text_message, tool_message
 
 
 def run_of(output: str, input: str = "", ground_truth: Any = None) -> ScorerRun[Any, Any]:

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from support.binding_runs import S, conversation, run
 
 from tracescorer.config import ScorerBinding
 from tracescorer.filters import RunFilter
-
-from .runs import S, conversation, run
 
 
 def rf(**data: Any) -> RunFilter:

@@ -8,7 +8,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from scoring.helpers import make_run
+from support.agent_runs import make_run
 
 from tracescorer.config import HealSettings
 from tracescorer.metrics import Metrics

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -130,48 +127,6 @@ async def test_nothing_is_taken_after_stop(tmp_path):
     await _stop(log)
     with pytest.raises(LogClosed):
         await log.append(TRACES, b"after")
-
-
-_WRITER = """
-import asyncio, os, sys
-from tracescorer.seglog import SegmentLog, TRACES
-from tracescorer.seglog.segments import HEADER
-
-async def main():
-    log = SegmentLog(sys.argv[1], min_free_bytes=0)
-    await log.start()
-    for i in range(50):
-        offset = await log.append(TRACES, b"acked-%d" % i)
-        print(offset, flush=True)  # acknowledged: the parent counts it
-    # the next request's bytes are written but the process dies before they are synced
-    os.write(log._fd, HEADER.pack(5000, 0, TRACES) + b"x" * 700)
-    print("torn", flush=True)
-    await asyncio.sleep(60)
-
-asyncio.run(main())
-"""
-
-
-async def test_a_writer_killed_between_a_write_and_its_sync_loses_nothing_acknowledged(tmp_path):
-    path = tmp_path / "log"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
-    )
-    assert proc.stdout is not None
-    acked = []
-    for line in proc.stdout:
-        if line.strip() == "torn":
-            break
-        acked.append(int(line))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
-    log = await _open(path)
-    try:
-        records = await asyncio.to_thread(log.read, 0, 1 << 20)
-        assert [r.offset for r in records] == acked and len(acked) == 50
-        assert [r.payload for r in records] == [b"acked-%d" % i for i in range(50)]
-    finally:
-        await _stop(log)
 
 
 def test_written_since_names_the_oldest_segment_written_within_a_time(tmp_path: Path) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, RedactPII, ScorerRun, create_scorer
 from tracescorer.scorers import InputProcessor, OutputProcessor
-
-from .helpers import MODEL
 
 
 @pytest.mark.parametrize(

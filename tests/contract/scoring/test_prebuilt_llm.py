@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL, make_run, text_message, tool_message
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import ScorerRun
@@ -19,8 +20,6 @@ from tracescorer.prebuilt import (
     create_tool_call_appropriateness_scorer,
     create_toxicity_scorer,
 )
-
-from .helpers import MODEL, make_run, text_message, tool_message
 
 
 def verdicts(*values: str) -> Reply:

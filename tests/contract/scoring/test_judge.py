@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support.agent_runs import MODEL
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, ScorerRun, ScorerRunError, create_scorer
 from tracescorer.scorers import JudgeCallError, JudgeOutputError, ScorerConfigError
-
-from .helpers import MODEL
 
 
 class Facts(BaseModel):

@@ -6,14 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import ScorerRun, create_scorer, not_scorable, run_evals
 from tracescorer.model import Message
 from tracescorer.prebuilt import create_includes_check, create_multi_turn_judge_scorer
 from tracescorer.scorers.evals import Threshold
-
-from .helpers import MODEL
 
 
 async def echo_agent(messages: list[Message]) -> str:

@@ -48,7 +48,7 @@ def _settings(tmp_path, **scoring) -> Settings:
             "scoring": {"recover_window_s": 0, **scoring},
             "scorers": [
                 {"id": "non-empty", "prebuilt": "non_empty_response"},
-                {"id": "boom", "python": "unit.scoring_runner.test_runner:exploding"},
+                {"id": "boom", "python": "contract.scoring_runner.test_runner:exploding"},
             ],
         }
     )

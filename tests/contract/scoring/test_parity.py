@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support.agent_runs import MODEL
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import (
@@ -25,8 +26,6 @@ from tracescorer.prebuilt import create_includes_check, create_multi_turn_judge_
 from tracescorer.scorers import JudgeOutputError, ScorerConfigError
 from tracescorer.scorers.agent_io import AgentInput
 from tracescorer.scorers.retry import error_chain
-
-from .helpers import MODEL
 
 
 class Verdict(BaseModel):

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL, make_run, text_message, tool_message
 
 from tests.fakes import FakeOpenAI, RecordedRequest, Reply
 from tracescorer import ScorerRun, StreamErrorRetryProcessor
 from tracescorer.model import Conversation, Message, Part
 from tracescorer.prebuilt import create_multi_turn_judge_scorer
 from tracescorer.scorers.fence import neutralise
-
-from .helpers import MODEL, make_run, text_message, tool_message
 
 CRITERION = "The agent gave forecasts for London and Paris."
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.binding_runs import conversation, run
 
 from tests.fakes import FakeOpenAI
 from tests.fakes.fake_openai import Reply
@@ -16,8 +17,6 @@ from tracescorer import create_scorer
 from tracescorer.config import JudgeSettings, ScorerBinding, load_settings
 from tracescorer.filters import RunFilter
 from tracescorer.runner.bindings import build_bindings, registry_from
-
-from .runs import conversation, run
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "config" / "scorers.example.yaml"
 

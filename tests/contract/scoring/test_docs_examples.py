@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
+from support.agent_runs import make_run
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import (
@@ -21,8 +22,6 @@ from tracescorer import (
 )
 from tracescorer.prebuilt import create_multi_turn_judge_scorer, create_non_empty_response_check
 from tracescorer.scorers import InMemoryScoreSink
-
-from .helpers import make_run
 
 
 async def test_code_scorer_example() -> None:

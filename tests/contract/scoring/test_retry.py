@@ -7,6 +7,7 @@ from email.utils import formatdate
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import (
@@ -19,8 +20,6 @@ from tracescorer import (
     create_scorer,
 )
 from tracescorer.scorers.retry import is_retryable, provider_retry_after_s
-
-from .helpers import MODEL
 
 
 class HeaderError(Exception):

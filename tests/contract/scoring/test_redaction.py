@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.agent_runs import MODEL
 from support.db import fetch
 
 from tests.fakes import FakeOpenAI, Reply
 from tracescorer import Judge, PromptStep, RedactPII, ScorerRun, create_scorer
 from tracescorer.model import AgentRun, Message, Part
 from tracescorer.scorers.pii import PII_KINDS, Detector, RegexDetector, default_detectors, iban_ok
-
-from .helpers import MODEL
 
 # (kind, text, the personal data in it that must disappear)
 TEN = [
@@ -235,7 +234,7 @@ async def test_no_stored_prompt_holds_the_original_pii(tmp_path: Path, store: An
             "store": {"path": str(tmp_path / "pii.duckdb")},
             "scoring": {"recover_window_s": 0},
             "judge": {"model": MODEL, "api_base": fake.base_url, "api_key": "sk-test"},
-            "scorers": [{"id": "pii-judge", "python": "unit.scoring.test_redaction:pii_scorer"}],
+            "scorers": [{"id": "pii-judge", "python": "contract.scoring.test_redaction:pii_scorer"}],
         }
     )
     half = len(TEN) // 2
