@@ -25,6 +25,7 @@ from tracescorer.aio import LoopLagWatch
 from tracescorer.api import ControlApi, OpsApi
 from tracescorer.calibration.gauges import AgreementGauges
 from tracescorer.calibration.routes import LabelRoutes
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import ConfigError, Settings
 from tracescorer.daemon import announce, listeners
 from tracescorer.daemon.readiness import FeedStatus, Readiness
@@ -55,8 +56,9 @@ log = logging.getLogger(__name__)
 class App:
     """One daemon instance. ``await app.start()``, then ``await app.stop()`` (or ``run()``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = s = settings
+        self.clock = clock  # what every period below is measured with (tests pass one they move)
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
         workers = s.workers.resolved()
