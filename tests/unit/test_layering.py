@@ -101,7 +101,7 @@ def test_the_check_itself_finds_a_stage_import(tmp_path: Path) -> None:
 FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor.split())
     for floor in (
-        "text sizes aio httpretry lifecycle logs output control model demo_judge ipc runtime slotted",
+        "text sizes aio httpretry lifecycle logs output control model demo_judge ipc runtime slotted clock",
         "conventions scorers tracescorer prebuilt",  # pure run reading; the scorer library (public API)
         "filters sampling metrics",
         "config",
