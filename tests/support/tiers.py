@@ -112,6 +112,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if tier is None:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in a tier's folder: tests/{{{','.join(TIERS)}}}/")
         item.add_marker(tier)
+    # the longest files first (e2e, then contract; a file's own order kept): with a file per xdist
+    # worker at a time, the many short unit files then fill the gaps instead of a daemon test
+    # starting last and setting the run's end
+    items.sort(key=lambda item: -TIERS.index(tier_of(item.path) or "unit"))
 
 
 @pytest.hookimpl(hookwrapper=True)
