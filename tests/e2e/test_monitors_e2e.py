@@ -54,12 +54,16 @@ def _wait_metric(daemon: DaemonProcess, name: str, expected: float, what: str, *
 def _config(tmp_path: Any, hooks: WebhookReceiver) -> dict[str, Any]:
     return config_dict(
         tmp_path,
-        assembly={"idle_s": 0.3},
+        assembly={"idle_s": 0.05},
+        store={"results_delay_s": 0},
         scorers=[
             {"id": "mentions-ok", "prebuilt": "includes", "options": {"text": "OK"}, "scope": "run", "threshold": 1},
             {"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1},
         ],
         score_metrics={"max_agents": 1},
+        # the daemon's own process scores: the monitors are in it either way, and scores told by
+        # worker processes reach its listeners in test_workers.py (a step here takes ~5 s with them)
+        workers={"count": 0},
         monitors=[
             {
                 "id": "quality",

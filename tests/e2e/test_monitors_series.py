@@ -1,26 +1,43 @@
-"""Monitors driven by a series of scores through the real daemon: OTel SDK exporter -> `tracescorer
-serve` -> a code scorer whose score each run's answer names (tests/support/outcome.py) -> monitors
--> a real local webhook receiver. What each test checks is what a receiver ends up believing.
+"""Monitors driven by a series of scores through the daemon: OTel SDK exporter -> an App on the
+test's loop -> a code scorer whose score each run's answer names (tests/support/outcome.py) ->
+monitors -> a real local webhook receiver. What each test checks is what a receiver ends up
+believing, and what `tracescorer monitors` shows.
 
-Each step of a series waits until the daemon counted it (``tracescorer_monitor_samples``), so a
-step is evaluated before the next one arrives; how long a step takes is the machine's business and
-no assertion depends on it (the durations only make what is asserted more or less likely to be
-exercised, never whether it holds).
+The App runs on a :class:`ManualClock`: pending periods, clear periods, cooldowns and reminder
+intervals pass when the test moves it, never while it waits. Each step of a series sends its
+runs, waits until the daemon stored them, moves the clock :data:`STEP_S` on (the assembly measures
+idle time with the App's clock) and waits until the monitor counted them (moving the clock on
+again if they are not counted within seconds, at most :data:`MAX_STEPS` times). So a score is
+counted within seconds of clock time of when it was sent: every period here is minutes long, and
+each test moves the clock across a period by itself (to just before its end, then to it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import json
-import urllib.request
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 from fakes.webhook_receiver import Received, WebhookReceiver
-from prometheus_client.parser import text_string_to_metric_families
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.clock import ManualClock
+from support.daemon import config_dict, query_rows, settled, wait_for_async
 
+from tracescorer.app import App
+from tracescorer.cli import main
+from tracescorer.config import Settings
 from tracescorer.demo import emit_conversations
+from tracescorer.monitors import MonitorService
+
+STEP_S = 1.0
+MAX_STEPS = 5  # a step moves the clock at most this many times STEP_S
 
 _seq = iter(range(1_000_000))
 
@@ -31,53 +48,117 @@ def hooks():
         yield receiver
 
 
-def _daemon(tmp_path: Any, hooks: WebhookReceiver, **monitor: Any) -> DaemonProcess:
-    rule = {
-        "id": "quality",
-        "scorer": "outcome",
-        "aggregate": "pass_rate",
-        "window": "10m",  # holds the whole series: each value follows from the counts alone
-        "notify": [{"webhook": hooks.url + "/hook", "retries": 0}],
-        **monitor,
-    }
-    cfg = config_dict(
-        tmp_path,
-        assembly={"idle_s": 0.3},
-        scorers=[{"id": "outcome", "python": "support.outcome:scorer", "scope": "run", "threshold": 1}],
-        monitors=[rule],
-    )
-    return DaemonProcess(tmp_path, cfg).start()
+class Daemon:
+    """An App on the test's loop with the ``quality`` monitor, its clock, and its config file."""
 
-
-def _metric(daemon: DaemonProcess, name: str, **labels: str) -> float | None:
-    text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name and s.labels == {"monitor": "quality", **labels}:
-                return s.value
-    return None
-
-
-def _samples(daemon: DaemonProcess) -> float | None:
-    return _metric(daemon, "tracescorer_monitor_samples")
-
-
-class Series:
-    """Sends passing (score 1) and failing (score 0) runs and waits until the monitor counted them."""
-
-    def __init__(self, daemon: DaemonProcess) -> None:
-        self.daemon = daemon
+    def __init__(self, app: App, clock: ManualClock, config_path: Path) -> None:
+        self.app, self.clock, self.config_path = app, clock, config_path
         self.sent = 0
 
-    def step(self, passes: int = 0, fails: int = 0) -> None:
+    @property
+    def service(self) -> MonitorService:
+        assert isinstance(self.app.monitors, MonitorService)
+        return self.app.monitors
+
+    def samples(self) -> float | None:
+        return self.app.metrics.registry.get_sample_value("tracescorer_monitor_samples", {"monitor": "quality"})
+
+    def transitions(self, state: str) -> float:
+        value = self.app.metrics.registry.get_sample_value(
+            "tracescorer_monitor_transitions_total", {"monitor": "quality", "state": state}
+        )
+        return value or 0.0
+
+    async def step(self, passes: int = 0, fails: int = 0) -> None:
+        """Passing (score 1) and failing (score 0) runs, counted by the monitor (see the module doc)."""
         answers = ["score=1"] * passes + ["score=0"] * fails
         conversations = [
             {"id": f"c-{next(_seq)}", "agent": "support", "turns": [("How is my order?", None, None, None, a)]}
             for a in answers
         ]
-        emit_conversations(self.daemon.grpc_endpoint, conversations)
+        await asyncio.to_thread(emit_conversations, f"127.0.0.1:{self.app.grpc_port}", conversations)
         self.sent += len(answers)
-        wait_for(lambda: _samples(self.daemon) == self.sent, 60, interval_s=0.1, what=f"{self.sent} scores counted")
+        await settled(self.app)
+        counted = lambda: self.samples() == self.sent  # noqa: E731
+        for _ in range(MAX_STEPS - 1):  # a span the assembly took after the clock moved closes a step later
+            self.clock.advance(STEP_S)
+            with contextlib.suppress(TimeoutError):
+                await wait_for_async(counted, 5, what=f"{self.sent} scores counted")
+                return
+        self.clock.advance(STEP_S)
+        await wait_for_async(counted, 60, what=f"{self.sent} scores counted")
+
+    async def at(self, when: float) -> None:
+        """Move the clock to ``when`` and evaluate there (what the one-second timer does), then wait
+        until what that decided to send was attempted."""
+        assert when >= self.clock.time()
+        self.clock.advance(when - self.clock.time())
+        self.service.evaluate_now()
+        await self.told()
+
+    async def told(self) -> None:
+        """Every message decided so far was attempted to the end."""
+        await wait_for_async(lambda: self.service.state("quality").unsent is None, 30, what="messages sent")
+
+    def state(self) -> Any:
+        return self.service.state("quality")
+
+    async def listed(self) -> dict[str, Any]:
+        """The ``quality`` row of `tracescorer monitors --format json` (the stored state)."""
+
+        def run() -> dict[str, Any]:
+            result = CliRunner().invoke(main, ["monitors", "--config", str(self.config_path), "--format", "json"])
+            assert result.exit_code == 0, result.output
+            [row] = [r for r in json.loads(result.stdout) if r["monitor"] == "quality"]
+            return row
+
+        return await asyncio.to_thread(run)
+
+    async def listed_until(self, **expected: str) -> dict[str, Any]:
+        """The listed row once it shows ``expected`` (the state is stored one write at a time)."""
+
+        async def shown() -> dict[str, Any] | None:
+            row = await self.listed()
+            return row if all(row[k] == v for k, v in expected.items()) else None
+
+        row: dict[str, Any] = await wait_for_async(shown, 30, what=f"`tracescorer monitors` to show {expected}")
+        return row
+
+    async def events(self) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT event, epoch(event_at) AS at, detail FROM monitor_events "
+            "WHERE monitor_id = 'quality' ORDER BY event_at"
+        )
+        return await asyncio.to_thread(query_rows, self.app.settings.store.path, sql)
+
+
+@contextlib.asynccontextmanager
+async def _daemon(tmp_path: Path, hooks: WebhookReceiver, **monitor: Any) -> AsyncIterator[Daemon]:
+    rule = {
+        "id": "quality",
+        "scorer": "outcome",
+        "aggregate": "pass_rate",
+        "window": "1d",  # holds the whole series: each value follows from the counts alone
+        "notify": [{"webhook": hooks.url + "/hook", "retries": 0}],
+        **monitor,
+    }
+    cfg = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.05},
+        store={"results_delay_s": 0},  # scores committed (and counted) as soon as they are scored
+        scorers=[{"id": "outcome", "python": "support.outcome:scorer", "scope": "run", "threshold": 1}],
+        monitors=[rule],
+        workers={"count": 0},  # the stages on the test's loop, on its clock
+    )
+    config_path = tmp_path / "tracescorer.yaml"
+    config_path.write_text(yaml.safe_dump(cfg))
+    clock = ManualClock(start=float(int(time.time())))
+    app = App(Settings.model_validate(cfg), clock=clock)
+    await app.start()
+    try:
+        yield Daemon(app, clock, config_path)
+    finally:
+        await app.stop()
 
 
 def _messages(hooks: WebhookReceiver) -> list[Received]:
@@ -92,98 +173,111 @@ def _at(message: Received) -> float:
     return dt.datetime.fromisoformat(message.body["at"]).timestamp()
 
 
-def _listed(daemon: DaemonProcess) -> dict[str, Any]:
-    [row] = [r for r in json.loads(daemon.cli("monitors", "--format", "json").stdout) if r["monitor"] == "quality"]
-    return row
-
-
-def _events(daemon: DaemonProcess) -> list[dict[str, Any]]:
-    return daemon.query_json(
-        "SELECT event, epoch(event_at) AS at, detail FROM monitor_events WHERE monitor_id = 'quality' ORDER BY event_at"
-    )
-
-
-def test_a_series_around_the_threshold_fires_at_most_once_and_the_last_message_is_the_truth(tmp_path, hooks):
+async def test_a_series_around_the_threshold_fires_at_most_once_and_the_last_message_is_the_truth(tmp_path, hooks):
     """The issue's flapping: a pass rate going below 0.8 and back again and again. The pending period
     holds short dips back; once firing, only a value back at the recovery threshold counts as clear,
-    so however long each dip lasts on this machine it fires at most once. The real drop fires; the
-    recovery resolves; the receiver's last message is the state `tracescorer monitors` shows."""
-    daemon = _daemon(
-        tmp_path, hooks, below=0.8, min_samples=10, recovery_threshold=0.85, keep_firing_for="1s", **{"for": "2s"}
-    )
-    try:
-        series = Series(daemon)
-        series.step(passes=8, fails=2)  # 0.8: not below
+    so the dips after it neither resolve it nor fire it again; a value back there resolves it once
+    it stayed clear for keep_firing_for. The receiver's last message is the state `tracescorer
+    monitors` shows."""
+    async with _daemon(
+        tmp_path, hooks, below=0.8, min_samples=10, recovery_threshold=0.85, keep_firing_for="2m", **{"for": "2m"}
+    ) as d:
+        await d.step(passes=8, fails=2)  # 0.8: not below
         for _ in range(4):
-            series.step(fails=1)  # 0.73 .. 0.76: below
-            series.step(passes=4)  # 0.8 again: not below, but not back at 0.85 either
-        assert _statuses(hooks).count("firing") <= 1
-        assert "resolved" not in _statuses(hooks)
-        # the series did cross the threshold: the first dip made the monitor pending
-        assert (_metric(daemon, "tracescorer_monitor_transitions_total", state="pending") or 0) >= 1
+            await d.step(fails=1)  # 0.73 .. 0.76: below, pending
+            assert d.state().state == "pending"
+            await d.step(passes=4)  # 0.8 again: not below before the pending period passed
+            assert d.state().state == "ok"
+        await d.at(d.clock.time() + 120)
+        assert _statuses(hooks) == [] and d.transitions("pending") == 4 and d.transitions("firing") == 0
 
-        series.step(fails=10)  # 24 of 40 = 0.6: the real drop
-        wait_for(lambda: _statuses(hooks)[-1:] == ["firing"], 30, interval_s=0.1, what="the drop notified")
+        await d.step(fails=1)  # 24 of 31 = 0.77: a dip that lasts
+        since = d.state().since
+        await d.at(since + 119)
+        assert d.state().state == "pending" and _statuses(hooks) == []
+        await d.at(since + 120)
+        assert d.state().state == "firing"
         assert _statuses(hooks) == ["firing"]
-        assert _listed(daemon)["state"] == "firing" and _listed(daemon)["last_message"] == "firing"
+        await d.listed_until(state="firing", last_message="firing")
 
-        series.step(passes=70)  # 94 of 110 = 0.855: back past the recovery threshold
-        wait_for(lambda: _listed(daemon)["state"] == "resolved", 30, interval_s=0.2, what="resolved")
-        wait_for(lambda: _statuses(hooks)[-1:] == ["resolved"], 30, interval_s=0.1, what="the resolve notified")
+        for _ in range(3):  # back to 0.8 and below again: not back at 0.85, so not clear
+            await d.step(passes=4)
+            await d.at(d.clock.time() + 300)
+            assert d.state().state == "firing" and d.state().clear_since is None
+            await d.step(fails=1)
+        assert _statuses(hooks) == ["firing"]
+
+        await d.step(passes=30)  # 66 of 76 = 0.87: back past the recovery threshold
+        clear = d.state().clear_since
+        assert d.state().state == "firing" and clear is not None
+        await d.at(clear + 119)
+        assert d.state().state == "firing" and _statuses(hooks) == ["firing"]
+        await d.at(clear + 120)
+        assert d.state().state == "resolved"
         assert _statuses(hooks) == ["firing", "resolved"]  # one incident, told once each way
-        assert _listed(daemon)["last_message"] == "resolved"
-        events = [e["event"] for e in _events(daemon)]
+        await d.listed_until(state="resolved", last_message="resolved")
+        events = [e["event"] for e in await d.events()]
         assert events.count("fired") == 1 and events.count("resolved") == 1
-    finally:
-        assert daemon.stop() == 0, daemon.log()
 
 
-def test_a_drop_that_starts_inside_the_cooldown_is_sent_when_the_cooldown_ends(tmp_path, hooks):
-    """Fire, resolve, and fail again at once: the second firing is held by the 15 s cooldown and
-    sent when it ends (the issue's real incident was recorded as suppressed and never sent)."""
-    daemon = _daemon(tmp_path, hooks, below=0.5, min_samples=2, cooldown="15s", **{"for": "0s"})
-    try:
-        series = Series(daemon)
-        series.step(fails=2)  # 0 of 2
-        wait_for(lambda: _statuses(hooks) == ["firing"], 30, interval_s=0.1, what="the first firing")
-        series.step(passes=4)  # 4 of 6
-        wait_for(lambda: _statuses(hooks) == ["firing", "resolved"], 30, interval_s=0.1, what="the resolve")
-        series.step(fails=4)  # 4 of 10: fires again
-        wait_for(
-            lambda: _statuses(hooks) == ["firing", "resolved", "firing"], 60, interval_s=0.2, what="the held firing"
-        )
+async def test_a_drop_that_starts_inside_the_cooldown_is_sent_when_the_cooldown_ends(tmp_path, hooks):
+    """Fire, resolve, and fail again at once: the second firing is held by the cooldown and sent
+    when it ends (the issue's real incident was recorded as suppressed and never sent)."""
+    async with _daemon(tmp_path, hooks, below=0.5, min_samples=2, cooldown="15m", **{"for": "0s"}) as d:
+        await d.step(fails=2)  # 0 of 2
+        await d.told()
+        assert _statuses(hooks) == ["firing"]
+        first_at = d.state().notified_at
+        await d.step(passes=4)  # 4 of 6
+        await d.told()
+        assert _statuses(hooks) == ["firing", "resolved"]
+        await d.step(fails=4)  # 4 of 10: fires again, inside the cooldown
+        assert d.state().state == "firing"
+        await d.at(first_at + 900 - 1)
+        assert _statuses(hooks) == ["firing", "resolved"]  # held
+        deferred = await wait_for_async(lambda: _deferred(d), 30, what="the deferred event stored")
+        assert len(deferred) == 1 and "if still firing" in deferred[0]["detail"]
+        listed = await d.listed_until(state="firing", last_message="resolved")
+        assert "held by the cooldown until" in listed["detail"]
+
+        await d.at(first_at + 900)  # the cooldown ends, still firing: sent now
+        assert _statuses(hooks) == ["firing", "resolved", "firing"]
         first, _, again = _messages(hooks)
-        assert _at(again) >= _at(first) + 15  # never sooner than the cooldown after the last firing message
-        fired = [e["at"] for e in _events(daemon) if e["event"] == "fired"]
-        if fired[1] < _at(first) + 15:  # it fired inside the cooldown (on a very slow machine it may not)
-            deferred = [e for e in _events(daemon) if e["event"] == "deferred"]
-            assert len(deferred) == 1 and "if still firing" in deferred[0]["detail"]
+        assert _at(again) >= _at(first) + 900  # never sooner than the cooldown after the last firing message
         assert again.body["value"] == 0.4 and again.body["examples"]
-        assert _listed(daemon)["state"] == "firing" and _listed(daemon)["last_message"] == "firing"
-    finally:
-        assert daemon.stop() == 0, daemon.log()
+        fired = [e["at"] for e in await d.events() if e["event"] == "fired"]
+        assert len(fired) == 2 and fired[1] < _at(first) + 900  # it fired inside the cooldown
+        await d.listed_until(state="firing", last_message="firing")
 
 
-def test_a_long_incident_gets_reminders_at_the_repeat_interval(tmp_path, hooks):
-    daemon = _daemon(tmp_path, hooks, below=0.5, min_samples=2, repeat_interval="2s", **{"for": "0s"})
-    try:
-        series = Series(daemon)
-        series.step(fails=4)
-        wait_for(lambda: len(_messages(hooks)) >= 3, 60, interval_s=0.2, what="two reminders")
-        first, one, two = _messages(hooks)[:3]
+async def _deferred(d: Daemon) -> list[dict[str, Any]]:
+    return [e for e in await d.events() if e["event"] == "deferred"]
+
+
+async def test_a_long_incident_gets_reminders_at_the_repeat_interval(tmp_path, hooks):
+    async with _daemon(tmp_path, hooks, below=0.5, min_samples=2, repeat_interval="1h", **{"for": "0s"}) as d:
+        await d.step(fails=4)
+        await d.told()
+        for n in (1, 2):
+            due = d.state().notified_at + 3600
+            await d.at(due - 1)
+            assert len(_messages(hooks)) == n  # never sooner than the interval
+            await d.at(due)
+            assert len(_messages(hooks)) == n + 1
+        first, one, two = _messages(hooks)
         assert [(m.body["status"], m.body["reminder"]) for m in (first, one, two)] == [
             ("firing", 0),
             ("firing", 1),
             ("firing", 2),
         ]
         assert "(reminder 2)" in two.body["message"] and two.body["since"] == first.body["since"]
-        assert _at(one) - _at(first) >= 2 and _at(two) - _at(one) >= 2  # never sooner than the interval
+        assert _at(one) - _at(first) >= 3600 and _at(two) - _at(one) >= 3600
 
-        series.step(passes=8)  # 8 of 12: resolved, told at once
-        wait_for(lambda: _statuses(hooks)[-1:] == ["resolved"], 30, interval_s=0.1, what="the resolve")
+        await d.step(passes=8)  # 8 of 12: resolved, told at once
+        await d.told()
+        assert _statuses(hooks)[-1:] == ["resolved"]
         told = len(_messages(hooks))
-        assert _listed(daemon)["state"] == "resolved"
-        series.step(passes=1)  # evaluated again: nothing more to say
+        await d.listed_until(state="resolved", last_message="resolved")
+        await d.step(passes=1)  # evaluated again: nothing more to say
+        await d.at(d.clock.time() + 2 * 3600)  # and no reminder of a resolved incident
         assert len(_messages(hooks)) == told and _statuses(hooks)[-1] == "resolved"
-    finally:
-        assert daemon.stop() == 0, daemon.log()

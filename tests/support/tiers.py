@@ -119,12 +119,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    if tier_of(item.path) == "unit":
-        with unit_guard():
-            yield
-    else:
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # the session's last teardown also ends session fixtures another tier started (PostgreSQL)
+    with _guarded(item) if nextitem is not None else contextlib.nullcontext():
+        yield
+
+
+def _guarded(item: pytest.Item) -> contextlib.AbstractContextManager[None]:
+    return unit_guard() if tier_of(item.path) == "unit" else contextlib.nullcontext()
 
 
 class _Budget:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config.monitors import MonitorSettings
 from tracescorer.metrics import Metrics
 from tracescorer.monitors.leader import LeadingMonitors
@@ -22,17 +23,23 @@ def build_monitors(
     *,
     shared: bool,
     leadership: Callable[[str], Leadership] | None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> MonitorService | LeadingMonitors | None:
     """The ``monitors:`` configured (None without any) over the scorers ``scorer_ids``, on ``store``.
     ``shared``: several daemons write the scores (postgres mode), so the windows are recounted from
     the store every :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs
-    the monitors."""
+    the monitors; ``clock`` measures their windows, pending periods, cooldowns and reminders."""
     if not monitors:
         return None
 
     def service() -> MonitorService:
         return MonitorService(
-            monitors, scorer_ids, store, metrics, rebuild_interval_s=MONITOR_REBUILD_S if shared else None
+            monitors,
+            scorer_ids,
+            store,
+            metrics,
+            clock=clock,
+            rebuild_interval_s=MONITOR_REBUILD_S if shared else None,
         )
 
     if leadership is not None:

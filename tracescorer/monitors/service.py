@@ -33,9 +33,10 @@ import datetime as dt
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from tracescorer.aio import cancel
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config.monitors import MonitorSettings, format_duration
 from tracescorer.metrics import Metrics
 from tracescorer.monitors.evaluator import evaluate
@@ -76,7 +77,9 @@ def sample_of(record: ScoreRecord, at: float) -> Sample:
 
 
 class MonitorService:
-    """Owns the monitors' windows, states and notifications; runs on the daemon's event loop."""
+    """Owns the monitors' windows, states and notifications; runs on the daemon's event loop.
+    ``clock`` measures windows, pending periods, cooldowns and reminders (stop deadlines are the
+    machine's monotonic seconds)."""
 
     def __init__(
         self,
@@ -85,7 +88,7 @@ class MonitorService:
         store: MonitorStore,
         metrics: Metrics,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         tick_s: float = 1.0,
         persist_interval_s: float = 10.0,
         rebuild_interval_s: float | None = None,
@@ -123,14 +126,14 @@ class MonitorService:
         """Create the tables, load states, rebuild the windows, evaluate, start the timer."""
         if not self._monitors:
             return
-        now = self._clock()
+        now = self._clock.time()
         await self._store.prune_monitor_events(now)
         stored = {s.monitor_id: s for s in await self._store.monitor_states([m.id for m in self._monitors])}
         self._states = [stored.get(m.id, MonitorState(monitor_id=m.id)) for m in self._monitors]
         await self._rebuild(now)
         await self._dispatcher.start()
         self._running = True
-        now = self._clock()
+        now = self._clock.time()
         for i in range(len(self._monitors)):
             self._evaluate(i, now, restart=True)
         self._writer.flush(now, force=True)
@@ -162,7 +165,7 @@ class MonitorService:
             self._windows[index].add_counts(bucket, counts)
         for index, sample in rebuilt.examples:
             self._windows[index].add_example(sample)
-        self._rebuilt_at = time.monotonic()
+        self._rebuilt_at = self._clock.monotonic()
 
     async def stop(self, deadline: float) -> bool:
         """Stop the timer, send queued notifications until ``deadline`` (monotonic seconds), store
@@ -177,7 +180,7 @@ class MonitorService:
                 "monitors: %d notification(s) not sent before the stop deadline; they are sent after the next start",
                 abandoned,
             )
-        self._writer.flush(self._clock(), force=True)
+        self._writer.flush(self._clock.time(), force=True)
         await self._writer.drain(deadline - time.monotonic())
         return not abandoned
 
@@ -187,7 +190,7 @@ class MonitorService:
         """ScoreListener: add committed live scores to the windows that watch them, evaluate those."""
         if not self._running or self._rebuild_interval_s is not None:
             return  # shared: the windows are rebuilt from every daemon's stored scores
-        now = self._clock()
+        now = self._clock.time()
         touched: set[int] = set()
         for record in scores:
             if record.source != "live":
@@ -207,7 +210,7 @@ class MonitorService:
         """Evaluate every monitor at the clock's current time (what the timer does each tick)."""
         if not self._running:
             return
-        now = self._clock()
+        now = self._clock.time()
         for i in range(len(self._monitors)):
             self._evaluate(i, now)
         self._writer.flush(now)
@@ -218,9 +221,9 @@ class MonitorService:
             try:
                 if (
                     self._rebuild_interval_s is not None
-                    and time.monotonic() - self._rebuilt_at >= self._rebuild_interval_s
+                    and self._clock.monotonic() - self._rebuilt_at >= self._rebuild_interval_s
                 ):
-                    await self._rebuild(self._clock())
+                    await self._rebuild(self._clock.time())
                 self.evaluate_now()
             except Exception:  # the timer must survive whatever one pass hits
                 log.exception("monitor evaluation failed")
@@ -334,7 +337,7 @@ class MonitorService:
     def _delivered(self, notification: Notification, deliveries: Sequence[Delivery]) -> None:
         """Dispatcher callback (on the loop): count, record, and clear the unsent mark."""
         i = next(k for k, m in enumerate(self._monitors) if m.id == notification.monitor_id)
-        now = self._clock()
+        now = self._clock.time()
         for d in deliveries:
             result = "sent" if d.ok else "failed"
             self._metrics.monitor_notifications.labels(notification.monitor_id, d.target.kind, result).inc()

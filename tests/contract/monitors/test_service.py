@@ -1,7 +1,7 @@
 """MonitorService on a real DuckDB file, notifying a real local webhook receiver.
 
-The service's clock is wall time plus an offset the test moves (windows slide, cooldowns pass)
-without sleeping; scores are committed to the ``scores`` table first and then handed to
+The service's clock is a :class:`ManualClock` started at the wall time (the store stamps scores
+with its own): windows slide and cooldowns pass when the test moves it, never while it waits; scores are committed to the ``scores`` table first and then handed to
 ``on_scores``, as the scoring runner does.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fakes.webhook_receiver import WebhookReceiver
 from support import store_ops
+from support.clock import ManualClock
 from support.daemon import wait_for_async
 from support.db import fetch
 
@@ -24,21 +25,6 @@ from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.duckdb import DuckDBStore
 
 SCORERS = ["quality-judge", "quality-code", "other"]
-
-
-class Clock:
-    """Wall time plus ``offset``; once frozen, the frozen time plus ``offset`` (a loaded machine's
-    seconds between two steps must not count toward a pending period the test measures)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-        self.frozen: float | None = None
-
-    def freeze(self) -> None:
-        self.frozen = time.time()
-
-    def __call__(self) -> float:
-        return (self.frozen if self.frozen is not None else time.time()) + self.offset
 
 
 _counter = iter(range(1_000_000))
@@ -105,7 +91,7 @@ async def store(tmp_path):
 
 
 class Harness:
-    def __init__(self, store: DuckDBStore, monitors: list[MonitorSettings], clock: Clock) -> None:
+    def __init__(self, store: DuckDBStore, monitors: list[MonitorSettings], clock: ManualClock) -> None:
         self.store = store
         self.metrics = Metrics()
         self.service = MonitorService(monitors, SCORERS, store, self.metrics, clock=clock, tick_s=3600)
@@ -130,7 +116,7 @@ class Harness:
 
 
 async def test_fires_once_after_min_samples_then_resolves(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(
         notify=[{"webhook": receiver.url + "/q", "retries": 0}, {"slack": receiver.url + "/slack", "retries": 0}],
         trace_url="https://traces.example/trace/{trace_id}",
@@ -190,7 +176,7 @@ async def test_fires_once_after_min_samples_then_resolves(store, receiver):
 
 
 async def test_a_firing_inside_the_cooldown_is_sent_when_the_cooldown_ends(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(window="1d", below=0.5, min_samples=2, notify=[{"webhook": receiver.url + "/c", "retries": 0}])
     h = Harness(store, [m], clock)
     await h.service.start()
@@ -205,12 +191,12 @@ async def test_a_firing_inside_the_cooldown_is_sent_when_the_cooldown_ends(store
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved"]
         deferred = {"monitor": "support-quality", "channel": "webhook", "result": "deferred"}
         assert h.metric("tracescorer_monitor_notifications_total", **deferred) == 1
-        clock.offset += 1800
+        clock.advance(1800)
         h.service.evaluate_now()  # still inside the cooldown: held
         await h.idle()
         assert len(receiver.at("/c")) == 2
 
-        clock.offset += 1800  # the cooldown ends, still firing: the firing goes out now
+        clock.advance(1800)  # the cooldown ends, still firing: the firing goes out now
         h.service.evaluate_now()
         await h.idle()
         assert [r.body["status"] for r in receiver.at("/c")] == ["firing", "resolved", "firing"]
@@ -234,7 +220,7 @@ async def test_a_firing_inside_the_cooldown_is_sent_when_the_cooldown_ends(store
 
 
 async def test_reminders_while_still_firing(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(window="1d", repeat_interval="1h", notify=[{"webhook": receiver.url + "/r", "retries": 0}])
     h = Harness(store, [m], clock)
     await h.service.start()
@@ -242,7 +228,7 @@ async def test_reminders_while_still_firing(store, receiver):
         await h.commit(*(score("fail") for _ in range(4)))
         await h.idle()
         for _ in range(2):
-            clock.offset += 3600
+            clock.advance(3600)
             h.service.evaluate_now()
             await h.idle()
         bodies = [r.body for r in receiver.at("/r")]
@@ -258,27 +244,26 @@ async def test_reminders_while_still_firing(store, receiver):
 
 
 async def test_a_restart_keeps_a_pending_monitor_counting_from_when_its_breach_began(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(**{"for": "10m", "notify": [{"webhook": receiver.url + "/p", "retries": 0}]})
     first = Harness(store, [m], clock)
     await first.service.start()
     await first.commit(*(score("fail") for _ in range(4)))
-    clock.freeze()
     began = first.state().since
     assert first.state().state == "pending" and began is not None
     assert first.metric("tracescorer_monitor_state", monitor="support-quality", state="pending") == 1
     await first.service.stop(time.monotonic() + 5)
     assert await first.rows("SELECT state FROM monitor_state") == [("pending",)]
 
-    clock.offset += 300
+    clock.advance(300)
     second = Harness(store, [m], clock)
     await second.service.start()
     try:
         assert second.state().state == "pending" and second.state().since == pytest.approx(began)
-        clock.offset = began + 599 - clock.frozen  # type: ignore[operator]
+        clock.advance(began + 599 - clock.time())
         second.service.evaluate_now()
         assert second.state().state == "pending"
-        clock.offset += 2  # ten minutes after the breach began, across the restart
+        clock.advance(2)  # ten minutes after the breach began, across the restart
         second.service.evaluate_now()
         assert second.state().state == "firing"
         await second.idle()
@@ -288,7 +273,7 @@ async def test_a_restart_keeps_a_pending_monitor_counting_from_when_its_breach_b
 
 
 async def test_a_restart_keeps_the_clear_period_of_a_firing_monitor(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(keep_firing_for="10m", notify=[{"webhook": receiver.url + "/k", "retries": 0}])
     first = Harness(store, [m], clock)
     await first.service.start()
@@ -303,7 +288,7 @@ async def test_a_restart_keeps_the_clear_period_of_a_firing_monitor(store, recei
     await second.service.start()
     try:
         assert second.state().state == "firing" and second.state().clear_since == pytest.approx(clear_since)
-        clock.offset += 601
+        clock.advance(601)
         second.service.evaluate_now()
         assert second.state().state == "resolved"
         await second.idle()
@@ -312,8 +297,48 @@ async def test_a_restart_keeps_the_clear_period_of_a_firing_monitor(store, recei
         await second.service.stop(time.monotonic() + 5)
 
 
+async def test_a_firing_held_by_the_cooldown_at_a_stop_is_sent_by_the_next_start_when_the_cooldown_ends(
+    store, receiver
+):
+    """What a new leader does with the firing its predecessor held back (test_monitors_leader.py
+    checks the takeover across daemons): it holds it on from the stored time of the last firing
+    message, sends it when the cooldown ends, and tells nothing twice."""
+    clock = ManualClock(start=float(int(time.time())))  # whole seconds: stored to the microsecond
+    m = monitor(window="1d", below=0.5, min_samples=2, notify=[{"webhook": receiver.url + "/h", "retries": 0}])
+    first = Harness(store, [m], clock)
+    await first.service.start()
+    await first.commit(score("fail"), score("fail"))
+    await first.idle()
+    first_at = first.state().notified_at
+    await first.commit(*(score("pass") for _ in range(4)))  # 4/6: resolved
+    await first.commit(*(score("fail") for _ in range(4)))  # 4/10: fires again, inside the cooldown: held
+    await first.idle()
+    assert first.state().state == "firing" and first.state().notified_state == "resolved"
+    await first.service.stop(time.monotonic() + 5)
+
+    clock.advance(600)
+    second = Harness(store, [m], clock)
+    await second.service.start()
+    try:
+        await second.idle()
+        assert second.state().state == "firing" and second.state().notified_state == "resolved"
+        clock.advance(first_at + 3600 - 1 - clock.time())
+        second.service.evaluate_now()
+        await second.idle()
+        assert [r.body["status"] for r in receiver.at("/h")] == ["firing", "resolved"]  # still held
+        clock.advance(1)  # an hour after the last firing message, across the restart
+        second.service.evaluate_now()
+        await second.idle()
+        assert [r.body["status"] for r in receiver.at("/h")] == ["firing", "resolved", "firing"]
+        assert receiver.at("/h")[-1].body["reminder"] == 0 and second.state().notified_at == first_at + 3600
+    finally:
+        await second.service.stop(time.monotonic() + 5)
+    events = [r[0] for r in await second.rows("SELECT event FROM monitor_events ORDER BY event_at")]
+    assert events.count("deferred") == 1 and events.count("notified") == 3 and events.count("fired") == 2
+
+
 async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(notify=[{"webhook": receiver.url + "/r", "retries": 0}])
     first = Harness(store, [m], clock)
     await first.service.start()
@@ -341,7 +366,7 @@ async def test_restart_keeps_a_firing_monitor_firing_without_notifying_again(sto
 
 
 async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(notify=[])
     h = Harness(store, [m], clock)
     await h.service.start()
@@ -365,7 +390,7 @@ async def test_rebuilt_window_counts_only_live_scores_inside_the_window(store, r
 
 
 async def test_window_slides_and_an_empty_window_resolves(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     m = monitor(
         aggregate="mean",
         window="90s",
@@ -381,10 +406,10 @@ async def test_window_slides_and_an_empty_window_resolves(store, receiver):
         await h.idle()
         examples = receiver.at("/w")[0].body["examples"]
         assert [e["score"] for e in examples] == [0.3, 0.1]  # both below the threshold
-        clock.offset += 60
+        clock.advance(60)
         h.service.evaluate_now()
         assert h.state().state == "firing" and h.state().samples == 2
-        clock.offset += 40  # 100s later: both scores left the 90s window
+        clock.advance(40)  # 100s later: both scores left the 90s window
         h.service.evaluate_now()
         assert h.state().state == "resolved" and h.state().value is None and h.state().samples == 0
         await h.idle()
@@ -394,7 +419,7 @@ async def test_window_slides_and_an_empty_window_resolves(store, receiver):
 
 
 async def test_count_and_error_rate_monitors(store, receiver):
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     quiet = monitor(id="no-scores", aggregate="count", window="10m", below=1, notify=[])
     errors = monitor(
         id="judge-errors", aggregate="error_rate", window="10m", below=None, above=0.25, min_samples=4, notify=[]
@@ -415,7 +440,7 @@ async def test_count_and_error_rate_monitors(store, receiver):
 async def _cut_off_firing(store: DuckDBStore, receiver: WebhookReceiver, path: str) -> Harness:
     """A monitor fires and the daemon stops while its endpoint hangs: the firing stays unsent.
     Returns a second service on the same store, not started."""
-    clock = Clock()
+    clock = ManualClock(start=time.time())
     receiver.hang(path, 5.0)
     m = monitor(min_samples=1, notify=[{"webhook": receiver.url + path, "retries": 0, "timeout_s": 30}])
     first = Harness(store, [m], clock)
