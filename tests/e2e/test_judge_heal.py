@@ -26,14 +26,19 @@ def _asks(answer: str) -> Callable[[RecordedRequest], bool]:
     return lambda r: answer in r.prompt_text
 
 
-def _config(tmp_path: Path, fake: FakeOpenAI, **heal: Any) -> dict[str, Any]:
-    return config_dict(
+def _config(tmp_path: Path, fake: FakeOpenAI, *, workers: bool = False, **heal: Any) -> dict[str, Any]:
+    """The judge on ``fake`` and short heal periods; without worker processes (healing is the
+    daemon's runner's) unless ``workers``, as deployed."""
+    cfg = config_dict(
         tmp_path,
         assembly={"idle_s": 0.2},
         judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "retries": 0},
-        scoring={"heal": {"check_s": 0.2, "initial_backoff_s": 0.2, "max_backoff_s": 0.5} | heal},
+        scoring={"heal": {"check_s": 0.1, "initial_backoff_s": 0.1, "max_backoff_s": 0.3} | heal},
         scorers=[{"id": "judge", "prebuilt": "multi_turn_judge", "scope": "run", "options": {"criterion": "helpful"}}],
     )
+    if not workers:
+        cfg["workers"] = {"count": 0}
+    return cfg
 
 
 def _by_answer(daemon: DaemonProcess) -> dict[str, dict[str, Any]]:
@@ -55,8 +60,10 @@ def test_transient_errors_heal_after_a_restart_and_others_are_left_alone(tmp_pat
         fake.script(_asks("fine"), VERDICT)
         fake.script(_asks("flaky"), Reply.server_error(503))  # the judge is down for this one
         fake.script(_asks("locked out"), Reply.unauthorized())
-        # first run: the backoff is an hour, so nothing is retried before the restart
-        daemon = DaemonProcess(tmp_path, _config(tmp_path, fake, initial_backoff_s=3600, max_backoff_s=3600)).start()
+        # first run: the backoff is an hour, so nothing is retried before the restart; as deployed:
+        # worker processes store the error scores, the daemon's runner heals them
+        cfg = _config(tmp_path, fake, workers=True, initial_backoff_s=3600, max_backoff_s=3600)
+        daemon = DaemonProcess(tmp_path, cfg).start()
         try:
             with tracer(span_exporter("http", http_url=daemon.http_url)) as t:
                 for answer in ("flaky", "locked out", "fine"):
@@ -73,7 +80,7 @@ def test_transient_errors_heal_after_a_restart_and_others_are_left_alone(tmp_pat
 
         # the judge recovers after one more 503; the restarted daemon heals from the stored rows
         fake.script(_asks("flaky"), [Reply.server_error(503), VERDICT])
-        daemon = DaemonProcess(tmp_path, _config(tmp_path, fake)).start()
+        daemon = DaemonProcess(tmp_path, _config(tmp_path, fake, workers=True)).start()
         try:
             wait_for(lambda: _by_answer(daemon)["flaky"]["status"] == "ok", 60, interval_s=0.1, what="healed")
             after = _by_answer(daemon)

@@ -51,6 +51,7 @@ def test_retries_from_the_judge_section_and_per_binding(tmp_path: Path) -> None:
                     "judge": {"retries": 0},
                 },
             ],
+            workers={"count": 0},  # the retries are the scorer's, wherever it runs: fewer processes
         )
         daemon = DaemonProcess(tmp_path, cfg).start()
         try:

@@ -33,13 +33,14 @@ def test_a_per_scorer_cap_stops_that_scorer_alone(tmp_path):
         fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": "answered"}))
         cfg = config_dict(
             tmp_path,
-            assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
+            assembly={"idle_s": 0.3, "conversation_idle_s": 0.5},
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 10},
             scorers=[
                 _judge("free-judge"),
                 _judge("budget-judge", daily_budget_usd=1e-9),
                 _judge("rate-judge", requests_per_minute=1),
             ],
+            workers={"count": 0},  # the caps are the daemon's runner's (conversations are scored there)
         )
         daemon = DaemonProcess(tmp_path, cfg).start()
         try:

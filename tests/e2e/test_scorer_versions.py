@@ -54,6 +54,7 @@ def test_a_changed_prompt_gives_a_new_version_and_splits_the_trend_and_agreement
             assembly={"idle_s": 0.3},
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 10},
             scorers=[{"id": "politeness", "python": "user_scorers:make", "threshold": 0.75}],
+            workers={"count": 0},  # the version is the binding's, wherever it runs: fewer processes
         )
         env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
         _write_scorer(tmp_path, "Is the answer polite?")
@@ -100,10 +101,17 @@ def test_a_changed_prompt_gives_a_new_version_and_splits_the_trend_and_agreement
             assert f"politeness version {v1}" in section and f"politeness version {v2}" in section  # a trend each
 
             # people agree with the old prompt's verdicts and not with the new one's
-            for i in range(1, 7):
-                daemon.cli(
-                    "label", f"conversation:conv-{i}", "--scorer", "politeness", "--value", "pass", "--by", "ann"
+            labels = tmp_path / "labels.jsonl"  # one command for the six labels
+            labels.write_text(
+                "".join(
+                    json.dumps(
+                        {"target": f"conversation:conv-{i}", "scorer": "politeness", "value": "pass", "by": "ann"}
+                    )
+                    + "\n"
+                    for i in range(1, 7)
                 )
+            )
+            daemon.cli("label", "--import", str(labels))
             rows = json.loads(daemon.cli("agreement", "--scorer", "politeness", "--format", "json").stdout)
             by = {r["version"]: r for r in rows}
             assert set(by) == {v1, v2, "all"}

@@ -14,7 +14,7 @@ from tracescorer.demo import emit_conversations
 
 pytestmark = pytest.mark.slow
 
-GRACE_S = 6.0
+GRACE_S = 4.0  # short, with room for the stages the grace is shared among (the store keeps a fifth)
 CONVERSATIONS = [
     {"id": f"hang-{i}", "agent": "support", "turns": [(f"question {i}?", None, None, None, f"answer {i}.")]}
     for i in range(3)
@@ -25,11 +25,13 @@ CONVERSATIONS = [
 def test_sigterm_with_a_hanging_judge_exits_in_grace_and_rescoring_after_restart(tmp_path, backend, request):
     with FakeOpenAI(default=Reply.hang()) as fake:
         store: dict[str, object] = {}
+        workers: dict[str, object] = {}  # as deployed: worker processes stop within the grace too
         if backend == "postgres":
             store = {
                 "backend": "postgres",
                 "postgres": {"dsn": request.getfixturevalue("pg_dsn"), "claim_interval_s": 0.2},
             }
+            workers = {"count": 0}  # the store's claims are what differs: fewer processes
         cfg = config_dict(
             tmp_path,
             store=store,
@@ -51,6 +53,7 @@ def test_sigterm_with_a_hanging_judge_exits_in_grace_and_rescoring_after_restart
                 {"id": "non-empty", "prebuilt": "non_empty_response"},
             ],
             shutdown={"grace_s": GRACE_S},
+            workers=workers,
         )
         daemon = DaemonProcess(tmp_path, cfg).start()
         emit_conversations(daemon.grpc_endpoint, CONVERSATIONS)

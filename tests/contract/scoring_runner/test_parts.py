@@ -153,8 +153,10 @@ class _Store:
         self.fail = 0
         self.gate = asyncio.Event()
         self.gate.set()
+        self.at_gate = 0  # writes that reached the gate
 
     async def write_scores(self, scores, decisions) -> None:
+        self.at_gate += 1
         await self.gate.wait()
         if self.fail:
             self.fail -= 1
@@ -214,7 +216,7 @@ async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying
     writer.start()
     writer.add(_decision(1), _score(1))
     first = writer.committed()
-    await asyncio.sleep(0.05)  # the writer took the batch and waits at the gate
+    await wait_for_async(lambda: store.at_gate, 5, what="the writer took the batch and waits at the gate")
     writer.add(_decision(2))
     second = writer.committed()
     assert writer.waiting == 3 and writer.uncommitted_cost_usd == 0.5
