@@ -49,7 +49,7 @@ def _metric(text: str, prefix: str) -> float:
 def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones_are_not_ingested(tmp_path):
     cfg = config_dict(
         tmp_path,
-        assembly={"idle_s": 0.3},
+        assembly={"idle_s": 0.1},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1}],
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
@@ -203,14 +203,25 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         assert "GoalSuccess from agentcore-evals" in explain and "label=success" in explain
 
         # an external evaluator as the reference for agreement (and as a judge against labels)
-        daemon.cli("label", "conversation:conv-1", "--scorer", "Helpfulness", "--value", "0.8", "--by", "ann")
-        daemon.cli("label", "conversation:conv-3", "--scorer", "Helpfulness", "--value", "0.4", "--by", "ann")
-        daemon.cli(
-            "label", f"run:{runs['conv-1']['run_id']}", "--scorer", "Helpfulness", "--value", "0.8", "--by", "ann"
+        # (labels through the ops API: `tracescorer label` is tests/e2e/test_calibration_labels.py's)
+        labels = [
+            {"target": target, "scorer": "Helpfulness", "value": value, "by": "ann"}
+            for target, value in (
+                ("conversation:conv-1", 0.8),
+                ("conversation:conv-3", 0.4),
+                (f"run:{runs['conv-1']['run_id']}", 0.8),
+                (f"run:{runs['conv-3']['run_id']}", 0.4),
+            )
+        ]
+        assert daemon.info is not None
+        req = urllib.request.Request(
+            daemon.info.api_url + "/api/v1/labels",
+            data=json.dumps({"labels": labels}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {daemon.info.api_token}"},
+            method="POST",
         )
-        daemon.cli(
-            "label", f"run:{runs['conv-3']['run_id']}", "--scorer", "Helpfulness", "--value", "0.4", "--by", "ann"
-        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert json.loads(resp.read())["written"] == 4
         judged = json.loads(daemon.cli("agreement", "--scorer", "external:Helpfulness", "--format", "json").stdout)
         assert judged[0]["judge"] == "external:Helpfulness" and judged[0]["version"] == "2025-01"
         assert judged[0]["numeric"] == 2 and judged[0]["mae"] == pytest.approx(0.15)

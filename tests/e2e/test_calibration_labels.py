@@ -39,7 +39,10 @@ def fake():
 def _config(tmp_path, fake) -> dict:
     return config_dict(
         tmp_path,
-        assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
+        assembly={"idle_s": 0.1, "conversation_idle_s": 0.3},
+        # the stages in the daemon's own process: worker processes (each importing the judge's
+        # client at start) would triple its start; tests/e2e/test_workers*.py run them
+        workers={"count": 0},
         judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 10},
         scorers=[
             {
@@ -88,12 +91,21 @@ def test_labels_in_through_cli_api_and_import_then_agreement_and_disagreements(t
         assert "labelled conversation:conv-1 for answers-judge: pass (by ann)" in out
         trace2 = runs["conv-2"]["trace_id"]
         daemon.cli("label", trace2, "--scorer", JUDGE, "--value", "fail", "--by", "ann", "--note", "too vague")
-        # the judge passed conv-2 and conv-4 and failed conv-6; ann disagrees with all three
-        daemon.cli("label", "conversation:conv-4", "--scorer", JUDGE, "--value", "fail", "--by", "ann")
-        daemon.cli("label", "conversation:conv-6", "--scorer", JUDGE, "--value", "pass", "--by", "ann")
         bad = daemon.cli("label", "conversation:nope", "--scorer", JUDGE, "--value", "pass", check=False)
         assert bad.returncode != 0 and "no stored run has this conversation id" in bad.stderr
 
+        # the judge passed conv-2 and conv-4 and failed conv-6; ann disagrees with all three (the
+        # last two through the ops API, as a review tool sends them)
+        status, answer = _post(
+            daemon,
+            {
+                "labels": [
+                    {"target": "conversation:conv-4", "scorer": JUDGE, "value": "fail", "by": "ann"},
+                    {"target": "conversation:conv-6", "scorer": JUDGE, "value": "pass", "by": "ann"},
+                ]
+            },
+        )
+        assert status == 200 and answer["written"] == 2, answer
         # the ops API: the daemon's token only; all or nothing, errors name the item
         assert (
             _post(daemon, {"labels": [{"target": "conv-3", "scorer": JUDGE, "value": "pass", "by": "bob"}]}, None)[0]

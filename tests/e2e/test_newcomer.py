@@ -131,6 +131,8 @@ def test_missing_store_directory_is_announced_and_created(tmp_path):
     daemon = DaemonProcess(tmp_path, cfg).start()
     assert daemon.stop() == 0
     assert db.exists() and f"store.path: created directory {db.parent}" in daemon.log()
+    # a daemon with no scorers says so at start (the start-up line of bound ones: the next test)
+    assert "WARNING tracescorer.app: no scorers are bound" in daemon.log()
 
 
 @pytest.mark.parametrize("listener", ["http", "grpc"])
@@ -170,6 +172,12 @@ CONV = {
 }
 
 
+# the stages in the daemon's own process: these tests read what was scored, and worker processes
+# (each importing the judge's client at start) would triple a daemon's start; tests/e2e/test_workers*.py
+# run them
+IN_PROCESS = {"count": 0}
+
+
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("first-hour")
@@ -177,7 +185,8 @@ def judged(tmp_path_factory):
         fake.script("Criterion:", Reply.json({"satisfied": True, "reasoning": LONG_REASONING}))
         cfg = config_dict(
             tmp,
-            assembly={"idle_s": 0.2, "conversation_idle_s": 0.5},
+            assembly={"idle_s": 0.1, "conversation_idle_s": 0.3},
+            workers=IN_PROCESS,
             judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k"},
             scorers=[
                 {"id": "non-empty", "prebuilt": "non_empty_response", "threshold": 1},
@@ -199,14 +208,11 @@ def judged(tmp_path_factory):
             assert daemon.stop() == 0, daemon.log()
 
 
-def test_start_up_line_lists_the_bound_scorers(judged, tmp_path):
+def test_start_up_line_lists_the_bound_scorers(judged):
     assert (
         "2 scorer(s) bound: non-empty (non_empty_response, run, sampling 1), "
         "conversation-judge (multi_turn_judge, conversation, judge, sampling 1)"
     ) in judged.log()
-    bare = DaemonProcess(tmp_path, config_dict(tmp_path)).start()
-    assert bare.stop() == 0
-    assert "WARNING tracescorer.app: no scorers are bound" in bare.log()
 
 
 def test_formats_json_array_and_jsonl_lines(judged):
@@ -251,7 +257,8 @@ def test_explain_scored_and_unknown_ids(judged):
 def test_explain_says_when_pending_targets_are_due(tmp_path):
     cfg = config_dict(
         tmp_path,
-        assembly={"idle_s": 0.2, "conversation_idle_s": 600},
+        assembly={"idle_s": 0.1, "conversation_idle_s": 600},
+        workers=IN_PROCESS,
         scorers=[{"id": "conversation-check", "prebuilt": "non_empty_response", "scope": "conversation"}],
     )
     daemon = DaemonProcess(tmp_path, cfg).start()

@@ -41,6 +41,10 @@ BINDINGS = [
         "options": {"criterion": CRITERION},
     },
 ]
+# the stages in the daemon's own process: these tests read what was scored, and worker processes
+# (each importing the judge's client at start) would triple a daemon's start; tests/e2e/test_workers*.py
+# run them
+IN_PROCESS = {"count": 0}
 STAMP = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\b")
 ANY_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z|[+-]\d\d:\d\d| UTC)?")
 
@@ -59,9 +63,10 @@ def daemon(tmp_path_factory, fake):
     tmp = tmp_path_factory.mktemp("operator")
     cfg = config_dict(
         tmp,
-        assembly={"idle_s": 0.2, "conversation_idle_s": 0.5},
+        assembly={"idle_s": 0.1, "conversation_idle_s": 0.3},
         judge={"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "k", "timeout_s": 10},
         scorers=BINDINGS,
+        workers=IN_PROCESS,
     )
     proc = DaemonProcess(tmp, cfg).start()
     try:
@@ -219,7 +224,13 @@ def test_backfill_of_the_errors_rescores_only_them(daemon, fake):
 def test_backfill_of_the_missing_scores_only(tmp_path):
     """A scorer bound after traffic was scored: --missing scores only the runs it never saw, live
     and offline (no daemon) alike."""
-    first = config_dict(tmp_path, assembly={"idle_s": 0.2}, scorers=[BINDINGS[0]], scoring={"recover_window_s": 0})
+    first = config_dict(
+        tmp_path,
+        assembly={"idle_s": 0.1},
+        scorers=[BINDINGS[0]],
+        scoring={"recover_window_s": 0},
+        workers=IN_PROCESS,
+    )
     daemon = DaemonProcess(tmp_path, first).start()
     try:
         emit_conversations(daemon.grpc_endpoint, CONVERSATIONS[:2])  # 3 runs
@@ -228,7 +239,11 @@ def test_backfill_of_the_missing_scores_only(tmp_path):
         assert daemon.stop() == 0, daemon.log()
     added = {"id": "mentions-order", "prebuilt": "includes", "options": {"text": "order"}, "threshold": 1}
     second = config_dict(
-        tmp_path, assembly={"idle_s": 0.2}, scorers=[BINDINGS[0], added], scoring={"recover_window_s": 0}
+        tmp_path,
+        assembly={"idle_s": 0.1},
+        scorers=[BINDINGS[0], added],
+        scoring={"recover_window_s": 0},
+        workers=IN_PROCESS,
     )
     daemon = DaemonProcess(tmp_path, second).start()
     try:

@@ -24,6 +24,9 @@ def _config(tmp_path: Path) -> dict[str, object]:
     return config_dict(
         tmp_path,
         assembly={"idle_s": 0.3, "conversation_idle_s": 3600},
+        # the stages in the daemon's own process: worker processes (each importing the judge's
+        # client at start) would triple its start; tests/e2e/test_workers*.py run them
+        workers={"count": 0},
         judge={"model": "openai/gpt-4o-mini", "api_base": "${JUDGE_URL}", "api_key": "${env:JUDGE_KEY}"},
         scorers=[
             {"id": "answered", "prebuilt": "non_empty_response", "threshold": 1},
@@ -68,6 +71,7 @@ def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _reads(daemon: DaemonProcess, trace_id: str, tmp_path: Path, tag: str) -> None:
     config = daemon.config_path
+    out = {}
     for args in (
         ("runs",),
         ("scores",),
@@ -79,8 +83,9 @@ def _reads(daemon: DaemonProcess, trace_id: str, tmp_path: Path, tag: str) -> No
         result = _cli(config, *args)
         assert result.returncode == 0, f"{tag}: tracescorer {args[0]} failed: {result.stderr}"
         assert "is not set" not in result.stderr
-    assert "answered" in _cli(config, "scores").stdout
-    assert "answered: scored 1.0 label=pass" in _cli(config, "explain", trace_id).stdout
+        out[args[0]] = result.stdout
+    assert "answered" in out["scores"]
+    assert "answered: scored 1.0 label=pass" in out["explain"]
     assert (tmp_path / f"report-{tag}.html").stat().st_size > 0
 
 

@@ -169,27 +169,51 @@ class Page:
         await self.ws.close()
 
 
-async def render_in_chromium(html: Path, tmp: Path) -> dict[str, Any]:
-    """Open ``html`` in a fresh headless Chromium; return what the page showed and logged."""
-    profile = tmp / f"chromium-profile-{time.monotonic_ns()}"
-    proc = subprocess.Popen(
-        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().strip()):
-            assert proc.poll() is None, f"chromium exited with {proc.returncode}"
-            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
-            await asyncio.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{port}/json/list") as resp:
-                targets = await resp.json()
-            url = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
-            async with session.ws_connect(url, max_msg_size=0) as ws:
+class Chromium:
+    """A headless Chromium, driven over the DevTools protocol: :meth:`render` opens a report in a
+    tab of its own and returns what the page showed and logged."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Chromium:
+        profile = self.tmp / f"chromium-profile-{time.monotonic_ns()}"
+        self.proc = subprocess.Popen(
+            [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            port_file = profile / "DevToolsActivePort"
+            deadline = time.monotonic() + 60
+            while not (port_file.exists() and port_file.read_text().strip()):
+                assert self.proc.poll() is None, f"chromium exited with {self.proc.returncode}"
+                assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+                await asyncio.sleep(0.1)
+            self.base = f"http://127.0.0.1:{int(port_file.read_text().split()[0])}"
+            self.session = aiohttp.ClientSession()
+        except BaseException:
+            await self.__aexit__()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.session is not None:
+            await self.session.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    async def render(self, html: Path) -> dict[str, Any]:
+        assert self.session is not None
+        async with self.session.put(f"{self.base}/json/new?about:blank") as resp:
+            target = await resp.json(content_type=None)
+        try:
+            async with self.session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
                 page = Page(ws)
                 for domain in ("Runtime", "Log", "Page", "Network"):
                     await page.send(f"{domain}.enable")
@@ -203,19 +227,15 @@ async def render_in_chromium(html: Path, tmp: Path) -> dict[str, Any]:
                 )
                 result = await page.send("Runtime.evaluate", expression=script, returnByValue=True)
                 shot = await page.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-                (tmp / (html.stem + ".png")).write_bytes(__import__("base64").b64decode(shot["data"]))
+                (self.tmp / (html.stem + ".png")).write_bytes(__import__("base64").b64decode(shot["data"]))
                 await asyncio.sleep(0.2)  # late console messages of the load
                 dom = json.loads(result["result"]["value"])
                 dom["errors"], dom["requests"] = page.errors(), page.requests()
                 await page.close()
                 return dom
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        finally:
+            async with self.session.get(f"{self.base}/json/close/{target['id']}") as resp:
+                await resp.read()
 
 
 @pytest.fixture
@@ -268,32 +288,39 @@ async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tm
     judge = {"model": "openai/gpt-4o-mini", "api_base": fake.base_url, "api_key": "test-key", "timeout_s": 10}
     cfg = config_dict(
         tmp_path,
-        assembly={"idle_s": 0.3, "conversation_idle_s": 1.0},
+        assembly={"idle_s": 0.1, "conversation_idle_s": 0.3},
         judge=judge,
         scorers=BINDINGS,
         report={"trace_url": TRACE_URL},
+        # the stages in the daemon's own process: worker processes (each importing the judge's
+        # client at start) would triple its start; tests/e2e/test_workers*.py run them
+        workers={"count": 0},
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     running, stopped, backfilled = tmp_path / "running.html", tmp_path / "stopped.html", tmp_path / "backfilled.html"
-    try:
-        await asyncio.to_thread(emit_conversations, daemon.grpc_endpoint, CONVERSATIONS)
-        # 5 runs x 2 code scorers + 1 never-fails + 4 judged conversations
-        await asyncio.to_thread(
-            wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 15, 60, 0.25, "15 scores"
-        )
-        out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(running))
+    async with Chromium(tmp_path) as chromium:
+        try:
+            await asyncio.to_thread(emit_conversations, daemon.grpc_endpoint, CONVERSATIONS)
+            # 5 runs x 2 code scorers + 1 never-fails + 4 judged conversations
+            await asyncio.to_thread(
+                wait_for, lambda: len(daemon.query_json("SELECT id FROM scores")) >= 15, 60, 0.25, "15 scores"
+            )
+            out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(running))
+            assert "5 scorer(s), 15 score(s)" in out.stdout
+            last = dt.datetime.fromisoformat(daemon.query_json("SELECT max(updated_at) AS t FROM scores")[0]["t"])
+            # the report while the daemon runs, in the browser (meanwhile the clock moves on)
+            _check(await chromium.render(running), running)
+            # re-scoring every conversation later rewrites the score rows, not the history
+            later = last + dt.timedelta(seconds=2)  # past the trend's buckets (seconds: the data span a few)
+            await asyncio.to_thread(wait_for, lambda: dt.datetime.now(dt.UTC) > later, 10, 0.1, "two seconds on")
+            await asyncio.to_thread(daemon.cli, "backfill", "--scorer", "answered-judge")
+            out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(backfilled))
+            assert "5 scorer(s), 15 score(s)" in out.stdout
+        finally:
+            assert daemon.stop() == 0, daemon.log()
+        out = await asyncio.to_thread(daemon.cli, "report", "--output", str(stopped))
         assert "5 scorer(s), 15 score(s)" in out.stdout
-        # re-scoring every conversation later rewrites the score rows, not the history
-        last = dt.datetime.fromisoformat(daemon.query_json("SELECT max(updated_at) AS t FROM scores")[0]["t"])
-        later = last + dt.timedelta(seconds=2)  # past the trend's buckets (seconds: the data span a few)
-        await asyncio.to_thread(wait_for, lambda: dt.datetime.now(dt.UTC) > later, 10, 0.1, "two seconds on")
-        await asyncio.to_thread(daemon.cli, "backfill", "--scorer", "answered-judge")
-        out = await asyncio.to_thread(daemon.cli, "report", "--since", "1h", "--output", str(backfilled))
-        assert "5 scorer(s), 15 score(s)" in out.stdout
-    finally:
-        assert daemon.stop() == 0, daemon.log()
-    out = await asyncio.to_thread(daemon.cli, "report", "--output", str(stopped))
-    assert "5 scorer(s), 15 score(s)" in out.stdout
+        _check(await chromium.render(stopped), stopped)
     before, after = _trend(running.read_text(), "answered-judge"), _trend(backfilled.read_text(), "answered-judge")
     assert before == after and "<circle" in before
     assert "from backfill" in backfilled.read_text() and "from backfill" not in running.read_text()
@@ -304,9 +331,6 @@ async def test_report_renders_in_chromium_with_the_daemon_running_and_stopped(tm
     external = re.findall(r"""href\s*=\s*["']?((?:https?:)?//[^"'>\s]*)""", html)
     assert external and all(link.startswith("https://jaeger.example/trace/") for link in external), external
     assert "Content-Security-Policy" in html
-    for page in (running, stopped):
-        dom = await render_in_chromium(page, tmp_path)
-        _check(dom, page)
     assert "daemon at http://127.0.0.1" in running.read_text() and "database " in stopped.read_text()
 
     one = tmp_path / "one.html"
