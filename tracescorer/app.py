@@ -97,7 +97,7 @@ class App:
                 s, self.segment_log, st.attach, self.metrics, count=workers, owner=self.owner, listeners=score_listeners
             )
         else:
-            self.pipeline = Pipeline(s, st, self.metrics, self.segment_log, self.runner)
+            self.pipeline = Pipeline(s, st, self.metrics, self.segment_log, self.runner, clock=self.clock)
             self.feed = self.pipeline.feed
         self.assembly = self.pipeline.assembly if self.pipeline is not None else None
         self.readiness = Readiness(
@@ -113,7 +113,7 @@ class App:
         self.ingestor.add_backlog_check("log", self.readiness.feed_backlog)
         scorer_ids = [b.id for b in s.scorers]
         self.monitors = build_monitors(
-            s.monitors, scorer_ids, st.monitors, self.metrics, shared=shared, leadership=st.leadership
+            s.monitors, scorer_ids, st.monitors, self.metrics, shared=shared, leadership=st.leadership, clock=self.clock
         )
         if self.monitors is not None:
             score_listeners.append(self.monitors)

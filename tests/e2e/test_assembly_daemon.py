@@ -12,6 +12,7 @@ from support.daemon import DaemonProcess, plain_config, wait_for
 from support.payloads import trace_request
 
 TRACE = "7a1c0ffee0000000000000000000beef"
+PLAIN = "0dd0ffee0000000000000000000beef0"  # the unmatched trace, beside TRACE in the shared daemon
 ROOT, CHAT1, TOOL, CHAT2 = "a000000000000001", "a000000000000002", "a000000000000003", "a000000000000004"
 T0 = 1_800_000_000_000_000_000
 
@@ -86,43 +87,50 @@ def runs(daemon: DaemonProcess, *args: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True) -> list[dict]:
-    """Poll (in-process) until the daemon lists ``count`` runs passing ``check``."""
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One daemon for the tests that only send and read (each its own trace ids)."""
+    tmp = tmp_path_factory.mktemp("assembly")
+    daemon = DaemonProcess(tmp, plain_config(tmp, assembly={"idle_s": 0.5})).start()
+    yield daemon
+    assert daemon.stop() == 0, daemon.log()
+
+
+def wait_runs(daemon: DaemonProcess, count: int, check=lambda rs: True, trace_id: str | None = None) -> list[dict]:
+    """Poll (in-process) until the daemon lists ``count`` runs (of ``trace_id``) passing ``check``."""
     return wait_for(
-        lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs()),
+        lambda: (lambda rs: rs if len(rs) == count and check(rs) else None)(daemon.runs(trace_id=trace_id)),
         60,  # returns as soon as they are there; 20 s ran out once on an oversubscribed machine
         interval_s=0.1,
         what=f"{count} run(s)",
     )
 
 
-def test_split_out_of_order_delivery_and_late_span_upsert(tmp_path):
-    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, assembly={"idle_s": 0.5})).start()
-    try:
-        spans = agent_spans()
-        # children before their parent, one span per request, the tool span held back
-        for span in [spans[3], spans[1], spans[0]]:
-            post(daemon, [span])
-        first = wait_runs(daemon, 1)[0]
-        assert first["agent_name"] == "weather" and first["tool_calls"] == []
-        assert [m["content"] for m in first["input_messages"]] == ["Weather in Paris?"]
-        post(daemon, [spans[2]])  # the late tool span
-        second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
-        assert second["run_id"] == first["run_id"]
-        assert second["tool_calls"] == [
-            {
-                "id": "call_1",
-                "name": "get_weather",
-                "arguments": {"city": "Paris"},
-                "result": "Sunny, 22C",
-                "error": None,
-            }
-        ]
-        assert len(runs(daemon, "--conversation", first["conversation_id"])) == 1
-        metrics = urllib.request.urlopen(daemon.http_url + "/metrics").read().decode()
-        assert 'tracescorer_assembly_traces_total{pass="late",reason="complete"} 1.0' in metrics
-    finally:
-        assert daemon.stop() == 0, daemon.log()
+def test_split_out_of_order_delivery_and_late_span_upsert(shared):
+    daemon = shared
+    spans = agent_spans()
+    # children before their parent, one span per request, the tool span held back
+    for span in [spans[3], spans[1], spans[0]]:
+        post(daemon, [span])
+    first = wait_runs(daemon, 1, trace_id=TRACE)[0]
+    assert first["agent_name"] == "weather" and first["tool_calls"] == []
+    assert [m["content"] for m in first["input_messages"]] == ["Weather in Paris?"]
+    post(daemon, [spans[2]])  # the late tool span
+    second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [], trace_id=TRACE)[0]
+    assert second["run_id"] == first["run_id"]
+    assert second["tool_calls"] == [
+        {
+            "id": "call_1",
+            "name": "get_weather",
+            "arguments": {"city": "Paris"},
+            "result": "Sunny, 22C",
+            "error": None,
+        }
+    ]
+    assert len(runs(daemon, "--conversation", first["conversation_id"])) == 1
+    metrics = urllib.request.urlopen(daemon.http_url + "/metrics").read().decode()
+    # the shared daemon's only late trace (the unmatched test's is not late)
+    assert 'tracescorer_assembly_traces_total{pass="late",reason="complete"} 1.0' in metrics
 
 
 def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
@@ -132,35 +140,50 @@ def test_full_assembly_backlog_pushes_back_and_loses_nothing(tmp_path):
     # max_wait_s: the steps up to the refusal must happen before the first two traces are handed
     # out (3 s was not always enough on a loaded machine)
     cfg = plain_config(
-        tmp_path, assembly={"idle_s": 60, "max_wait_s": 8, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
+        tmp_path, assembly={"idle_s": 0.5, "max_wait_s": 8, "max_traces": 2}, segment_log={"max_lag_bytes": 1}
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         traces = [f"{i:032x}" for i in range(1, 5)]
-        for t in traces[:3]:  # only the model calls: the roots never come
-            spans = [s for s in agent_spans(t) if s["span_id"] != ROOT]
+        # the first two: only the model calls (their roots never come: they wait max_wait_s); the
+        # third and fourth whole (assembled idle_s after they come out of the log)
+        whole = {
+            t: agent_spans(t) if t in traces[2:] else [s for s in agent_spans(t) if s["span_id"] != ROOT]
+            for t in traces
+        }
+        for t in traces[:3]:
+            spans = whole[t]
             wait_for(lambda spans=spans: _posted(daemon, spans), 20, interval_s=0.1, what=f"trace {t} taken")
             if t == traces[1]:
                 wait_for(lambda: _feed_held(daemon), 20, what="the feed held back by the full assembly buffer")
         # the third was taken (it waits in the log); past the log's bound the fourth is refused, retryable
         with pytest.raises(urllib.error.HTTPError) as refused:
-            post(daemon, [s for s in agent_spans(traces[3]) if s["span_id"] != ROOT])
+            post(daemon, whole[traces[3]])
         assert refused.value.code == 429 and refused.value.headers["Retry-After"] == "1"
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             urllib.request.urlopen(daemon.http_url + "/readyz", timeout=10)
         assert not_ready.value.code == 503 and "segment log's feed" in not_ready.value.read().decode()
-        # max_wait hands the two out, incomplete (no root): each orphan model call is a run
-        got = wait_runs(daemon, 4)
-        assert {r["trace_id"] for r in got} == set(traces[:2])
+        # max_wait hands the two out, incomplete (no root): each orphan model call is a run (the
+        # third, out of the log then, follows idle_s later)
+        got = wait_for(
+            lambda: (lambda rs: rs if len(rs) == 4 else None)(
+                [r for r in daemon.runs() if r["trace_id"] in traces[:2]]
+            ),
+            60,
+            interval_s=0.1,
+            what="the first two traces' runs",
+        )
         assert all(r["attributes"]["tracescorer.incomplete"] is True for r in got)
         wait_for(
-            lambda: _posted(daemon, [s for s in agent_spans(traces[3]) if s["span_id"] != ROOT]),
+            lambda: _posted(daemon, whole[traces[3]]),
             20,
             interval_s=0.2,
             what="the fourth trace to be taken",
         )
-        got = wait_runs(daemon, 8)  # the third and fourth come out of the log and are assembled
+        got = wait_runs(daemon, 6)  # the third and fourth come out of the log and are assembled, one run each
         assert {r["trace_id"] for r in got} == set(traces)
+        later = [r for r in got if r["trace_id"] in traces[2:]]
+        assert len(later) == 2 and all("tracescorer.incomplete" not in r["attributes"] for r in later), later
     finally:
         assert daemon.stop() == 0, daemon.log()
 
@@ -196,21 +219,16 @@ def test_restart_recovers_traces_never_assembled(tmp_path):
         assert daemon.stop() == 0, daemon.log()
 
 
-def test_trace_without_agent_conventions_is_listed_as_unmatched(tmp_path):
-    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, assembly={"idle_s": 0.3})).start()
-    try:
-        post(
-            daemon, [{"trace_id": TRACE, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}]
-        )
-        rows = wait_for(lambda: daemon.runs(unmatched=True), 20, interval_s=0.1, what="unmatched trace")
-        assert runs(daemon, "--unmatched") == rows
-        assert rows[0]["trace_id"] == TRACE and rows[0]["root_name"] == "GET /health"
-        assert "no known agent/GenAI convention" in rows[0]["unmatched_reason"]
-        assert runs(daemon) == []
-        table = daemon.cli("runs", "--unmatched").stdout
-        assert TRACE in table
-    finally:
-        assert daemon.stop() == 0, daemon.log()
+def test_trace_without_agent_conventions_is_listed_as_unmatched(shared):
+    daemon = shared
+    post(daemon, [{"trace_id": PLAIN, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
+    rows = wait_for(lambda: daemon.runs(trace_id=PLAIN, unmatched=True), 20, interval_s=0.1, what="unmatched trace")
+    assert runs(daemon, "--unmatched", "--trace", PLAIN) == rows
+    assert len(rows) == 1 and rows[0]["trace_id"] == PLAIN and rows[0]["root_name"] == "GET /health"
+    assert "no known agent/GenAI convention" in rows[0]["unmatched_reason"]
+    assert runs(daemon, "--trace", PLAIN) == []
+    table = daemon.cli("runs", "--unmatched").stdout
+    assert PLAIN in table
 
 
 def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stored(tmp_path):

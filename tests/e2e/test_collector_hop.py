@@ -9,6 +9,7 @@ import subprocess
 import urllib.request
 
 import pytest
+from opentelemetry import context, trace
 from support.daemon import DaemonProcess, plain_config, wait_for
 from support.rotel import RotelUnavailable, agent
 
@@ -36,17 +37,31 @@ def rotel_binary():
         pytest.skip(str(exc))
 
 
+def _rootless(endpoint: str, conversations: list[dict]) -> None:
+    """Send ``conversations`` as children of a span that never comes (not a remote parent): their
+    traces have no root, so assembly waits ``max_wait_s`` for it."""
+    parent = trace.SpanContext(
+        0x0DE1 << 64, 0x0DE1, is_remote=False, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    )
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(parent)))
+    try:
+        emit_conversations(endpoint, conversations)
+    finally:
+        context.detach(token)
+
+
 def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_binary):
-    # one trace at a time in assembly: while the first waits for idle_s, assembly holds the feed back, a
-    # second trace waits in the segment log, and with the log's bound at one byte a third is refused with 429;
-    # idle_s is the window for that: long enough for two more exports through rotel on a loaded machine (8 s
-    # was not, once, beside a full test run). The window cannot be held open by the test instead: while the
-    # feed is behind, the daemon refuses every span, the one that would complete the first trace too
+    # one trace at a time in assembly: while the first (rootless) waits for max_wait_s, assembly holds the
+    # feed back, a second trace waits in the segment log, and with the log's bound at one byte a third is
+    # refused with 429; max_wait_s is the window for that: long enough for two more exports through rotel on
+    # a loaded machine (8 s was not, once, beside a full test run); the traces after it, with their roots,
+    # complete after the short idle_s. The window cannot be held open by the test instead: while the feed is
+    # behind, the daemon refuses every span, the one that would complete the first trace too
     daemon = DaemonProcess(
         tmp_path,
         plain_config(
             tmp_path,
-            assembly={"idle_s": 20.0, "max_traces": 1},
+            assembly={"idle_s": 0.3, "max_wait_s": 15.0, "max_traces": 1},
             segment_log={"max_lag_bytes": 1},
             scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         ),
@@ -95,7 +110,7 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
         conversations = [
             {"id": f"hop-{i}", "agent": "support", "turns": [(f"q{i}", None, None, None, f"a{i}")]} for i in range(3)
         ]
-        emit_conversations(f"127.0.0.1:{grpc_port}", conversations[:1])
+        _rootless(f"127.0.0.1:{grpc_port}", conversations[:1])
         wait_for(  # /metrics, not a query: cheap enough to see it early on a loaded machine
             lambda: _metric(daemon, "tracescorer_assembly_buffered_traces") >= 1,
             30,

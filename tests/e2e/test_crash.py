@@ -20,7 +20,7 @@ from tracescorer.store.duckdb import open_read_only
 pytestmark = pytest.mark.slow
 
 PRODUCERS = 3
-ACKED_BEFORE_KILL = 2000
+ACKED_BEFORE_KILL = 1000  # enough load that the kill lands mid-pipeline (some scored, some in flight)
 
 
 def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:

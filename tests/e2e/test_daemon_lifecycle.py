@@ -57,7 +57,8 @@ def test_sigterm_under_load_loses_nothing_acknowledged(tmp_path):
 
 
 def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
-    daemon = DaemonProcess(tmp_path, plain_config(tmp_path)).start()
+    """Also: the query row limit and bad SQL through the CLI while serving."""
+    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, store={"query_max_rows": 5})).start()
     with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
         agent_trace(t)
     daemon.settled()
@@ -72,6 +73,10 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
     assert refused.returncode != 0 and "only read statements" in refused.stderr
     table = daemon.cli("query", "SELECT count(*) AS spans FROM spans").stdout
     assert table.splitlines()[0].strip() == "spans" and "4" in table.splitlines()[2]
+    result = daemon.cli("query", "SELECT * FROM range(100)")  # store.query_max_rows: 5
+    assert "(5 rows)" in result.stdout and "truncated at 5 rows" in result.stderr
+    bad = daemon.cli("query", "SELEC nonsense", check=False)
+    assert bad.returncode != 0 and "Error" in bad.stderr
     assert daemon.stop() == 0
 
     # not serving: the file is opened read-only
@@ -91,17 +96,6 @@ def test_restart_keeps_rows_and_cli_reads_while_serving_and_after(tmp_path):
     daemon.settled()
     assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 8}]
     assert daemon.stop() == 0
-
-
-def test_query_row_limit_and_bad_sql(tmp_path):
-    daemon = DaemonProcess(tmp_path, plain_config(tmp_path, store={"query_max_rows": 5})).start()
-    try:
-        result = daemon.cli("query", "SELECT * FROM range(100)")
-        assert "(5 rows)" in result.stdout and "truncated at 5 rows" in result.stderr
-        bad = daemon.cli("query", "SELEC nonsense", check=False)
-        assert bad.returncode != 0 and "Error" in bad.stderr
-    finally:
-        assert daemon.stop() == 0
 
 
 def test_serve_fails_clearly_on_bad_config(tmp_path):

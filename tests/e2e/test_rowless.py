@@ -278,7 +278,7 @@ def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, how, afte
     assembled with every span acknowledged, none twice, every run scored once."""
     daemon = DaemonProcess(tmp_path, _config(tmp_path, idle_s=0.5)).start()
     with _under_load(daemon) as acked:
-        wait_for(lambda: len(acked.spans[0]) >= 3000, 120, interval_s=0.05, what="spans acknowledged")
+        wait_for(lambda: len(acked.spans[0]) >= 1500, 120, interval_s=0.05, what="spans acknowledged")
         _scores_past(daemon, 0)
         assert daemon.proc is not None
         if how == "kill":

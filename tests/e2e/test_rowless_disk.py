@@ -5,7 +5,7 @@ assembled and scored, once."""
 
 from __future__ import annotations
 
-import time
+import urllib.request
 
 import pytest
 from support.daemon import DaemonProcess, config_dict, wait_for
@@ -13,6 +13,13 @@ from support.disk import fill, small_disk
 from support.otlp import agent_trace, span_exporter, tracer
 
 SCORERS = [{"id": "non-empty", "prebuilt": "non_empty_response"}]
+
+
+def _write_errors(daemon: DaemonProcess) -> float:
+    """Failed store writes so far (the workers' included), from /metrics."""
+    with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
+        lines = resp.read().decode().splitlines()
+    return sum(float(line.split()[-1]) for line in lines if line.startswith("tracescorer_store_write_errors_total"))
 
 
 def _send(grpc_port: int, n: int) -> list[str]:
@@ -34,7 +41,7 @@ def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path
             workers={"count": 2},
             store={"path": str(disk / "ts.duckdb"), "spans": "none", "checkpoint_threshold": "2MB"},
             segment_log={"min_free_bytes": 1 << 20},
-            assembly={"idle_s": 8},  # the traces wait in the buffer while the disk fills
+            assembly={"idle_s": 5},  # the traces wait in the buffer while the disk fills (within ~2 s)
             scorers=SCORERS,
         )
         daemon = DaemonProcess(tmp_path, cfg).start()
@@ -49,7 +56,13 @@ def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path
                 interval_s=0.2,
                 what="the store failing to write the runs on the full disk",
             )
-            time.sleep(3)  # tries again meanwhile, quietly
+            failed = _write_errors(daemon)
+            wait_for(  # tries again meanwhile, quietly
+                lambda: _write_errors(daemon) >= failed + 2,
+                60,
+                interval_s=0.2,
+                what="the runs tried again on the full disk",
+            )
             filler.unlink()
             wait_for(
                 lambda: int(daemon.query_json("SELECT count(*) AS n FROM assembled_traces")[0]["n"]) >= len(ids),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,19 @@ def _config(
     return home, cfg
 
 
+def _start(daemons: list[DaemonProcess]) -> list[DaemonProcess]:
+    """Start the daemons side by side; none is left running when one fails to start."""
+    with ThreadPoolExecutor(len(daemons)) as pool:
+        futures = [pool.submit(d.start) for d in daemons]
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        for d in daemons:
+            if d.proc is not None and d.proc.poll() is None:
+                d.stop()
+        raise failed[0]
+    return daemons
+
+
 def _metric(daemon: DaemonProcess, name: str) -> float:
     text = urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10).read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
@@ -77,9 +91,40 @@ def fake():
         yield server
 
 
+def _with_monitor(home: Path, cfg: dict[str, Any], hook_url: str) -> tuple[Path, dict[str, Any]]:
+    """``cfg`` with a run scorer every turn of the split conversation fails and a monitor of it
+    that fires at 4 failing scores: two on each daemon, so only when they count together."""
+    cfg["scorers"].append({"id": "mentions-ok", "prebuilt": "includes", "options": {"text": "OK"}, "threshold": 1})
+    cfg["monitors"] = [
+        {
+            "id": "quality",
+            "scorer": "mentions-ok",
+            "aggregate": "pass_rate",
+            "window": "1h",
+            "below": 0.8,
+            "min_samples": 4,
+            "for": "0s",
+            "cooldown": "1h",
+            "notify": [{"webhook": hook_url, "retries": 0}],
+        }
+    ]
+    return home, cfg
+
+
 def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_once(tmp_path, pg_dsn, fake):
-    with OtlpCapture() as capture:
-        daemons = [DaemonProcess(*_config(tmp_path, n, pg_dsn, fake, capture=capture)).start() for n in ("a", "b")]
+    """Also: the monitors run on one daemon, counting every daemon's scores, and another daemon
+    takes over from the stored state when it stops, without notifying again."""
+    from fakes.webhook_receiver import WebhookReceiver
+
+    with OtlpCapture() as capture, WebhookReceiver() as hooks:
+        daemons = _start(
+            [
+                DaemonProcess(
+                    *_with_monitor(*_config(tmp_path, n, pg_dsn, fake, capture=capture), hooks.url + "/quality")
+                )
+                for n in ("a", "b")
+            ]
+        )
         try:
             acked = Acked(2)
             exporter = RoutingExporter([d.grpc_endpoint for d in daemons], acked)
@@ -151,6 +196,22 @@ def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_o
             assert "conversation-judge: scored 1.0 label=pass" in explain
             other = next(iter(acked.traces[1]))  # a trace daemon b assembled, explained through daemon a
             assert "assembled by another daemon" in a.cli("explain", other).stdout
+
+            # the monitor: 4 failing scores, two on each daemon, fire it once
+            wait_for(lambda: len(hooks.at("/quality")) >= 1, 60, interval_s=0.2, what="the monitor firing")
+            state = a.query_json("SELECT state, samples FROM monitor_state WHERE monitor_id = 'quality'")
+            assert state == [{"state": "firing", "samples": 4}]
+            leaders = [d for d in daemons if "this daemon runs the monitors" in d.log()]
+            assert len(leaders) == 1
+            # the leader stops: the other daemon takes over from the stored state, without a second notification
+            assert leaders[0].stop() == 0, leaders[0].log()[-3000:]
+            follower = next(d for d in daemons if d is not leaders[0])
+            wait_for(lambda: "this daemon runs the monitors" in follower.log(), 30, interval_s=0.2, what="the takeover")
+            firing = 'tracescorer_monitor_state{monitor="quality",state="firing"}'
+            wait_for(
+                lambda: _metric(follower, firing) == 1, 30, interval_s=0.2, what="the new leader evaluating: firing"
+            )
+            assert len(hooks.at("/quality")) == 1  # still firing, from the stored state: not notified again
         finally:
             codes = [d.stop() for d in daemons]
         assert codes == [0, 0], [d.log()[-3000:] for d in daemons]
@@ -162,7 +223,7 @@ def test_a_conversation_split_across_two_daemons_is_scored_stored_and_exported_o
 
 def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_acknowledged_lost(tmp_path, pg_dsn, fake):
     fake.script("answer", Reply.json({"satisfied": True, "reasoning": "ok"}, delay_s=0.6))  # judges take a while
-    daemons = [DaemonProcess(*_config(tmp_path, n, pg_dsn, fake)).start() for n in ("a", "b")]
+    daemons = _start([DaemonProcess(*_config(tmp_path, n, pg_dsn, fake)) for n in ("a", "b")])
     conversations = [{"id": f"load-{i}", "agent": "support", "turns": _turns(3, f"load{i}")} for i in range(10)]
     acked = Acked(2)
     try:
@@ -239,56 +300,3 @@ def test_kill_9_one_daemon_mid_load_every_conversation_scored_once_nothing_ackno
         assert not acked.spans[index] - stored, (
             f"daemon {index}: {len(acked.spans[index] - stored)} acknowledged spans lost"
         )
-
-
-def test_monitors_run_on_one_daemon_counting_every_daemons_scores(tmp_path, pg_dsn, fake):
-    from fakes.webhook_receiver import WebhookReceiver
-
-    with WebhookReceiver() as hooks:
-        configs = []
-        for name in ("a", "b"):
-            home, cfg = _config(tmp_path, name, pg_dsn, fake)
-            cfg["scorers"] = [{"id": "mentions-ok", "prebuilt": "includes", "options": {"text": "OK"}, "threshold": 1}]
-            cfg["monitors"] = [
-                {
-                    "id": "quality",
-                    "scorer": "mentions-ok",
-                    "aggregate": "pass_rate",
-                    "window": "1h",
-                    "below": 0.8,
-                    "min_samples": 4,
-                    "for": "0s",
-                    "cooldown": "1h",
-                    "notify": [{"webhook": hooks.url + "/quality", "retries": 0}],
-                }
-            ]
-            configs.append((home, cfg))
-        daemons = [DaemonProcess(*c).start() for c in configs]
-        try:
-            acked = Acked(2)
-            failing = [
-                {"id": f"m-{i}", "agent": "support", "turns": [("q?", None, None, None, "Sorry, no.")]}
-                for i in range(4)
-            ]
-            emit_conversations(
-                "",
-                failing,
-                exporter=RoutingExporter([d.grpc_endpoint for d in daemons], acked),
-                id_generator=SequentialTraceIds(500),
-            )
-            assert all(len(t) == 2 for t in acked.traces)  # two failing scores on each daemon: 4 only together
-            wait_for(lambda: len(hooks.at("/quality")) >= 1, 60, interval_s=0.2, what="the monitor firing")
-            state = daemons[0].query_json("SELECT state, samples FROM monitor_state WHERE monitor_id = 'quality'")
-            assert state == [{"state": "firing", "samples": 4}]
-            leaders = [d for d in daemons if "this daemon runs the monitors" in d.log()]
-            assert len(leaders) == 1
-            # the leader stops: the other daemon takes over from the stored state, without a second notification
-            leaders[0].stop()
-            other = next(d for d in daemons if d is not leaders[0])
-            wait_for(lambda: "this daemon runs the monitors" in other.log(), 30, interval_s=0.2, what="the takeover")
-            firing = 'tracescorer_monitor_state{monitor="quality",state="firing"}'
-            wait_for(lambda: _metric(other, firing) == 1, 30, interval_s=0.2, what="the new leader evaluating: firing")
-            assert len(hooks.at("/quality")) == 1  # still firing, from the stored state: not notified again
-        finally:
-            codes = [d.stop() for d in daemons if d.proc is not None and d.proc.poll() is None]
-        assert all(c == 0 for c in codes)

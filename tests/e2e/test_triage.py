@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
+from support.clock import ManualClock
 from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
@@ -145,9 +146,10 @@ async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_r
     ``triage.window_s`` after it: the new start learnt again that the trace holds agent content
     (from the log's requests of the last ``assembly.max_wait_s``), so the root joins the run."""
     settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 30})
+    clock = ManualClock()
     switch = _Switch()
     with tracer(switch, service="support-bot") as t:
-        async with running_app(settings) as app:
+        async with running_app(settings, clock) as app:
             switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
             root = t.start_span("POST /ask", kind=SpanKind.SERVER)
 
@@ -159,20 +161,22 @@ async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_r
 
             await asyncio.to_thread(chat)
             await settled(app)
-        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
-        async with running_app(settings) as app:
+        clock.advance(1.0)  # longer than triage.window_s: the root ends after it
+        async with running_app(settings, clock) as app:
             switch.to = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
             await asyncio.to_thread(root.end)
-            await _assert_one_whole_run(await settled(app), f"{root.get_span_context().trace_id:032x}")
+            await _assert_one_whole_run(await settled(app), f"{root.get_span_context().trace_id:032x}", clock)
 
 
-async def _assert_one_whole_run(queries: Any, trace_id: str) -> None:
-    """The trace's one run is stored, complete, with both spans (the HTTP root and the model call)."""
+async def _assert_one_whole_run(queries: Any, trace_id: str, clock: ManualClock) -> None:
+    """The trace's one run is stored, complete, with both spans (the HTTP root and the model call),
+    once ``assembly.idle_s`` (0.5 s) passed on ``clock`` after its last span."""
 
     async def run_rows() -> list[tuple[Any, ...]]:
+        clock.advance(0.5)
         return await fetch(queries, "SELECT trace_id, attributes FROM runs")
 
-    ((run_trace, attributes),) = await wait_for_async(run_rows, 30, what="the run")
+    ((run_trace, attributes),) = await wait_for_async(run_rows, 30, interval_s=0.1, what="the run")
     spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
     assert run_trace == trace_id
     assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
@@ -244,39 +248,13 @@ def _marker_less_spans(grpc_endpoint: str) -> trace.SpanContext:
                 return chat.get_span_context()
 
 
-def test_genai_log_records_after_marker_less_spans_keep_the_run_in_a_worker_process(tmp_path):
-    """As deployed (``tracescorer serve`` with worker processes, each triaging its share of the
-    traces): the spans, skipped, are read back when the trace's GenAI log records come."""
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, workers={"count": 2}, assembly={"idle_s": 0.5})).start()
-    try:
-        chat = _marker_less_spans(daemon.grpc_endpoint)
-        _emit_events(daemon.grpc_endpoint, chat)
-        daemon.settled()
-        (run,) = wait_for(daemon.runs, 60, what="the run")
-        spans = daemon.query_json("SELECT name FROM spans ORDER BY name")
-        with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
-            metrics = resp.read().decode()
-    finally:
-        daemon.stop()
-    assert run["trace_id"] == f"{chat.trace_id:032x}"
-    assert [m["content"] for m in run["input_messages"]] == ["What is 2+2?"]
-    assert [m["content"] for m in run["output"]] == ["4"]
-    assert [s["name"] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
-    read_back = [
-        sample.value
-        for family in text_string_to_metric_families(metrics)
-        for sample in family.samples
-        if sample.name == "tracescorer_triage_items_total" and sample.labels.get("decision") == "read_back"
-    ]
-    assert sum(read_back) == 2  # both spans were skipped, then read back
-
-
 async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace(tmp_path):
     """The model call is exported, then the HTTP root ends later than ``triage.window_s`` (but
     within ``assembly.max_wait_s``, which assembly waits for a root): the root is kept, so the run
     is assembled complete with it, as ``store.spans: all`` would have it."""
     settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 20})
-    async with running_app(settings) as app:
+    clock = ManualClock()
+    async with running_app(settings, clock) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
         provider_ready = asyncio.Event()
         root_may_end = asyncio.Event()
@@ -295,10 +273,10 @@ async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace
         sending = asyncio.create_task(asyncio.to_thread(send))
         await asyncio.wait_for(provider_ready.wait(), 30)
         await settled(app)  # the model call was triaged: its trace holds agent content
-        await asyncio.sleep(1.0)  # longer than triage.window_s: the root ends after it
+        clock.advance(1.0)  # longer than triage.window_s: the root ends after it
         root_may_end.set()
         await sending
-        await _assert_one_whole_run(await settled(app), f"{trace_id[0]:032x}")
+        await _assert_one_whole_run(await settled(app), f"{trace_id[0]:032x}", clock)
 
 
 @pytest.mark.parametrize("transport", ["grpc"])
@@ -318,8 +296,23 @@ async def test_store_spans_all_stores_every_span_and_skips_nothing(tmp_path, tra
     assert skipped == [(0,)]
 
 
+def _read_back(daemon: DaemonProcess) -> float:
+    """Spans read back by triage, the worker processes' included (from /metrics)."""
+    with urllib.request.urlopen(daemon.http_url + "/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "tracescorer_triage_items_total" and sample.labels.get("decision") == "read_back"
+    )
+
+
 def test_explain_and_runs_unmatched_name_a_skipped_trace(tmp_path):
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.3})).start()
+    """As deployed (``tracescorer serve`` with worker processes, each triaging its share of the
+    traces). Also: GenAI log records after marker-less spans keep the run in a worker process
+    (the spans, skipped, are read back when the trace's log records come)."""
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, workers={"count": 2}, assembly={"idle_s": 0.3})).start()
     try:
         ids = _send(int(daemon.grpc_endpoint.rsplit(":", 1)[1]))
         wait_for(
@@ -336,5 +329,21 @@ def test_explain_and_runs_unmatched_name_a_skipped_trace(tmp_path):
         assert unmatched.returncode == 0, unmatched.stderr
         # the agent trace had its first span skipped, and the plain one: both named in the count
         assert "# and 2 trace(s) skipped by triage" in unmatched.stderr
+
+        # GenAI log records after marker-less spans, in a worker process
+        daemon.settled()
+        before = _read_back(daemon)
+        chat = _marker_less_spans(daemon.grpc_endpoint)
+        _emit_events(daemon.grpc_endpoint, chat)
+        daemon.settled()
+        trace_id = f"{chat.trace_id:032x}"
+        (run,) = wait_for(lambda: daemon.runs(trace_id=trace_id), 60, what="the run")
+        spans = daemon.query_json(f"SELECT name FROM spans WHERE trace_id = '{trace_id}' ORDER BY name")
+        read_back = _read_back(daemon) - before
     finally:
         assert daemon.stop() == 0, daemon.log()[-3000:]
+    assert run["trace_id"] == trace_id
+    assert [m["content"] for m in run["input_messages"]] == ["What is 2+2?"]
+    assert [m["content"] for m in run["output"]] == ["4"]
+    assert [s["name"] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
+    assert read_back == 2  # both spans were skipped, then read back

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from tracescorer.app import App
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import Settings
 from tracescorer.control import ServeInfo, read_serve_info, remote_query, serve_info_path
 from tracescorer.output import jsonable
@@ -106,8 +107,9 @@ def plain_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def running_app(settings: Settings) -> AsyncIterator[App]:
-    app = App(settings)
+async def running_app(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> AsyncIterator[App]:
+    """An App on the test's loop, started and stopped; its periods measured with ``clock``."""
+    app = App(settings, clock=clock)
     await app.start()
     try:
         yield app

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -97,8 +97,10 @@ class AssemblyStage:
         share: tuple[int, int] | None = None,
         consumer: str = "",
         source: TraceSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
+        self._clock = clock  # monotonic seconds: idle, max_wait, the lag and the write retry's wait
         self.conversations = conversations  # told about stored runs; started and stopped on its own
         self._span_log = span_log
         self._source = source if source is not None else SpanLogSource(span_log)
@@ -110,6 +112,7 @@ class AssemblyStage:
             max_traces=settings.max_traces,
             max_spans=settings.max_spans,
             track_offsets=self._source.by_offsets,
+            clock=clock,
         )
         self._listeners: list[RunListener] = []
         self._task: asyncio.Task[None] | None = None
@@ -190,7 +193,7 @@ class AssemblyStage:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self._tick_s)
-            if time.monotonic() < self._retry_at:
+            if self._clock() < self._retry_at:
                 continue  # the store refused the last runs: traces wait in the buffer (and the log)
             try:
                 await self.flush()
@@ -214,7 +217,7 @@ class AssemblyStage:
                         self.lag_s = 0.0
                     break
                 if traces is None:
-                    self.lag_s = max(0.0, time.monotonic() - min(t.due for t in chunk))
+                    self.lag_s = max(0.0, self._clock() - min(t.due for t in chunk))
                 self._taken = chunk
                 try:
                     assembled = await self._assemble(chunk)
@@ -334,7 +337,7 @@ class AssemblyStage:
             )
         self._write_failing = str(exc)
         self._retry_s = min(RETRY_MAX_S, max(self._tick_s, self._retry_s * 2))
-        self._retry_at = time.monotonic() + self._retry_s
+        self._retry_at = self._clock() + self._retry_s
         self._track_again(traces)
 
     def _after_writes(self, chunk: list[AssembledTrace]) -> list[AssembledTrace]:

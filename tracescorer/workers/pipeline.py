@@ -15,6 +15,7 @@ from tracescorer.assembly.idle import IdleConversations, build_idler
 from tracescorer.assembly.sources import SegmentLogSource
 from tracescorer.assembly.stage import AssemblyStage
 from tracescorer.calibration.intake import EvaluationIntake
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import Settings
 from tracescorer.conventions.registry import markers
 from tracescorer.feed.consumers import name as consumer_name
@@ -63,7 +64,7 @@ def build_runner(
 
 class Pipeline:
     """Feed, assembly and conversation idling for ``partition`` of the traces (None: all of them),
-    handing runs to ``runner``."""
+    handing runs to ``runner``; assembly's and triage's periods measured with ``clock``."""
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class Pipeline:
         runner: ScoringRunner,
         *,
         partition: Partition | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         s = settings
         self.runner = runner
@@ -92,6 +94,7 @@ class Pipeline:
             share=(partition.index, partition.count) if partition is not None else None,
             consumer=consumer_name(partition),
             source=SegmentLogSource(stores.span_log, LogTraces(log, self.evaluations), metrics) if rowless else None,
+            clock=clock.monotonic,
         )
         self.feed = LogFeed(
             log,
@@ -108,6 +111,7 @@ class Pipeline:
                     # a trace's root may end as late as assembly waits for it
                     agent_window_s=s.assembly.max_wait_s,
                     max_traces=s.triage.max_traces,
+                    clock=clock.monotonic,
                 )
                 if s.store.spans != "all"
                 else None
