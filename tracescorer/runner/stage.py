@@ -122,6 +122,7 @@ class ScoringRunner:
         )
         self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)
         self._tasks: list[asyncio.Task[None]] = []
+        self._judge_ready: asyncio.Future[None] | None = None
         self._accepting = False
 
     def add_score_listener(self, listener: ScoreListener) -> None:
@@ -167,12 +168,11 @@ class ScoringRunner:
 
     async def start(self) -> None:
         """Start the workers, the writer and recovery of recent targets left without a decision."""
-        if any(b.uses_judge for b in self._bound):
-            # litellm's import and first-use set-up take seconds: in a worker thread, before the
-            # daemon says it is ready, never on the event loop
-            from tracescorer.scorers import judge
-
-            await asyncio.to_thread(judge.preload)
+        if self._recovery.runs and any(b.uses_judge for b in self._bound):
+            # a runner that scores runs live judges soon: set the judge up now, beside the start.
+            # The daemon's runner beside worker processes (conversations, heals, backfills) sets
+            # it up on its first judge call: a process that never judges never imports litellm.
+            self._judge_set_up()
         await self.start_workers()
         if self._bound:
             recovery = recover_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
@@ -310,9 +310,20 @@ class ScoringRunner:
             log.exception("recording the failure of %s failed too", task.bound.binding.id)
         return Decision.FAILED
 
+    def _judge_set_up(self) -> asyncio.Future[None]:
+        """litellm's import and first-use set-up (:func:`~tracescorer.scorers.judge.preload`) take
+        seconds: once, in a worker thread, never on the event loop; judge calls wait for it."""
+        if self._judge_ready is None:
+            from tracescorer.scorers import judge
+
+            self._judge_ready = asyncio.ensure_future(asyncio.to_thread(judge.preload))
+            self._judge_ready.add_done_callback(_log_set_up_failure)
+        return self._judge_ready
+
     async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
         """Run one scorer on one target (limits applied), store the score; returns the decision."""
         if bound.uses_judge:
+            await asyncio.shield(self._judge_set_up())
             if self.budget.exhausted:
                 self._record(bound, target, Decision.BUDGET_EXHAUSTED, self._budget_detail(), source)
                 return Decision.BUDGET_EXHAUSTED
@@ -392,3 +403,8 @@ class ScoringRunner:
                 return False
         await self.writer.committed()
         return True
+
+
+def _log_set_up_failure(ready: asyncio.Future[None]) -> None:
+    if not ready.cancelled() and ready.exception() is not None:
+        log.error("the judge cannot be set up (its judge calls fail): %s", ready.exception())

@@ -38,7 +38,7 @@ from tracescorer.workers import messages as m
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 120.0  # a worker's start: judge preload, its store connection, recovery listing
+START_TIMEOUT_S = 120.0  # a worker's start: its store connection, recovery listing
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
