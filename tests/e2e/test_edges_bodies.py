@@ -52,13 +52,13 @@ async def _send_all(app, rounds: int) -> list[Sender]:
 async def test_two_slow_bodies_refuse_no_one_else(tmp_path):
     """Two requests announcing 16 MiB (together: all of max_inflight_bytes) and sending a byte a
     second: every other HTTP and gRPC request is taken; the slow ones are cut off with 408."""
-    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 8})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 4})) as app:
         stop = asyncio.Event()
         slow = [await connect(app.http_port, post_head(content_length=16 * 1024 * 1024)) for _ in range(2)]
         trickling = [asyncio.create_task(trickle(conn, b"\0" * 100, stop)) for conn in slow]
         await wait_for_async(lambda: app.ingestor.requests_in_flight == 2, 10, what="both slow bodies started")
         assert app.ingestor.inflight_bytes < 100  # what they sent, not what they announced
-        await _send_all(app, 10)
+        await _send_all(app, 5)
         assert _refusals(app) == ""  # none refused, not even once before a retry
         for conn in slow:
             status, body = await read_status(conn, 30)
@@ -70,12 +70,12 @@ async def test_two_slow_bodies_refuse_no_one_else(tmp_path):
         await wait_for_async(
             lambda: app.ingestor.requests_in_flight == 0 and app.ingestor.inflight_bytes == 0, 10, what="all released"
         )
-        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 20
+        assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 10
 
 
 async def test_requests_that_send_no_body_hold_no_place(tmp_path):
     """64 requests (receiver.max_concurrent_requests) announcing 100 bytes and sending none."""
-    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 4})) as app:
+    async with running_app(plain_settings(tmp_path, receiver={"body_timeout_s": 2})) as app:
         silent = [await connect(app.http_port, post_head(content_length=100)) for _ in range(64)]
         await wait_for_async(lambda: app.http.guard.busy == 64, 10, what="64 requests being handled")
         await _send_all(app, 5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 
 import aiohttp
 import grpc
@@ -24,12 +25,12 @@ def _counter(app, name: str, **labels: str) -> float:
 
 
 async def test_idle_and_slow_header_connections_are_closed_at_both_listeners(tmp_path):
-    settings = plain_settings(tmp_path, receiver={"header_timeout_s": 1, "idle_timeout_s": 3})
+    settings = plain_settings(tmp_path, receiver={"header_timeout_s": 0.5, "idle_timeout_s": 1})
     async with running_app(settings) as app:
         silent = await connect(app.http_port)
         trickling = await connect(app.http_port)
         stop = asyncio.Event()
-        sender = asyncio.create_task(trickle(trickling, post_head(content_length=10), stop, interval_s=0.2))
+        sender = asyncio.create_task(trickle(trickling, post_head(content_length=10), stop, interval_s=0.1))
         grpc_silent = await connect(app.grpc_port)  # never sends the HTTP/2 preface
         kept = await connect(app.http_port, post_head("/v1/traces", content_length=0))
         try:
@@ -66,13 +67,28 @@ async def test_exporters_keep_working_across_idle_timeouts(tmp_path):
         for sender in senders:
             for _ in range(3):  # back to back: one kept-alive connection
                 assert await asyncio.to_thread(sender.send)
+        grpc_idle = _went_idle(senders[1])
         assert app.http.guard.open == 1
         await wait_for_async(lambda: app.http.guard.open == 0, 15, what="the idle HTTP connection closed")
-        await asyncio.sleep(1.5)  # gRPC: past max_connection_idle too (grpc does not tell when)
+        # gRPC: past max_connection_idle, the daemon's GOAWAY leaves the exporter's channel idle
+        await wait_for_async(grpc_idle.is_set, 15, what="the idle gRPC connection closed")
         for sender in senders:
             assert await asyncio.to_thread(sender.send)
             sender.shutdown()
         assert await scalar(await settled(app), "SELECT count(*) FROM spans") == 8
+
+
+def _went_idle(sender: Sender) -> threading.Event:
+    """Set when the gRPC exporter's channel, connected now, goes idle (its connection closed)."""
+    went_idle = threading.Event()
+    channel = sender._exporter._channel  # the SDK's channel: grpc tells its state only there
+
+    def seen(state: grpc.ChannelConnectivity) -> None:
+        if state is grpc.ChannelConnectivity.IDLE:
+            went_idle.set()
+
+    channel.subscribe(seen)
+    return went_idle
 
 
 async def test_at_the_cap_the_longest_idle_connection_makes_room(tmp_path):

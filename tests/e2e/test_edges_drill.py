@@ -21,6 +21,7 @@ from support.edges import Conn, Sender, close, closed_by_peer, connect, post_hea
 pytestmark = pytest.mark.slow
 
 LIMIT = 1024
+HEADER_TIMEOUT_S = 2.0  # the silent and slow-header connections are closed (and reopened) after this
 
 
 def _limit_open_files() -> None:
@@ -78,7 +79,8 @@ async def test_idle_and_slow_clients_do_not_lock_exporters_out_under_1024_open_f
     if hard != resource.RLIM_INFINITY and hard < 3000:
         pytest.skip(f"this test process needs ~2,000 open files (hard limit {hard})")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path), preexec_fn=_limit_open_files).start()
+    cfg = config_dict(tmp_path, receiver={"header_timeout_s": HEADER_TIMEOUT_S})
+    daemon = DaemonProcess(tmp_path, cfg, preexec_fn=_limit_open_files).start()
     stop = asyncio.Event()
     attackers: list[asyncio.Task[None]] = []
     try:
@@ -95,9 +97,12 @@ async def test_idle_and_slow_clients_do_not_lock_exporters_out_under_1024_open_f
             Sender("grpc", grpc_endpoint=daemon.grpc_endpoint),
         ]
         latencies: list[list[float]] = [[], []]
-        # past one header timeout (10 s): the silent connections are closed and opened again meanwhile
+        # past a header timeout: the silent connections are closed and opened again meanwhile
         await asyncio.gather(
-            *(asyncio.to_thread(_export_for, s, 15, lat) for s, lat in zip(senders, latencies, strict=True))
+            *(
+                asyncio.to_thread(_export_for, s, HEADER_TIMEOUT_S * 2.5, lat)
+                for s, lat in zip(senders, latencies, strict=True)
+            )
         )
         for sender, lat in zip(senders, latencies, strict=True):
             assert sender.results and sender.acknowledged == len(sender.results), (sender.transport, sender.results)

@@ -32,7 +32,9 @@ VALID_JSON = json_trace_body()
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
-    d = DaemonProcess(tmp, config_dict(tmp, receiver={"max_message_bytes": 65536})).start()
+    # the receivers decode in the main process: no worker processes to start
+    cfg = config_dict(tmp, receiver={"max_message_bytes": 65536}, workers={"count": 0})
+    d = DaemonProcess(tmp, cfg).start()
     yield d
     assert d.stop() == 0, d.log()
 

@@ -7,6 +7,7 @@ import json
 
 import aiohttp
 import pytest
+import pytest_asyncio
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -92,6 +93,13 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
         assert await _count(app, "log_records") == 1
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def serving(tmp_path_factory):
+    """One daemon for the tests that only send and read the answers (nothing they count)."""
+    async with running_app(plain_settings(tmp_path_factory.mktemp("serving"))) as app:
+        yield app
+
+
 @pytest.mark.parametrize(
     "body,headers,expected",
     [
@@ -104,29 +112,31 @@ async def test_partial_success_reports_rejected_spans(tmp_path):
         (b"x", {**PB, "Content-Encoding": "br"}, 415),
     ],
 )
-async def test_bad_requests_get_clear_4xx(tmp_path, body, headers, expected):
-    async with running_app(plain_settings(tmp_path)) as app:
-        status, _resp_headers, resp = await _post(app, "/v1/traces", body, headers)
-        assert status == expected
-        if expected == 400 and headers["Content-Type"] == "application/x-protobuf":
-            st = status_pb2.Status.FromString(resp)
-            assert st.code == 3 and st.message  # INVALID_ARGUMENT with a message
-        if expected == 400 and headers["Content-Type"] == "application/json":
-            assert json.loads(resp)["message"]
-        # the daemon keeps serving
-        status, _, _ = await _post(
-            app, "/v1/traces", trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString(), PB
-        )
-        assert status == 200
+@pytest.mark.asyncio(loop_scope="module")
+async def test_bad_requests_get_clear_4xx(serving, body, headers, expected):
+    app = serving
+    status, _resp_headers, resp = await _post(app, "/v1/traces", body, headers)
+    assert status == expected
+    if expected == 400 and headers["Content-Type"] == "application/x-protobuf":
+        st = status_pb2.Status.FromString(resp)
+        assert st.code == 3 and st.message  # INVALID_ARGUMENT with a message
+    if expected == 400 and headers["Content-Type"] == "application/json":
+        assert json.loads(resp)["message"]
+    # the daemon keeps serving
+    status, _, _ = await _post(
+        app, "/v1/traces", trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID}]).SerializeToString(), PB
+    )
+    assert status == 200
 
 
-async def test_invalid_utf8_in_protobuf_string_is_refused(tmp_path):
-    raw = bytearray(trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "name": "AAAA"}]).SerializeToString())
+@pytest.mark.asyncio(loop_scope="module")
+async def test_invalid_utf8_in_protobuf_string_is_refused(serving):
+    trace_id = "00000000000000000000000000000bad"  # this test's own on the shared daemon
+    raw = bytearray(trace_request([{"trace_id": trace_id, "span_id": SPAN_ID, "name": "AAAA"}]).SerializeToString())
     raw[raw.index(b"AAAA")] = 0xFF
-    async with running_app(plain_settings(tmp_path)) as app:
-        status, _, _ = await _post(app, "/v1/traces", bytes(raw), PB)
-        assert status == 400
-        assert await _count(app) == 0
+    status, _, _ = await _post(serving, "/v1/traces", bytes(raw), PB)
+    assert status == 400
+    assert await scalar(await settled(serving), "SELECT count(*) FROM spans WHERE trace_id = ?", trace_id) == 0
 
 
 async def test_size_limit_method_and_path(tmp_path):
@@ -144,12 +154,13 @@ async def test_size_limit_method_and_path(tmp_path):
                 assert r.status == 404
 
 
-async def test_huge_attribute_value_within_limit_is_stored(tmp_path):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_huge_attribute_value_within_limit_is_stored(serving):
     value = "z" * 3_000_000
-    req = trace_request([{"trace_id": TRACE_ID, "span_id": SPAN_ID, "attributes": {"gen_ai.input.messages": value}}])
-    async with running_app(plain_settings(tmp_path)) as app:
-        assert (await _post(app, "/v1/traces", req.SerializeToString(), PB))[0] == 200
-        stored = await scalar(await settled(app), "SELECT attributes FROM spans")
+    trace_id = "00000000000000000000000000000b16"  # this test's own on the shared daemon
+    req = trace_request([{"trace_id": trace_id, "span_id": SPAN_ID, "attributes": {"gen_ai.input.messages": value}}])
+    assert (await _post(serving, "/v1/traces", req.SerializeToString(), PB))[0] == 200
+    stored = await scalar(await settled(serving), "SELECT attributes FROM spans WHERE trace_id = ?", trace_id)
     assert loads(stored)["gen_ai.input.messages"] == value
 
 

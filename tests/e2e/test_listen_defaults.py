@@ -40,6 +40,7 @@ def _config(tmp_path: Path) -> dict[str, object]:
         "receiver": {"grpc": {"port": 0}, "http": {"port": 0}},
         "api": {"port": 0},
         "store": {"path": str(tmp_path / "ts.duckdb")},
+        "workers": {"count": 0},  # the receivers are the main process's: no worker processes to start
     }
 
 

@@ -39,8 +39,8 @@ def test_a_rootless_trace_replayed_after_a_crash_is_assembled_once_idle(tmp_path
     finally:
         daemon.stop(signal.SIGKILL)
 
-    # the next start: the default idle_s, max_wait_s 600 s
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.5, "max_wait_s": 600})).start()
+    # the next start: a short idle_s, max_wait_s 600 s
+    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, assembly={"idle_s": 0.1, "max_wait_s": 600})).start()
     try:
         wait_for(
             lambda: (

@@ -28,6 +28,7 @@ def _one(daemon: DaemonProcess, sql: str) -> int:
 def test_results_past_the_index_budget_are_deleted_oldest_first_and_writes_go_on(tmp_path):
     cfg = config_dict(
         tmp_path,
+        workers={"count": 0},  # the store's retention, not the workers', is what is tested: fewer processes
         assembly={"idle_s": 0.2},
         store={"index_memory_share": 6e-5, "index_check_interval_s": 0.3},
         scorers=[
@@ -75,8 +76,9 @@ def test_results_past_the_index_budget_are_deleted_oldest_first_and_writes_go_on
 def test_results_older_than_results_retention_days_are_deleted(tmp_path):
     cfg = config_dict(
         tmp_path,
+        workers={"count": 0},  # the store's retention, not the workers', is what is tested: fewer processes
         assembly={"idle_s": 0.2},
-        store={"results_retention_days": 3 / 86400, "retention_interval_s": 0.3},
+        store={"results_retention_days": 1 / 86400, "retention_interval_s": 0.2},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
@@ -87,7 +89,7 @@ def test_results_older_than_results_retention_days_are_deleted(tmp_path):
             lambda: _deleted(daemon, "scores") >= 1 and _deleted(daemon, "runs") >= 1,
             60,
             interval_s=0.2,
-            what="the run and its score deleted 3 s after they were written",
+            what="the run and its score deleted a second after they were written",
         )
         assert _one(daemon, "SELECT count(*) FROM runs") == 0 and _one(daemon, "SELECT count(*) FROM scores") == 0
         assert _one(daemon, "SELECT count(*) FROM spans") == 4  # the span log keeps its own retention

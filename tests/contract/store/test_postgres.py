@@ -5,10 +5,15 @@ Claims across owners are tested on both engines in test_coordination.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import psycopg
 import pytest
+import pytest_asyncio
+from support.postgres import create_database
 
 from tracescorer.config import Settings
 from tracescorer.lifecycle import Stages
@@ -17,7 +22,7 @@ from tracescorer.model import AgentRun, Message
 from tracescorer.records.deliveries import Claim
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.store.api import ReadOnlyViolation, StoreError
-from tracescorer.store.factory import build_stores
+from tracescorer.store.factory import Stores, build_stores
 from tracescorer.store.postgres.migrations import latest_version
 from tracescorer.store.postgres.store import PostgresResultStore
 
@@ -124,17 +129,32 @@ async def test_each_score_version_is_claimed_for_export_by_one_owner(stores):
     ]
 
 
-@pytest.fixture
-async def composite(pg_dsn, tmp_path):
+@contextlib.asynccontextmanager
+async def _composite(dsn: str, folder: Path) -> AsyncIterator[Stores]:
     """The parts of a postgres-mode daemon's store: a DuckDB span log, the results in PostgreSQL."""
-    settings = {"store": {"path": str(tmp_path / "span.duckdb"), "backend": "postgres", "postgres": {"dsn": pg_dsn}}}
+    settings = {"store": {"path": str(folder / "span.duckdb"), "backend": "postgres", "postgres": {"dsn": dsn}}}
     stores = build_stores(Settings.model_validate(settings), Metrics(), owner="q", maintenance=False)
     stages = Stages(lambda: time.monotonic() + 30)
     for component in stores.components:
         await stages.enter(component)
     await stores.scores.write_scores([_score(1)], [])
-    yield stores
-    await stages.aclose()
+    try:
+        yield stores
+    finally:
+        await stages.aclose()
+
+
+@pytest.fixture
+async def composite(pg_dsn, tmp_path):
+    async with _composite(pg_dsn, tmp_path) as stores:
+        yield stores
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def refusing(pg_server, tmp_path_factory):
+    """One composite store for every statement refused: each checks that nothing was written."""
+    async with _composite(create_database(pg_server), tmp_path_factory.mktemp("refusing")) as stores:
+        yield stores
 
 
 REFUSED = [
@@ -157,11 +177,12 @@ REFUSED = [
 ]
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("sql", REFUSED)
-async def test_the_query_path_refuses_writes_files_and_side_effects(composite, sql):
+async def test_the_query_path_refuses_writes_files_and_side_effects(refusing, sql):
     with pytest.raises(StoreError):  # ReadOnlyViolation, or an error for what cannot run at all
-        await composite.queries.query(sql, max_rows=10, timeout_s=5)
-    assert (await composite.queries.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
+        await refusing.queries.query(sql, max_rows=10, timeout_s=5)
+    assert (await refusing.queries.query("SELECT count(*) FROM scores", max_rows=1, timeout_s=5)).rows == [(1,)]
 
 
 async def test_postgres_itself_refuses_what_a_guard_might_miss(composite):

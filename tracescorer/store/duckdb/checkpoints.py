@@ -21,6 +21,8 @@ from tracescorer.store.duckdb import layout
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")
 
+#: how often each WAL's size is compared with the threshold
+CHECK_EVERY_S = 0.5
 #: a checkpoint this long is logged: the commits of its database (acknowledgements, for a span log) waited for it
 SLOW_CHECKPOINT_S = 2.0
 
@@ -30,7 +32,7 @@ class Checkpoints:
 
     options: Any
     _catalog: str
-    _telemetry: Any
+    _stopping: threading.Event  # set when the engine shuts down
     _logs: threading.Condition
     _log_target: str
     _log_in_use: str | None
@@ -58,8 +60,8 @@ class Checkpoints:
             wals = [(catalog, wal) for catalog in catalogs if (wal := layout.wal_of(cur, catalog))]
         finally:
             cur.close()
-        while not self._telemetry.closing:
-            time.sleep(0.5)
+        # a shutdown ends the wait between looks at once: it joins this thread
+        while not self._stopping.wait(CHECK_EVERY_S):
             for catalog, wal in wals:
                 try:
                     if os.path.getsize(wal) < threshold:

@@ -97,6 +97,7 @@ class Engine(Checkpoints, Rejects):
         # (database, seconds) of checkpoints not reported yet: they go out with the next reply
         self._checkpoints: list[tuple[str, float]] = []
         self._checkpoints_lock = threading.Lock()
+        self._stopping = threading.Event()
 
     def _cursor(self) -> Connection:
         """A cursor of the connection in the main catalog (see :func:`tracescorer.store.duckdb.layout.connect`)."""
@@ -124,6 +125,7 @@ class Engine(Checkpoints, Rejects):
     def shutdown(self, timeout_s: float) -> bool:
         """Commit what is queued (until the deadline), stop the readers, checkpoint, close."""
         deadline = time.monotonic() + timeout_s
+        self._stopping.set()
         self._box.stop(deadline)
         for q in (self._telemetry, self._stage):
             with q.cond:

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 from tracescorer import logs
 from tracescorer.ipc import BlockingChannel, enlarge_buffers
@@ -25,6 +26,8 @@ from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
+#: what the commit of the queue and the checkpoint get at least, when attached clients took the deadline
+SHUTDOWN_FLOOR_S = 2.0
 
 
 def serve(sock: socket.socket, options: EngineOptions, attach_sock: socket.socket | None = None) -> bool:
@@ -54,10 +57,11 @@ def serve(sock: socket.socket, options: EngineOptions, attach_sock: socket.socke
     else:
         log.warning("the daemon went away: committing what it sent, then exiting")
     # its worker processes stop when it does (or when it went away): what they send meanwhile is
-    # stored too, until they are gone
+    # stored too, until they are gone; one deadline for both waits, as the daemon waits for one
+    deadline = time.monotonic() + timeout_s
     if clients.attached and not clients.wait_detached(timeout_s):
-        log.warning("%d worker process(es) still attached after %.0fs; stopping anyway", clients.attached, timeout_s)
-    drained = engine.shutdown(timeout_s)
+        log.warning("%d worker process(es) still attached after %.1fs; stopping anyway", clients.attached, timeout_s)
+    drained = engine.shutdown(max(SHUTDOWN_FLOOR_S, deadline - time.monotonic()))
     chan.send((-1, drained, None, {}))
     chan.close()
     return drained

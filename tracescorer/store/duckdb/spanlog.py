@@ -88,8 +88,7 @@ class SpanLogPart(Jobs):
         self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None, until: float | None = None
     ) -> list[tuple[str, float, float, bool]]:
         since = recovery_since(await self.read(assembled_marks), [consumer])
-        before = dt.datetime.fromtimestamp(until, dt.UTC) if until is not None else None
-        return await self.read(pending_traces, since, limit, share, before)
+        return await self.read(pending_traces, since, limit, share, until)
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
         return dict(await self.read(assembled_before, list(trace_ids))) if trace_ids else {}
@@ -190,11 +189,11 @@ SHARE_SQL = "CASE WHEN length(per.trace_id) >= 8 THEN ('0x' || right(per.trace_i
 _PENDING_SQL = """
 WITH latest AS (
   SELECT trace_id, min(received_at) AS first_received, max(received_at) AS last_received
-  FROM spans WHERE received_at >= ? AND (?::TIMESTAMPTZ IS NULL OR received_at < ?::TIMESTAMPTZ) GROUP BY trace_id
+  FROM spans WHERE received_at >= ? AND (?::DOUBLE IS NULL OR received_at < to_timestamp(?)) GROUP BY trace_id
   UNION ALL
   SELECT trace_id, min(received_at), max(received_at)
   FROM log_records WHERE trace_id IS NOT NULL AND received_at >= ?
-    AND (?::TIMESTAMPTZ IS NULL OR received_at < ?::TIMESTAMPTZ) GROUP BY trace_id
+    AND (?::DOUBLE IS NULL OR received_at < to_timestamp(?)) GROUP BY trace_id
 ), per AS (
   SELECT trace_id, min(first_received) AS first_received, max(last_received) AS last_received
   FROM latest GROUP BY trace_id
@@ -213,9 +212,10 @@ def pending_traces(
     since: dt.datetime,
     limit: int,
     share: tuple[int, int] | None = None,
-    until: dt.datetime | None = None,
+    until: float | None = None,
 ) -> list[tuple[str, float, float, bool]]:
-    """Traces with items received since ``since`` (and before ``until``) that were never
+    """Traces with items received since ``since`` (and before ``until``, epoch seconds: rounded
+    as the stamp a commit reports is, so a commit's own rows are never before it) that were never
     assembled, or received items after their assembly, oldest first: (trace id, first and last
     such item received (epoch s), assembled before); with ``share`` (index, count), only that
     worker's traces."""
