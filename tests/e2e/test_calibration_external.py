@@ -25,8 +25,6 @@ from tracescorer.export.otlp import span_request
 from tracescorer.export.otlp_logs import logs_request
 from tracescorer.records.deliveries import DueScore
 
-pytestmark = pytest.mark.slow
-
 CONVERSATIONS = [
     {"id": f"conv-{i}", "agent": "helper", "turns": [(f"Question {i}?", "lookup", {"q": i}, "ok", f"Answer {i}.")]}
     for i in range(1, 4)

@@ -15,8 +15,6 @@ from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow
-
 JUDGE = "answers-judge"
 
 

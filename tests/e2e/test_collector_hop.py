@@ -15,8 +15,6 @@ from support.rotel import RotelUnavailable, agent
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow
-
 
 def _free_port() -> int:
     with socket.socket() as s:

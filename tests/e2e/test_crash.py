@@ -17,8 +17,6 @@ from support.routing import Acked, produce_agent_traces
 from tracescorer.control import RemoteQueryError
 from tracescorer.store.duckdb import open_read_only
 
-pytestmark = pytest.mark.slow
-
 PRODUCERS = 3
 ACKED_BEFORE_KILL = 1000  # enough load that the kill lands mid-pipeline (some scored, some in flight)
 

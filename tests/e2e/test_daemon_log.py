@@ -9,14 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.otlp import agent_trace, span_exporter, tracer
 
 import tracescorer
-
-pytestmark = pytest.mark.slow  # a daemon with the judge (litellm import) and a scripted outage
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:

@@ -18,8 +18,6 @@ import pytest
 from support.daemon import DaemonProcess, config_dict
 from support.edges import Conn, Sender, close, closed_by_peer, connect, post_head, trickle
 
-pytestmark = pytest.mark.slow
-
 LIMIT = 1024
 HEADER_TIMEOUT_S = 2.0  # the silent and slow-header connections are closed (and reopened) after this
 

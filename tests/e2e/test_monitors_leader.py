@@ -20,8 +20,6 @@ from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow
-
 LEADS = "this daemon runs the monitors"
 
 _seq = iter(range(1_000_000))

@@ -19,8 +19,6 @@ from support.otlp import agent_trace, span_exporter, tracer
 
 from tracescorer.control import QUERY_PATH, RemoteQueryError, ServeInfo, remote_query
 
-pytestmark = pytest.mark.slow
-
 BOMBS = [
     "SELECT len(range(1500000000)) AS n",
     "SELECT length(repeat('x', 3000000000)) AS n",

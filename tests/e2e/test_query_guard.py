@@ -124,7 +124,6 @@ def _no_side_effects(tmp: Path, before: set[str], out: str) -> None:
     assert {p.name for p in tmp.iterdir()} == before, "a refused statement created a file"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "daemon"])
 def test_every_refused_kind_is_refused_without_side_effects(stored, mode):
     tmp, daemon = stored

@@ -269,7 +269,6 @@ def _intake_goes_on(acked: Acked) -> None:
     wait_for(lambda: len(acked.spans[0]) >= after + 1000, 60, interval_s=0.05, what="intake after the restart")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("how", "after"), [("kill", 2), ("kill", 0), ("term", 2)])
 def test_kill_9_under_load_replays_every_trace_not_assembled(tmp_path, how, after):
     """The daemon and its workers killed under load (or stopped by SIGTERM: the traces still in
@@ -324,7 +323,6 @@ def _assert_whole_once(db_path: str, want: dict[str, int]) -> None:
     assert unscored == 0 and twice == 0
 
 
-@pytest.mark.slow
 def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
     """One of two workers killed under load: it is started again and replays from the oldest
     record a trace of its share not assembled yet needed."""
@@ -352,7 +350,6 @@ def test_a_worker_killed_under_load_loses_no_trace(tmp_path):
     _assert_whole_once(daemon.db_path, want)
 
 
-@pytest.mark.slow
 def test_the_store_process_killed_under_load_loses_no_trace(tmp_path):
     """The store process killed under load (the daemon starts a new one): the workers' run writes
     fail and are tried again, the feeds' saved offsets stay behind every trace not stored, and

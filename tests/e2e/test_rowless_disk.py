@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import urllib.request
 
-import pytest
 from support.daemon import DaemonProcess, config_dict, wait_for
 from support.disk import fill, small_disk
 from support.otlp import agent_trace, span_exporter, tracer
@@ -33,7 +32,6 @@ def _send(grpc_port: int, n: int) -> list[str]:
     return ids
 
 
-@pytest.mark.slow
 def test_runs_not_written_on_a_full_disk_are_written_once_space_is_free(tmp_path):
     with small_disk(tmp_path, "48m") as disk:
         cfg = config_dict(

@@ -20,8 +20,6 @@ from support.routing import Acked, RoutingExporter, SequentialTraceIds
 from tracescorer.demo import emit_conversations
 from tracescorer.store.duckdb import open_read_only
 
-pytestmark = pytest.mark.slow
-
 CONV = "conversation-split"
 
 

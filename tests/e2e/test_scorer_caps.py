@@ -4,13 +4,10 @@ requests per minute stop that binding alone, and the refusal names the cap in it
 
 from __future__ import annotations
 
-import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
-
-pytestmark = pytest.mark.slow
 
 
 def _judge(binding_id: str, **limits: float) -> dict:

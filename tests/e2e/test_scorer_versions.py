@@ -8,13 +8,10 @@ import json
 import os
 import textwrap
 
-import pytest
 from fakes.fake_openai import FakeOpenAI, Reply
 from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
-
-pytestmark = pytest.mark.slow
 
 SCORER = """
 from tracescorer import PromptStep, create_scorer

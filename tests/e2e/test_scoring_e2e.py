@@ -26,8 +26,6 @@ from support.scoring_e2e import (
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow  # each test runs a daemon with a judge through whole conversations
-
 
 @pytest.fixture
 def fake():

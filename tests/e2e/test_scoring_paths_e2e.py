@@ -23,8 +23,6 @@ from support.scoring_e2e import (
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow  # each test runs a daemon with a judge through whole conversations
-
 REPLAYED = {"conv-pyd-7", "sess-oi-42"}  # the conversations of the two captures replayed
 EXPORTED = GOOD["id"]  # the one conversation the export test sends
 # beside the live bindings: a conversation judge for every agent (the captures' too)

@@ -12,8 +12,6 @@ from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow
-
 GRACE_S = 4.0  # short, with room for the stages the grace is shared among (the store keeps a fifth)
 CONVERSATIONS = [
     {"id": f"hang-{i}", "agent": "support", "turns": [(f"question {i}?", None, None, None, f"answer {i}.")]}

@@ -20,8 +20,6 @@ from tracescorer.demo import emit_conversations
 from tracescorer.feed.partition import Partition
 from tracescorer.store.duckdb import open_read_only
 
-pytestmark = pytest.mark.slow
-
 CONV = "conversation-across-workers"
 
 

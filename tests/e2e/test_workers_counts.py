@@ -3,12 +3,9 @@ unscored is scored once by the next, whichever way it finds idle conversations."
 
 from __future__ import annotations
 
-import pytest
 from support.daemon import DaemonProcess, config_dict, wait_for
 
 from tracescorer.demo import emit_conversations
-
-pytestmark = pytest.mark.slow
 
 
 def test_a_conversation_left_unscored_without_workers_is_scored_by_the_workers_after_a_restart(tmp_path):

@@ -10,7 +10,6 @@ import urllib.error
 import urllib.request
 
 import grpc
-import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
@@ -23,7 +22,6 @@ from support.payloads import trace_request
 
 from tracescorer.demo import emit_conversations
 
-pytestmark = pytest.mark.slow
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 

@@ -16,22 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from tracescorer.export import ExportOutcome
 from tracescorer.metrics import Metrics
 from tracescorer.records.monitors import NOTIFY_RESULTS, STATES
-from tracescorer.runner import stage as runner
+from tracescorer.runner.decider import Decision
 
 # labels Prometheus adds when scraping, and the histogram bucket label
 EXTERNAL_LABELS = {"instance", "job", "le"}
 
 # label values the code emits for enumerated labels that queries filter on
 KNOWN_VALUES: dict[str, set[str]] = {
-    "decision": {
-        runner.SCORED,
-        runner.SAMPLED_OUT,
-        runner.FILTERED_OUT,
-        runner.NOT_SCORABLE,
-        runner.RATE_LIMITED,
-        runner.BUDGET_EXHAUSTED,
-        runner.FAILED,
-    },
+    "decision": {str(d) for d in Decision if d is not Decision.RUN},  # RUN is never stored
     # export results, and monitor notification results
     "result": set(typing.get_args(ExportOutcome)) | set(NOTIFY_RESULTS),
     "status": {"ok", "error", "not_scorable"},

@@ -48,14 +48,6 @@ from tracescorer.store.api import RunStore, ScoreStore
 
 log = logging.getLogger(__name__)
 
-# the decision strings, as before the split (backfill and tests use them)
-SCORED, SAMPLED_OUT, FILTERED_OUT = Decision.SCORED, Decision.SAMPLED_OUT, Decision.FILTERED_OUT
-NOT_SCORABLE, RATE_LIMITED, BUDGET_EXHAUSTED, FAILED = (
-    Decision.NOT_SCORABLE,
-    Decision.RATE_LIMITED,
-    Decision.BUDGET_EXHAUSTED,
-    Decision.FAILED,
-)
 BUDGET_SYNC_S = 2.0
 WRITE_RESERVE_S = 0.25  # of a shutdown's time: kept for storing what finished
 # time.thread_time() is a system call (0.5-2 µs, a quarter of a code score's time when read twice
@@ -63,13 +55,6 @@ WRITE_RESERVE_S = 0.25  # of a shutdown's time: kept for storing what finished
 CPU_SAMPLE = 8
 
 __all__ = [
-    "BUDGET_EXHAUSTED",
-    "FAILED",
-    "FILTERED_OUT",
-    "NOT_SCORABLE",
-    "RATE_LIMITED",
-    "SAMPLED_OUT",
-    "SCORED",
     "Decision",
     "ScoreListener",
     "ScoringRunner",
@@ -169,10 +154,7 @@ class ScoringRunner:
     async def start(self) -> None:
         """Start the workers, the writer and recovery of recent targets left without a decision."""
         if self._recovery.runs and any(b.uses_judge for b in self._bound):
-            # a runner that scores runs live judges soon: set the judge up now, beside the start.
-            # The daemon's runner beside worker processes (conversations, heals, backfills) sets
-            # it up on its first judge call: a process that never judges never imports litellm.
-            self._judge_set_up()
+            self._judge_set_up()  # it judges runs soon; beside worker processes: at its first judge call
         await self.start_workers()
         if self._bound:
             recovery = recover_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
@@ -311,13 +293,12 @@ class ScoringRunner:
         return Decision.FAILED
 
     def _judge_set_up(self) -> asyncio.Future[None]:
-        """litellm's import and first-use set-up (:func:`~tracescorer.scorers.judge.preload`) take
-        seconds: once, in a worker thread, never on the event loop; judge calls wait for it."""
+        """litellm's import and warm-up take seconds: once, in a worker thread; judge calls wait for it."""
         if self._judge_ready is None:
             from tracescorer.scorers import judge
 
             self._judge_ready = asyncio.ensure_future(asyncio.to_thread(judge.preload))
-            self._judge_ready.add_done_callback(_log_set_up_failure)
+            self._judge_ready.add_done_callback(_told_if_failed)
         return self._judge_ready
 
     async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
@@ -405,6 +386,6 @@ class ScoringRunner:
         return True
 
 
-def _log_set_up_failure(ready: asyncio.Future[None]) -> None:
+def _told_if_failed(ready: asyncio.Future[None]) -> None:
     if not ready.cancelled() and ready.exception() is not None:
         log.error("the judge cannot be set up (its judge calls fail): %s", ready.exception())
