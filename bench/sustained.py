@@ -6,7 +6,7 @@ Per feed, one after the other:
 
 1. **Walk baseline**: ``bench/reference/servers/null_grpc_server.py --walk`` (parse + every span
    into dicts) under ``bench/reference/otlp_load.py --mix F``: spans/s, server CPU µs per span.
-2. **tracescorer serve** (a real daemon, DuckDB store, ``store.spans: agent``, two code scorers
+2. **tracescorer serve** (a real daemon, DuckDB store, the default configuration (``store.spans: none``), two code scorers
    bound: ``non_empty_response`` and ``no_tool_errors``; ``assembly.idle_s`` 2 s) under the same
    load, flat out for ``--seconds``. Then the script waits until everything sent is handled: the
    segment log's feed lag is 0, triage counted every span (kept or skipped), and every agent trace

@@ -3,11 +3,14 @@
 - :class:`OpsApi`, on the OTLP HTTP port: ``/healthz`` and ``/readyz`` (open, for probes and
   load balancers) and ``/metrics`` (Prometheus; bearer token ``metrics.auth_token`` when set).
 - :class:`ControlApi`, on its own listener (``api:``, loopback by default): the read-only query
-  endpoint, backfill jobs and human labels (:mod:`tracescorer.calibration.routes`), behind a token
-  generated at each start and published only in the 0600 state file (:mod:`tracescorer.control`).
-  The ingest token never opens it. At most ``store.query_max_concurrent`` queries run at once;
-  more are refused with 429 and Retry-After (the CLI waits and retries); while the store process is
-  started again after it died, queries are answered 503 with Retry-After.
+  endpoint (users' SQL), the product's typed reads the read commands make (``/api/v1/reads/<name>``,
+  :mod:`tracescorer.store.reads`), backfill jobs and human labels (:mod:`tracescorer.calibration.routes`),
+  behind a token generated at each start and published only in the 0600 state file
+  (:mod:`tracescorer.control`). The ingest token never opens it. At most
+  ``store.query_max_concurrent`` queries run at once (each takes a query process); more are refused
+  with 429 and Retry-After (the CLI waits and retries); typed reads run on the store's readers and
+  are not counted. While the store process is started again after it died, queries and reads are
+  answered 503 with Retry-After.
 """
 
 from __future__ import annotations
@@ -22,13 +25,21 @@ from typing import Any
 from aiohttp import web
 
 from tracescorer.calibration.routes import LabelRoutes
-from tracescorer.control import BACKFILL_PATH, QUERY_PATH
+from tracescorer.control import BACKFILL_PATH, QUERY_PATH, READS_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
 from tracescorer.runner.backfill import BackfillError, BackfillProgress, BackfillRequest, run_backfill
 from tracescorer.runner.stage import ScoringRunner
-from tracescorer.store.api import Health, QueryResult, QueryStore, ReadOnlyViolation, StoreError, StoreUnavailable
+from tracescorer.store.api import (
+    Health,
+    QueryResult,
+    QueryStore,
+    ReadOnlyViolation,
+    ReadStore,
+    StoreError,
+    StoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,13 @@ def result_to_json(result: QueryResult) -> dict[str, Any]:
         "rows": [[jsonable(v) for v in row] for row in result.rows],
         "truncated": result.truncated,
     }
+
+
+def _away(exc: StoreUnavailable) -> web.Response:
+    """The store process is being started again (or the daemon stops): not the request's fault."""
+    away = web.json_response({"error": f"{exc}; retry in a moment"}, status=503)
+    away.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return away
 
 
 def _unauthorized() -> web.Response:
@@ -123,12 +141,13 @@ class OpsApi:
 
 
 class ControlApi:
-    """The token-protected read-only query endpoint and backfill jobs (the ops listener)."""
+    """The token-protected read-only query endpoint, typed reads and backfill jobs (the ops listener)."""
 
     def __init__(
         self,
         queries: QueryStore,
         *,
+        reads: ReadStore,
         token: str,
         max_rows: int,
         timeout_s: float,
@@ -144,6 +163,7 @@ class ControlApi:
         self._labels = labels
         self._jobs: dict[str, tuple[BackfillProgress, asyncio.Task[BackfillProgress]]] = {}
         self._queries = queries
+        self._reads = reads
         self._token = token
         self._max_rows = max_rows
         self._timeout_s = timeout_s
@@ -154,6 +174,7 @@ class ControlApi:
         webapp.add_routes(
             [
                 web.post(QUERY_PATH, self.query),
+                web.post(READS_PATH + "/{read}", self.read),
                 web.post(BACKFILL_PATH, self.start_backfill),
                 web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
                 *(self._labels.routes() if self._labels is not None else ()),
@@ -207,12 +228,27 @@ class ControlApi:
         except ReadOnlyViolation as exc:
             return web.json_response({"error": str(exc)}, status=403)
         except StoreUnavailable as exc:
-            # the store process is being started again (or the daemon stops): not the query's fault
-            away = web.json_response({"error": f"{exc}; retry in a moment"}, status=503)
-            away.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return away
+            return _away(exc)
         except StoreError as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        return web.Response(text=json.dumps(result_to_json(result)), content_type="application/json")
+
+    async def read(self, request: web.Request) -> web.Response:
+        """One typed read by name (``{"args": {name: value}}``), on the store's readers: no query
+        process, so not bounded by ``store.query_max_concurrent``."""
+        name = request.match_info["read"]
+        try:
+            payload = await request.json()
+            args = payload.get("args", {}) if isinstance(payload, dict) else None
+            if not isinstance(args, dict):
+                raise ValueError('expected JSON {"args": {...}}')
+            result = await self._reads.perform_named(name, args)
+        except StoreUnavailable as exc:
+            return _away(exc)
+        except StoreError as exc:
+            return web.json_response({"error": str(exc)}, status=500)
+        except (ValueError, KeyError, TypeError) as exc:  # an unknown read, or arguments it refuses
+            return web.json_response({"error": f"read {name}: {exc}"}, status=400)
         return web.Response(text=json.dumps(result_to_json(result)), content_type="application/json")
 
     async def start_backfill(self, request: web.Request) -> web.Response:

@@ -32,8 +32,6 @@ from tracescorer.daemon.readiness import FeedStatus, Readiness
 from tracescorer.daemon.serve_info import serve_info
 from tracescorer.daemon.signals import StopSignals, stop_note
 from tracescorer.export import EvaluationExporter
-from tracescorer.export.exporter import default_owner
-from tracescorer.feed import consumers
 from tracescorer.http_server import HttpServer
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
@@ -45,7 +43,9 @@ from tracescorer.receiver.ingest import Ingestor
 from tracescorer.runner.heal import Healer
 from tracescorer.runner.recovery import RecoveryScope
 from tracescorer.runner.writer import ScoreListener
+from tracescorer.runtime import default_owner
 from tracescorer.seglog import build_segment_log
+from tracescorer.store.api import disk_full
 from tracescorer.store.factory import BothHealthy, build_stores
 from tracescorer.workers.pipeline import Pipeline, build_runner
 from tracescorer.workers.pool import WorkerPool
@@ -62,8 +62,8 @@ class App:
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.owner = default_owner()
         workers = s.workers.resolved()
-        self.stores = st = build_stores(s, self.metrics, owner=self.owner, consumers=consumers.of_daemon(workers))
-        self.segment_log = build_segment_log(s)
+        self.stores = st = build_stores(s, self.metrics, owner=self.owner)
+        self.segment_log = build_segment_log(s, self.metrics)
         self.ingestor = Ingestor(
             self.segment_log,
             self.metrics,
@@ -79,13 +79,15 @@ class App:
         shared = st.coordination is not None
         score_listeners: list[ScoreListener] = [self.exporter] if self.exporter is not None else []
         # backfills and the healer use it too; with worker processes, each recovers its own runs
-        recovery = RecoveryScope(runs=not workers)
-        self.runner = build_runner(s, st, self.metrics, score_listeners, recovery=recovery)
+        # and conversations
+        recovery = RecoveryScope(runs=not workers, conversations=not workers)
+        self.runner = build_runner(s, st, self.metrics, score_listeners, recovery=recovery, shared_spend=bool(workers))
         self.healer = Healer(
             self.runner,
             s.scoring.heal,
             self.metrics,
             leadership=st.leadership("heal") if st.leadership is not None else None,  # one daemon of several heals
+            clock=self.clock,
         )
         self.pipeline: Pipeline | None = None
         self.pool: WorkerPool | None = None
@@ -109,11 +111,19 @@ class App:
             ingestor=self.ingestor,
             max_lag_bytes=s.segment_log.max_lag_bytes,
             workers=self.pool.describe if self.pool is not None else None,
+            store_path=s.store.path if st.files else None,
         )
         self.ingestor.add_backlog_check("log", self.readiness.feed_backlog)
         scorer_ids = [b.id for b in s.scorers]
         self.monitors = build_monitors(
-            s.monitors, scorer_ids, st.monitors, self.metrics, shared=shared, leadership=st.leadership, clock=self.clock
+            s.monitors,
+            scorer_ids,
+            st.monitors,
+            self.metrics,
+            shared=shared,
+            rebuild_s=s.store.monitor_rebuild_s,
+            leadership=st.leadership,
+            clock=self.clock,
         )
         if self.monitors is not None:
             score_listeners.append(self.monitors)
@@ -132,10 +142,8 @@ class App:
             detail=self.readiness.detail,
             refresh=self.pool.refresh_metrics if self.pool is not None else None,
         )
-        self.labels = LabelRoutes(st.labels, st.queries, {b.id: b.scope for b in s.scorers})
-        self.agreement = AgreementGauges(
-            st.queries, self.metrics, max_rows=s.store.query_max_rows, timeout_s=s.store.query_timeout_s
-        )
+        self.labels = LabelRoutes(st.labels, st.reads, {b.id: b.scope for b in s.scorers})
+        self.agreement = AgreementGauges(st.reads, self.metrics)
         self.labels.on_labels.append(self.agreement.poke)
         if self.pipeline is not None:
             self.pipeline.evaluations.on_evaluations.append(self.agreement.poke)
@@ -143,6 +151,7 @@ class App:
             self.pool.on_evaluations.append(self.agreement.poke)
         self.control = ControlApi(
             st.queries,
+            reads=st.reads,
             token=self.api_token,
             max_rows=s.store.query_max_rows,
             timeout_s=s.store.query_timeout_s,
@@ -193,7 +202,10 @@ class App:
         fdlimit.raise_open_files_limit()  # before the store process starts: it inherits the limit
         for component in st.components:
             await stages.enter(component)
-        await stages.enter(self.segment_log)  # after the store: stopped once nothing appends any more
+        try:
+            await stages.enter(self.segment_log)  # after the store: stopped once nothing appends any more
+        except OSError as exc:  # a full disk: say which one, and how full
+            raise disk_full(self.segment_log.directory, exc) or exc from None
         self.metrics.feed_lag_bytes.set_function(lambda: self.feed.lag_bytes)
         if self.pool is not None:  # the slowest worker's (each worker's own is not set)
             self.metrics.feed_lag_seconds.set_function(lambda: self.feed.lag_s)
@@ -223,12 +235,13 @@ class App:
         await stages.enter(LoopLagWatch(self.metrics.loop_lag.observe))
         self.ops.ready = True
         stages.stack.callback(setattr, self.ops, "ready", False)
-        control.publish_serve_info(
-            s.store.path,
-            serve_info(
-                s, http_port=self.http_port, api_port=self.api_port, grpc_port=self.grpc_port, api_token=self.api_token
-            ),
+        info = serve_info(
+            s, http_port=self.http_port, api_port=self.api_port, grpc_port=self.grpc_port, api_token=self.api_token
         )
+        try:
+            control.publish_serve_info(s.store.path, info)
+        except OSError as exc:
+            raise disk_full(control.serve_info_path(s.store.path), exc) or exc from None
         announce.serving(
             log,
             s,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 QUERY_PATH = "/api/v1/query"
+READS_PATH = "/api/v1/reads"  # + "/<read name>": the product's typed reads (tracescorer.store.reads)
 BACKFILL_PATH = "/api/v1/backfill"
 # How long a read command keeps retrying a daemon that refuses connections (it may be starting
 # its listeners, or stopping) before it says so.
@@ -135,6 +136,13 @@ def remote_query(
     if params:
         payload["params"] = list(params)
     return call_daemon(info, "POST", QUERY_PATH, payload, timeout_s=timeout_s)
+
+
+def remote_read(info: ServeInfo, name: str, args: dict[str, Any], *, timeout_s: float = 60.0) -> dict[str, Any]:
+    """One of the product's typed reads through the daemon, by name, its arguments as JSON
+    (:meth:`tracescorer.store.reads.ReadStore.perform_named`); returns ``{columns, types, rows,
+    truncated}``."""
+    return call_daemon(info, "POST", f"{READS_PATH}/{name}", {"args": args}, timeout_s=timeout_s)
 
 
 def call_daemon(

@@ -1,8 +1,17 @@
-"""Interpreter settings for the long-running processes: the daemon, its workers, its store process."""
+"""Interpreter settings for the long-running processes (the daemon, its workers, its store process),
+and the id a process claims work under."""
 
 from __future__ import annotations
 
 import gc
+import os
+import secrets
+import socket
+
+
+def default_owner() -> str:
+    """This process's claim id: host, pid and a random part (a restarted daemon is a new owner)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 def tune_gc() -> None:

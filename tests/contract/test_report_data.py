@@ -9,13 +9,14 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from tracescorer.config import Settings
 from tracescorer.model import AgentRun, Message, Part
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.report import collect, render
 from tracescorer.report.data import bucket_for
 from tracescorer.report.transcripts import run_turns
-from tracescorer.store.duckdb import DuckDBStore, open_read_only, run_read_query
-from tracescorer.store.queries import Query
+from tracescorer.store.duckdb import DuckDBStore
+from tracescorer.store.factory import build_offline_reads
 
 
 def _msg(role: str, text: str) -> Message:
@@ -100,21 +101,18 @@ async def _write(path: Path) -> None:
     await store.stop()
 
 
-def _query(con):
-    def query(q: Query, max_rows: int) -> dict:
-        r = run_read_query(con, q.sql, max_rows=max_rows, timeout_s=10, params=q.params)
-        return {"columns": r.columns, "rows": r.rows, "truncated": r.truncated}
-
-    return query
+def _collect(path: Path, **kwargs):
+    """The report's data read as `report` reads it when no daemon runs (the file, read-only)."""
+    reads = build_offline_reads(Settings.model_validate({"store": {"path": str(path)}}))
+    return asyncio.run(collect(reads, **kwargs))
 
 
 def test_collect_summarises_bins_and_picks_failures_errors_and_transcripts(tmp_path):
     path = tmp_path / "r.duckdb"
     _build(path)
-    con = open_read_only(path)
     now = dt.datetime.now(dt.UTC)
-    report = collect(
-        _query(con),
+    report = _collect(
+        path,
         since=now - dt.timedelta(days=7),
         until=now + dt.timedelta(minutes=1),
         scorer_id=None,
@@ -122,7 +120,6 @@ def test_collect_summarises_bins_and_picks_failures_errors_and_transcripts(tmp_p
         worst=2,
         source="test",
     )
-    con.close()
     judge, code, unused = (next(s for s in report.scorers if s.scorer_id == i) for i in ("judge", "code", "unused"))
     assert (judge.n, judge.ok, judge.errors, judge.passed, judge.failed) == (4, 3, 1, 2, 1)
     assert judge.pass_rate == 2 / 3 and abs((judge.mean or 0) - 1.9 / 3) < 1e-9 and judge.cost_usd == 0.04
@@ -158,12 +155,10 @@ def test_a_scorer_that_never_failed_says_so(tmp_path):
         await store.stop()
 
     asyncio.run(write())
-    con = open_read_only(path)
     now = dt.datetime.now(dt.UTC)
-    report = collect(
-        _query(con), since=now - dt.timedelta(days=7), until=now, scorer_id=None, configured=[], worst=5, source="t"
+    report = _collect(
+        path, since=now - dt.timedelta(days=7), until=now, scorer_id=None, configured=[], worst=5, source="t"
     )
-    con.close()
     (judge,) = report.scorers
     assert judge.worst == () and judge.failed == 0
     assert "No failures: all 2 labelled scores passed." in render(report)
@@ -189,10 +184,8 @@ def test_history_is_keyed_on_when_the_target_ended_and_the_axis_spans_the_data(t
         await store.stop()
 
     asyncio.run(write())
-    con = open_read_only(path)
-    query = _query(con)
-    report = collect(
-        query,
+    report = _collect(
+        path,
         since=ended - dt.timedelta(days=7),
         until=ended + dt.timedelta(days=6),
         scorer_id=None,
@@ -200,8 +193,8 @@ def test_history_is_keyed_on_when_the_target_ended_and_the_axis_spans_the_data(t
         worst=5,
         source="t",
     )
-    later = collect(
-        query,
+    later = _collect(
+        path,
         since=ended + dt.timedelta(days=1),
         until=ended + dt.timedelta(days=6),
         scorer_id=None,
@@ -209,7 +202,6 @@ def test_history_is_keyed_on_when_the_target_ended_and_the_axis_spans_the_data(t
         worst=5,
         source="t",
     )
-    con.close()
     (judge,) = report.scorers
     assert judge.first_at == ended and judge.last_at == ended + dt.timedelta(minutes=6)
     assert report.bucket_s == 10 and report.start == ended and report.end == ended + dt.timedelta(seconds=370)

@@ -209,10 +209,10 @@ def test_restart_recovers_traces_never_assembled(tmp_path):
     post(daemon, agent_spans())
     assert daemon.stop() == 0
     assert runs(daemon) == []  # nothing assembled before the stop
-    fast = plain_config(tmp_path, assembly={"idle_s": 3600})
+    fast = plain_config(tmp_path, assembly={"idle_s": 0.5})
     daemon = DaemonProcess(tmp_path, fast).start()
     try:
-        got = wait_runs(daemon, 1)  # assembled at start from the span log, no new traffic
+        got = wait_runs(daemon, 1)  # replayed from the segment log at start, no new traffic
         assert got[0]["agent_name"] == "weather" and len(got[0]["tool_calls"]) == 1
         assert daemon.query_json("SELECT reason FROM assembled_traces") == [{"reason": "recovered"}]
     finally:
@@ -220,15 +220,28 @@ def test_restart_recovers_traces_never_assembled(tmp_path):
 
 
 def test_trace_without_agent_conventions_is_listed_as_unmatched(shared):
+    """A trace triage keeps (a GenAI attribute) that no convention reads a run from is listed with
+    the reason; a plain trace (no marker at all) is skipped by triage, counted and named apart."""
     daemon = shared
-    post(daemon, [{"trace_id": PLAIN, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
+    attributes = {"http.method": "GET", "gen_ai.unrelated": "x"}
+    post(daemon, [{"trace_id": PLAIN, "span_id": ROOT, "name": "GET /health", "attributes": attributes}])
     rows = wait_for(lambda: daemon.runs(trace_id=PLAIN, unmatched=True), 20, interval_s=0.1, what="unmatched trace")
     assert runs(daemon, "--unmatched", "--trace", PLAIN) == rows
     assert len(rows) == 1 and rows[0]["trace_id"] == PLAIN and rows[0]["root_name"] == "GET /health"
-    assert "no known agent/GenAI convention" in rows[0]["unmatched_reason"]
+    assert rows[0]["unmatched_reason"] == "genai: no agent span or model call"
     assert runs(daemon, "--trace", PLAIN) == []
     table = daemon.cli("runs", "--unmatched").stdout
     assert PLAIN in table
+    skipped = f"{0xFEED:032x}"
+    post(daemon, [{"trace_id": skipped, "span_id": ROOT, "name": "GET /health", "attributes": {"http.method": "GET"}}])
+    wait_for(
+        lambda: daemon.query_json(f"SELECT trace_id FROM skipped_traces WHERE trace_id = '{skipped}'") or None,
+        20,
+        interval_s=0.1,
+        what="the plain trace skipped",
+    )
+    listed = daemon.cli("runs", "--unmatched")
+    assert skipped not in listed.stdout and "skipped by triage" in listed.stderr
 
 
 def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stored(tmp_path):
@@ -263,16 +276,11 @@ def test_a_late_span_after_a_restart_replaces_what_the_daemon_forgot_it_had_stor
         second = wait_runs(daemon, 1, check=lambda rs: rs[0]["tool_calls"] != [])[0]
         assert second["run_id"] == first["run_id"]
         assert daemon.query_json("SELECT span_count FROM assembled_traces") == [{"span_count": 4}]
-        after = wait_for(
-            lambda: (lambda rows: rows if rows[0]["updated"] > before["updated"] else None)(
-                daemon.query_json(
-                    "SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated FROM scores"
-                )
-            ),
-            20,
-            interval_s=0.1,
-            what="the re-score",
+        wait_for(lambda: daemon.metric("tracescorer_score_results_total") >= 1, 20, interval_s=0.1, what="the re-score")
+        after = daemon.query_json(
+            "SELECT id, epoch_us(created_at) AS created, epoch_us(updated_at) AS updated FROM scores"
         )
+        # the same row (replaced, not a second one); its stamps move only if the re-score differs
         assert len(after) == 1 and after[0]["id"] == before["id"] and after[0]["created"] == before["created"]
         decisions = daemon.query_json("SELECT decision, count(*) AS n FROM scoring_decisions GROUP BY ALL")
         assert decisions == [{"decision": "scored", "n": 1}]

@@ -120,7 +120,10 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
 
 
 async def test_requests_in_flight_are_bounded_at_both_receivers_before_their_bodies_are_read(tmp_path):
-    settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 2, "retry_after_s": 1})
+    # span rows on: the acknowledged traces are looked up as rows
+    settings = settings_for(
+        tmp_path, store={"spans": "agent"}, receiver={"max_concurrent_requests": 2, "retry_after_s": 1}
+    )
     async with running_app(settings) as app, LogGate(app.segment_log) as gate:
         # one request at each receiver waits for the held log writer: that is every place there is
         held = [
@@ -148,7 +151,8 @@ async def test_grpc_calls_are_taken_and_refused_while_the_daemons_loop_is_busy(t
     """grpc runs on a loop of its own: with the daemon's loop held, a call is still taken (and
     waits for the loop), and one beyond receiver.max_concurrent_requests is refused at once as
     retryable instead of waiting unseen inside grpc."""
-    settings = settings_for(tmp_path, receiver={"max_concurrent_requests": 1})
+    # span rows on: the acknowledged trace is looked up as rows
+    settings = settings_for(tmp_path, store={"spans": "agent"}, receiver={"max_concurrent_requests": 1})
     async with running_app(settings) as app:
         held, seen = threading.Event(), {}
 

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from support.daemon import DaemonProcess, config_dict, wait_for
+from support.kept import span_rows_caught_up
 from support.otlp import log_exporter, span_exporter
 
 from tracescorer.demo import emit_conversations
@@ -47,6 +48,7 @@ def _metric(text: str, prefix: str) -> float:
 def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones_are_not_ingested(tmp_path):
     cfg = config_dict(
         tmp_path,
+        store={"spans": "all"},  # span rows: the test reads a model call's span id, and what is kept as rows
         assembly={"idle_s": 0.1},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response", "scope": "run", "threshold": 1}],
     )
@@ -55,9 +57,13 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         emit_conversations(daemon.grpc_endpoint, CONVERSATIONS, service_name="helper-svc")
         wait_for(lambda: len(daemon.query_json("SELECT id FROM scores")) == 3, 30, interval_s=0.2, what="3 scores")
         runs = {r["conversation_id"]: r for r in daemon.query_json("SELECT * FROM runs")}
-        chat = daemon.query_json(
+        chats = (
             f"SELECT span_id FROM spans WHERE trace_id = '{runs['conv-2']['trace_id']}' AND name LIKE 'chat%' LIMIT 1"
-        )[0]["span_id"]
+        )
+        # the span-rows feed writes them after the pipeline, at its own pace
+        chat = wait_for(lambda: daemon.query_json(chats), 30, interval_s=0.2, what="a model call's span row")[0][
+            "span_id"
+        ]
         scores_before = len(daemon.query_json("SELECT id FROM scores"))
 
         # an evaluator's log records (the form the conventions prefer), over gRPC
@@ -164,6 +170,7 @@ def test_external_evaluations_arrive_as_log_records_and_span_events_and_own_ones
         assert {r["name"] for r in rows} == {"Helpfulness", "Correctness", "GoalSuccess", "Toxicity"}
 
         # evaluation log records and evaluation spans are not in the span log; the ordinary span is
+        span_rows_caught_up(daemon)
         assert (
             daemon.query_json("SELECT count(*) AS n FROM log_records WHERE event_name = 'gen_ai.evaluation.result'")[0][
                 "n"

@@ -35,6 +35,10 @@ def rotel_binary():
         pytest.skip(str(exc))
 
 
+def _span_rows(daemon: DaemonProcess) -> int:
+    return int(daemon.query_json("SELECT count(*) AS n FROM spans")[0]["n"])
+
+
 def _rootless(endpoint: str, conversations: list[dict]) -> None:
     """Send ``conversations`` as children of a span that never comes (not a remote parent): their
     traces have no root, so assembly waits ``max_wait_s`` for it."""
@@ -137,7 +141,9 @@ def test_spans_through_rotel_are_scored_and_a_429_is_retried(tmp_path, rotel_bin
             {"conversation_id": "hop-1", "status": "ok", "score": 1.0},
             {"conversation_id": "hop-2", "status": "ok", "score": 1.0},
         ]
-        assert daemon.query_json("SELECT count(*) AS n FROM spans") == [{"n": 6}]  # nothing lost, nothing twice
+        # nothing lost, nothing twice (the span rows come at the span-rows feed's pace)
+        spans = wait_for(lambda: n if (n := _span_rows(daemon)) >= 6 else None, 30, interval_s=0.2, what="span rows")
+        assert spans == 6
     finally:
         rotel.terminate()
         try:

@@ -1,24 +1,26 @@
 """kill -9 under load, single daemon on its DuckDB file: nothing acknowledged is lost, and the
-restarted daemon assembles and scores what the dead one had not."""
+restarted daemon assembles and scores what the dead one had not.
+
+Every span is kept as a row (``store.spans: all``), so every acknowledged span can be looked for;
+the span-rows feed writes them after the pipeline, at its own pace: the tests wait for them.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
-from typing import Any
 
 import psutil
 import pytest
 from support.daemon import DaemonProcess, config_dict, store_children, wait_for
+from support.kept import ids, rows, wait_runs_once, wait_span_rows
 from support.reaper import ReapedDaemon
 from support.routing import Acked, produce_agent_traces
 
-from tracescorer.control import RemoteQueryError
-from tracescorer.store.duckdb import open_read_only
-
 PRODUCERS = 3
 ACKED_BEFORE_KILL = 1000  # enough load that the kill lands mid-pipeline (some scored, some in flight)
+ROWS = {"spans": "all"}  # a row for every span: what the tests look acknowledged spans up in
 
 
 def _produce(endpoint: str, acked: Acked, stop: threading.Event, index: int) -> None:
@@ -31,6 +33,7 @@ def _daemon_and_producers(
     """A started daemon scoring with one code scorer, and producer threads (not started) for it."""
     cfg = config_dict(
         tmp_path,
+        store=ROWS,
         assembly={"idle_s": 0.3, **assembly},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         shutdown={"grace_s": 10},
@@ -44,37 +47,16 @@ def _daemon_and_producers(
     return daemon, acked, stop, producers
 
 
-def _rows(daemon: DaemonProcess, sql: str) -> list[dict[str, Any]] | None:
-    """The rows, or None while the store process is being replaced (intake goes on meanwhile:
-    acknowledgements wait for the segment log only)."""
-    try:
-        return daemon.query_json(sql)
-    except RemoteQueryError:
-        return None
-
-
-def _assembled(daemon: DaemonProcess) -> set[str] | None:
-    """Every assembled trace id, a page (the query path's row cap) at a time; None meanwhile."""
-    found: set[str] = set()
-    while True:
-        rows = _rows(daemon, f"SELECT trace_id FROM assembled_traces ORDER BY trace_id LIMIT 5000 OFFSET {len(found)}")
-        if rows is None:
-            return None
-        found.update(r["trace_id"] for r in rows)
-        if len(rows) < 5000:
-            return found
-
-
 def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
     wait_for(
-        lambda: (assembled := _assembled(daemon)) is not None and not traces - assembled,
+        lambda: (assembled := ids(daemon, "trace_id", "assembled_traces")) is not None and not traces - set(assembled),
         90,
         interval_s=0.25,
         what="every acknowledged trace assembled",
     )
     wait_for(
         lambda: (
-            _rows(
+            rows(
                 daemon,
                 "SELECT count(*) AS n FROM runs r WHERE NOT EXISTS "
                 "(SELECT 1 FROM scores s WHERE s.run_id = r.run_id AND s.scorer_id = 'non-empty')",
@@ -85,15 +67,6 @@ def _wait_assembled_and_scored(daemon: DaemonProcess, traces: set[str]) -> None:
         interval_s=0.25,
         what="every run scored",
     )
-
-
-def _stored_span_ids(daemon: DaemonProcess) -> set[str]:
-    """Every span id in the daemon's file, past the query endpoint's row cap (the daemon stopped)."""
-    con = open_read_only(daemon.db_path)
-    try:
-        return {r[0] for r in con.execute("SELECT span_id FROM spans").fetchall()}
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("victims", ["daemon", "daemon-and-store"])
@@ -139,13 +112,11 @@ def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path, victims):
     try:
         # what the dead daemon had not assembled or scored, the new one does
         _wait_assembled_and_scored(daemon, want_traces)
-        runs = daemon.query_json("SELECT count(DISTINCT trace_id) AS n FROM runs")[0]["n"]
-        assert runs >= len(want_traces) * 0.9  # the few traces cut at the kill may lack their agent span
+        wait_runs_once(daemon, acked)
+        wait_span_rows(daemon, acked)
     finally:
         code = daemon.stop()
     assert code == 0, daemon.log()[-3000:]
-    stored = _stored_span_ids(daemon)
-    assert not want_spans - stored, f"{len(want_spans - stored)} acknowledged spans lost"
 
 
 def _store_child(daemon: DaemonProcess) -> psutil.Process | None:
@@ -195,23 +166,24 @@ def test_a_store_process_killed_under_load_is_restarted_and_nothing_acknowledged
         _kill_store_under_load(daemon, acked, stop, producers)
         want_traces = set(acked.traces[0])
         _wait_assembled_and_scored(daemon, want_traces)
+        wait_runs_once(daemon, acked)
+        wait_span_rows(daemon, acked)
         assert daemon.log().count("store process exited unexpectedly") == 1, daemon.log()[-3000:]  # the new one stays
     finally:
         code = daemon.stop()
     log = daemon.log()
     assert code == 0, log[-3000:]
     assert "store process exited unexpectedly" in log and "store process restarted" in log, log[-3000:]
-    stored = _stored_span_ids(daemon)
-    lost = set(acked.spans[0]) - stored
-    assert not lost, f"{len(lost)} acknowledged spans lost"
 
 
 def test_kill_9_of_the_daemon_lets_its_store_process_commit_and_exit_0(tmp_path):
     """Three times: the daemon killed under load; its store process, orphaned, commits what it
-    was sent and exits 0 (no ConnectionResetError from the reset socket, no abort at exit); every
-    acknowledged span is in the file once the next start has fed the segment log's tail."""
+    was sent and exits 0 (no ConnectionResetError from the reset socket, no abort at exit); once the
+    next start has fed the segment log's tail, every acknowledged span has its row and every
+    acknowledged trace is assembled, each whole one with its one run."""
     cfg = config_dict(
         tmp_path,
+        store=ROWS,
         assembly={"idle_s": 0.3},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         shutdown={"grace_s": 10},
@@ -243,7 +215,10 @@ def test_kill_9_of_the_daemon_lets_its_store_process_commit_and_exit_0(tmp_path)
         assert sign not in log, log[-3000:]
     # what the last round acknowledged is in the segment log: the next start stores it
     final = DaemonProcess(tmp_path, cfg).start()
-    assert final.stop() == 0, final.log()[-3000:]
-    stored = _stored_span_ids(final)
-    lost = set(acked.spans[0]) - stored
-    assert not lost, f"{len(lost)} acknowledged spans lost"
+    try:
+        _wait_assembled_and_scored(final, set(acked.traces[0]))
+        wait_runs_once(final, acked)
+        wait_span_rows(final, acked)
+    finally:
+        code = final.stop()
+    assert code == 0, final.log()[-3000:]

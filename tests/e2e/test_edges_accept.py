@@ -31,7 +31,15 @@ def test_out_of_files_accept_errors_are_logged_once_per_streak_and_backed_off(tm
             clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
         wait_for(lambda: "cannot accept connections" in log_path.read_text(), 20, what="the streak logged")
         streak_started = time.monotonic()
-        time.sleep(1.5)  # the streak goes on: attempts back off meanwhile
+
+        def failed_accepts() -> int:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b"\n")
+            proc.stdin.flush()
+            return int(proc.stdout.readline())
+
+        # the streak goes on for a few attempts, backing off: 50, 100, 200 ms between them
+        wait_for(lambda: failed_accepts() >= 4, 20, interval_s=0.05, what="four failed accepts")
         for sock in clients:
             sock.close()
         wait_for(lambda: "accepting connections again" in log_path.read_text(), 20, what="the streak's end")

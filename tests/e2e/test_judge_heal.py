@@ -1,19 +1,26 @@
 """Judge outages heal (``scoring.heal``) through a real daemon, OTLP traces from the SDK exporter
 and a fake judge that answers 503 and then recovers: transient error scores become ok without a
 backfill, also after a restart; a 401 error score is not retried; ok scores are not re-judged;
-explain shows the pending retry; a score whose every attempt failed gives up."""
+explain shows the pending retry; a score whose every attempt failed gives up; the backoff is
+measured by the App's clock."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fakes.fake_openai import FakeOpenAI, RecordedRequest, Reply
-from support.daemon import DaemonProcess, config_dict, wait_for
+from support.clock import ManualClock
+from support.daemon import DaemonProcess, config_dict, running_app, wait_for, wait_for_async
+from support.db import fetch
 from support.otlp import agent_trace, span_exporter, tracer
+
+from tracescorer.config import Settings
 
 VERDICT = Reply.json({"satisfied": True, "reasoning": "answered"})
 SCORES = (
@@ -181,3 +188,40 @@ def test_one_daemon_of_several_heals_a_conversation_score_in_postgres(tmp_path: 
     assert row["source"] == "heal" and row["heal_attempts"] == 2 and row["error_class"] is None
     assert healed == 1.0
     assert requests == 3  # no daemon re-judged it twice
+
+
+async def test_an_error_score_is_due_once_the_apps_clock_passed_its_backoff(tmp_path: Path) -> None:
+    """An App on the test's loop and a clock the test moves: a check a second before the backoff
+    passed leaves the error score alone, the first check after it re-scores it; no real waiting."""
+    clock = ManualClock(start=time.time())  # the store stamps the rows with the machine's time
+    sql = "SELECT status, error_class, source, heal_attempts, extract(epoch FROM updated_at) FROM scores"
+    with FakeOpenAI() as fake:
+        fake.script(_asks("flaky"), [Reply.server_error(503), VERDICT])
+        # check_s: the loop's own checks (the first at start) stay out of the way of the test's
+        cfg = _config(tmp_path, fake, check_s=3600, initial_backoff_s=3600, max_backoff_s=3600)
+        async with running_app(Settings.model_validate(cfg), clock) as app:
+
+            def send() -> None:
+                with tracer(span_exporter("http", http_url=f"http://127.0.0.1:{app.http_port}")) as t:
+                    agent_trace(t, answer="flaky")
+
+            await asyncio.to_thread(send)
+
+            async def scores() -> list[tuple[Any, ...]]:
+                clock.advance(0.2)  # assembly.idle_s passes on the same clock
+                return await fetch(app.stores.queries, sql)
+
+            [(*failed, failed_at)] = await wait_for_async(scores, 60, interval_s=0.05, what="the error score")
+            assert failed == ["error", "transient", "live", None]
+            assert await app.healer.heal_once() == 0
+            clock.advance(failed_at + 3600 - 1 - clock.time())  # a second before the backoff passed
+            assert await app.healer.heal_once() == 0 and fake.attempts(_asks("flaky")) == 1
+            clock.advance(2)
+            assert await app.healer.heal_once() == 1
+
+            async def healed() -> list[Any]:
+                [(*row, _)] = await fetch(app.stores.queries, sql)
+                return row if row[0] == "ok" else []
+
+            assert await wait_for_async(healed, 30, interval_s=0.05, what="the re-score") == ["ok", None, "heal", 1]
+    assert fake.attempts(_asks("flaky")) == 2

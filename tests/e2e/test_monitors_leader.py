@@ -31,7 +31,8 @@ def _config(root: Path, name: str, dsn: str, hooks: WebhookReceiver) -> tuple[Pa
     rule = {"scorer": "outcome", "aggregate": "pass_rate", "window": "1h", "below": 0.5, "min_samples": 2}
     cfg = config_dict(
         home,
-        store={"backend": "postgres", "postgres": {"dsn": dsn}},
+        # the leader recounts the windows at each tick (1 s), not every 5 s: each step below waits for one
+        store={"backend": "postgres", "postgres": {"dsn": dsn}, "monitor_rebuild_s": 0.5},
         assembly={"idle_s": 0.3},
         scorers=[{"id": "outcome", "python": "support.outcome:scorer", "scope": "run", "threshold": 1}],
         monitors=[

@@ -105,15 +105,18 @@ def _fingerprint(db: Path) -> tuple:
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
-    """A database with one agent trace, written by the real daemon (stopped afterwards)."""
+    """A database with one agent trace, its run and its span rows, written by the real daemon
+    (stopped afterwards)."""
     tmp = tmp_path_factory.mktemp("guard")
     (tmp / "secret.csv").write_text(f"token\n{SECRET}\n")
-    daemon = DaemonProcess(tmp, config_dict(tmp, assembly={"idle_s": 0.2}))
+    daemon = DaemonProcess(tmp, config_dict(tmp, store={"spans": "agent"}, assembly={"idle_s": 0.2}))
     daemon.start()
     try:
         with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
             agent_trace(t)
         wait_for(lambda: query_rows(daemon.db_path, "SELECT run_id FROM runs"), 20, what="the run assembled")
+        spans = "SELECT count(*) AS n FROM spans"
+        wait_for(lambda: query_rows(daemon.db_path, spans) == [{"n": 4}], 20, what="the span rows")
     finally:
         assert daemon.stop() == 0, daemon.log()
     return tmp, daemon

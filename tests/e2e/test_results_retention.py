@@ -78,13 +78,16 @@ def test_results_older_than_results_retention_days_are_deleted(tmp_path):
         tmp_path,
         workers={"count": 0},  # the store's retention, not the workers', is what is tested: fewer processes
         assembly={"idle_s": 0.2},
-        store={"results_retention_days": 1 / 86400, "retention_interval_s": 0.2},
+        # span rows on: results retention leaves them to their own
+        store={"results_retention_days": 1 / 86400, "retention_interval_s": 0.2, "spans": "agent"},
         scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
     )
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         with tracer(span_exporter("grpc", grpc_endpoint=daemon.grpc_endpoint)) as t:
             agent_trace(t)
+        spans = "SELECT count(*) FROM spans"
+        wait_for(lambda: _one(daemon, spans) == 4, 60, interval_s=0.2, what="the span rows (written at their own pace)")
         wait_for(
             lambda: _deleted(daemon, "scores") >= 1 and _deleted(daemon, "runs") >= 1,
             60,
@@ -92,6 +95,6 @@ def test_results_older_than_results_retention_days_are_deleted(tmp_path):
             what="the run and its score deleted a second after they were written",
         )
         assert _one(daemon, "SELECT count(*) FROM runs") == 0 and _one(daemon, "SELECT count(*) FROM scores") == 0
-        assert _one(daemon, "SELECT count(*) FROM spans") == 4  # the span log keeps its own retention
+        assert _one(daemon, spans) == 4  # the span log keeps its own retention
     finally:
         daemon.stop()

@@ -1,7 +1,7 @@
-"""``store.spans: none``: runs and scores without a span row. Assembly reads traces back from the
-segment log (spilled out of its window, late items of a trace assembled before), the feed keeps
-the log's records of every trace not assembled yet, and a restart after kill -9 replays them:
-every acknowledged trace is assembled with all its spans, once, and scored once."""
+"""The default ``store.spans: none``: runs and scores without a span row. Assembly reads traces
+back from the segment log (spilled out of its window, late items of a trace assembled before),
+the feed keeps the log's records of every trace not assembled yet, and a restart after kill -9
+replays them: every acknowledged trace is assembled with all its spans, once, and scored once."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _send_mixed(grpc_port: int) -> dict[str, str]:
 
 
 async def test_runs_and_scores_without_a_span_row(tmp_path):
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, scorers=SCORERS)
     async with running_app(settings) as app:
         ids = await asyncio.to_thread(_send_mixed, app.grpc_port)
         queries = await settled(app)
@@ -96,7 +96,7 @@ async def test_runs_and_scores_without_a_span_row(tmp_path):
 def test_explain_says_what_a_rowless_daemon_knows(tmp_path):
     """``explain`` from the CLI while the daemon runs: the agent trace assembled with its run and
     score, the plain trace skipped (naming the setting), an unknown id told that no span is kept."""
-    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    cfg = config_dict(tmp_path, assembly={"idle_s": 0.3}, scorers=SCORERS)
     daemon = DaemonProcess(tmp_path, cfg).start()
     try:
         assert daemon.info is not None
@@ -108,7 +108,7 @@ def test_explain_says_what_a_rowless_daemon_knows(tmp_path):
     finally:
         daemon.stop()
     assert "assembled: complete, 3 span(s)" in agent and "non-empty: scored" in agent, agent
-    assert "skipped by triage: 2 span(s)" in plain and "(store.spans: none)" in plain, plain
+    assert "skipped by triage: 2 span(s)" in plain and "neither decoded nor assembled" in plain, plain
     assert unknown.returncode != 0 and "With store.spans: none no span is stored" in unknown.stderr, unknown.stderr
 
 
@@ -126,12 +126,7 @@ def _agent_traces(grpc_port: int, n: int) -> list[str]:
 async def test_spilled_traces_are_read_back_from_the_segment_log(tmp_path):
     """A window of 12 spans for 30 traces of 5 spans each: most traces leave memory before they
     complete, and come back whole from the log's records."""
-    settings = settings_for(
-        tmp_path,
-        assembly={"idle_s": 0.5, "max_spans": 12},
-        store={"spans": "none"},
-        scorers=SCORERS,
-    )
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.5, "max_spans": 12}, scorers=SCORERS)
     async with running_app(settings) as app:
         ids = await asyncio.to_thread(_agent_traces, app.grpc_port, 30)
         queries = await settled(app)
@@ -154,7 +149,7 @@ async def test_spilled_traces_are_read_back_from_the_segment_log(tmp_path):
 
 
 async def test_late_spans_assemble_the_whole_trace_again_from_the_log(tmp_path):
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, store={"spans": "none"}, scorers=SCORERS)
+    settings = settings_for(tmp_path, assembly={"idle_s": 0.3}, scorers=SCORERS)
     async with running_app(settings) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
 
@@ -247,12 +242,11 @@ def _workers(pid: int) -> list[psutil.Process]:
 
 
 def _config(tmp_path: Any, workers: int = 2, **assembly: float) -> dict[str, Any]:
-    """Rowless, ``workers`` worker processes, the scorer bound, ``assembly`` settings."""
+    """Rowless (the default), ``workers`` worker processes, the scorer bound, ``assembly`` settings."""
     return config_dict(
         tmp_path,
         workers={"count": workers},
         assembly=assembly,
-        store={"spans": "none"},
         scorers=SCORERS,
         shutdown={"grace_s": 10},
     )

@@ -1,8 +1,10 @@
 """Triage through the daemon: a Collector-like feed sent with the OpenTelemetry SDK.
 
-Plain service traces are skipped (never decoded or stored; counted in skipped_traces); an agent
-trace keeps every span, also the plain ones sent before its agent spans (read back from the
-segment log) and after them; ``store.spans: all`` stores every span as before.
+Plain service traces are skipped (never decoded or assembled; counted in skipped_traces); an
+agent trace keeps every span, also the plain ones sent before its agent spans (read back from the
+segment log) and after them. The tests read what a trace kept in its assembly record and as span
+rows (``store.spans: agent``: the span-rows feed triages the same way); ``store.spans: all``
+stores every span as a row.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from support.daemon import DaemonProcess, config_dict, running_app, settings_for
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
 
+AGENT_ROWS = {"spans": "agent"}  # span rows of what triage keeps: what the tests read
+ASSEMBLED = "SELECT trace_id, span_count, log_count FROM assembled_traces"  # what assembly got of each trace
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
 
 
@@ -63,7 +67,7 @@ async def _metric(app: Any, name: str, **labels: str) -> float:
 
 
 async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(tmp_path):
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    settings = settings_for(tmp_path, store=AGENT_ROWS, assembly={"idle_s": 0.5})
     async with running_app(settings) as app:
         ids = await asyncio.to_thread(_send, app.grpc_port)
         queries = await settled(app)
@@ -73,11 +77,13 @@ async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(t
 
         runs = await wait_for_async(run_rows, 30, what="the agent trace's run")
         spans = await fetch(queries, "SELECT trace_id, name FROM spans ORDER BY name")
+        assembled = await fetch(queries, ASSEMBLED)
         skipped = await fetch(queries, "SELECT trace_id, service_name, span_count FROM skipped_traces")
         read_back = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
         skipped_n = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped")
     assert [r[0] for r in runs] == [ids["agent"]]
     # every span of the agent trace: the database span sent before the model call came back
+    assert assembled == [(ids["agent"], 3, 0)]
     assert spans == [
         (ids["agent"], "POST /ask"),
         (ids["agent"], "SELECT faq"),
@@ -93,7 +99,7 @@ async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(t
 async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
     """A trace's plain spans are skipped, the daemon restarts, then its agent span comes: the new
     start read the log's handled requests again, so the plain spans come back into the run."""
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    settings = settings_for(tmp_path, store=AGENT_ROWS, assembly={"idle_s": 0.5})
     async with running_app(settings) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
 
@@ -126,7 +132,9 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
 
         runs = await wait_for_async(run_rows, 30, what="the run")
         spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
+        assembled = await fetch(queries, ASSEMBLED)
     assert runs == [(f"{root.trace_id:032x}",)]
+    assert assembled == [(f"{root.trace_id:032x}", 3, 0)]
     assert [s[0] for s in spans] == ["POST /ask", "SELECT faq", "chat gpt-4o-mini"]
 
 
@@ -145,7 +153,9 @@ async def test_a_restart_keeps_which_traces_hold_agent_content_for_their_later_r
     """The model call is exported, the daemon restarts, and the HTTP root ends later than
     ``triage.window_s`` after it: the new start learnt again that the trace holds agent content
     (from the log's requests of the last ``assembly.max_wait_s``), so the root joins the run."""
-    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 30})
+    settings = settings_for(
+        tmp_path, store=AGENT_ROWS, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 30}
+    )
     clock = ManualClock()
     switch = _Switch()
     with tracer(switch, service="support-bot") as t:
@@ -179,6 +189,7 @@ async def _assert_one_whole_run(queries: Any, trace_id: str, clock: ManualClock)
     ((run_trace, attributes),) = await wait_for_async(run_rows, 30, interval_s=0.1, what="the run")
     spans = await fetch(queries, "SELECT name FROM spans ORDER BY name")
     assert run_trace == trace_id
+    assert await fetch(queries, ASSEMBLED) == [(trace_id, 2, 0)]
     assert [s[0] for s in spans] == ["POST /ask", "chat gpt-4o-mini"]
     assert "tracescorer.incomplete" not in attributes
 
@@ -205,7 +216,7 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
     """The spans say nothing of GenAI (no marker: skipped on their own); the model call's events
     come as log records, before the spans end or after they were exported. Either way the run is
     stored with its spans, as ``store.spans: all`` would have it."""
-    settings = settings_for(tmp_path, assembly={"idle_s": 0.5})
+    settings = settings_for(tmp_path, store=AGENT_ROWS, assembly={"idle_s": 0.5})
     async with running_app(settings) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
 
@@ -232,8 +243,10 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
         runs = await wait_for_async(run_rows, 30, what="the run")
         spans_stored = await fetch(queries, "SELECT name FROM spans ORDER BY name")
         records = await fetch(queries, "SELECT event_name FROM log_records ORDER BY event_name")
+        assembled = await fetch(queries, ASSEMBLED)
     ((trace_id, input_messages, output),) = runs
     assert trace_id == f"{chat.trace_id:032x}"
+    assert assembled == [(trace_id, 2, 2)]
     assert "What is 2+2?" in input_messages and '"4"' in output
     assert [s[0] for s in spans_stored] == ["POST /ask", "chat gpt-4o-mini"]
     assert [r[0] for r in records] == ["gen_ai.choice", "gen_ai.user.message"]
@@ -252,7 +265,9 @@ async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace
     """The model call is exported, then the HTTP root ends later than ``triage.window_s`` (but
     within ``assembly.max_wait_s``, which assembly waits for a root): the root is kept, so the run
     is assembled complete with it, as ``store.spans: all`` would have it."""
-    settings = settings_for(tmp_path, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 20})
+    settings = settings_for(
+        tmp_path, store=AGENT_ROWS, triage={"window_s": 0.5}, assembly={"idle_s": 0.5, "max_wait_s": 20}
+    )
     clock = ManualClock()
     async with running_app(settings, clock) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
@@ -279,21 +294,24 @@ async def test_a_root_ending_after_the_triage_window_still_joins_its_agent_trace
         await _assert_one_whole_run(await settled(app), f"{trace_id[0]:032x}", clock)
 
 
-@pytest.mark.parametrize("transport", ["grpc"])
-async def test_store_spans_all_stores_every_span_and_skips_nothing(tmp_path, transport):
+async def test_store_spans_all_stores_every_span_as_a_row(tmp_path):
+    """``store.spans: all``: the plain trace's spans get rows too; triage still keeps the plain
+    trace out of assembly, and counts it in ``skipped_traces`` as without span rows."""
     settings = settings_for(tmp_path, store={"spans": "all"}, assembly={"idle_s": 0.5})
     async with running_app(settings) as app:
         ids = await asyncio.to_thread(_send, app.grpc_port)
         queries = await settled(app)
 
-        async def unmatched() -> list[tuple[Any, ...]]:
-            return await fetch(queries, "SELECT trace_id FROM assembled_traces WHERE unmatched_reason IS NOT NULL")
+        async def run_rows() -> list[tuple[Any, ...]]:
+            return await fetch(queries, "SELECT trace_id FROM runs")
 
-        assert [r[0] for r in await wait_for_async(unmatched, 30, what="the plain trace assembled")] == [ids["plain"]]
-        spans = await fetch(queries, "SELECT trace_id, count(*) FROM spans GROUP BY ALL ORDER BY 2")
-        skipped = await fetch(queries, "SELECT count(*) FROM skipped_traces")
+        runs = await wait_for_async(run_rows, 30, what="the agent trace's run")
+        spans = await fetch(queries, "SELECT trace_id, count(*) FROM spans GROUP BY ALL")
+        assembled = await fetch(queries, "SELECT trace_id FROM assembled_traces")
+        skipped = await fetch(queries, "SELECT DISTINCT trace_id FROM skipped_traces")
     assert sorted(spans) == sorted([(ids["plain"], 2), (ids["agent"], 3)])
-    assert skipped == [(0,)]
+    assert runs == assembled == [(ids["agent"],)]
+    assert {s[0] for s in skipped} == {ids["plain"], ids["agent"]}
 
 
 def _read_back(daemon: DaemonProcess) -> float:
@@ -312,7 +330,9 @@ def test_explain_and_runs_unmatched_name_a_skipped_trace(tmp_path):
     """As deployed (``tracescorer serve`` with worker processes, each triaging its share of the
     traces). Also: GenAI log records after marker-less spans keep the run in a worker process
     (the spans, skipped, are read back when the trace's log records come)."""
-    daemon = DaemonProcess(tmp_path, config_dict(tmp_path, workers={"count": 2}, assembly={"idle_s": 0.3})).start()
+    daemon = DaemonProcess(
+        tmp_path, config_dict(tmp_path, store=AGENT_ROWS, workers={"count": 2}, assembly={"idle_s": 0.3})
+    ).start()
     try:
         ids = _send(int(daemon.grpc_endpoint.rsplit(":", 1)[1]))
         wait_for(
@@ -338,7 +358,9 @@ def test_explain_and_runs_unmatched_name_a_skipped_trace(tmp_path):
         daemon.settled()
         trace_id = f"{chat.trace_id:032x}"
         (run,) = wait_for(lambda: daemon.runs(trace_id=trace_id), 60, what="the run")
-        spans = daemon.query_json(f"SELECT name FROM spans WHERE trace_id = '{trace_id}' ORDER BY name")
+        # the span-rows feed writes them after the pipeline, at its own pace
+        query = f"SELECT name FROM spans WHERE trace_id = '{trace_id}' ORDER BY name"
+        spans = wait_for(lambda: rows if len(rows := daemon.query_json(query)) >= 2 else None, 60, what="span rows")
         read_back = _read_back(daemon) - before
     finally:
         assert daemon.stop() == 0, daemon.log()[-3000:]

@@ -45,9 +45,10 @@ def test_store_writes_failing_in_the_workers_make_the_daemon_not_ready_until_the
         cfg = config_dict(
             tmp_path,
             workers={"count": 2},
-            # the segment log on another disk: only the store's writes fail
+            # the segment log on another disk, and no disk reserve: only the store's writes fail (with
+            # one, they wait for space: test_disk_reserve.py)
             store={"path": str(disk / "ts.duckdb"), "checkpoint_threshold": "2MB"},
-            segment_log={"path": str(tmp_path / "log")},
+            segment_log={"path": str(tmp_path / "log"), "min_free_bytes": 0},
             assembly={"idle_s": 0.3},
             scorers=[{"id": "non-empty", "prebuilt": "non_empty_response"}],
         )

@@ -94,8 +94,8 @@ def settings_for(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
 
 
 def plain_config(tmp_path: Path, **sections: dict[str, Any]) -> dict[str, Any]:
-    """:func:`config_dict` with ``store.spans: all``: for tests of the receivers' semantics whose
-    traffic is plain spans, which triage (the default ``store.spans: agent``) would skip."""
+    """:func:`config_dict` with ``store.spans: all``: for tests that read the spans they sent back
+    as rows, plain ones too (the default ``store.spans: none`` writes no span row)."""
     cfg = config_dict(tmp_path, **sections)
     cfg["store"].setdefault("spans", "all")
     return cfg
@@ -118,9 +118,13 @@ async def running_app(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> AsyncI
 
 
 async def settled(app: App, timeout_s: float = 60.0) -> QueryStore:
-    """Wait until every request ``app`` acknowledged so far has its rows stored (the segment log's
-    feed caught up); its query path, to read them."""
+    """Wait until every request ``app`` acknowledged so far is handled (the segment log's feed
+    caught up) and, with span rows on (``store.spans``) in the daemon's own process, has its span
+    rows (the span-rows feed caught up too); its query path, to read them."""
     assert await app.feed.caught_up(timeout_s), f"the segment log's feed is still {app.feed.lag_bytes} bytes behind"
+    rows = app.pipeline.rows if app.pipeline is not None else None
+    if rows is not None:  # lower priority: it waits for the feed above
+        assert await rows.caught_up(timeout_s), f"the span-rows feed is still {rows.lag_bytes} bytes behind"
     return app.stores.queries
 
 
@@ -223,17 +227,22 @@ class DaemonProcess:
         return result
 
     def settled(self, timeout_s: float = 60.0) -> None:
-        """Wait until every request acknowledged so far has its rows stored (the daemon's
-        ``tracescorer_feed_lag_bytes`` at 0, read from its /metrics)."""
+        """Wait until every request acknowledged so far is handled by the pipeline's feeds (the
+        daemon's ``tracescorer_feed_lag_bytes`` at 0, read from its /metrics); span rows may come
+        later (:func:`support.kept.span_rows_caught_up`)."""
 
-        def lag() -> float:
-            with urllib.request.urlopen(self.http_url + "/metrics", timeout=10) as resp:
-                for line in resp.read().decode().splitlines():
-                    if line.startswith("tracescorer_feed_lag_bytes "):
-                        return float(line.split()[1])
-            return -1.0
+        wait_for(
+            lambda: self.metric("tracescorer_feed_lag_bytes ", missing=-1.0) == 0.0,
+            timeout_s,
+            interval_s=0.05,
+            what="the segment log's feed to catch up",
+        )
 
-        wait_for(lambda: lag() == 0.0, timeout_s, interval_s=0.05, what="the segment log's feed to catch up")
+    def metric(self, prefix: str, *, missing: float = 0.0) -> float:
+        """The sum of the samples on /metrics whose line starts with ``prefix`` (``missing`` if none)."""
+        with urllib.request.urlopen(self.http_url + "/metrics", timeout=10) as resp:
+            lines = [line for line in resp.read().decode().splitlines() if line.startswith(prefix)]
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines) if lines else missing
 
     def query_json(self, sql: str) -> list[dict[str, Any]]:
         """Rows as JSON-style dicts, in-process: through the running daemon's ops API (state

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,3 +41,11 @@ def fill(path: Path) -> None:
             except OSError as exc:
                 if exc.errno != errno.ENOSPC:
                     raise
+
+
+def leave(path: Path, free_bytes: int) -> None:
+    """Write ``path`` until its disk has about ``free_bytes`` free (at most a page less)."""
+    with open(path, "wb", buffering=0) as f:
+        left = shutil.disk_usage(path.parent).free - free_bytes
+        while left > 0:
+            left -= f.write(b"\0" * min(left, 1 << 20))

@@ -1,6 +1,7 @@
 """A lone HttpServer (the receivers' connection handling) under a small open-files limit, for
 the accept-error test: ``python -m support.lone_listener FREE`` prints its port, lets FREE more
-descriptors be opened, and serves until its stdin closes; then prints its accept-error count."""
+descriptors be opened, and serves until its stdin closes, printing its accept-error count for each
+line read and once more at the end."""
 
 from __future__ import annotations
 
@@ -38,10 +39,15 @@ async def main(free: int) -> None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (used + free, hard))
     print(port, flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    errors = metrics.accept_errors.labels("http")._value.get()
+
+    def errors() -> int:
+        return int(metrics.accept_errors.labels("http")._value.get())
+
+    while await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline):
+        print(errors(), flush=True)
+    counted = errors()
     await listener.stop(time.monotonic() + 5)
-    print(int(errors), flush=True)
+    print(counted, flush=True)
 
 
 if __name__ == "__main__":

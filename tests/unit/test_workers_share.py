@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from tracescorer.config import Settings
-from tracescorer.workers.pool import share
+from tracescorer.workers.share import share
 
 
 def test_each_worker_gets_its_share_of_the_bounds_rounded_up() -> None:

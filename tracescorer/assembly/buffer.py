@@ -10,14 +10,15 @@ Memory is bounded twice:
 
 * ``max_spans`` bounds the spans and log records held in memory (the *window*). Beyond it the
   oldest traces are **spilled**: their items are dropped from memory and only a small entry
-  remains (first/last seen, whether the root came). Every item is already in the span log, so a
-  spilled trace is handed out with ``spilled=True`` and the caller reads it back from there.
+  remains (first/last seen, whether the root came, the segment-log records of its items). Every
+  item is in the segment log, so a spilled trace is handed out with ``spilled=True`` and the caller
+  reads it back from there.
 * ``max_traces`` bounds the entries themselves. The daemon refuses new telemetry while the buffer
   is :attr:`full`; should entries still exceed the bound, the oldest are handed out at once,
   marked incomplete (``overflow``), never dropped.
 
 Items arriving for a trace that was already handed out start a new entry; when that entry
-completes it comes back with ``late=True`` and the caller re-reads the whole trace from the span
+completes it comes back with ``late=True`` and the caller re-reads the whole trace from the segment
 log and upserts its runs (run ids are deterministic, so this replaces, not adds).
 
 Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from the injected
@@ -25,10 +26,10 @@ Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from
 ``received_at`` (the span log's commit time) its items got, which bounds the read of a spilled
 trace to exactly the rows it needs.
 
-With ``store.spans: none`` there is no span log: the buffer tracks, per trace, the segment-log
-records its items came in (``track_offsets``), hands them out with the trace, remembers them for
-assembled traces (so late items read the whole trace back), and says which record the oldest
-trace not handed out needs (:meth:`TraceBuffer.oldest_offset`): the feed keeps the log from there.
+The buffer tracks, per trace, the segment-log records its items came in, hands them out with the
+trace, remembers them for assembled traces (so late items read the whole trace back), and says
+which record the oldest trace not handed out needs (:meth:`TraceBuffer.oldest_offset`): the feed
+keeps the log from there.
 """
 
 from __future__ import annotations
@@ -87,7 +88,6 @@ class TraceBuffer:
         max_spans: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
         remember_assembled: int = 100_000,
-        track_offsets: bool = False,
     ) -> None:
         if idle_s < 0 or max_wait_s <= 0 or max_traces < 1 or max_spans < 0:
             raise ValueError("idle_s >= 0, max_wait_s > 0, max_traces >= 1, max_spans >= 0 required")
@@ -104,7 +104,6 @@ class TraceBuffer:
         self._items = 0
         # assembled traces, with the log records of their items when tracked
         self._assembled: OrderedDict[str, tuple[int, ...]] = OrderedDict()
-        self.track_offsets = track_offsets
         self._remember = remember_assembled
         self.stats = BufferStats()
 
@@ -220,7 +219,7 @@ class TraceBuffer:
                 last_received=received[1],
                 late=before is not None,
                 # late items: the trace is read back whole, from the records it was assembled from
-                offsets=set(before or ()) if self.track_offsets else None,
+                offsets=set(before or ()),
             )
             self._entries[trace_id] = entry
             self._in_memory[trace_id] = None

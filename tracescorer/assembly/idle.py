@@ -7,7 +7,10 @@ abandoned (shutdown).
 
 - :class:`LocalIdleConversations` (one daemon, duckdb mode): an in-memory
   :class:`~tracescorer.assembly.conversations.ConversationTracker` fed with the runs assembly
-  stores. Conversations still waiting at a stop are found again by the next start's recovery.
+  stores. With worker processes each conversation has one owner (:mod:`tracescorer.feed.partition`):
+  the worker that stored a turn tells the main process, which tells the owner's idler
+  (:meth:`LocalIdleConversations.on_turns`); no claims. Conversations still waiting at a stop (or
+  when their owner restarted) are found again by its next start's recovery.
 - :class:`SharedIdleConversations` (postgres mode): the activity is stamped in PostgreSQL when
   runs are stored, by whichever daemon assembled them; every daemon claims idle conversations
   there (``FOR UPDATE SKIP LOCKED``, a lease it renews while it scores), so each is scored by one
@@ -130,7 +133,11 @@ class LocalIdleConversations(_Base):
         self.tracker = ConversationTracker(conversation_idle_s=idle_s, max_conversations=max_conversations)
 
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
-        self.tracker.touch(r.conversation_id for r in runs if r.conversation_id)
+        self.on_turns([r.conversation_id for r in runs if r.conversation_id])
+
+    def on_turns(self, conversation_ids: Sequence[str]) -> None:
+        """Runs of these conversations were stored (here, or by another worker: this one owns them)."""
+        self.tracker.touch(conversation_ids)
         self._metrics.conversations_tracked.set(len(self.tracker))
 
     async def tick(self) -> None:

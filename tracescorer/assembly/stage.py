@@ -4,15 +4,13 @@ Fed by the segment log's feed once spans are stored (:class:`~tracescorer.feed.s
 it tracks traces in a :class:`TraceBuffer`; on a timer it extracts the runs of every complete
 trace, upserts them and records the trace as assembled, then hands the runs to
 :class:`RunListener`s (scoring). Traces whose items are not in memory — spilled out of the
-buffer's window, late items of an already assembled trace, traces left unassembled by the last
-stop — are read back through a :class:`~tracescorer.assembly.sources.TraceSource`: the span log,
-or with ``store.spans: none`` the segment log.
+buffer's window, late items of an already assembled trace — are read back from the segment-log
+records of their items (:class:`~tracescorer.assembly.sources.TraceSource`).
 
-Recovery at start asks the span log for what was never assembled and feeds it through the same
-path; an assembled-through mark is stored now and then, so the next recovery reads only the recent
-end of the span log (:mod:`tracescorer.assembly.progress`). Without span rows the feed keeps
-the segment log from the oldest record a trace not assembled yet needs
-(:meth:`AssemblyStage.oldest_offset`) and replays from there at the next start.
+There is no recovery of its own: the feed keeps the segment log from the oldest record a trace not
+assembled yet needs (:meth:`AssemblyStage.oldest_offset`) and replays from there at the next
+start; a replayed trace already assembled from the same records is told apart by its assembly
+record (:meth:`~tracescorer.assembly.sources.TraceSource.recall`).
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ from typing import Protocol
 
 from tracescorer.aio import cancel
 from tracescorer.assembly.buffer import AssembledTrace, TraceBuffer, is_root
-from tracescorer.assembly.idle import IdleConversations
-from tracescorer.assembly.progress import Progress
-from tracescorer.assembly.sources import SpanLogSource, TraceSource
+from tracescorer.assembly.sources import TraceSource
 from tracescorer.config import AssemblySettings
 from tracescorer.conventions import Extraction, extract_runs
 from tracescorer.metrics import Metrics
@@ -92,18 +88,16 @@ class AssemblyStage:
         span_log: SpanLog,
         runs: RunStore,
         metrics: Metrics,
+        source: TraceSource,
         *,
-        conversations: IdleConversations | None = None,
-        share: tuple[int, int] | None = None,
-        consumer: str = "",
-        source: TraceSource | None = None,
+        conversations: RunListener | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
         self._clock = clock  # monotonic seconds: idle, max_wait, the lag and the write retry's wait
-        self.conversations = conversations  # told about stored runs; started and stopped on its own
+        self.conversations = conversations  # conversation idling, told first; started and stopped on its own
         self._span_log = span_log
-        self._source = source if source is not None else SpanLogSource(span_log)
+        self._source = source
         self._runs = runs
         self._metrics = metrics
         self.buffer = TraceBuffer(
@@ -111,25 +105,14 @@ class AssemblyStage:
             max_wait_s=settings.max_wait_s,
             max_traces=settings.max_traces,
             max_spans=settings.max_spans,
-            track_offsets=self._source.by_offsets,
             clock=clock,
         )
         self._listeners: list[RunListener] = []
         self._task: asyncio.Task[None] | None = None
-        self._recovery: asyncio.Task[None] | None = None
         self._tick_s = min(0.25, settings.idle_s / 4)  # a complete trace waits up to a tick for its pass
         self._lock = asyncio.Lock()
         self._writes: dict[asyncio.Task[None], list[AssembledTrace]] = {}
         self._taken: list[AssembledTrace] = []  # the chunk being read back and extracted
-        self._progress = Progress(
-            span_log,
-            self.buffer,
-            metrics,
-            consumer=consumer,
-            share=share,
-            tick_s=self._tick_s,
-            in_flight=lambda: (*self._taken, *(t for chunk in self._writes.values() for t in chunk)),
-        )
         self._store_away = False  # the last pass could not read from the store (warned once until it answers)
         self.lag_s = 0.0  # how long after becoming ready the latest chunk was taken
         self._write_failing: str | None = None  # why writing runs fails, while it does (logged once)
@@ -166,8 +149,8 @@ class AssemblyStage:
         return None
 
     def oldest_offset(self) -> int | None:
-        """The first segment-log record a trace not assembled yet needs (store.spans: none; else
-        None): tracked, being extracted, or its runs being written."""
+        """The first segment-log record a trace not assembled yet needs (None: none is): tracked,
+        being extracted, or its runs being written."""
         found = [self.buffer.oldest_offset()]
         found += [min(t.offsets) for t in self._taken if t.offsets]
         found += [min(t.offsets) for chunk in self._writes.values() for t in chunk if t.offsets]
@@ -175,16 +158,12 @@ class AssemblyStage:
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="assembly")
-        # before the feed starts: what it stores from now on comes to assembly from it
-        recovery = self._progress.recover(listing=not self._source.by_offsets, until=time.time())
-        self._recovery = asyncio.create_task(recovery, name="assembly-recovery")
 
     async def stop(self, deadline: float) -> bool:
         """Stop the timer and let runs already being written finish (until ``deadline``,
-        monotonic seconds). Traces still tracked are not assembled now: their items are in the
-        span log, and the next start's recovery picks them up (they have no assembly record); with
-        ``store.spans: none`` the feed kept their records, and the next start replays them."""
-        await cancel([self._recovery, self._task])
+        monotonic seconds). Traces still tracked are not assembled now: the feed kept their
+        segment-log records, and the next start replays them."""
+        await cancel([self._task])
         if self._writes:
             _, left = await asyncio.wait(list(self._writes), timeout=max(0.1, deadline - time.monotonic()))
             return not left
@@ -197,8 +176,6 @@ class AssemblyStage:
                 continue  # the store refused the last runs: traces wait in the buffer (and the log)
             try:
                 await self.flush()
-                if self._progress.mark_due:
-                    await self._progress.store_mark()
             except Exception:  # a bad batch must not stop assembly for good
                 log.exception("assembly pass failed")
 
@@ -225,7 +202,6 @@ class AssemblyStage:
                     self._taken = []
                 if not assembled:
                     break  # the store is away: this pass ends, the next tick tries again
-                self._progress.moved = True
                 done += len(chunk)
                 self._metrics.buffered_traces.set(len(self.buffer))
                 await asyncio.sleep(0)  # let receivers answer between chunks
@@ -241,8 +217,7 @@ class AssemblyStage:
             traces = await self._source.recall(traces)
             stored = await self._source.load([t for t in traces if t.from_store])
         except StoreError as exc:
-            # e.g. the store process is being restarted: dropped here, these traces would wait for
-            # the next start's recovery (and the assembled-through mark would pass them)
+            # e.g. the store process is being restarted: tracked again, retried at the next pass
             (log.debug if self._store_away else log.warning)(
                 "reading %d trace(s) back from the store failed (%s); retrying each pass until it answers",
                 len(traces),
@@ -308,7 +283,7 @@ class AssemblyStage:
         reason = f"runs not stored: {exc}"
         log.warning(
             "the store refused the runs of trace %s (%s): recorded as assembled without runs "
-            "(assembled_traces.unmatched_reason); its spans stay in the span log",
+            "(assembled_traces.unmatched_reason)",
             result.trace.trace_id,
             exc,
         )
@@ -357,7 +332,7 @@ class AssemblyStage:
         """Not stored: track them again, to be read back and retried."""
         self.buffer.add_pending(
             [(t.trace_id, t.received[0], t.received[1], True) for t in traces],
-            offsets={t.trace_id: t.offsets for t in traces} if self._source.by_offsets else None,
+            offsets={t.trace_id: t.offsets for t in traces},
         )
 
     def _extract(self, trace: AssembledTrace, spans: list[Span], logs: Sequence[LogRecord]) -> _Result:

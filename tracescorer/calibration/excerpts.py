@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.calibration.agreement import Verdict
-from tracescorer.calibration.sources import RunQuery, rows
 from tracescorer.records.messages import message_text
-from tracescorer.store import label_queries
+from tracescorer.store.api import ReadStore
 
 RUNS_PER_CONVERSATION = 4
 MAX_CHARS = 600
@@ -43,7 +42,7 @@ def run_excerpt(run: dict[str, Any], limit: int = MAX_CHARS) -> str:
     return _clip(" / ".join(p for p in pieces if p.strip()), limit)
 
 
-def excerpts(query: RunQuery, judged: Sequence[Verdict], limit: int = MAX_CHARS) -> dict[tuple[str, str], str]:
+async def excerpts(reads: ReadStore, judged: Sequence[Verdict], limit: int = MAX_CHARS) -> dict[tuple[str, str], str]:
     """An excerpt per target: a run's turns, or a conversation's latest runs."""
     out: dict[tuple[str, str], str] = {}
     for start in range(0, len(judged), _BATCH):
@@ -52,7 +51,7 @@ def excerpts(query: RunQuery, judged: Sequence[Verdict], limit: int = MAX_CHARS)
         conversations = sorted({v.target_id for v in part if v.target_type == "conversation"})
         if not run_ids and not conversations:
             continue
-        found = rows(query(label_queries.transcripts(run_ids, conversations, RUNS_PER_CONVERSATION), 10_000))
+        found = (await reads.report_transcripts(run_ids, conversations, RUNS_PER_CONVERSATION)).dicts()
         by_run = {r["run_id"]: r for r in found}
         by_conversation: dict[str, list[dict[str, Any]]] = {}
         for r in found:

@@ -2,11 +2,11 @@
 
 :class:`AgreementGauges` recomputes ``tracescorer_agreement_*`` (pairs, kappa, accuracy, MAE,
 Spearman; no intervals: a scrape wants the current figure) every ``interval_s``, and a few seconds
-after labels or external evaluations were stored. The reading and the arithmetic run in a worker
-thread (:mod:`tracescorer.calibration.sources` through a bridge to the store's query path on the
-event loop), so the loop never computes agreement itself. Series of judges or versions that no
-longer have labels are removed. A judge whose rows pass ``store.query_max_rows`` is left out and
-logged once.
+after labels or external evaluations were stored. The rows are the store's typed reads
+(:mod:`tracescorer.calibration.sources`: the judge's verdicts on its labelled targets and the labels,
+paired in SQL, every row however many), on the store's readers; the arithmetic runs in a worker
+thread, so the loop never computes agreement itself. Series of judges or versions that no longer
+have labels are removed.
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from tracescorer.aio import cancel
 from tracescorer.calibration import agreement, sources
 from tracescorer.metrics import Metrics
-from tracescorer.store.api import QueryStore
-from tracescorer.store.queries import Query
+from tracescorer.store.api import ReadStore
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +38,15 @@ class AgreementGauges:
     """A daemon component (start / stop(deadline)); :meth:`poke` asks for a recomputation soon."""
 
     def __init__(
-        self,
-        queries: QueryStore,
-        metrics: Metrics,
-        *,
-        max_rows: int,
-        timeout_s: float,
-        interval_s: float = INTERVAL_S,
-        soon_s: float = SOON_S,
+        self, reads: ReadStore, metrics: Metrics, *, interval_s: float = INTERVAL_S, soon_s: float = SOON_S
     ) -> None:
-        self._queries = queries
+        self._reads = reads
         self._metrics = metrics
-        self._max_rows = max_rows
-        self._timeout_s = timeout_s
         self._interval_s = interval_s
         self._soon_s = soon_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._series: set[_Labels] = set()
-        self._skipped: set[str] = set()
         self.computed = 0  # passes done (tests and logs)
 
     def poke(self) -> None:
@@ -88,35 +76,16 @@ class AgreementGauges:
 
     async def refresh(self) -> None:
         """One pass: read labels and verdicts, compute, set the gauges."""
-        loop = asyncio.get_running_loop()
-
-        def query(q: Query, max_rows: int) -> dict[str, Any]:
-            future = asyncio.run_coroutine_threadsafe(
-                self._queries.query(
-                    q.sql, max_rows=min(max_rows, self._max_rows), timeout_s=self._timeout_s, params=q.params
-                ),
-                loop,
-            )
-            result = future.result(self._timeout_s + 10)
-            return {"columns": result.columns, "rows": result.rows, "truncated": result.truncated}
-
-        rows = await asyncio.to_thread(self._compute, query)
+        rows: list[agreement.Agreement] = []
+        judges = [j for j in await sources.labelled_ids(self._reads) if j.strip()][:MAX_JUDGES]
+        for judge_id in judges:
+            judge, _, pairs = await sources.load_pairs(self._reads, sources.parse_judge(judge_id), None, None)
+            if pairs:
+                rows += await asyncio.to_thread(
+                    agreement.by_version, pairs, judge=str(judge), reference=sources.LABELS, intervals=False
+                )
         self._publish(rows)
         self.computed += 1
-
-    def _compute(self, query: sources.RunQuery) -> list[agreement.Agreement]:
-        out: list[agreement.Agreement] = []
-        for judge_id in sources.labelled_ids(query)[:MAX_JUDGES]:
-            try:
-                judge, _, pairs = sources.load_pairs(query, sources.parse_judge(judge_id), None, None)
-            except sources.SourceError as exc:
-                if judge_id not in self._skipped:
-                    self._skipped.add(judge_id)
-                    log.warning("agreement gauges leave %s out: %s", judge_id, exc)
-                continue
-            if pairs:
-                out += agreement.by_version(pairs, judge=str(judge), reference=sources.LABELS, intervals=False)
-        return out
 
     def _publish(self, rows: Sequence[agreement.Agreement]) -> None:
         m = self._metrics

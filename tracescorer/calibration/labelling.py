@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from tracescorer.records.labels import FAIL, PASS, LabelRecord, label_id
-from tracescorer.store import label_queries
-from tracescorer.store.api import LabelStore
-from tracescorer.store.queries import Query
+from tracescorer.store.api import LabelStore, ReadStore
 
-#: rows of one query, as dicts (through the daemon's query path or the store's)
-AsyncQuery = Callable[[Query], Awaitable[list[dict[str, Any]]]]
 MAX_LABEL_CHARS = 200
 MAX_NOTE_CHARS = 4000
 _KINDS = {"run": "run", "trace": "trace", "conversation": "conversation", "conv": "conversation"}
@@ -124,10 +120,10 @@ def parse_target(text: str) -> tuple[str | None, str]:
     return None, text.strip()
 
 
-async def resolve(text: str, scope: str | None, query: AsyncQuery) -> Target:
+async def resolve(text: str, scope: str | None, reads: ReadStore) -> Target:
     """The run or conversation ``text`` names, as a scorer of ``scope`` (None: not known) scores it."""
     kind, ident = parse_target(text)
-    rows = await query(label_queries.target_runs(ident))
+    rows = (await reads.target_runs(ident)).dicts()
     runs = [r for r in rows if r["run_id"] == ident] if kind in (None, "run") else []
     if not runs and kind in (None, "trace"):
         runs = [r for r in rows if r["trace_id"] == ident.lower()]
@@ -201,7 +197,7 @@ async def build(
     scopes: Mapping[str, str],
     source: str,
     author: str | None,
-    query: AsyncQuery,
+    reads: ReadStore,
     where: Callable[[int], str],
     skip_blank: bool = False,
 ) -> tuple[list[LabelRecord], int]:
@@ -223,7 +219,7 @@ async def build(
             scope = scopes.get(item.scorer)
             key = (item.target, scope)
             if key not in cache:
-                cache[key] = await resolve(item.target, scope, query)
+                cache[key] = await resolve(item.target, scope, reads)
             target = cache[key]
             note = item.note or None
             if note is not None and len(note) > MAX_NOTE_CHARS:
@@ -255,7 +251,7 @@ async def store(
     labels: LabelStore,
     scopes: Mapping[str, str],
     source: str,
-    query: AsyncQuery,
+    reads: ReadStore,
     author: str | None = None,
     where: Callable[[int], str] = lambda i: f"labels[{i}]",
     skip_blank: bool = False,
@@ -266,7 +262,7 @@ async def store(
         scopes=scopes,
         source=source,
         author=author,
-        query=query,
+        reads=reads,
         where=where,
         skip_blank=skip_blank,
     )

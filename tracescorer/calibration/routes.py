@@ -18,36 +18,25 @@ from aiohttp import web
 
 from tracescorer.calibration import labelling
 from tracescorer.records.labels import API_SOURCE
-from tracescorer.store.api import LabelStore, QueryStore, StoreError
-from tracescorer.store.queries import Query
+from tracescorer.store.api import LabelStore, ReadStore, StoreError
 
 log = logging.getLogger(__name__)
 
 LABELS_PATH = "/api/v1/labels"
 MAX_LABELS = 10_000  # per request: a larger import is sent in parts
-_TARGET_ROWS = 1000
 
 
 class LabelRoutes:
     """The label route of the ops API; ``on_labels`` callbacks are told after labels were stored."""
 
-    def __init__(
-        self, labels: LabelStore, queries: QueryStore, scopes: Mapping[str, str], *, timeout_s: float = 30.0
-    ) -> None:
+    def __init__(self, labels: LabelStore, reads: ReadStore, scopes: Mapping[str, str]) -> None:
         self._labels = labels
-        self._queries = queries
+        self._reads = reads
         self._scopes = dict(scopes)
-        self._timeout_s = timeout_s
         self.on_labels: list[Callable[[], None]] = []
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(LABELS_PATH, self.post)]
-
-    async def _query(self, query: Query) -> list[dict[str, Any]]:
-        result = await self._queries.query(
-            query.sql, max_rows=_TARGET_ROWS, timeout_s=self._timeout_s, params=query.params
-        )
-        return result.dicts()
 
     async def post(self, request: web.Request) -> web.Response:
         try:
@@ -72,7 +61,7 @@ class LabelRoutes:
                 labels=self._labels,
                 scopes=self._scopes,
                 source=source,
-                query=self._query,
+                reads=self._reads,
                 author=author,
                 where=where,
                 skip_blank=bool(payload.get("skip_blank", False)),

@@ -1,4 +1,4 @@
-"""Which judge and which reference: naming them, and reading their verdicts through a query function.
+"""Which judge and which reference: naming them, and reading their verdicts through the store's reads.
 
 A **judge** is a tracescorer scorer id (its ok scores), or ``external:<name>``: another tool's
 evaluator, its ``gen_ai.evaluation.result`` events with that ``gen_ai.evaluation.name``. A plain
@@ -6,25 +6,22 @@ id that has no scores but external evaluations is read as the evaluator of that 
 **reference** is ``labels`` (the human labels given for the judge's id, the default), or another
 judge (``scorer:<id>``, ``external:<name>``).
 
-The query function is synchronous here (``(query, max_rows) -> {columns, rows, truncated}``, what
-the read commands and the report use); the daemon's gauges run the same queries on its store.
+The reads are the store's typed ones (:class:`~tracescorer.store.api.ReadStore`: the read commands
+and the report through the daemon or on the store, the daemon's gauges on its store), every row
+however many: against the labels only the judge's verdicts on labelled targets are read (the
+pairing is done in SQL), so a judge's rows are bounded by the labels given, not by its scores.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tracescorer.calibration import agreement
-from tracescorer.store import label_queries
-from tracescorer.store.queries import Query
+from tracescorer.store.api import QueryResult, ReadStore
 
-RunQuery = Callable[[Query, int], dict[str, Any]]
 LABELS = "labels"
 EXTERNAL, SCORER = "external", "scorer"
-MAX_ROWS = 100_000  # asked for; the store's query_max_rows caps it (and the caller says so)
 
 
 class SourceError(ValueError):
@@ -41,10 +38,11 @@ class Judge:
     def __str__(self) -> str:
         return self.id if self.kind == SCORER else f"{EXTERNAL}:{self.id}"
 
-    def query(self, since: dt.datetime | None) -> Query:
+    async def read(self, reads: ReadStore, since: dt.datetime | None, *, labelled: bool = False) -> QueryResult:
+        """Its verdicts' rows (``labelled``: on the targets labelled for its id only)."""
         if self.kind == SCORER:
-            return label_queries.judge_scores(self.id, since)
-        return label_queries.judge_evaluations(self.id, since)
+            return await reads.judge_scores(self.id, since, labelled)
+        return await reads.judge_evaluations(self.id, since, labelled)
 
 
 def parse_judge(text: str) -> Judge:
@@ -66,38 +64,31 @@ def parse_reference(text: str) -> Judge | None:
     return Judge(kind, rest)
 
 
-def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
-
-
-def _read(query: RunQuery, q: Query, what: str) -> list[dict[str, Any]]:
-    result = query(q, MAX_ROWS)
-    if result.get("truncated"):
-        raise SourceError(f"{what}: more rows than store.query_max_rows; narrow it with --since or raise the limit")
-    return rows(result)
-
-
-def judge_verdicts(query: RunQuery, judge: Judge, since: dt.datetime | None) -> tuple[Judge, list[agreement.Verdict]]:
-    """The judge's verdicts (a plain id without scores falls back to the external evaluator of
-    that name) and the judge they were read as."""
-    found = agreement.verdicts(_read(query, judge.query(since), f"scores of {judge}"))
-    if not found and judge.kind == SCORER:
+async def judge_verdicts(
+    reads: ReadStore, judge: Judge, since: dt.datetime | None, *, labelled: bool = False
+) -> tuple[Judge, list[agreement.Verdict]]:
+    """The judge's verdicts (``labelled``: on labelled targets only) and the judge they were read
+    as: a plain id without scores falls back to the external evaluator of that name."""
+    found = agreement.verdicts((await judge.read(reads, since, labelled=labelled)).dicts())
+    if not found and judge.kind == SCORER and not (labelled and await _has_scores(reads, judge.id)):
         external = Judge(EXTERNAL, judge.id)
-        other = agreement.verdicts(_read(query, external.query(since), f"evaluations {judge.id}"))
+        other = agreement.verdicts((await external.read(reads, since, labelled=labelled)).dicts())
         if other:
             return external, other
     return judge, found
 
 
-def reference_for(
-    query: RunQuery, judge: Judge, reference: Judge | None, since: dt.datetime | None
+async def _has_scores(reads: ReadStore, scorer_id: str) -> bool:
+    return bool((await reads.scorer_has_scores(scorer_id)).rows[0][0])
+
+
+async def reference_for(
+    reads: ReadStore, judge: Judge, reference: Judge | None, since: dt.datetime | None
 ) -> dict[agreement.Key, agreement.Reference]:
     """What the reference says per target (human labels are read whatever their age)."""
     if reference is None:
-        return agreement.references_from_labels(
-            _read(query, label_queries.labels_for(judge.id), f"labels of {judge.id}")
-        )
-    _, found = judge_verdicts(query, reference, since)
+        return agreement.references_from_labels((await reads.labels_for(judge.id)).dicts())
+    _, found = await judge_verdicts(reads, reference, since)
     return agreement.references_from_verdicts(found)
 
 
@@ -105,14 +96,15 @@ def reference_name(reference: Judge | None) -> str:
     return LABELS if reference is None else str(reference)
 
 
-def load_pairs(
-    query: RunQuery, judge: Judge, reference: Judge | None, since: dt.datetime | None
+async def load_pairs(
+    reads: ReadStore, judge: Judge, reference: Judge | None, since: dt.datetime | None
 ) -> tuple[Judge, list[agreement.Verdict], list[agreement.Pair]]:
-    """The judge (as read), its verdicts, and those paired with the reference."""
-    judge, verdicts = judge_verdicts(query, judge, since)
-    return judge, verdicts, agreement.pair(verdicts, reference_for(query, judge, reference, since))
+    """The judge (as read), its verdicts (against the labels: on labelled targets only), and
+    those paired with the reference."""
+    judge, verdicts = await judge_verdicts(reads, judge, since, labelled=reference is None)
+    return judge, verdicts, agreement.pair(verdicts, await reference_for(reads, judge, reference, since))
 
 
-def labelled_ids(query: RunQuery) -> list[str]:
+async def labelled_ids(reads: ReadStore) -> list[str]:
     """Every id that has human labels."""
-    return [str(r["scorer_id"]) for r in _read(query, label_queries.labelled_scorers(), "labelled scorers")]
+    return [str(r["scorer_id"]) for r in (await reads.labelled_scorers()).dicts()]

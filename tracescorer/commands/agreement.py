@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from tracescorer.commands.common import config_option, load, parse_since, run_query
+from tracescorer.commands.common import config_option, load, parse_since
 
 if TYPE_CHECKING:
-    from tracescorer.calibration.sources import Judge, RunQuery
-    from tracescorer.config import Settings
+    from tracescorer.calibration.agreement import Agreement
+    from tracescorer.calibration.sources import Judge
+    from tracescorer.store.api import ReadStore
 
 _REFERENCE_HELP = "What the judge is compared with: labels (human labels, default), scorer:<id> or external:<name>."
 
 
-def _query(settings: Settings) -> RunQuery:
-    cap = settings.store.query_max_rows
-
-    def query(q: Any, max_rows: int) -> dict[str, Any]:
-        return run_query(settings, q, min(max_rows, cap))
-
-    return query
-
-
-def _judges(settings: Settings, query: RunQuery, scorers: tuple[str, ...]) -> list[Judge]:
+async def _judges(reads: ReadStore, scorers: tuple[str, ...]) -> list[Judge]:
     from tracescorer.calibration import sources
 
     if scorers:
         return [sources.parse_judge(s) for s in scorers]
-    labelled = sources.labelled_ids(query)
+    labelled = await sources.labelled_ids(reads)
     if not labelled:
         raise click.ClickException(
             "no human labels are stored yet: label targets with `tracescorer label`, or import a file "
@@ -76,17 +68,22 @@ def agreement(
     95% intervals, and the threshold that would agree best."""
     from tracescorer.calibration import agreement as calc
     from tracescorer.calibration import render, sources, stats
+    from tracescorer.commands.reads import reading
 
     settings = load(config_path)
-    query = _query(settings)
     start = parse_since(since) if since else None
-    results = []
     try:
         ref = sources.parse_reference(reference)
-        for judge in _judges(settings, query, scorers):
-            read_as, judged, pairs = sources.load_pairs(query, judge, ref, start)
+    except sources.SourceError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    async def compare(reads: ReadStore) -> list[Agreement]:
+        results: list[Agreement] = []
+        for judge in await _judges(reads, scorers):
+            read_as, judged, pairs = await sources.load_pairs(reads, judge, ref, start)
             if not judged:
-                click.echo(f"{judge}: no scores (or evaluations) to compare", err=True)
+                what = "scores (or evaluations) of labelled targets" if ref is None else "scores (or evaluations)"
+                click.echo(f"{judge}: no {what} to compare", err=True)
                 continue
             results += calc.by_version(
                 pairs,
@@ -97,6 +94,10 @@ def agreement(
                 resamples=max(1, resamples),
                 seed=stats.DEFAULT_SEED if seed is None else seed,
             )
+        return results
+
+    try:
+        results = reading(settings, compare)
     except sources.SourceError as exc:
         raise click.ClickException(str(exc)) from None
     if fmt == "json":
@@ -134,21 +135,25 @@ def disagreements(
     from tracescorer.calibration import agreement as calc
     from tracescorer.calibration import sources
     from tracescorer.calibration.excerpts import excerpts
+    from tracescorer.commands.reads import reading
 
     settings = load(config_path)
-    query = _query(settings)
     try:
         ref = sources.parse_reference(reference)
-        judge, _, pairs = sources.load_pairs(
-            query, sources.parse_judge(scorer_id), ref, parse_since(since) if since else None
-        )
+        wanted = sources.parse_judge(scorer_id)
     except sources.SourceError as exc:
         raise click.ClickException(str(exc)) from None
-    if version is not None:
-        pairs = [p for p in pairs if p.judge.version == version]
-    found = calc.disagreements(pairs, tolerance=tolerance)
+    start = parse_since(since) if since else None
+
+    async def read(reads: ReadStore) -> tuple[Judge, list[calc.Pair], list[calc.Disagreement], dict[calc.Key, str]]:
+        judge, _, pairs = await sources.load_pairs(reads, wanted, ref, start)
+        if version is not None:
+            pairs = [p for p in pairs if p.judge.version == version]
+        found = calc.disagreements(pairs, tolerance=tolerance)
+        return judge, pairs, found, await excerpts(reads, [d.pair.judge for d in found[:limit]])
+
+    judge, pairs, found, texts = reading(settings, read)
     shown = found[:limit]
-    texts = excerpts(query, [d.pair.judge for d in shown])
     if fmt == "jsonl":
         for d in shown:
             j, r = d.pair.judge, d.pair.reference

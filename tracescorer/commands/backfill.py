@@ -15,6 +15,7 @@ from tracescorer.commands.common import config_option, load, parse_since
 if TYPE_CHECKING:
     from tracescorer.config import Settings
     from tracescorer.runner.backfill import BackfillRequest
+    from tracescorer.store.api import ReadStore
 
 
 def _parse_filters(values: tuple[str, ...]) -> dict[str, Any]:
@@ -64,13 +65,13 @@ def _remote(info: control.ServeInfo, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _local(settings: Settings, request: BackfillRequest) -> dict[str, Any]:
     from tracescorer.config import ConfigError
-    from tracescorer.export.exporter import default_owner
     from tracescorer.lifecycle import Stages
     from tracescorer.metrics import Metrics
     from tracescorer.runner.backfill import BackfillError, BackfillProgress, run_backfill
     from tracescorer.runner.bindings import BindingError, build_bindings
     from tracescorer.runner.limits import SharedRateLimiter
     from tracescorer.runner.stage import ScoringRunner
+    from tracescorer.runtime import default_owner
     from tracescorer.store.api import StoreError
     from tracescorer.store.factory import build_stores
 
@@ -193,15 +194,19 @@ def backfill(
 def _target_ids(settings: Settings, targets: tuple[str, ...], scope: str) -> list[str]:
     """The run or conversation ids (the binding's scope) the IDs name, each resolved once."""
     from tracescorer.commands.ids import resolve, target_ids
+    from tracescorer.commands.reads import reading
 
-    out: list[str] = []
-    for text in targets:
-        ref = resolve(settings, text)
-        found = target_ids(settings, ref, scope)
-        if not found:
-            raise click.ClickException(
-                f"{ref.kind} {ref.id} has no {'conversation' if scope == 'conversation' else 'run'} to score "
-                f"with a {scope} scorer"
-            )
-        out += found
-    return list(dict.fromkeys(out))
+    async def resolved(reads: ReadStore) -> list[str]:
+        out: list[str] = []
+        for text in targets:
+            ref = await resolve(reads, text)
+            found = await target_ids(reads, ref, scope)
+            if not found:
+                raise click.ClickException(
+                    f"{ref.kind} {ref.id} has no {'conversation' if scope == 'conversation' else 'run'} to score "
+                    f"with a {scope} scorer"
+                )
+            out += found
+        return list(dict.fromkeys(out))
+
+    return reading(settings, resolved)

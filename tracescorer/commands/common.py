@@ -1,4 +1,5 @@
-"""What the read commands share: settings, time filters, running a query.
+"""What the read commands share: settings, time filters, running a user's query (``tracescorer
+query``; the commands' own reads are typed calls, :mod:`tracescorer.commands.reads`).
 
 Imports stay light here (click and the standard library at module level): every command of
 the CLI imports this module, and ``tracescorer --help`` must start quickly.
@@ -9,13 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
+    from tracescorer.control import ServeInfo
     from tracescorer.store.queries import Query
+
+T = TypeVar("T")
 
 config_option = click.option(
     "--config",
@@ -64,12 +69,41 @@ def row_limit(settings: Settings, requested: int | None) -> int:
 
 
 def run_query(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]:
-    """Run a read-only query through the running daemon, or on the store when none runs.
+    """Run a user's read-only query through the running daemon, or on the store when none runs
+    (:func:`daemon_or_store`). Returns ``{columns, types, rows, truncated}``."""
+    import asyncio
 
-    While the state file names a live daemon the query always goes through it (never the locked
-    file). Returns ``{columns, types, rows, truncated}``.
-    """
     from tracescorer import control
+    from tracescorer.store.factory import build_offline_queries
+
+    def remote(info: control.ServeInfo) -> dict[str, Any]:
+        return control.remote_query(
+            info, query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10, params=query.params
+        )
+
+    async def offline() -> dict[str, Any]:
+        result = await build_offline_queries(settings).query(
+            query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=query.params
+        )
+        return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+
+    return asyncio.run(daemon_or_store(settings, remote, offline))
+
+
+async def daemon_or_store(
+    settings: Settings, remote: Callable[[ServeInfo], T], offline: Callable[[], Awaitable[T]]
+) -> T:
+    """``remote`` (blocking: run in a thread) through the running daemon, or ``offline`` on the
+    store when none runs.
+
+    While the state file names a live daemon it always goes through it (never the locked file); a
+    file locked by a daemon that is starting is waited for a moment. The daemon's or the store's
+    errors are raised as ``click.ClickException``.
+    """
+    import asyncio
+
+    from tracescorer import control
+    from tracescorer.store.api import StoreError, StoreLocked
 
     path = settings.store.path
     deadline = time.monotonic() + _LOCK_WAIT_S
@@ -77,13 +111,7 @@ def run_query(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]
         info = control.read_serve_info(path)
         if info is not None:
             try:
-                return control.remote_query(
-                    info,
-                    query.sql,
-                    max_rows=max_rows,
-                    timeout_s=settings.store.query_timeout_s + 10,
-                    params=query.params,
-                )
+                return await asyncio.to_thread(remote, info)
             except control.DaemonUnreachable as exc:
                 if control.read_serve_info(path) is None:
                     continue  # it stopped meanwhile: the file is free now
@@ -91,39 +119,18 @@ def run_query(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]
             except control.RemoteQueryError as exc:
                 raise click.ClickException(str(exc)) from None
         try:
-            return _query_offline(settings, query, max_rows)
-        except _Locked as exc:
+            return await offline()
+        except StoreLocked as exc:
             if time.monotonic() < deadline:
-                time.sleep(0.1)  # a daemon is starting: its state file appears in a moment
+                await asyncio.sleep(0.1)  # a daemon is starting: its state file appears in a moment
                 continue
             raise click.ClickException(
                 f"{path} is locked by another process and no running tracescorer daemon is registered for it "
                 f"({control.serve_info_path(path)} is missing): {exc}. If a daemon is starting, try again; "
                 "otherwise stop the process that holds the file"
             ) from None
-
-
-class _Locked(Exception):
-    pass
-
-
-def _query_offline(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]:
-    """No daemon: the query router of :func:`tracescorer.store.factory.build_offline_queries`."""
-    import asyncio
-
-    from tracescorer.store.api import StoreError, StoreLocked
-    from tracescorer.store.factory import build_offline_queries
-
-    queries = build_offline_queries(settings)
-    try:
-        result = asyncio.run(
-            queries.query(query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=query.params)
-        )
-    except StoreLocked as exc:
-        raise _Locked(str(exc)) from None
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
+        except StoreError as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 _SPAN_LOG = re.compile(r"\b(spans|log_records|assembled_traces)\b", re.IGNORECASE)
@@ -145,8 +152,3 @@ def as_datetime(value: Any) -> dt.datetime:
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     parsed = dt.datetime.fromisoformat(str(value))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
-def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A query result's rows as dicts by column name."""
-    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import as_datetime, config_option, load, rows_of, run_query
+from tracescorer.commands.common import as_datetime, config_option, load
 
 if TYPE_CHECKING:
     from tracescorer.config import ScorerBinding, Settings
+    from tracescorer.store.api import ReadStore
 
 
 def _ago(when: dt.datetime, now: dt.datetime) -> str:
@@ -37,17 +38,23 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
     a conversation's score the conversation. Exits 1 when no span of the trace (or no run of the
     conversation) is stored.
     """
-    from tracescorer.commands.ids import resolve, score_target
-    from tracescorer.store import queries
+    from tracescorer.commands.reads import reading
 
     if bool(target) == bool(conversation_id):
         raise click.UsageError("give an ID (trace, run, score or conversation) or --conversation ID")
     settings = load(config_path)
+    reading(settings, lambda reads: _explain(reads, settings, target, conversation_id))
+
+
+async def _explain(reads: ReadStore, settings: Settings, target: str | None, conversation_id: str | None) -> None:
+    from tracescorer.commands.external import explain_external
+    from tracescorer.commands.ids import resolve, score_target
+
     now = dt.datetime.now(dt.UTC)
-    ref = resolve(settings, target) if target else resolve(settings, str(conversation_id), ("conversation",))
+    ref = await resolve(reads, target) if target else await resolve(reads, str(conversation_id), ("conversation",))
     kind, value = ref.kind, ref.id
     if kind == "score":
-        about = score_target(settings, value)
+        about = await score_target(reads, value)
         click.echo(f"score {value}")
         if about.conversation and about.conversation_id:
             kind, value = "conversation", about.conversation_id
@@ -56,24 +63,22 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
         else:
             raise click.ClickException(f"score {value} names neither a conversation nor a trace")
     if kind == "run":
-        runs = rows_of(run_query(settings, queries.runs_of("run", value), 1))
+        runs = (await reads.runs_of("run", value)).dicts()
         click.echo(f"run {value}")
         kind, value = "trace", runs[0]["trace_id"]
     if kind == "conversation":
-        targets = _explain_conversation(settings, value, now)
+        targets = await _explain_conversation(reads, settings, value, now)
     else:
-        targets = _explain_trace(settings, value, now)
+        targets = await _explain_trace(reads, settings, value, now)
     if targets is None:
         return
-    from tracescorer.commands.external import explain_external
-
     bindings = settings.scorers
     if not bindings:
         click.echo("  no scorers are bound in this configuration (see `scorers:` in config/scorers.example.yaml)")
-        explain_external(settings, targets)
+        await explain_external(reads, targets)
         return
     decided: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for d in rows_of(run_query(settings, queries.decisions([(k, t) for k, t, _, _ in targets]), 10_000)):
+    for d in (await reads.decisions([(k, t) for k, t, _, _ in targets])).dicts():
         decided.setdefault((d["target_type"], d["target_id"]), {})[d["scorer_id"]] = d
     for kind, target_id, label, waiting in targets:
         click.echo(f"  {label}:")
@@ -87,27 +92,27 @@ def explain(config_path: str | None, target: str | None, conversation_id: str | 
                 reason = decisions.get(binding.id, {}).get("reason")
                 if reason and decisions[binding.id]["decision"] == "scored":
                     click.echo(f"      reason: {str(reason).strip()}")
-    explain_external(settings, targets)
+    await explain_external(reads, targets)
 
 
-def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[tuple[str, str, str, str]] | None:
-    from tracescorer.store import queries
-
-    assembled = rows_of(run_query(settings, queries.assembled_trace(trace_id), 1))
+async def _explain_trace(
+    reads: ReadStore, settings: Settings, trace_id: str, now: dt.datetime
+) -> list[tuple[str, str, str, str]] | None:
+    assembled = (await reads.assembled_trace(trace_id)).dicts()
     shared = settings.store.backend == "postgres"
     if not assembled and shared:
-        runs = rows_of(run_query(settings, queries.trace_runs(trace_id), 1000))
+        runs = (await reads.trace_runs(trace_id)).dicts()
         if runs:  # another daemon received and assembled it: its span log has the spans
             click.echo(f"trace {trace_id}")
             click.echo(
                 "  assembled by another daemon (postgres mode: span logs are per daemon, runs and scores are shared)"
             )
-            return _run_targets(settings, runs, now)
+            return await _run_targets(reads, settings, runs, now)
     if not assembled:
-        spans = rows_of(run_query(settings, queries.trace_spans_summary(trace_id), 1))[0]
+        if await _explain_skipped(reads, settings, trace_id):
+            return None
+        spans = (await reads.trace_spans_summary(trace_id)).dicts()[0]
         if not spans["spans"]:
-            if _explain_skipped(settings, trace_id):
-                return None
             where = (
                 f"this daemon's span log ({settings.store.path}), nor a run of it in PostgreSQL"
                 if shared
@@ -133,7 +138,7 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
             f"({_stamp(due)}), while the daemon runs"
         )
         return None
-    runs = rows_of(run_query(settings, queries.trace_runs(trace_id), 1000))
+    runs = (await reads.trace_runs(trace_id)).dicts()
     row = assembled[0]
     click.echo(f"trace {trace_id}")
     click.echo(
@@ -144,14 +149,12 @@ def _explain_trace(settings: Settings, trace_id: str, now: dt.datetime) -> list[
     elif runs:
         used = ", ".join(sorted({str(r["convention"]) for r in runs}))
         click.echo(f"  {len(runs)} agent run(s) rebuilt, read by convention {used}")
-    return _run_targets(settings, runs, now)
+    return await _run_targets(reads, settings, runs, now)
 
 
-def _explain_skipped(settings: Settings, trace_id: str) -> bool:
+async def _explain_skipped(reads: ReadStore, settings: Settings, trace_id: str) -> bool:
     """Say what triage skipped of a trace, if it skipped any; whether it did."""
-    from tracescorer.store import queries
-
-    found = rows_of(run_query(settings, queries.skipped_trace(trace_id), 1))
+    found = (await reads.skipped_trace(trace_id)).dicts()
     if not found or not found[0]["requests"]:
         return False
     s = found[0]
@@ -160,16 +163,16 @@ def _explain_skipped(settings: Settings, trace_id: str) -> bool:
         f"  skipped by triage: {s['spans']} span(s) and {s['logs']} log record(s) in {s['requests']} request(s) "
         f"from {s['services'] or 'an unnamed service'}, received {_stamp(as_datetime(s['first_received']))} to "
         f"{_stamp(as_datetime(s['last_received']))}. No agent content was seen in it (no convention's marker: gen_ai.*, "
-        f"openinference.*, ai.*, ...), so it was neither stored nor assembled (store.spans: {settings.store.spans}). "
+        "openinference.*, ai.*, ...), so it was neither decoded nor assembled. "
         f"Had agent spans of it come within triage.window_s={settings.triage.window_s:g}s, its skipped spans would "
-        "have been read back and assembled with them; `store.spans: all` stores every span"
+        "have been read back and assembled with them; `store.spans: all` keeps a row of every span for SQL"
     )
     return True
 
 
-def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetime) -> list[tuple[str, str, str, str]]:
-    from tracescorer.store import queries
-
+async def _run_targets(
+    reads: ReadStore, settings: Settings, runs: list[dict[str, Any]], now: dt.datetime
+) -> list[tuple[str, str, str, str]]:
     waiting_run = "pending: run scorers decide within seconds of assembly while the daemon runs"
     targets = [
         (
@@ -181,19 +184,17 @@ def _run_targets(settings: Settings, runs: list[dict[str, Any]], now: dt.datetim
         for r in runs
     ]
     for conversation in sorted({r["conversation_id"] for r in runs if r["conversation_id"]}):
-        conv_runs = rows_of(run_query(settings, queries.conversation_runs(conversation), 10_000))
+        conv_runs = (await reads.conversation_runs(conversation)).dicts()
         targets.append(
             ("conversation", conversation, f"conversation {conversation}", _conversation_wait(settings, conv_runs, now))
         )
     return targets
 
 
-def _explain_conversation(
-    settings: Settings, conversation_id: str, now: dt.datetime
+async def _explain_conversation(
+    reads: ReadStore, settings: Settings, conversation_id: str, now: dt.datetime
 ) -> list[tuple[str, str, str, str]] | None:
-    from tracescorer.store import queries
-
-    runs = rows_of(run_query(settings, queries.conversation_runs(conversation_id), 10_000))
+    runs = (await reads.conversation_runs(conversation_id)).dicts()
     if not runs:
         raise click.ClickException(
             f"unknown conversation id {conversation_id!r}: no run with this conversation id "

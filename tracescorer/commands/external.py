@@ -8,70 +8,49 @@ marked ``(external)``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from tracescorer.commands.common import as_datetime, rows_of, run_query
+from tracescorer.commands.common import as_datetime
+from tracescorer.store.api import QueryResult
 
 if TYPE_CHECKING:
-    from tracescorer.config import Settings
+    from tracescorer.store.api import ReadStore
 
 EXTERNAL_MARK = " (external)"
 
 
-def with_external(
-    settings: Settings,
-    result: dict[str, Any],
-    *,
-    scorer_id: str | None,
-    since: dt.datetime | None,
-    status: str | None,
-    label: str | None,
-    agent: str | None,
-    all_columns: bool,
-    limit: int,
-    about: tuple[str, str] | None = None,
-) -> dict[str, Any]:
-    """``result`` of the scores query (oldest first) with the matching external evaluations
-    added in its columns, by update time, the newest ``limit`` kept (tables: the scorer id marked)."""
-    from tracescorer.store import label_queries
-
-    query = label_queries.external_as_scores(
-        name=scorer_id, since=since, status=status, label=label, agent=agent, about=about, all_columns=all_columns
-    )
-    external = run_query(settings, query, limit)
-    if not external["rows"]:
-        return result
-    columns = result["columns"]
+def with_external(own: QueryResult, external: QueryResult, *, limit: int, all_columns: bool) -> QueryResult:
+    """The scores read (newest first) and the matching external evaluations (newest first, in the
+    shape of score rows) together in the scores' columns, by update time oldest first, the newest
+    ``limit`` kept (tables: the scorer id marked)."""
+    columns = own.columns
     added = []
-    for row in rows_of(external):
+    for row in external.dicts():
         if not all_columns:
             row["scorer_id"] = f"{row['scorer_id']}{EXTERNAL_MARK}"
-        added.append([row.get(c) for c in columns])
+        added.append(tuple(row.get(c) for c in columns))
+    rows = [*reversed(own.rows), *reversed(added)]
     at = columns.index("updated_at") if "updated_at" in columns else None
-    rows = [*result["rows"], *added]
-    if at is not None:
+    if at is not None and added:
         rows.sort(key=lambda r: as_datetime(r[at]) if r[at] is not None else dt.datetime.min.replace(tzinfo=dt.UTC))
-    return {
-        **result,
-        "rows": rows[-limit:],
-        "truncated": result["truncated"] or external["truncated"] or len(rows) > limit,
-    }
+    return QueryResult(
+        columns=columns,
+        types=own.types,
+        rows=rows[-limit:],
+        truncated=own.truncated or external.truncated or len(rows) > limit,
+    )
 
 
-def explain_external(settings: Settings, targets: list[tuple[str, str, str, str]]) -> None:
+async def explain_external(reads: ReadStore, targets: list[tuple[str, str, str, str]]) -> None:
     """Print the external evaluations of the explained runs and conversations."""
-    from tracescorer.store import label_queries
-
     runs = [t for kind, t, _, _ in targets if kind == "run"]
     conversations = [t for kind, t, _, _ in targets if kind == "conversation"]
     if not runs and not conversations:
         return
-    traces = (
-        [r["trace_id"] for r in rows_of(run_query(settings, label_queries.run_traces(runs), 10_000))] if runs else []
-    )
-    found = rows_of(run_query(settings, label_queries.external_for_targets(traces, conversations), 10_000))
+    traces = [r["trace_id"] for r in (await reads.run_traces(runs)).dicts()] if runs else []
+    found = (await reads.external_for_targets(traces, conversations)).dicts()
     wanted = {("run", r) for r in runs} | {("conversation", c) for c in conversations}
     shown = [e for e in found if (e["target_type"], e["target_id"]) in wanted]
     if not shown:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from tracescorer.commands.common import rows_of, run_query
-
 if TYPE_CHECKING:
-    from tracescorer.config import Settings
+    from tracescorer.store.api import QueryResult, ReadStore
 
 #: Shown in tables: hex ids cut to this many characters are unique prefixes in practice (48 bits).
 SHORT = 12
@@ -41,26 +39,22 @@ def short(value: str | None) -> str:
     return "" if not value else value[:SHORT]
 
 
-def resolve(settings: Settings, text: str, kinds: Sequence[str] = ("trace", "run", "conversation", "score")) -> Ref:
+async def resolve(reads: ReadStore, text: str, kinds: Sequence[str] = ("trace", "run", "conversation", "score")) -> Ref:
     """The one stored id of ``kinds`` (in order of preference) that ``text`` is or starts.
 
     Raises a ClickException naming the candidates when the prefix is ambiguous, or saying that
     nothing matched.
     """
-    from tracescorer.store import queries
-
     text = text.strip()
     if not text:
         raise click.BadParameter("an id may not be empty")
-    exact = _refs(run_query(settings, queries.ids_equal(text, kinds), 100))
+    exact = _refs(await reads.ids_equal(text, kinds))
     if exact:
         return _preferred(exact, kinds)
-    result = run_query(settings, queries.ids_starting(text, kinds), _CANDIDATES * 4)
+    result = await reads.ids_starting(text, kinds, _CANDIDATES * 4)
     found = _refs(result)
     if not found and "trace" in kinds:
-        found = [
-            Ref("trace", r[0]) for r in run_query(settings, queries.assembled_trace_ids(text), _CANDIDATES)["rows"]
-        ]
+        found = [Ref("trace", r[0]) for r in (await reads.assembled_trace_ids(text, _CANDIDATES)).rows]
     if not found:
         if "trace" in kinds and _TRACE_ID.match(text):
             return Ref("trace", text.lower())
@@ -71,14 +65,14 @@ def resolve(settings: Settings, text: str, kinds: Sequence[str] = ("trace", "run
     if len(values) == 1:
         return _preferred(found, kinds)
     listed = ", ".join(f"{r.kind} {r.id}" for r in found[:_CANDIDATES])
-    more = " …" if len(found) > _CANDIDATES or result["truncated"] else ""
+    more = " …" if len(found) > _CANDIDATES or result.truncated else ""
     raise click.ClickException(
         f"ambiguous id {text!r}: it starts {len(found)}{'+' if more else ''} ids ({listed}{more}); give more characters"
     )
 
 
-def _refs(result: dict[str, Any]) -> list[Ref]:
-    return [Ref(str(kind), str(value)) for kind, value in result["rows"]]
+def _refs(result: QueryResult) -> list[Ref]:
+    return [Ref(str(kind), str(value)) for kind, value in result.rows]
 
 
 def _preferred(refs: list[Ref], kinds: Sequence[str]) -> Ref:
@@ -95,10 +89,8 @@ class ScoreTarget:
     conversation_id: str | None
 
 
-def score_target(settings: Settings, score_id: str) -> ScoreTarget:
-    from tracescorer.store import queries
-
-    rows = rows_of(run_query(settings, queries.score_target(score_id), 1))
+async def score_target(reads: ReadStore, score_id: str) -> ScoreTarget:
+    rows = (await reads.score_target(score_id)).dicts()
     if not rows:
         raise click.ClickException(f"unknown score id {score_id!r}")
     r = rows[0]
@@ -110,15 +102,13 @@ def score_target(settings: Settings, score_id: str) -> ScoreTarget:
     )
 
 
-def target_ids(settings: Settings, ref: Ref, scope: str) -> list[str]:
+async def target_ids(reads: ReadStore, ref: Ref, scope: str) -> list[str]:
     """The run ids (``scope='run'``) or conversation ids a stored id stands for: a trace's runs
     or their conversations, a run or its conversation, a conversation or its runs, a score's
     target (or its runs / conversation)."""
-    from tracescorer.store import queries
-
     kind, value = ref.kind, ref.id
     if kind == "score":
-        target = score_target(settings, value)
+        target = await score_target(reads, value)
         if target.conversation and target.conversation_id:
             kind, value = "conversation", target.conversation_id
         elif target.run_id:
@@ -127,7 +117,7 @@ def target_ids(settings: Settings, ref: Ref, scope: str) -> list[str]:
             return []
     if scope == "conversation" and kind == "conversation":
         return [value]
-    runs = rows_of(run_query(settings, queries.runs_of(kind, value), settings.store.query_max_rows))
+    runs = (await reads.runs_of(kind, value)).dicts()
     if scope == "run":
         return [r["run_id"] for r in runs]
     return list(dict.fromkeys(r["conversation_id"] for r in runs if r["conversation_id"]))

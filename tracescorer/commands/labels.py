@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracescorer import control
-from tracescorer.commands.common import config_option, load, parse_since, run_query
+from tracescorer.commands.common import config_option, load, parse_since
 
 if TYPE_CHECKING:
     from tracescorer.calibration.labelling import Stored
+    from tracescorer.calibration.queue import Pick
     from tracescorer.config import Settings
+    from tracescorer.store.api import ReadStore
 
 AUTHOR_ENV = "TRACESCORER_LABEL_BY"
 
@@ -56,7 +58,6 @@ def _local(settings: Settings, items: list[dict[str, Any]], payload: dict[str, A
     from tracescorer.metrics import Metrics
     from tracescorer.store.api import StoreError
     from tracescorer.store.factory import build_stores
-    from tracescorer.store.queries import Query
 
     async def go() -> Stored:
         stores = build_stores(settings, Metrics(), owner="tracescorer-label", maintenance=False)
@@ -64,19 +65,12 @@ def _local(settings: Settings, items: list[dict[str, Any]], payload: dict[str, A
         try:
             for component in stores.components:
                 await stages.enter(component)
-
-            async def query(q: Query) -> list[dict[str, Any]]:
-                result = await stores.queries.query(
-                    q.sql, max_rows=1000, timeout_s=settings.store.query_timeout_s, params=q.params
-                )
-                return result.dicts()
-
             return await labelling.store(
                 items,
                 labels=stores.labels,
                 scopes=_scopes(settings),
                 source=payload["source"],
-                query=query,
+                reads=stores.reads,
                 author=payload.get("by"),
                 where=(lambda i: names[i]) if names else (lambda i: f"label {i + 1}"),
                 skip_blank=bool(payload.get("skip_blank")),
@@ -211,27 +205,29 @@ def label_queue(
     from tracescorer.calibration import agreement, labelfile, queue, sources
     from tracescorer.calibration.excerpts import excerpts
     from tracescorer.calibration.labelling import LabelError
+    from tracescorer.commands.reads import reading
 
     settings = load(config_path)
-    cap = settings.store.query_max_rows
-
-    def query(q: Any, max_rows: int) -> dict[str, Any]:
-        return run_query(settings, q, min(max_rows, cap))
-
     start = parse_since(since)
     try:
-        judge, judged = sources.judge_verdicts(query, sources.parse_judge(scorer_id), start)
-        labelled = set(sources.reference_for(query, judge, None, None))
-        others = {}
-        for spec in against:
-            other = sources.parse_reference(spec)
-            if other is not None:
-                _, found = sources.judge_verdicts(query, other, start)
-                others[str(other)] = agreement.references_from_verdicts(found)
+        wanted = sources.parse_judge(scorer_id)
+        references = [other for spec in against if (other := sources.parse_reference(spec)) is not None]
     except sources.SourceError as exc:
         raise click.ClickException(str(exc)) from None
-    picks = queue.pick(judged, labelled, count, against=others, seed=seed)
-    texts = excerpts(query, [p.verdict for p in picks])
+
+    async def read(
+        reads: ReadStore,
+    ) -> tuple[sources.Judge, list[agreement.Verdict], set[agreement.Key], list[Pick], dict[agreement.Key, str]]:
+        judge, judged = await sources.judge_verdicts(reads, wanted, start)
+        labelled = set(await sources.reference_for(reads, judge, None, None))
+        others = {}
+        for other in references:
+            _, found = await sources.judge_verdicts(reads, other, start)
+            others[str(other)] = agreement.references_from_verdicts(found)
+        picks = queue.pick(judged, labelled, count, against=others, seed=seed)
+        return judge, judged, labelled, picks, await excerpts(reads, [p.verdict for p in picks])
+
+    judge, judged, labelled, picks, texts = reading(settings, read)
     rows = [
         {
             "target": f"{p.verdict.target_type}:{p.verdict.target_id}",

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_limit, run_query
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load
 
 if TYPE_CHECKING:  # imported when the command runs: the CLI's start-up stays light
-    from tracescorer.config import Settings
     from tracescorer.config.monitors import MonitorSettings
+    from tracescorer.store.api import QueryResult, ReadStore
 
 _COLUMNS = [
     "monitor",
@@ -96,16 +96,6 @@ def _value(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
-def _tables(settings: Settings) -> set[str]:
-    from tracescorer.store import queries
-
-    return {row[0] for row in run_query(settings, queries.MONITOR_TABLES, 10)["rows"]}
-
-
-def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
-
-
 @click.command()
 @config_option
 @click.option("--events", is_flag=True, help="Recent events (fired, resolved, notified, ...) instead of states.")
@@ -114,25 +104,26 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Events to show.")
 def monitors(config_path: str | None, events: bool, monitor_id: str | None, fmt: str, limit: int) -> None:
     """The configured monitors: rule, state (ok / pending / firing / resolved), since when, last value."""
+    from tracescorer.commands.reads import reading
     from tracescorer.output import FORMATS, format_table
-    from tracescorer.store import queries
 
     settings = load(config_path)
-    tables = _tables(settings)
+
+    async def read(reads: ReadStore) -> QueryResult | None:
+        """The events or the states, None for a store without their table (a file from before them)."""
+        tables = {row[0] for row in (await reads.monitor_tables()).rows}
+        if events:
+            return await reads.monitor_events(monitor_id, limit) if "monitor_events" in tables else None
+        return await reads.monitor_states() if "monitor_state" in tables else None
+
+    result = reading(settings, read)
     if events:
-        if "monitor_events" not in tables:
+        if result is None:
             click.echo(FORMATS[fmt](["event_at", "monitor_id", "event"], []))
             return
-        result = run_query(settings, queries.monitor_events(monitor_id), row_limit(settings, limit))
-        click.echo(
-            FORMATS[fmt](result["columns"], [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result["rows"]])
-        )
+        click.echo(FORMATS[fmt](result.columns, [[_when(r[0]), *r[1:4], _value(r[4]), *r[5:]] for r in result.rows]))
         return
-    stored = (
-        {r["monitor_id"]: r for r in _rows(run_query(settings, queries.MONITOR_STATES, 10_000))}
-        if "monitor_state" in tables
-        else {}
-    )
+    stored = {r["monitor_id"]: r for r in result.dicts()} if result is not None else {}
     rows: list[list[Any]] = []
     configured = {m.id: m for m in settings.monitors}
     for m in settings.monitors:

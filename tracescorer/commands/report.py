@@ -5,13 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Any
 
 import click
 
 from tracescorer import control
-from tracescorer.commands.common import config_option, load, parse_since, run_query
-from tracescorer.store.queries import Query
+from tracescorer.commands.common import config_option, load, parse_since
 
 
 @click.command()
@@ -39,6 +37,7 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     a backfill does not move it; the trend's axis spans the data. With `report.trace_url` set in
     the configuration, trace ids link to the trace backend.
     """
+    from tracescorer.commands.reads import reading
     from tracescorer.output import stamp
     from tracescorer.report import collect, render
     from tracescorer.report.reasons import criteria
@@ -50,27 +49,19 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
         raise click.BadParameter(f"{since!r} is not in the past", param_hint="--since")
     info = control.read_serve_info(settings.store.path)
     source = f"daemon at {info.url}" if info is not None else f"database {settings.store.path}"
-    cap = settings.store.query_max_rows
-
-    def query(q: Query, max_rows: int) -> dict[str, Any]:
-        result = run_query(settings, q, min(max_rows, cap))
-        if result["truncated"]:  # a partial report would mislead: say so instead
-            raise click.ClickException(
-                f"the report needs more than store.query_max_rows={cap} rows; "
-                "narrow it with --scorer or --since, or raise the limit"
-            )
-        return result
-
-    data = collect(
-        query,
-        since=start,
-        until=until,
-        scorer_id=scorer_id,
-        configured=[b.id for b in settings.scorers],
-        worst=worst,
-        source=source,
-        trace_url=settings.report.trace_url,
-        criteria=criteria(settings.scorers),
+    data = reading(
+        settings,
+        lambda reads: collect(
+            reads,
+            since=start,
+            until=until,
+            scorer_id=scorer_id,
+            configured=[b.id for b in settings.scorers],
+            worst=worst,
+            source=source,
+            trace_url=settings.report.trace_url,
+            criteria=criteria(settings.scorers),
+        ),
     )
     path = Path(output)
     tmp = path.with_name(path.name + ".tmp")

@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since, row_limit, rows_of, run_query
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from tracescorer.config import Settings
     from tracescorer.model import AgentRun
+    from tracescorer.store.api import QueryResult, ReadStore
 
 
 def _jsonl_default(value: Any) -> Any:
@@ -88,47 +91,72 @@ def runs(
     trace or a conversation, one run, or the runs a score is about. The run and trace columns
     show prefixes that `explain`, `runs`, `scores` and `backfill` take back.
     """
-    from tracescorer.commands.ids import resolve
+    from tracescorer.commands.reads import reading
+
+    settings = load(config_path)
+    if unmatched and target:
+        raise click.UsageError("--unmatched takes --trace, not an ID")
+    when = parse_since(since) if since else None
+    limit = limit or settings.store.query_max_rows
+
+    async def show(reads: ReadStore) -> None:
+        from tracescorer.commands.ids import resolve
+
+        trace = (await resolve(reads, trace_id, ("trace",))).id if trace_id else None
+        conversation = (await resolve(reads, conversation_id, ("conversation",))).id if conversation_id else None
+        if unmatched:
+            await _unmatched(reads, settings, trace, when, fmt, wide, limit)
+            return
+        run_id = None
+        if target:
+            run_id, trace, conversation = await _narrow(reads, target, run_id, trace, conversation)
+        result = await reads.runs(
+            trace_id=trace,
+            conversation_id=conversation,
+            since=when,
+            run_id=run_id,
+            newest_first=True,
+            limit=limit,
+        )
+        _show_runs(result, fmt, wide, limit)
+
+    reading(settings, show)
+
+
+async def _unmatched(
+    reads: ReadStore,
+    settings: Settings,
+    trace_id: str | None,
+    when: dt.datetime | None,
+    fmt: str,
+    wide: bool,
+    limit: int,
+) -> None:
+    from tracescorer.output import FORMATS, format_table
+
+    result = await reads.unmatched_traces(trace_id=trace_id, since=when, newest_first=True, limit=limit)
+    rows = list(reversed(result.rows))
+    if fmt == "table":
+        click.echo(format_table(result.columns, rows, wide=wide, wrap=("unmatched_reason",), types=result.types))
+    else:
+        click.echo(FORMATS[fmt](result.columns, rows))
+    _truncated(result, limit)
+    skipped = (await reads.skipped_traces_count(when)).dicts()
+    if skipped and skipped[0]["traces"]:
+        click.echo(
+            f"# and {skipped[0]['traces']} trace(s) skipped by triage (no agent content): "
+            "`tracescorer explain TRACE_ID`, or query the skipped_traces table",
+            err=True,
+        )
+    if settings.store.backend == "postgres":
+        click.echo("# traces assembled by this daemon only: in postgres mode span logs are per daemon", err=True)
+
+
+def _show_runs(result: QueryResult, fmt: str, wide: bool, limit: int) -> None:
     from tracescorer.output import FORMATS, format_table
     from tracescorer.store import queries
 
-    settings = load(config_path)
-    limit = row_limit(settings, limit)
-    when = parse_since(since) if since else None
-    if trace_id:
-        trace_id = resolve(settings, trace_id, ("trace",)).id
-    if conversation_id:
-        conversation_id = resolve(settings, conversation_id, ("conversation",)).id
-    if unmatched:
-        if target:
-            raise click.UsageError("--unmatched takes --trace, not an ID")
-        result = run_query(settings, queries.unmatched_traces(trace_id=trace_id, since=when, newest_first=True), limit)
-        rows = list(reversed(result["rows"]))
-        if fmt == "table":
-            click.echo(
-                format_table(result["columns"], rows, wide=wide, wrap=("unmatched_reason",), types=result.get("types"))
-            )
-        else:
-            click.echo(FORMATS[fmt](result["columns"], rows))
-        _truncated(result, limit)
-        skipped = rows_of(run_query(settings, queries.skipped_traces_count(when), 1))
-        if skipped and skipped[0]["traces"]:
-            click.echo(
-                f"# and {skipped[0]['traces']} trace(s) skipped by triage (no agent content; store.spans: agent): "
-                "`tracescorer explain TRACE_ID`, or query the skipped_traces table",
-                err=True,
-            )
-        if settings.store.backend == "postgres":
-            click.echo("# traces assembled by this daemon only: in postgres mode span logs are per daemon", err=True)
-        return
-    run_id = None
-    if target:
-        run_id, trace_id, conversation_id = _narrow(settings, target, run_id, trace_id, conversation_id)
-    query = queries.runs(
-        trace_id=trace_id, conversation_id=conversation_id, since=when, run_id=run_id, newest_first=True
-    )
-    result = run_query(settings, query, limit)
-    agent_runs = queries.agent_runs(list(reversed(result["rows"])))
+    agent_runs = queries.agent_runs(list(reversed(result.rows)))
     if fmt == "jsonl":
         for run in agent_runs:
             click.echo(json.dumps(run.to_dict(), ensure_ascii=False, default=_jsonl_default))
@@ -148,16 +176,16 @@ def runs(
     _truncated(result, limit)
 
 
-def _narrow(
-    settings: Settings, target: str, run_id: str | None, trace_id: str | None, conversation_id: str | None
+async def _narrow(
+    reads: ReadStore, target: str, run_id: str | None, trace_id: str | None, conversation_id: str | None
 ) -> tuple[str | None, str | None, str | None]:
     """The run, trace and conversation filters with ID's added."""
     from tracescorer.commands.ids import resolve, score_target
 
-    ref = resolve(settings, target)
+    ref = await resolve(reads, target)
     kind, value = ref.kind, ref.id
     if kind == "score":
-        about = score_target(settings, value)
+        about = await score_target(reads, value)
         if about.conversation and about.conversation_id:
             kind, value = "conversation", about.conversation_id
         else:
@@ -217,6 +245,6 @@ def _row(run: AgentRun, wide: bool) -> list[Any]:
     ]
 
 
-def _truncated(result: dict[str, Any], limit: int) -> None:
-    if result["truncated"]:
+def _truncated(result: QueryResult, limit: int) -> None:
+    if result.truncated:
         click.echo(f"(the newest {limit} shown; older ones match too: --limit, --since or a filter)", err=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since, row_limit, rows_of, run_query
+from tracescorer.commands.common import FORMAT_NAMES, config_option, load, parse_since
+
+if TYPE_CHECKING:
+    from tracescorer.store.api import QueryResult, ReadStore
 
 _SUMMARY = ["scored", "scorer", "score", "verdict", "target", "reason"]
 _WIDE = ["scored", "scorer", "score", "verdict", "target", "agent", "trace", "score_id", "cost_usd", "reason"]
@@ -55,43 +58,48 @@ def scores(
     and `backfill` take back. Other tools' evaluations (source external) are shown beside them,
     about the ID too when one is given.
     """
-    from tracescorer.commands.external import with_external
-    from tracescorer.commands.ids import resolve
+    from tracescorer.commands.reads import reading
     from tracescorer.output import FORMATS, format_table
-    from tracescorer.store import queries
 
     settings = load(config_path)
-    limit = row_limit(settings, limit)
-    about = None
-    if target:
-        ref = resolve(settings, target)
-        about = (ref.kind, ref.id)
-    # tracescorer's own scores, then other tools' evaluations (source external), on the same filters
-    filters: dict[str, Any] = {
-        "scorer_id": scorer_id,
-        "since": parse_since(since) if since else None,
-        "status": status,
-        "label": label,
-        "agent": agent,
-        "about": about,
-        "all_columns": fmt != "table",
-    }
-    result = run_query(settings, queries.scores(**filters), limit)
-    result["rows"] = list(reversed(result["rows"]))  # the newest `limit`, shown oldest first
-    result = with_external(settings, result, limit=limit, **filters)
+    limit = limit or settings.store.query_max_rows
+    when = parse_since(since) if since else None
+
+    async def read(reads: ReadStore) -> QueryResult:
+        from tracescorer.commands.external import with_external
+        from tracescorer.commands.ids import resolve
+
+        about = None
+        if target:
+            ref = await resolve(reads, target)
+            about = (ref.kind, ref.id)
+        # tracescorer's own scores, then other tools' evaluations (source external), on the same filters
+        filters: dict[str, Any] = {
+            "since": when,
+            "status": status,
+            "label": label,
+            "agent": agent,
+            "about": about,
+            "all_columns": fmt != "table",
+        }
+        own = await reads.scores(scorer_id=scorer_id, limit=limit, **filters)
+        external = await reads.external_as_scores(name=scorer_id, limit=limit, **filters)
+        return with_external(own, external, limit=limit, all_columns=fmt != "table")
+
+    result = reading(settings, read)
     if fmt != "table":
-        click.echo(FORMATS[fmt](result["columns"], result["rows"]))
+        click.echo(FORMATS[fmt](result.columns, result.rows))
     else:
         from tracescorer.report.reasons import criteria as criteria_of
 
         criteria = criteria_of(settings.scorers)
-        rows = [_row(r, criteria, wide) for r in rows_of(result)]
+        rows = [_row(r, criteria, wide) for r in result.dicts()]
         click.echo(format_table(_WIDE if wide else _SUMMARY, rows, wide=wide, wrap=("reason",)))
-        shown = {r["scorer_id"] for r in rows_of(result)}
+        shown = {r["scorer_id"] for r in result.dicts()}
         for sid, criterion in sorted(criteria.items()):
             if sid in shown:
                 click.echo(f"# {sid} judges the criterion: {criterion}", err=True)
-    if result["truncated"]:
+    if result.truncated:
         click.echo(f"(the newest {limit} shown; older scores match too: --limit, --since or a filter)", err=True)
 
 

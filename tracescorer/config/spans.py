@@ -20,7 +20,10 @@ class SegmentLogSettings(Section):
     )
     segment_bytes: int = Field(64 << 20, ge=1 << 16, description="a segment file's size before the next starts")
     min_free_bytes: int = Field(
-        64 << 20, ge=0, description="free disk space kept: appends are refused (retryable) below it"
+        64 << 20,
+        ge=0,
+        description="free disk space kept: appends are refused (retryable) below it; the store commits and "
+        "checkpoints nothing while the disk of store.path has less than half of it free (0: no reserve)",
     )
     max_lag_bytes: int = Field(
         1 << 30,

@@ -1,5 +1,5 @@
-"""``store`` (DuckDB file, retention, memory, queries) and ``store.postgres`` settings, and the
-start-up check that ``store.path`` can hold a database."""
+"""``store`` (DuckDB file, retention, memory, queries) and ``store.postgres`` settings, the
+start-up check that ``store.path`` can hold a database, and the free disk the store keeps."""
 
 from __future__ import annotations
 
@@ -47,11 +47,13 @@ class StoreSettings(Section):
     postgres: PostgresSettings = PostgresSettings()
     path: str = "tracescorer.duckdb"
     spans: Literal["agent", "all", "none"] = Field(
-        "agent",
-        description="agent: only spans and log records that may be part of a run are decoded, stored and "
-        "assembled (triage); the traces skipped are counted in skipped_traces. all: every span, as received. "
-        "none: as agent, but no span or log record is stored: assembly reads traces back from the segment "
-        "log, which keeps them until they are assembled (runs, scores, assembled and skipped traces are stored)",
+        "none",
+        description="span rows for SQL over spans, a copy derived from the segment log (assembly and scoring "
+        "never read them). none: no span rows (runs, scores, assembled and skipped traces are stored). agent: "
+        "the spans and log records that may be part of a run (triage); all: every span and log record. A "
+        "feed of their own writes them at lower priority than scoring: each costs a second decode of what it "
+        "keeps and its rows' writes (about half the daemon's CPU per span at 'all'); if it falls "
+        "segment_log.max_lag_bytes behind, the rows of what it missed are skipped (counted)",
     )
     retention_days: float = Field(30, gt=0, description="span-log rows received longer ago than this are deleted")
     retention_interval_s: float = Field(3600, gt=0)
@@ -70,6 +72,12 @@ class StoreSettings(Section):
         "share of memory_limit the oldest results are deleted (and logged)",
     )
     index_check_interval_s: float = Field(15, gt=0, description="how often the index budget is checked")
+    monitor_rebuild_s: float = Field(
+        5,
+        gt=0,
+        description="when other processes store scores too (several daemons on PostgreSQL, or worker "
+        "processes), how often the monitors recount their windows from the stored scores",
+    )
     max_batch_items: int = Field(20_000, gt=0, description="rows per group commit")
     memory_limit: str = Field("1GB", pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     checkpoint_threshold: str = Field(
@@ -142,6 +150,14 @@ class StoreSettings(Section):
         if self.backend == "postgres" and not self.postgres.dsn.strip():
             raise ValueError("store.backend is postgres: set store.postgres.dsn (e.g. ${TRACESCORER_PG_DSN})")
         return self
+
+
+def store_min_free_bytes(segment_log_min_free_bytes: int) -> int:
+    """The free disk the store keeps on the disk of ``store.path`` (its writes and checkpoints wait
+    below it): half of ``segment_log.min_free_bytes``. Where the two share a disk (the default), new
+    requests are refused first and the store can still store what the log already acknowledged,
+    which lets the feed pass segments the log then releases; the store stops before the disk is full."""
+    return segment_log_min_free_bytes // 2
 
 
 def check_store_path(path: str) -> Path | None:

@@ -4,10 +4,13 @@ that refuses new requests while the segment log's feed is too far behind."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tracescorer.config.store import store_min_free_bytes
 from tracescorer.receiver.ingest import Ingestor
 from tracescorer.seglog import SegmentLog
 from tracescorer.store.api import Health
@@ -51,6 +54,8 @@ class Readiness:
     max_lag_bytes: int  # segment_log.max_lag_bytes
     #: the worker processes, each as /readyz tells of it (none: the daemon's own feed)
     workers: Callable[[], list[dict[str, Any]]] | None = None
+    #: the DuckDB file (``store.path``; none: in memory), whose writes wait while its disk is short
+    store_path: str | None = None
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): writes failing, or a
@@ -61,21 +66,42 @@ class Readiness:
         if self.feed.failure is not None:
             return f"the segment log's feed fails: {self.feed.failure}"
         free, keep = self.segment_log.disk_free(), self.segment_log.min_free_bytes
+        store = self._store_disk_short()
         if free < keep:
-            return f"the disk is nearly full: {free} bytes free (segment_log.min_free_bytes {keep})"
+            folder = self.segment_log.directory
+            log = f"the disk is nearly full: {free} bytes free in {folder} (segment_log.min_free_bytes {keep})"
+            return log if store is None else f"{log}; {store}"
+        if store is not None:
+            return store
         if self.intake.pending_items >= self.intake.max_queue_items:
             return "write queue full"
         return self.ingestor.over_bound() or self.ingestor.saturated()
 
+    def _store_disk_short(self) -> str | None:
+        """Why the store's writes wait (the disk of ``store.path`` is short of the store's reserve,
+        :mod:`tracescorer.store.duckdb.space`), None while they need not."""
+        if self.store_path is None:
+            return None
+        folder = os.path.dirname(os.path.abspath(self.store_path))
+        free, keep = shutil.disk_usage(folder).free, store_min_free_bytes(self.segment_log.min_free_bytes)
+        if free >= keep:
+            return None
+        return (
+            f"the disk is nearly full: {free} bytes free in {folder}, the store's ({self.store_path}); its writes "
+            f"wait until {keep} are (half of segment_log.min_free_bytes)"
+        )
+
     def detail(self) -> dict[str, Any]:
         """What ``/readyz`` tells beside its verdict: how far the feed is behind the segment log
         (acknowledged requests not queryable yet) and which stage holds it back, if any; with
-        worker processes, each of them."""
+        worker processes, each of them; what damage the segment log's open found, if any."""
         detail: dict[str, Any] = {
             "feed_lag_bytes": self.feed.lag_bytes,
             "feed_lag_seconds": round(self.feed.lag_s, 3),
             "feed_held_by": self.feed.held_by,
         }
+        if self.segment_log.damage:
+            detail["segment_log_damage"] = [d.describe() for d in self.segment_log.damage]
         if self.workers is not None:
             detail["workers"] = self.workers()
         return detail

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
@@ -34,6 +31,7 @@ from tracescorer.export.sinks import NamedSink, build_sinks, describe
 from tracescorer.lifecycle import seconds_left
 from tracescorer.records import deliveries
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
+from tracescorer.runtime import default_owner
 from tracescorer.store.api import DeliveryStore
 
 log = logging.getLogger(__name__)
@@ -65,11 +63,6 @@ class _NullObserver:
 
     def on_delivery(self, sink: str, result: DeliveryResult, count: int) -> None:
         pass
-
-
-def default_owner() -> str:
-    """This process's claim id: host, pid and a random part (a restarted daemon is a new owner)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class EvaluationExporter:

@@ -2,11 +2,13 @@
 
 Each feed is a consumer of the segment log with its own saved offset and the largest log offset of
 the rows it stored (committed with them): ``""`` for the daemon's own feed (no worker processes),
-``"w<index>/<count>"`` for worker ``index`` of ``count`` (:mod:`tracescorer.feed.partition`).
-When the worker count changes between starts, a new consumer starts where the oldest consumer
-was and takes an item only when no earlier consumer responsible for its trace stored it already
-(:class:`Earlier`): an earlier consumer stored, in log order, every item of its share up to its
-largest stored offset. Nothing is stored twice and nothing is skipped.
+``"w<index>/<count>"`` for worker ``index`` of ``count`` (:mod:`tracescorer.feed.partition`). The
+feeds that write span rows (``store.spans``, a derived copy) are a family of their own, named the
+same behind ``rows:``. When the worker count changes between starts, a new consumer starts where
+the oldest consumer of its family was and takes an item only when no earlier consumer of its
+family responsible for its trace stored it already (:class:`Earlier`): an earlier consumer stored,
+in log order, every item of its share up to its largest stored offset. Nothing is stored twice
+and nothing is skipped.
 """
 
 from __future__ import annotations
@@ -16,19 +18,18 @@ from collections.abc import Mapping
 from tracescorer.feed.partition import Partition, of
 from tracescorer.feed.triage import Owns
 
-
-def name(partition: Partition | None) -> str:
-    """The consumer name of a feed taking ``partition`` (None: every trace)."""
-    return "" if partition is None else f"w{partition.index}/{partition.count}"
+ROWS = "rows:"  # the family of the feeds writing span rows
 
 
-def of_daemon(workers: int) -> list[str]:
-    """The consumers of a daemon with ``workers`` worker processes (0: its own feed only)."""
-    return [name(Partition(i, workers)) for i in range(workers)] if workers else [name(None)]
+def name(partition: Partition | None, *, rows: bool = False) -> str:
+    """The consumer name of a feed taking ``partition`` (None: every trace); ``rows``: of the
+    feeds writing span rows."""
+    return (ROWS if rows else "") + ("" if partition is None else f"w{partition.index}/{partition.count}")
 
 
 def parse(consumer: str) -> Partition | None:
     """The share of the traces a consumer took; None for a name this version does not know."""
+    consumer = consumer.removeprefix(ROWS)
     if consumer == "":
         return Partition(0, 1)
     try:
@@ -42,6 +43,8 @@ class Earlier:
     """What the other consumers of the log stored (see the module docstring)."""
 
     def __init__(self, me: str, saved: Mapping[str, tuple[int, int | None]]) -> None:
+        family = me.startswith(ROWS)
+        saved = {c: v for c, v in saved.items() if c.startswith(ROWS) == family}
         self._stored: list[tuple[int, int, int]] = []  # (count, index, largest offset stored)
         for consumer, (_, through) in saved.items():
             share = parse(consumer)

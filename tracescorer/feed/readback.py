@@ -3,7 +3,7 @@
 Without span rows the segment log is the only copy of a trace's items until it is assembled.
 Assembly reads a trace back when its items are not in memory: spilled out of the buffer's window,
 or late items of a trace assembled before (read whole again). The feed kept the records of every
-trace not assembled yet (:meth:`tracescorer.feed.stage.LogFeed.add_hold`); an assembled trace's
+trace not assembled yet (:meth:`tracescorer.feed.position.Position.add_hold`); an assembled trace's
 records stay while ``segment_log.retain_bytes`` and triage's window keep their segments.
 """
 
@@ -18,7 +18,7 @@ from tracescorer.feed.batch import Prefilter
 from tracescorer.feed.triage import pick
 from tracescorer.model import LogRecord, Span
 from tracescorer.receiver import decode
-from tracescorer.seglog import LOGS, CorruptRecord, LogReader, Record
+from tracescorer.seglog import LOGS, LogGap, LogReader, Record
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def record_at(segment_log: LogReader, offset: int) -> Record | None:
     """The record at ``offset`` (blocking); None when its segment was released or it is damaged."""
     try:
         found = segment_log.read(offset, 1)
-    except CorruptRecord:
+    except LogGap:
         return None
     return found[0] if found and found[0].offset == offset else None
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 
 from tracescorer.feed.triage import Owns, Triage
-from tracescorer.seglog import LOGS, CorruptRecord, LogReader, written_since
-
-log = logging.getLogger(__name__)
+from tracescorer.seglog import LOGS, LogGap, LogReader, written_since
 
 
 def recall_handled(
@@ -30,9 +27,9 @@ def recall_handled(
     while True:
         try:
             records = segment_log.read(at, max_batch_bytes)
-        except CorruptRecord as exc:
-            log.warning("triage: stopped reading the log's handled requests again at a damaged record (%s)", exc)
-            return count
+        except LogGap as exc:  # damaged bytes (the feed reports them) or none: only those are skipped
+            at = exc.resume
+            continue
         for record in records:
             if not handled(record.offset):
                 return count

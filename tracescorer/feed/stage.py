@@ -1,22 +1,24 @@
-"""The segment log's feed: requests read back from the log become span rows and assembly's input.
+"""The segment log's feeds: requests read back from the log become assembly's input, or span rows.
 
 The receivers acknowledge a request once it is in the segment log (:mod:`tracescorer.seglog`);
-everything after happens here, off the acknowledgement's path, a batch of records at a time:
-decode the records, store their rows in the span log (each row with its request's log offset),
-hand what was stored to the listeners (assembly), remember how far it went, and release the
-segments every reader has passed.
+everything after happens here, off the acknowledgement's path, a batch of records at a time. The
+log is the only durable copy of telemetry until it is assembled, and a feed is one of two kinds:
 
-Nothing is stored twice, nothing is skipped: a batch's rows are one transaction, batches commit
-in order, so after a crash the largest stored ``log_offset`` says exactly which requests were
-stored; the feed goes on after it (and after its own saved offset, which may lag). A batch the
-store refuses for now (shutting down, a restart of its process, its queue full) is tried again,
-never dropped. A damaged record (a disk fault: the checksum does not hold) is skipped with its
-segment, loudly.
+* the **assembly feed** (one per worker's share): triage, decode, hand each item with the offset
+  of its record to the listeners (assembly), store the traces triage skipped (counted, for
+  ``explain``), save its offset. The saved offset holds back to the oldest record a trace not
+  assembled yet needs, so the log keeps those records and a restart replays them; it releases
+  the segments every reader passed (:mod:`tracescorer.feed.position`).
+* the **span-rows feed** (``store.spans: agent | all``, ``rows=True``): a derived copy for SQL over
+  spans. It stores span and log rows, each with its record's offset, a batch per transaction with
+  its rows-through mark (a replay stores nothing twice), at lower priority than the pipeline (its
+  gate), and is off every correctness path: the assembly feed keeps the log for it up to
+  ``segment_log.max_lag_bytes`` behind itself; what falls further behind is released, and those
+  rows are skipped, counted and logged.
 
-With ``store.spans: none`` (``keep_rows=False``) no span or log rows are stored: the listeners get
-each item with the offset of its record, and the feed's saved offset holds back to the oldest
-record a trace not assembled yet needs (:meth:`LogFeed.add_hold`), so the segment log keeps those
-records and a restart replays them. Only the skipped traces' rows are stored (once).
+A batch the store refuses for now (shutting down, a restart of its process, its queue full) is
+tried again, never dropped. A damaged record (a disk fault: the checksum does not hold) is skipped,
+loudly.
 """
 
 from __future__ import annotations
@@ -33,18 +35,18 @@ from tracescorer.feed.batch import Batch, Prefilter, decode_batch
 from tracescorer.feed.consumers import Earlier
 from tracescorer.feed.consumers import name as consumer_name
 from tracescorer.feed.partition import Partition
+from tracescorer.feed.position import Position
 from tracescorer.feed.readback import record_at
 from tracescorer.feed.recall import recall_handled
 from tracescorer.feed.triage import Owns, Triage
 from tracescorer.metrics import Metrics
 from tracescorer.model import LogRecord, Span
-from tracescorer.seglog import CorruptRecord, LogReader, Record
+from tracescorer.seglog import CorruptRecord, Damage, LogGap, LogReader, Record
+from tracescorer.seglog.damage import report
 from tracescorer.store.api import FeedState, Intake, StoreError
 
 log = logging.getLogger(__name__)
 
-#: how often the feed's offset is saved (and released segments deleted) while it runs
-SAVE_EVERY_S = 1.0
 RETRY_S = 0.5
 T = TypeVar("T")
 
@@ -78,33 +80,38 @@ class LogFeed:
         max_batch_bytes: int = 4 << 20,
         listeners: Sequence[TelemetryListener] = (),
         retain_bytes: int = 0,
+        max_retain_bytes: int = 1 << 30,
         triage: Triage | None = None,
         prefilter: Prefilter | None = None,
         partition: Partition | None = None,
-        keep_rows: bool = True,
+        rows: bool = False,
     ) -> None:
         self._log = segment_log
-        self.keep_rows = keep_rows
+        self.keep_rows = rows  # the span-rows feed (see the module docstring)
         self.partition = partition
-        self.consumer = consumer_name(partition)  # this feed's name among the log's consumers
+        self.consumer = consumer_name(partition, rows=rows)  # this feed's name among the log's consumers
         self._intake = intake
         self._state = state
         self._metrics = metrics
         self._max_batch_bytes = max_batch_bytes
-        self._retain_bytes = retain_bytes
+        self.position = Position(
+            segment_log,
+            state,
+            self.consumer,
+            releases=not rows,
+            retain_bytes=retain_bytes,
+            max_retain_bytes=max_retain_bytes,
+        )
         self.triage = triage
         self._prefilter = prefilter
         self.listeners = list(listeners)
         self.offset = 0  # every request before it was handled
         self._stored_through: int | None = None  # requests up to this offset already have their rows
         self._replay_end = 0  # requests before it were acknowledged before this start
-        self._saved = 0
-        self._saved_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._drain_until: float | None = None  # while stopping: go on reading until then
         self._gates: list[tuple[str, Callable[[], str | None]]] = []
-        self._holds: list[Callable[[], int | None]] = []
         self.held_by: str | None = None  # the gate holding the feed back now
         self.lag_s = 0.0
         self.failure: str | None = None  # why the last batch failed, while batches fail
@@ -117,12 +124,6 @@ class LogFeed:
         in the segment log, on disk, not in memory; the receivers refuse new requests once the log
         is ``segment_log.max_lag_bytes`` ahead of the feed)."""
         self._gates.append((stage, check))
-
-    def add_hold(self, oldest: Callable[[], int | None]) -> None:
-        """Keep the log from ``oldest()`` (an offset; None: nothing held): the saved offset, where
-        the next start replays from, stays at or before it (``store.spans: none``: the records of
-        traces not assembled yet are their only copy)."""
-        self._holds.append(oldest)
 
     def _held(self) -> str | None:
         if self._drain_until is not None:
@@ -157,7 +158,10 @@ class LogFeed:
             consumers = {c: (saved, saved - 1 if saved else None) for c, (saved, _) in consumers.items()}
         self._earlier = Earlier(self.consumer, consumers)
         saved, self._stored_through = consumers.get(self.consumer, (self._earlier.start, None))
-        self.offset = self._saved = max(saved, self._log.start_offset)
+        self.offset = self.position.saved = max(saved, self._log.start_offset)
+        if self.keep_rows and self.consumer in consumers and saved < self.offset:
+            self.offset = saved
+            self._fell_behind(self.position.saved)  # released while it was behind, before the last stop
         if self.consumer not in consumers:
             # known from now on: a feed that never moved its saved offset (held at its first
             # record) would otherwise start again where the others are, past its own traces
@@ -225,7 +229,7 @@ class LogFeed:
                 continue
             try:
                 records = await asyncio.to_thread(self._log.read, self.offset, self._max_batch_bytes)
-            except CorruptRecord as exc:
+            except LogGap as exc:
                 self._skip_damaged(exc)
                 continue
             if not records:
@@ -256,6 +260,8 @@ class LogFeed:
             pass
 
     async def _handle(self, records: Sequence[Record]) -> None:
+        if self.keep_rows and records[0].offset > self.offset:
+            self._fell_behind(records[0].offset)
         if self._stored_through is not None and self.keep_rows:  # replay: these have their rows already
             fresh = [r for r in records if r.offset > self._stored_through]
             if len(fresh) < len(records):
@@ -268,24 +274,26 @@ class LogFeed:
             decode_batch, records, self.triage, partial(record_at, self._log), self._prefilter, self._owner
         )
         self._metrics.stage_cpu.labels("decode").inc(batch.cpu_s)  # timed in the decoding thread
-        if not self.keep_rows:
+        if self.keep_rows:
+            batch.skipped = []  # the assembly feed stores them
+            if batch.spans or batch.logs:
+                await self._retrying(self._store, batch)
+        else:
             self._drop_stored(batch)
-        for (signal, decision), n in batch.triaged.items():
-            self._metrics.triage_items.labels(signal, decision).inc(n)
-        if batch.lost_traces:
-            self._metrics.triage_lost_traces.inc(batch.lost_traces)
-        if batch.taken:
-            await self._retrying(self._store_taken, batch)
-        if batch.spans or batch.logs or batch.skipped:
-            if self.keep_rows or batch.skipped:
-                received = await self._retrying(self._store, batch)
-            else:
-                received = (time.time(), time.time())
-            await self._hand_on(batch, received)
+            for (signal, decision), n in batch.triaged.items():
+                self._metrics.triage_items.labels(signal, decision).inc(n)
+            if batch.lost_traces:
+                self._metrics.triage_lost_traces.inc(batch.lost_traces)
+            if batch.taken:
+                await self._retrying(self._store_taken, batch)
+            if batch.spans or batch.logs or batch.skipped:
+                now = time.time()
+                received = await self._retrying(self._store, batch) if batch.skipped else (now, now)
+                await self._hand_on(batch, received)
         self.offset = batch.end
         synced = self._log.synced_at(records[-1].offset)
         self.lag_s = max(0.0, time.time() - synced) if synced is not None else 0.0
-        if self.partition is None:  # a worker's: the daemon shows its slowest worker's
+        if self.partition is None and not self.keep_rows:  # a worker's: the daemon shows its slowest worker's
             self._metrics.feed_lag_seconds.set(self.lag_s)
         await self._save()
 
@@ -331,8 +339,8 @@ class LogFeed:
                 delay = min(5.0, delay * 2)
 
     def _drop_stored(self, batch: Batch) -> None:
-        """Without span rows every record is handed on again after a restart; the skipped traces'
-        rows of those stored before are not stored again."""
+        """Every record is handed on again after a restart; the skipped traces' rows of those
+        stored before are not stored again."""
         through = self._stored_through
         if through is not None and batch.skipped and batch.skipped[0].log_offset <= through:
             batch.skipped = [s for s in batch.skipped if s.log_offset > through]
@@ -356,30 +364,20 @@ class LogFeed:
         return outcome.received_from, outcome.received_to
 
     async def _save(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._saved_at < SAVE_EVERY_S:
-            return
-        held = [o for o in (hold() for hold in self._holds) if o is not None]  # a scan of the buffer
-        offset = min([self.offset, *held])
-        self._saved_at = now
-        if offset == self._saved:
-            return
-        try:
-            await self._state.set_feed_offset(offset, consumer=self.consumer)
-        except StoreError as exc:
-            if force:
-                raise
-            log.debug("segment log feed: could not save its offset now (%s); trying again", exc)
-            return
-        self._saved = offset
-        keep_from = offset - self._retain_bytes
-        if self.triage is not None:  # skipped items of recent traces may still be read back
-            oldest = self.triage.oldest_skipped_offset()
-            if oldest is not None:
-                keep_from = min(keep_from, oldest)
-        released = await asyncio.to_thread(self._log.release_before, keep_from)
-        if released:
-            log.debug("segment log: released %d segment(s) before offset %d", released, offset)
+        skipped = self.triage.oldest_skipped_offset() if self.triage is not None else None
+        await self.position.save(self.offset, force=force, skipped_from=skipped)
+
+    def _fell_behind(self, to: int) -> None:
+        """The span-rows feed found the log released past it (it fell ``max_retain_bytes`` behind
+        the assembly feed): those rows are not stored; counted and logged."""
+        self._metrics.span_rows_skipped_bytes.inc(to - self.offset)
+        log.warning(
+            "span rows: the log from offset %d to %d was released before its rows were stored "
+            "(the span-rows feed fell segment_log.max_lag_bytes behind); those spans have no rows",
+            self.offset,
+            to,
+        )
+        self.offset = to
 
     def _handled(self, offset: int) -> bool:
         """Whether the request at ``offset`` was handled before this start."""
@@ -390,11 +388,10 @@ class LogFeed:
         those another consumer stored already (after a change of the worker count)."""
         return self._earlier.owner(self.partition, offset)
 
-    def _skip_damaged(self, exc: CorruptRecord) -> None:
-        later = [base for base in self._log.segment_bases() if base > exc.offset]
-        target = later[0] if later else self._log.end_offset
-        self._metrics.log_damaged.inc()
-        log.error(
-            "segment log: %s; skipping to offset %d (the rest of that segment is lost: a disk fault?)", exc, target
-        )
-        self.offset = target
+    def _skip_damaged(self, exc: LogGap) -> None:
+        """Go on after bytes without a record: only those. Damaged ones are reported by the first
+        worker's assembly feed (every feed reads every record); a gap the log's open left was then."""
+        first = self.partition is None or self.partition.index == 0
+        if isinstance(exc, CorruptRecord) and first and not self.keep_rows:
+            report(Damage.skipped(exc), "read", self._metrics)
+        self.offset = exc.resume

@@ -25,8 +25,10 @@ class IngestFamilies(Families):
     feed_lag_bytes: Gauge
     log_bytes: Gauge
     feed_failures: Counter
+    span_rows_skipped_bytes: Counter
     worker_restarts: Counter
     log_damaged: Counter
+    log_damaged_bytes: Counter
     triage_items: Counter
     triage_lost_traces: Counter
     stage_cpu: Counter
@@ -109,6 +111,12 @@ class IngestFamilies(Families):
             "Batches the segment log's feed failed to handle (a bug: logged, tried again from what is stored)",
             registry=r,
         )
+        self.span_rows_skipped_bytes = Counter(
+            "tracescorer_span_rows_skipped_bytes",
+            "Bytes of the segment log released before the span-rows feed (store.spans) stored their rows: it "
+            "fell segment_log.max_lag_bytes behind the pipeline; those spans have no rows",
+            registry=r,
+        )
         self.worker_restarts = Counter(
             "tracescorer_worker_restarts",
             "Worker processes started again after they exited unexpectedly (workers.count)",
@@ -116,7 +124,16 @@ class IngestFamilies(Families):
         )
         self.log_damaged = Counter(
             "tracescorer_log_damaged_records",
-            "Records of the segment log whose checksum did not hold: skipped with the rest of their segment",
+            "Stretches of the segment log lost to damage (a record or more each), by where they were found: open "
+            "(a damaged stretch or a torn tail of the last segment, a segment's lost end), read (skipped by the "
+            "first worker's feed); only the damaged bytes are skipped, never the records after them",
+            ["where"],
+            registry=r,
+        )
+        self.log_damaged_bytes = Counter(
+            "tracescorer_log_damaged_bytes",
+            "Bytes of the segment log lost to damage, by where they were found (see tracescorer_log_damaged_records)",
+            ["where"],
             registry=r,
         )
         self.triage_items = Counter(

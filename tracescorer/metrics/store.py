@@ -1,10 +1,11 @@
 """The families of the store (group commits, checkpoints, retention, the writer's queue, key
-indexes, file size) and ``tracescorer_ready``; the store reports to them as its commit and
-maintenance observer."""
+indexes, file size, its disk's free space) and ``tracescorer_ready``; the store reports to them as
+its commit and maintenance observer."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -25,6 +26,7 @@ class StoreFamilies(Families):
     index_bytes: Gauge
     ready: Gauge
     db_size: Gauge
+    disk_free: Gauge
 
     def _declare_store(self, r: CollectorRegistry) -> None:
         self.commit_seconds = Histogram(
@@ -69,6 +71,12 @@ class StoreFamilies(Families):
         self.db_size = Gauge(
             "tracescorer_store_db_size_bytes", "Size of the store's files (both databases and their WALs)", registry=r
         )
+        self.disk_free = Gauge(
+            "tracescorer_store_disk_free_bytes",
+            "Free bytes on the disk of store.path: below half of segment_log.min_free_bytes the store's "
+            "writes and checkpoints wait (and /readyz says so)",
+            registry=r,
+        )
 
     def track_readiness(self, reason: Callable[[], str | None]) -> None:
         """``tracescorer_ready`` is 1 while ``reason()`` is None; the info metric names the reason."""
@@ -78,7 +86,7 @@ class StoreFamilies(Families):
         self.queue_items.set_function(depth)
 
     def track_db_size(self, files: Sequence[str]) -> None:
-        """The store's size: the sum of ``files`` (those missing count 0)."""
+        """The store's size: the sum of ``files`` (those missing count 0); the free space of their disk."""
 
         def size() -> float:
             total = 0
@@ -90,6 +98,10 @@ class StoreFamilies(Families):
             return float(total)
 
         self.db_size.set_function(size)
+        # the databases and their WALs share a folder (the first file is the main database)
+        folder = os.path.dirname(os.path.abspath(files[0])) if files else None
+        if folder is not None:
+            self.disk_free.set_function(lambda: float(shutil.disk_usage(folder).free))
 
     # CommitObserver
     def on_commit(self, seconds: float, spans: int, logs: int) -> None:

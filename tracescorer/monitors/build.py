@@ -12,8 +12,6 @@ from tracescorer.monitors.leader import LeadingMonitors
 from tracescorer.monitors.service import MonitorService
 from tracescorer.store.api import Leadership, MonitorStore
 
-MONITOR_REBUILD_S = 5.0  # postgres mode: how often the leader recounts its windows from every daemon's scores
-
 
 def build_monitors(
     monitors: Sequence[MonitorSettings],
@@ -22,13 +20,15 @@ def build_monitors(
     metrics: Metrics,
     *,
     shared: bool,
+    rebuild_s: float,
     leadership: Callable[[str], Leadership] | None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> MonitorService | LeadingMonitors | None:
     """The ``monitors:`` configured (None without any) over the scorers ``scorer_ids``, on ``store``.
-    ``shared``: several daemons write the scores (postgres mode), so the windows are recounted from
-    the store every :data:`MONITOR_REBUILD_S`; ``leadership`` (several daemons): one of them runs
-    the monitors; ``clock`` measures their windows, pending periods, cooldowns and reminders."""
+    ``shared``: other processes write scores too (several daemons, or worker processes), so the
+    windows are recounted from the store every ``rebuild_s`` (``store.monitor_rebuild_s``);
+    ``leadership`` (several daemons): one of them runs the monitors; ``clock`` measures their
+    windows, pending periods, cooldowns, reminders and recounts."""
     if not monitors:
         return None
 
@@ -39,7 +39,7 @@ def build_monitors(
             store,
             metrics,
             clock=clock,
-            rebuild_interval_s=MONITOR_REBUILD_S if shared else None,
+            rebuild_interval_s=rebuild_s if shared else None,
         )
 
     if leadership is not None:

@@ -37,5 +37,7 @@ class HealPolicy:
         return self.max_attempts, float(self.max_age_s), float(self.initial_backoff_s), float(self.max_backoff_s)
 
     def backoff_s(self, attempts: int) -> float:
-        """The wait after a failure of a score already re-scored ``attempts`` times."""
+        """The wait after a failure of a score already re-scored ``attempts`` times. The stores'
+        ``heal_candidates`` SQL computes it again (``least(initial * 2^attempts, max)``): its LIMIT
+        picks among the rows already due."""
         return float(min(self.initial_backoff_s * 2 ** max(0, attempts), self.max_backoff_s))

@@ -1,7 +1,7 @@
 """The report's judge calibration section: agreement of each labelled judge version with the human
 labels, each scorer's versions (its trend split by version), and other tools' evaluations.
 
-Read through the same query function as the rest of the report; rendered as escaped HTML with
+Read through the same typed reads as the rest of the report; rendered as escaped HTML with
 inline SVG (:mod:`tracescorer.report.svg`), like every other section.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 from tracescorer.calibration import agreement, sources
 from tracescorer.calibration.render import to_json
-from tracescorer.report.points import RunQuery, TrendPoint
+from tracescorer.report.points import TrendPoint
 from tracescorer.report.svg import trend_chart
-from tracescorer.store import label_queries
+from tracescorer.store.api import ReadStore
 
 RESAMPLES = 1000
 # the section's own rules (the page's are in tracescorer.report.html): a box like a scorer's
@@ -48,10 +48,6 @@ class CalibrationReport:
     start: dt.datetime  # the trend's axis and bucket width, as the report's own trends
     end: dt.datetime
     bucket_s: int
-
-
-def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
 
 
 def _time(value: Any) -> dt.datetime | None:
@@ -99,8 +95,8 @@ def _versions(rows: list[dict[str, Any]]) -> dict[str, tuple[Version, ...]]:
     }
 
 
-def collect_calibration(
-    query: RunQuery,
+async def collect_calibration(
+    reads: ReadStore,
     *,
     since: dt.datetime,
     until: dt.datetime,
@@ -108,18 +104,18 @@ def collect_calibration(
     axis: tuple[int, dt.datetime, dt.datetime],
 ) -> CalibrationReport | None:
     """The section's data; None for a store without the calibration tables (not migrated yet)."""
-    tables = {r["table_name"] for r in _rows(query(label_queries.CALIBRATION_TABLES, 10))}
+    tables = {r["table_name"] for r in (await reads.calibration_tables()).dicts()}
     if not {"labels", "evaluations", "scores"} <= tables:
         return None
     found: list[agreement.Agreement] = []
-    judges = [scorer_id] if scorer_id else sources.labelled_ids(query)
+    judges = [scorer_id] if scorer_id else await sources.labelled_ids(reads)
     for judge_id in judges:
-        judge, _, pairs = sources.load_pairs(query, sources.parse_judge(judge_id), None, since)
+        judge, _, pairs = await sources.load_pairs(reads, sources.parse_judge(judge_id), None, since)
         if pairs:
             found += agreement.by_version(pairs, judge=str(judge), reference=sources.LABELS, resamples=RESAMPLES)
     bucket_s, start, end = axis
-    versions = _versions(_rows(query(label_queries.version_trend(since, scorer_id, bucket_s), 100_000)))
-    external = tuple(_rows(query(label_queries.external_summary(since), 10_000)))
+    versions = _versions((await reads.version_trend(since, scorer_id, bucket_s)).dicts())
+    external = tuple((await reads.external_summary(since)).dicts())
     return CalibrationReport(
         agreements=tuple(found),
         versions=versions,

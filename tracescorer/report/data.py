@@ -1,4 +1,5 @@
-"""What the HTML report shows, read through a query function (daemon endpoint or read-only file).
+"""What the HTML report shows, read through the store's typed reads (through the daemon, or on the
+store when none runs).
 
 Times are those of what was scored (a run's end, a conversation's last turn: ``scores.target_ended_at``,
 ``updated_at`` for rows from before it existed), so a backfill leaves the history where it was. The
@@ -12,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracescorer.report.points import Bin, RunQuery, TrendPoint
+from tracescorer.report.points import Bin, TrendPoint
 from tracescorer.report.transcripts import RunTranscript, transcripts
-from tracescorer.store import queries
+from tracescorer.store.api import ReadStore
 
 if TYPE_CHECKING:
     from tracescorer.report.calibration import CalibrationReport
@@ -114,10 +115,6 @@ def bucket_for(span_s: float) -> int:
     return next((b for b in _BUCKETS_S if span_s / b <= MAX_POINTS), _BUCKETS_S[-1])
 
 
-def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
-
-
 def _time(value: Any) -> dt.datetime | None:
     if value is None:
         return None
@@ -140,8 +137,8 @@ def axis(
     return bucket, dt.datetime.fromtimestamp(start_s, dt.UTC), dt.datetime.fromtimestamp(end_s, dt.UTC)
 
 
-def collect(
-    query: RunQuery,
+async def collect(
+    reads: ReadStore,
     *,
     since: dt.datetime,
     until: dt.datetime,
@@ -153,12 +150,12 @@ def collect(
     criteria: Mapping[str, str] | None = None,
 ) -> Report:
     """Every scorer with scores since ``since`` (and every configured one, even without)."""
-    summary = {r["scorer_id"]: r for r in _rows(query(queries.report_summary(since, scorer_id), 10_000))}
+    summary = {r["scorer_id"]: r for r in (await reads.report_summary(since, scorer_id)).dicts()}
     firsts = [t for t in (_time(s["first_at"]) for s in summary.values()) if t is not None]
     lasts = [t for t in (_time(s["last_at"]) for s in summary.values()) if t is not None]
     bucket_s, start, end = axis(min(firsts, default=None), max(lasts, default=None), since, until)
     trend: dict[str, list[TrendPoint]] = {}
-    for r in _rows(query(queries.report_trend(since, scorer_id, bucket_s), 10_000)):
+    for r in (await reads.report_trend(since, scorer_id, bucket_s)).dicts():
         labelled = int(r["passed"]) + int(r["failed"])
         trend.setdefault(r["scorer_id"], []).append(
             TrendPoint(
@@ -171,12 +168,12 @@ def collect(
         )
     ranges: dict[str, tuple[float, float]] = {}
     counts: dict[str, dict[int, int]] = {}
-    for r in _rows(query(queries.report_distribution(since, scorer_id, BINS), 10_000)):
+    for r in (await reads.report_distribution(since, scorer_id, BINS)).dicts():
         ranges[r["scorer_id"]] = (float(r["lo"]), float(r["hi"]))
         counts.setdefault(r["scorer_id"], {})[int(r["bin"])] = int(r["n"])
-    worst_rows = _rows(query(queries.report_worst(since, scorer_id, worst), 10_000))
-    error_rows = _rows(query(queries.report_errors(since, scorer_id, ERRORS_PER_SCORER), 10_000))
-    shown = transcripts(query, worst_rows + error_rows, RUNS_PER_CONVERSATION)
+    worst_rows = (await reads.report_worst(since, scorer_id, worst)).dicts()
+    error_rows = (await reads.report_errors(since, scorer_id, ERRORS_PER_SCORER)).dicts()
+    shown = await transcripts(reads, worst_rows + error_rows, RUNS_PER_CONVERSATION)
     worst_by = _targets(worst_rows, shown)
     errors_by = _targets(error_rows, shown)
     ids = sorted(set(summary) | ({scorer_id} if scorer_id else set(configured)))
@@ -212,7 +209,9 @@ def collect(
         )
     from tracescorer.report.calibration import collect_calibration
 
-    calibration = collect_calibration(query, since=since, until=until, scorer_id=scorer_id, axis=(bucket_s, start, end))
+    calibration = await collect_calibration(
+        reads, since=since, until=until, scorer_id=scorer_id, axis=(bucket_s, start, end)
+    )
     return Report(
         since=since,
         until=until,

@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from tracescorer.store import queries
-
-RunQuery = Callable[[queries.Query, int], dict[str, Any]]  # (query, max_rows) -> {columns, rows, truncated, ...}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,12 +4,11 @@ their arguments and results, and the answer (``(empty answer)`` when the agent g
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tracescorer.records.messages import message_text
-from tracescorer.store import queries
+from tracescorer.store.api import ReadStore
 
 MAX_TURN_CHARS = 600
 MAX_TOOL_CHARS = 300
@@ -82,8 +81,8 @@ def run_turns(run: dict[str, Any]) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
-def transcripts(
-    query: Callable[[queries.Query, int], dict[str, Any]], scored: list[dict[str, Any]], runs_per_conversation: int
+async def transcripts(
+    reads: ReadStore, scored: list[dict[str, Any]], runs_per_conversation: int
 ) -> dict[tuple[str, str], tuple[RunTranscript, ...]]:
     """The transcripts of the targets of ``scored`` (score rows), by ``(kind, id)``: a run, or the
     latest ``runs_per_conversation`` runs of a conversation."""
@@ -93,8 +92,7 @@ def transcripts(
     )
     if not run_ids and not conversation_ids:
         return {}
-    result = query(queries.report_transcripts(run_ids, conversation_ids, runs_per_conversation), 10_000)
-    runs = [dict(zip(result["columns"], row, strict=False)) for row in result["rows"]]
+    runs = (await reads.report_transcripts(run_ids, conversation_ids, runs_per_conversation)).dicts()
     out: dict[tuple[str, str], tuple[RunTranscript, ...]] = {}
     for r in runs:
         shown = RunTranscript(run_id=r["run_id"], trace_id=r["trace_id"], agent=r["agent_name"], turns=run_turns(r))

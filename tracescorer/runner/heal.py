@@ -3,7 +3,8 @@
 Every ``scoring.heal.check_s`` the :class:`Healer` asks the store for the judge bindings' error
 scores that are due (:meth:`~tracescorer.store.api.ScoreStore.heal_candidates`: error class
 ``transient``, fewer than ``max_attempts`` re-scores, first stored within ``max_age_s``, the
-doubling backoff passed). The state is the score rows themselves, so it survives a restart.
+doubling backoff passed by the App's clock). The state is the score rows themselves, so it
+survives a restart.
 
 Per binding, one due target goes first as a probe: while the judge is still down it fails again
 (its backoff doubles) and the others wait for the next check, so an outage costs one judge request
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tracescorer.aio import cancel
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.runner.decider import Decision
 from tracescorer.runner.heal_policy import HealPolicy
 from tracescorer.runner.targets import Target, conversation_target, run_target
@@ -43,7 +45,8 @@ _HEALED = (Decision.SCORED, Decision.NOT_SCORABLE)
 
 
 class Healer:
-    """Re-scores transient judge errors (see the module docstring); runs on the daemon's loop."""
+    """Re-scores transient judge errors (see the module docstring); runs on the daemon's loop.
+    ``clock``'s wall time is what the backoff and ``max_age_s`` are measured against."""
 
     def __init__(
         self,
@@ -52,8 +55,10 @@ class Healer:
         metrics: Metrics,
         *,
         leadership: Leadership | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._runner = runner
+        self._clock = clock
         self._settings = settings
         self._metrics = metrics
         self._leadership = leadership
@@ -107,7 +112,9 @@ class Healer:
         bindings = {b.binding.id: b for b in self.bindings}
         limit = max(1, min(self._settings.max_batch, self._runner.queue_capacity // 4))
         self._released.clear()  # released before this read: it sees their new rows
-        due = await self._runner.scores.heal_candidates(list(bindings), policy, limit=limit + len(self._inflight))
+        due = await self._runner.scores.heal_candidates(
+            list(bindings), policy, now=self._clock.time(), limit=limit + len(self._inflight)
+        )
         skip = self._inflight | self._released
         by_binding: dict[str, list[HealCandidate]] = {}
         for candidate in due:

@@ -12,20 +12,28 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 
 class RateLimiter:
-    """A token bucket of ``per_minute`` tokens refilled continuously; ``acquire`` waits."""
+    """A token bucket of ``per_minute`` tokens refilled continuously; ``acquire`` waits. ``clock``
+    (monotonic seconds) measures the refill and ``sleep`` lets the wait for it pass."""
 
-    def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        per_minute: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.capacity = float(per_minute)
         self._rate = per_minute / 60.0
         self._tokens = float(per_minute)
         self._clock = clock
+        self._sleep = sleep
         self._last = clock()
         self._lock = asyncio.Lock()
 
@@ -42,7 +50,7 @@ class RateLimiter:
                 if self._tokens >= tokens:
                     self._tokens -= tokens
                     return
-                await asyncio.sleep((tokens - self._tokens) / self._rate)
+                await self._sleep((tokens - self._tokens) / self._rate)
 
 
 class Limiter(Protocol):

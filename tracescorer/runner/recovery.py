@@ -32,12 +32,13 @@ class Recovering(Protocol):
 @dataclass(frozen=True, slots=True)
 class RecoveryScope:
     """Which targets a runner recovers: with worker processes each recovers the runs of its own
-    traces (``owns``, by hex trace id: after its own restart too) and the daemon's runner the
-    conversations; without, the daemon's runner recovers everything."""
+    traces (``owns``, by hex trace id: after its own restart too) and the conversations it owns
+    (``owns_conversation``); without, the daemon's runner recovers everything."""
 
     runs: bool = True
     conversations: bool = True
     owns: Callable[[str], bool] | None = None
+    owns_conversation: Callable[[str], bool] | None = None
 
 
 async def recover_unscored(runner: Recovering, window_s: float, scope: RecoveryScope = RecoveryScope()) -> None:
@@ -59,19 +60,18 @@ async def recover_unscored(runner: Recovering, window_s: float, scope: RecoveryS
         log.exception("scoring recovery query failed")
         return
     runs = pending.runs if scope.owns is None else [r for r in pending.runs if scope.owns(r.trace_id)]
-    if runs or pending.conversation_ids:
-        log.info(
-            "scoring recovery: %d run(s), %d conversation(s) without a decision",
-            len(runs),
-            len(pending.conversation_ids) if conv_bindings else 0,
-        )
+    conversations = pending.conversation_ids if conv_bindings else []
+    if scope.owns_conversation is not None:
+        conversations = [c for c in conversations if scope.owns_conversation(c)]
+    if runs or conversations:
+        log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(runs), len(conversations))
     for run in runs:
         target = run_target(run)
         done = pending.decided.get(("run", run.run_id), frozenset())
         for bound in run_bindings:
             if bound.binding.id not in done:
                 runner.decide(bound, target, "live")
-    for cid in pending.conversation_ids if conv_bindings else ():
+    for cid in conversations:
         done = pending.decided.get(("conversation", cid), frozenset())
         missing = [b for b in conv_bindings if b.binding.id not in done]
         if missing:

@@ -5,6 +5,11 @@ is retried, ahead of newer rows). :meth:`ScoreWriter.committed` gives a future t
 every row added so far is stored, which is when a conversation claim may be released as done.
 Listeners hear of score rows after their commit.
 
+A write sent to the store is never sent again while its outcome is unknown: it runs in a task of
+its own, which a flush cancelled (the writer's stop, a deadline) leaves running, and the next flush
+waits for it first. A stop that cancelled a write and sent its rows again wrote them twice (the
+store commits what it was sent), moving ``updated_at`` and exporting the scores again.
+
 A row the store refuses as data (a judge's reason with a lone surrogate, a user step's integer past
 64 bits) could never be stored, and retrying it would hold back every row after it: the refused
 rows are found by halves and stored as error rows that say why (bare ones of ids and plain text
@@ -54,6 +59,7 @@ class ScoreWriter:
         self._waiters: list[asyncio.Future[None]] = []
         self._writing = 0  # rows in the batch being written
         self._writing_cost = 0.0
+        self._sending: asyncio.Task[None] | None = None  # the write in flight
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -96,22 +102,20 @@ class ScoreWriter:
             try:
                 await self.flush()
             except Exception as exc:  # rows stay pending and are retried with the next batch
-                if str(exc) != self._failing:  # a full disk fails every try: said once
+                if _why(exc) != self._failing:  # a full disk fails every try: said once
                     log.exception(
                         "storing scores failed; retrying every %.0fs (not logged again until it works)", RETRY_S
                     )
-                self._failing = str(exc)
+                self._failing = _why(exc)
                 await asyncio.sleep(RETRY_S)
                 self._dirty.set()
-            else:
-                if self._failing is not None:
-                    log.info("storing scores works again (it failed: %s)", self._failing)
-                    self._failing = None
 
     async def flush(self) -> None:
         """Store every pending row now and wait for the commit (raises when the write fails; the
-        rows stay pending)."""
+        rows stay pending). Cancelled, the write goes on (see the module docstring)."""
         async with self._lock:
+            if self._sending is not None:  # left running by a cancelled flush: its rows are sent
+                await asyncio.wait([self._sending])
             scores, self._scores = self._scores, []
             decisions, self._decisions = self._decisions, []
             waiters, self._waiters = self._waiters, []
@@ -120,13 +124,23 @@ class ScoreWriter:
                 return
             self._writing = len(scores) + len(decisions)
             self._writing_cost = sum(s.judge_cost_usd or 0.0 for s in scores)
-            try:
-                stored = await self._write(scores, decisions)
-            except BaseException:
-                self._scores[:0], self._decisions[:0], self._waiters[:0] = scores, decisions, waiters
-                raise
-            finally:
-                self._writing, self._writing_cost = 0, 0.0
+            self._sending = asyncio.create_task(self._send(scores, decisions, waiters), name="score-write")
+            await asyncio.shield(self._sending)
+
+    async def _send(
+        self, scores: list[ScoreRecord], decisions: list[DecisionRecord], waiters: list[asyncio.Future[None]]
+    ) -> None:
+        """One write and its outcome: the waiters resolved and listeners told, or the rows pending again."""
+        try:
+            stored = await self._write(scores, decisions)
+        except BaseException:
+            self._scores[:0], self._decisions[:0], self._waiters[:0] = scores, decisions, waiters
+            raise
+        finally:
+            self._writing, self._writing_cost, self._sending = 0, 0.0, None
+        if self._failing is not None:
+            log.info("storing scores works again (it failed: %s)", self._failing)
+            self._failing = None
         _resolve(waiters)
         if stored:
             for listener in self.listeners:
@@ -178,33 +192,45 @@ class ScoreWriter:
         return rows[0]
 
     async def close(self, timeout_s: float) -> bool:
-        """Stop the writer task, store what is pending until the deadline; False when rows were left."""
+        """Stop the writer task, store what is pending until the deadline; False when rows were left
+        (a write the store did not answer by then is not sent again: the store commits what it was
+        sent, and the next start's recovery scores the targets it did not)."""
         deadline = time.monotonic() + timeout_s
         if self._task is not None:
-            self._task.cancel()
+            self._task.cancel()  # a write it sent goes on
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        while self._scores or self._decisions:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+        while self.waiting and (remaining := deadline - time.monotonic()) > 0:
             try:
                 await asyncio.wait_for(self.flush(), remaining)
             except Exception as exc:  # noqa: BLE001 - try again until the deadline
-                log.warning("storing the last scores failed: %s", exc)
+                if time.monotonic() >= deadline:
+                    break  # the deadline, not a failure: what is still in flight is said below
+                log.warning("storing the last scores failed: %s", _why(exc))
                 await asyncio.sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
-        left = len(self._scores) + len(self._decisions)
+        sent, left = self._writing, len(self._scores) + len(self._decisions)
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.cancel()
         self._waiters = []
+        if sent:
+            log.warning(
+                "%d score/decision row(s) sent to the store were not answered before the deadline; not sent "
+                "again (the store commits what it was sent; targets it did not are scored after the next start)",
+                sent,
+            )
         if left:
             log.error(
                 "%d score/decision row(s) not stored before the deadline; their targets are scored again "
                 "after the next start",
                 left,
             )
-        return left == 0
+        return not sent and not left
+
+
+def _why(exc: BaseException) -> str:
+    """``exc`` for a log line: its type, and its message when it has one (a timeout has none)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _resolve(waiters: list[asyncio.Future[None]]) -> None:

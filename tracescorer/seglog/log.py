@@ -8,10 +8,12 @@ refused (:class:`LogFull`, retryable) while the disk has less than ``min_free_by
 when a write fails for lack of space the segment is cut back to its last synced end, so no torn
 record is left behind.
 
-On :meth:`start` the last segment is checked record by record and a torn tail (a crash between
-a write and its sync: never acknowledged) is cut off. Consumers read records from an offset
-(:meth:`read`, blocking: call it in a worker thread) and keep their own offsets; a segment is
-deleted (:meth:`release_before`) once every consumer has passed it.
+On :meth:`start` the segments are checked (:func:`~tracescorer.seglog.damage.repair`): a torn
+tail of the last one is padded over, damage is reported (:attr:`SegmentLog.damage`), and the
+log's end never moves back, so no offset is handed out twice. Consumers read records from an
+offset (:meth:`read`, blocking: call it in a worker thread; damaged bytes are skipped, not the
+records after them) and keep their own offsets; a segment is deleted (:meth:`release_before`)
+once every consumer has passed it.
 """
 
 from __future__ import annotations
@@ -31,19 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracescorer.seglog.segments import (
-    CorruptRecord,
-    Record,
-    frame,
-    fsync_dir,
-    read_range,
-    segment_name,
-    segments,
-    valid_length,
-)
+from tracescorer.seglog.damage import Damage, repair, report
+from tracescorer.seglog.segments import CorruptRecord, Record, frame, fsync_dir, read_range, segment_name, segments
 
 if TYPE_CHECKING:
     from tracescorer.config import Settings
+    from tracescorer.metrics.ingest import IngestFamilies
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +66,8 @@ class _Pending:
 
 class SegmentLog:
     """The log in ``directory`` (see the module docstring). ``sync=False`` skips fdatasync (tests
-    of behaviour only; a crash may then lose acknowledged records)."""
+    of behaviour only; a crash may then lose acknowledged records). ``metrics`` count the damage
+    found at open."""
 
     def __init__(
         self,
@@ -82,8 +78,11 @@ class SegmentLog:
         max_batch_bytes: int = 16 << 20,
         sync: bool = True,
         temporary: bool = False,
+        metrics: IngestFamilies | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self._metrics = metrics
+        self.damage: list[Damage] = []  # what the open found (shown in /readyz)
         self._temporary = temporary  # removed at stop (a store in memory has a log only while it runs)
         self.segment_bytes = segment_bytes
         self.min_free_bytes = min_free_bytes
@@ -111,7 +110,7 @@ class SegmentLog:
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open (creating the directory; cutting a torn tail off the last segment) and start the writer."""
+        """Open (creating the directory; repairing the segments) and start the writer."""
         self._loop = asyncio.get_running_loop()
         self._grown = asyncio.Event()
         await asyncio.to_thread(self._open)
@@ -125,20 +124,11 @@ class SegmentLog:
             self._create(0)
             return
         self._start = found[0][0]
-        base, path = found[-1]
-        size = path.stat().st_size
-        good = valid_length(path)
-        if good < size:
-            log.warning(
-                "segment log: cut %d byte(s) of a torn tail off %s (written, never synced or acknowledged)",
-                size - good,
-                path.name,
-            )
-            with open(path, "r+b") as fh:
-                fh.truncate(good)
-                os.fsync(fh.fileno())
-        self._base, self._size = base, good
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self.damage, size = repair(found)
+        for damage in self.damage:
+            report(damage, "open", self._metrics)
+        self._base, self._size = found[-1][0], size
+        self._fd = os.open(found[-1][1], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
 
     def _create(self, base: int) -> None:
         path = self.directory / segment_name(base)
@@ -275,7 +265,7 @@ class SegmentLog:
         """After a failed write: the segment back to its synced end (no torn record stays)."""
         try:
             os.ftruncate(self._fd, self._size)
-        except OSError as exc:  # the next open cuts the tail off anyway
+        except OSError as exc:  # the next open pads the tail over anyway
             log.error("segment log: cannot cut a failed write off %s: %s", segment_name(self._base), exc)
 
     def _answer(self, batch: list[_Pending], offsets: list[int]) -> None:
@@ -331,12 +321,9 @@ class SegmentLog:
     def read(self, start: int, max_bytes: int) -> list[Record]:
         """Synced records from offset ``start`` (the end of a record; an offset before the oldest
         segment kept reads from it), about ``max_bytes`` of payload at most. Blocking file I/O: call
-        it in a worker thread. Raises :class:`CorruptRecord` at a damaged record."""
+        it in a worker thread. Raises :class:`~tracescorer.seglog.segments.LogGap` (or
+        :class:`CorruptRecord`, damaged bytes) when no record comes first, saying where to go on."""
         return read_range(self.directory, start, self.end_offset, max_bytes)
-
-    def segment_bases(self) -> list[int]:
-        """The base offsets of the segments kept, oldest first."""
-        return [base for base, _ in segments(self.directory)]
 
     def release_before(self, offset: int) -> int:
         """Delete every segment that ends at or before ``offset`` (never the one being written);
@@ -361,7 +348,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def build_segment_log(settings: Settings) -> SegmentLog:
+def build_segment_log(settings: Settings, metrics: IngestFamilies | None = None) -> SegmentLog:
     """The segment log the settings ask for: ``segment_log.path``, else beside ``store.path``
     (``<path>.log``), else (a store in memory) a temporary directory removed at stop."""
     s = settings.segment_log
@@ -378,6 +365,7 @@ def build_segment_log(settings: Settings) -> SegmentLog:
         min_free_bytes=s.min_free_bytes,
         sync=s.sync,
         temporary=temporary,
+        metrics=metrics,
     )
 
 

@@ -34,9 +34,10 @@ class LogReader(Protocol):
 
     def synced_at(self, offset: int) -> float | None: ...
 
-    def read(self, start: int, max_bytes: int) -> list[Record]: ...
-
-    def segment_bases(self) -> list[int]: ...
+    def read(self, start: int, max_bytes: int) -> list[Record]:
+        """Records from ``start``; raises :class:`~tracescorer.seglog.segments.LogGap` (damaged
+        bytes: :class:`~tracescorer.seglog.segments.CorruptRecord`) when none comes first."""
+        ...
 
     def release_before(self, offset: int) -> int: ...
 
@@ -88,11 +89,9 @@ class LogView:
         return None
 
     def read(self, start: int, max_bytes: int) -> list[Record]:
-        """Synced records from ``start`` (blocking file I/O: call it in a worker thread)."""
+        """Synced records from ``start`` (blocking file I/O: call it in a worker thread), as
+        :meth:`~tracescorer.seglog.log.SegmentLog.read` reads them."""
         return read_range(self.directory, start, self._end, max_bytes)
-
-    def segment_bases(self) -> list[int]:
-        return [base for base, _ in segments(self.directory)]
 
     def release_before(self, offset: int) -> int:
         """Note that records before ``offset`` are no longer needed; the writer deletes segments."""

@@ -31,6 +31,7 @@ from tracescorer.records.skipped import SkippedTrace
 from tracescorer.store.errors import (
     REFUSED,
     DataError,
+    DiskFull,
     QueueFull,
     ReadOnlyViolation,
     SchemaError,
@@ -38,6 +39,7 @@ from tracescorer.store.errors import (
     StoreError,
     StoreLocked,
     StoreUnavailable,
+    disk_full,
     write_narrowing,
 )
 from tracescorer.store.outcomes import (
@@ -48,8 +50,8 @@ from tracescorer.store.outcomes import (
     PendingRecovery,
     QueryResult,
     ResultsPruned,
-    TraceData,
 )
+from tracescorer.store.reads import Read, ReadStore
 
 # --- one protocol per consumer ----------------------------------------------------------------------
 
@@ -104,33 +106,10 @@ class FeedState(Protocol):
 
 
 class SpanLog(Protocol):
-    """The assembly stage: stored telemetry back by trace, and the assembly bookkeeping."""
-
-    async def load_traces(
-        self, trace_ids: Sequence[str], *, received: tuple[float, float] | None = None
-    ) -> dict[str, TraceData]:
-        """Every stored span/log record of the given traces; ``received`` (epoch seconds, from
-        :class:`AppendOutcome`) bounds the read to the items received in that range."""
-
-    async def pending_traces(
-        self, *, limit: int, consumer: str = "", share: tuple[int, int] | None = None, until: float | None = None
-    ) -> list[tuple[str, float, float, bool]]:
-        """Traces in the span log that were never assembled, or received items since, oldest
-        first: (trace id, when the first and the last such item were received (epoch s),
-        assembled before); since the consumer's :meth:`set_assembled_through` (a consumer that
-        set none: since the oldest any consumer set), of the items received before ``until``
-        (epoch s); with ``share`` (worker index, count), only that worker's traces
-        (:mod:`tracescorer.feed.partition`)."""
+    """The assembly stage's bookkeeping: which traces were assembled, from which log records."""
 
     async def assembled_before(self, trace_ids: Sequence[str]) -> dict[str, AssembledBefore]:
         """Those of the given traces that have an assembly record, with what it says."""
-
-    async def set_assembled_through(self, when: dt.datetime, consumer: str = "") -> None:
-        """Every trace of the consumer's share with items received before ``when`` was handed to
-        assembly: its recovery looks no further back (a margin aside)."""
-
-    async def has_assembled_mark(self, consumer: str = "") -> bool:
-        """Whether the consumer ever called :meth:`set_assembled_through` (kept across restarts)."""
 
     async def record_assembly(self, records: Sequence[AssemblyRecord], *, new_traces: Collection[str] = ()) -> None:
         """Remember that these traces were assembled (and why some gave no run). ``new_traces``:
@@ -181,12 +160,13 @@ class ScoreStore(Protocol):
         conversation-scope bindings have not decided (a conversation: not since its last run)."""
 
     async def heal_candidates(
-        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, now: float, limit: int
     ) -> list[HealCandidate]:
         """Error scores of these scorers whose error is ``transient``, re-scored fewer than
         ``policy.max_attempts`` times, first stored within ``max_age_s``, whose backoff has passed
         (the last failure, ``updated_at``, is :meth:`HealPolicy.backoff_s` of their
-        ``heal_attempts`` old by the store's clock); the longest-failed first, at most ``limit``."""
+        ``heal_attempts`` old at ``now``, epoch seconds of the daemon's clock); the longest-failed
+        first, at most ``limit``."""
 
 
 class LabelStore(Protocol):
@@ -244,8 +224,7 @@ class MonitorStore(Protocol):
 
 
 class Coordination(Protocol):
-    """What several daemons sharing one result store (PostgreSQL mode), or the worker processes of
-    one daemon (DuckDB), coordinate through it.
+    """What several daemons sharing one result store (PostgreSQL mode) coordinate through it.
 
     Conversations become due when idle across all daemons and are claimed with leases; the judge's
     requests-per-minute bucket is one shared bucket.
@@ -272,7 +251,9 @@ class Coordination(Protocol):
 
 
 class QueryStore(Protocol):
-    """The ops API and the read commands: one read-only statement."""
+    """Users' SQL (``tracescorer query``, the ops API's query route): one read-only statement. The
+    product's own reads are the typed calls of :class:`ReadStore` (:mod:`tracescorer.store.reads`:
+    one method per declared query, on the store's own readers)."""
 
     async def query(self, sql: str, *, max_rows: int, timeout_s: float, params: Sequence[Any] = ()) -> QueryResult:
         """One read-only statement (refused otherwise) with ``?`` parameters, a row limit and a
@@ -312,6 +293,7 @@ __all__ = [
     "Coordination",
     "DataError",
     "DeliveryStore",
+    "DiskFull",
     "EvaluationStore",
     "FeedState",
     "HealCandidate",
@@ -324,7 +306,9 @@ __all__ = [
     "QueryResult",
     "QueryStore",
     "QueueFull",
+    "Read",
     "ReadOnlyViolation",
+    "ReadStore",
     "ResultsPruned",
     "RunStore",
     "SchemaError",
@@ -334,6 +318,6 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
-    "TraceData",
+    "disk_full",
     "write_narrowing",
 ]

@@ -5,6 +5,9 @@ Re-exported by :mod:`tracescorer.store.api`, which stages import instead of this
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -26,6 +29,28 @@ class StoreUnavailable(StoreError):
 
 class StoreClosed(StoreUnavailable):
     """The store no longer accepts writes (shutting down)."""
+
+
+class DiskFull(StoreError):
+    """A file of the daemon could not be written at its start for want of disk space; the message
+    names the file and its disk's free bytes (:func:`disk_full`). A running daemon's writes wait
+    for space instead (:mod:`tracescorer.store.duckdb.space`)."""
+
+
+def disk_full(path: str | os.PathLike[str], cause: BaseException) -> DiskFull | None:
+    """The :class:`DiskFull` for ``cause`` when it says the disk had no space left while ``path``
+    was written (an OSError's ENOSPC, or DuckDB's error quoting it); None for any other error."""
+    if not (isinstance(cause, OSError) and cause.errno == errno.ENOSPC) and os.strerror(errno.ENOSPC) not in str(cause):
+        return None
+    folder = os.path.abspath(path)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        free = f"{shutil.disk_usage(folder).free} bytes free"
+    except OSError as exc:  # the message still names the path
+        free = f"free space unknown: {exc.strerror}"
+    why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
+    return DiskFull(f"cannot write {os.fspath(path)}: its disk is full ({free} in {folder}): {why}")
 
 
 class ReadOnlyViolation(StoreError):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tracescorer.config import mask_dsn
+from tracescorer.config.store import store_min_free_bytes
 from tracescorer.lifecycle import Component
 from tracescorer.store.api import (
     Coordination,
@@ -28,6 +29,7 @@ from tracescorer.store.api import (
     Leadership,
     MonitorStore,
     QueryStore,
+    ReadStore,
     RunStore,
     ScoreStore,
     SpanLog,
@@ -36,6 +38,7 @@ from tracescorer.store.duckdb import layout
 from tracescorer.store.duckdb.process import CommitObserver
 from tracescorer.store.duckdb.store import DuckDBStore
 from tracescorer.store.maintenance import Maintenance, MaintenanceObserver
+from tracescorer.store.reads import StoreReads
 from tracescorer.store.router import QueryRouter, Route, classify
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ class Stores:
     labels: LabelStore
     evaluations: EvaluationStore
     queries: QueryStore
+    #: the product's own reads (read commands through the ops API, the agreement gauges, label targets)
+    reads: ReadStore
     health: Health
     #: postgres mode: several daemons coordinate through the shared results
     coordination: Coordination | None
@@ -99,13 +104,10 @@ def build_span_log(
     *,
     attach_fd: int | None = None,
     owner: str = "",
-    consumers: Sequence[str] = ("",),
 ) -> DuckDBStore:
     """The daemon's DuckDB file (the whole store in duckdb mode); with ``attach_fd``, a worker's
-    client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`). With
-    worker processes (``workers.count``) a DuckDB store coordinates its clients' conversation
-    claims and judge bucket, as ``owner``. ``consumers``: the daemon's feeds of the segment log
-    (retention keeps the assembly records their recovery may read)."""
+    client of the daemon's store process over that channel (:meth:`DuckDBStore.attach`); ``owner``
+    names it in export claims."""
     s = settings.store
     return DuckDBStore(
         s.path,
@@ -117,14 +119,13 @@ def build_span_log(
         compression=s.compression,
         threads=s.threads,
         results_delay_s=s.results_delay_s,
+        min_free_bytes=store_min_free_bytes(settings.segment_log.min_free_bytes),
         index_memory_share=s.index_memory_share,
         query_max_concurrent=s.query_max_concurrent,
         query_memory_limit=s.query_memory_limit,
         query_max_result_bytes=s.query_max_result_bytes,
         attach_fd=attach_fd,
-        coordinate=s.backend == "duckdb" and settings.workers.resolved() > 0,
         owner=owner,
-        assembly_consumers=consumers,
     )
 
 
@@ -134,12 +135,10 @@ def build_stores(
     *,
     owner: str = "",
     maintenance: bool = True,
-    consumers: Sequence[str] = ("",),
 ) -> Stores:
     """New (unstarted) store parts; ``owner`` names this process in claims (postgres mode);
-    without ``maintenance`` (a one-off command) no retention passes run; ``consumers``: the
-    daemon's feeds of the segment log (:func:`build_span_log`)."""
-    local = build_span_log(settings, observer, owner=owner, consumers=consumers)
+    without ``maintenance`` (a one-off command) no retention passes run."""
+    local = build_span_log(settings, observer, owner=owner)
     return _assemble(settings, observer, local, owner=owner, maintenance=maintenance, attach=local.attach)
 
 
@@ -177,8 +176,9 @@ def _assemble(
             labels=local,
             evaluations=local,
             queries=local,
+            reads=StoreReads(span_log=local, results=local),
             health=local,
-            coordination=local if local.coordinate else None,
+            coordination=None,  # each piece of shared state has one owner in the daemon
             leadership=None,
             components=(local, Maintenance(s, local, [local], observer)) if maintenance else (local,),
             attach=attach,
@@ -219,6 +219,7 @@ def _assemble(
         labels=shared,
         evaluations=shared,
         queries=QueryRouter(route, span_log=local, results=shared),
+        reads=StoreReads(span_log=local, results=shared),
         health=BothHealthy([local, shared]),
         coordination=shared,
         leadership=leader,
@@ -254,6 +255,22 @@ def build_offline_queries(settings: Settings) -> QueryStore:
         return await asyncio.to_thread(_classify_here, sql)
 
     return QueryRouter(route, span_log=file, results=results)
+
+
+def build_offline_reads(settings: Settings) -> ReadStore:
+    """The product's reads of a read command when no daemon serves the store: the DuckDB file
+    opened read-only for each read, and in postgres mode PostgreSQL directly."""
+    from tracescorer.store.duckdb.reads import FileRows
+
+    s = settings.store
+    file = FileRows(s.path, memory_limit=s.query_memory_limit)
+    if s.backend == "duckdb":
+        return StoreReads(span_log=file, results=file)
+    from tracescorer.store.postgres.reads import DirectRows
+
+    pg = s.postgres
+    results = DirectRows(pg.dsn, schema=pg.schema_name, connect_timeout_s=pg.connect_timeout_s)
+    return StoreReads(span_log=file, results=results)
 
 
 def _classify_here(sql: str) -> Route:

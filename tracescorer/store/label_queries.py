@@ -1,6 +1,7 @@
 """The calibration commands' SQL (``label``, ``agreement``, ``disagreements``, ``label-queue``, the
-report's agreement section, external evaluations beside ``scores``), like :mod:`tracescorer.store.queries`:
-one read-only SELECT per function, ``?`` parameters, SQL that DuckDB and PostgreSQL share.
+report's agreement section, the agreement gauges, external evaluations beside ``scores``), like
+:mod:`tracescorer.store.queries`: one read-only SELECT per function, ``?`` parameters, SQL that DuckDB
+and PostgreSQL share, each a typed read of :class:`tracescorer.store.reads.ReadStore`.
 
 An external evaluation names the evaluated span; the run it is about is resolved here, when read
 (the run may have been assembled after the evaluation arrived): the run whose agent span is the
@@ -13,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from tracescorer.store.report_queries import report_transcripts
 from tracescorer.store.statement import SCORED_AT, TIME, Query, about_clause, glob_clause, placeholders
 from tracescorer.store.tables import SCORE_COLUMNS
 
@@ -114,6 +114,7 @@ def external_as_scores(
     agent: str | None = None,
     about: tuple[str, str] | None = None,
     all_columns: bool = False,
+    limit: int | None = None,
 ) -> Query:
     """External evaluations in the shape of ``scores`` rows (``source = 'external'``), newest
     first like :func:`~tracescorer.store.queries.scores`: every column of the scores table, or
@@ -151,6 +152,7 @@ def external_as_scores(
     return Query(
         f"SELECT {select} FROM ({_evaluations_resolved(where)}) AS resolved{cut} ORDER BY received_at DESC, id DESC",
         (*params, *outer_params),
+        limit,
     )
 
 
@@ -172,13 +174,25 @@ def external_for_targets(trace_ids: Sequence[str], conversation_ids: Sequence[st
 # --- agreement ----------------------------------------------------------------------------------------
 
 
-def judge_scores(scorer_id: str, since: dt.datetime | None = None) -> Query:
-    """One tracescorer scorer's ok scores, by target (the judge side of agreement)."""
+def _labelled(target_type: str, target_id: str) -> str:
+    """A verdict's target has a label for the judge's id (the ``?``): only those pair."""
+    return (
+        " AND EXISTS (SELECT 1 FROM labels l WHERE l.scorer_id = ? "
+        f"AND l.target_type = {target_type} AND l.target_id = {target_id})"
+    )
+
+
+def judge_scores(scorer_id: str, since: dt.datetime | None = None, labelled: bool = False) -> Query:
+    """One tracescorer scorer's ok scores, by target (the judge side of agreement); ``labelled``:
+    of the targets labelled for it only (those that pair with the labels)."""
     params: list[object] = [scorer_id]
     extra = ""
     if since is not None:
         extra = f" AND s.updated_at >= {TIME}"
         params.append(since.isoformat())
+    if labelled:
+        extra += _labelled(SCORE_TARGET_TYPE, SCORE_TARGET_ID)
+        params.append(scorer_id)
     return Query(
         f"SELECT {SCORE_TARGET_TYPE} AS target_type, {SCORE_TARGET_ID} AS target_id, s.scorer_version AS version, "
         "s.score, s.label, s.threshold, s.reason, s.trace_id, s.run_id, s.conversation_id, s.entity_id AS agent, "
@@ -188,21 +202,31 @@ def judge_scores(scorer_id: str, since: dt.datetime | None = None) -> Query:
     )
 
 
-def judge_evaluations(name: str, since: dt.datetime | None = None) -> Query:
+def judge_evaluations(name: str, since: dt.datetime | None = None, labelled: bool = False) -> Query:
     """One external evaluator's evaluations, by the target they resolve to (the same columns as
-    :func:`judge_scores`)."""
+    :func:`judge_scores`; ``labelled``: as there, labels given for ``name``)."""
     params: list[object] = [name]
     extra = ""
     if since is not None:
         extra = f" AND received_at >= {TIME}"
         params.append(since.isoformat())
+    paired = ""
+    if labelled:
+        paired = _labelled("resolved.target_type", "resolved.target_id")
+        params.append(name)
     return Query(
         "SELECT target_type, target_id, evaluator_version AS version, score, label, NULL AS threshold, "
         "explanation AS reason, trace_id, run_id, run_conversation_id AS conversation_id, agent_name AS agent, "
         f"received_at AS at FROM ({_evaluations_resolved(f' WHERE name = ?{extra}')}) AS resolved "
-        "WHERE error_type IS NULL AND target_id IS NOT NULL ORDER BY received_at, id",
+        f"WHERE error_type IS NULL AND target_id IS NOT NULL{paired} ORDER BY received_at, id",
         tuple(params),
     )
+
+
+def scorer_has_scores(scorer_id: str) -> Query:
+    """Whether a scorer has any ok score (``found``): a judge id without is read as the external
+    evaluator of that name."""
+    return Query("SELECT EXISTS (SELECT 1 FROM scores WHERE scorer_id = ? AND status = 'ok') AS found", (scorer_id,))
 
 
 def labels_for(scorer_id: str) -> Query:
@@ -219,11 +243,12 @@ def labelled_scorers() -> Query:
     return Query("SELECT scorer_id, count(*) AS n FROM labels GROUP BY scorer_id ORDER BY scorer_id")
 
 
-#: whether the store has the calibration tables (a database from before them, read offline, has not)
-CALIBRATION_TABLES = Query(
-    "SELECT table_name FROM information_schema.tables WHERE table_name IN ('labels', 'evaluations', 'scores') "
-    "GROUP BY table_name"
-)
+def calibration_tables() -> Query:
+    """Which of the calibration tables the store has (a database from before them, read offline, has not)."""
+    return Query(
+        "SELECT table_name FROM information_schema.tables WHERE table_name IN ('labels', 'evaluations', 'scores') "
+        "GROUP BY table_name"
+    )
 
 
 def external_summary(since: dt.datetime) -> Query:
@@ -253,8 +278,3 @@ def version_trend(since: dt.datetime, scorer_id: str | None, bucket_s: int) -> Q
         f"FROM scores WHERE {SCORED_AT} >= {TIME}{extra} GROUP BY 1, 2, 3 ORDER BY scorer_id, bucket, version",
         tuple(params),
     )
-
-
-def transcripts(run_ids: Sequence[str], conversation_ids: Sequence[str], runs_per_conversation: int) -> Query:
-    """The runs behind targets (each run, and the latest runs of each conversation)."""
-    return report_transcripts(run_ids, conversation_ids, runs_per_conversation)

@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescorer.model import AgentRun, LogRecord, Span
+from tracescorer.model import AgentRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +40,9 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class TraceData:
-    """Every stored span and log record of one trace."""
-
-    spans: tuple[Span, ...]
-    logs: tuple[LogRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class AssembledBefore:
-    """A trace's assembly record: the segment-log records its items came in (``store.spans:
-    none``; empty otherwise) and how many spans and log records the assembly held."""
+    """A trace's assembly record: the segment-log records its items came in (empty when an older
+    version assembled it from span rows) and how many spans and log records the assembly held."""
 
     offsets: tuple[int, ...]
     span_count: int

@@ -1,12 +1,12 @@
 """The read commands' SQL (``runs``, ``scores``, ``explain``, ``monitors``, ``report``) by one name.
 
 Each function returns a :class:`Query`: one SELECT with ``?`` parameters for every value that
-comes from a user or the data (times travel as ISO 8601 text, cast in SQL, so a query crosses
-the daemon's JSON query endpoint unchanged). Read commands run them through the daemon's query
-endpoint or on the store directly (:func:`tracescorer.commands.common.run_query`); both paths
-pass them through the read-only guard. Written in the SQL DuckDB and PostgreSQL share
+comes from a user or the data (times as ISO 8601 text, cast in SQL). Each is a typed read of
+:class:`tracescorer.store.reads.ReadStore` of the same name and arguments, which runs it on the
+store's own readers (not the query path of users' SQL); read commands make that call through the
+daemon's ops API or on the store directly. Written in the SQL DuckDB and PostgreSQL share
 (``FILTER (WHERE …)``, ``EXTRACT(EPOCH FROM …)``, explicit GROUP BY, aliased subqueries), so
-every command works in postgres mode too. Every query is bounded by its grouping or a limit.
+every command works in postgres mode too. Every query is bounded by its grouping or a ``limit``.
 
 The ids, runs, scores, explain and monitors queries are here; the ``report`` command's are in
 :mod:`tracescorer.store.report_queries`, and :class:`Query` with the pieces the SQL is built from in
@@ -44,33 +44,34 @@ _ID_SOURCES["score"] = ("scores", "id")
 ID_KINDS = tuple(_ID_SOURCES)
 
 
-def _id_query(text: str, kinds: Sequence[str], clause: str) -> Query:
+def _id_query(text: str, kinds: Sequence[str], clause: str, limit: int | None) -> Query:
     parts = [
         f"SELECT DISTINCT '{kind}' AS kind, {column} AS id FROM {table} WHERE {clause.format(column)}"
         for kind in kinds
         for table, column in (_ID_SOURCES[kind],)
     ]
     params = tuple(text if kind == "conversation" else text.lower() for kind in kinds)
-    return Query(f"SELECT kind, id FROM ({' UNION ALL '.join(parts)}) AS ids ORDER BY kind, id", params)
+    return Query(f"SELECT kind, id FROM ({' UNION ALL '.join(parts)}) AS ids ORDER BY kind, id", params, limit)
 
 
-def ids_equal(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+def ids_equal(text: str, kinds: Sequence[str] = ID_KINDS, limit: int | None = None) -> Query:
     """The stored ids of these kinds equal to ``text`` (through the key indexes)."""
-    return _id_query(text, kinds, "{} = ?")
+    return _id_query(text, kinds, "{} = ?", limit)
 
 
-def ids_starting(text: str, kinds: Sequence[str] = ID_KINDS) -> Query:
+def ids_starting(text: str, kinds: Sequence[str] = ID_KINDS, limit: int | None = None) -> Query:
     """The stored ids of these kinds that start with ``text``."""
-    return _id_query(text, kinds, "starts_with({}, ?)")
+    return _id_query(text, kinds, "starts_with({}, ?)", limit)
 
 
-def assembled_trace_ids(text: str) -> Query:
+def assembled_trace_ids(text: str, limit: int | None = None) -> Query:
     """Trace ids of the span log's assembled traces (those no run came from too) and of the traces
     triage skipped, starting with ``text``."""
     return Query(
         "SELECT trace_id FROM assembled_traces WHERE starts_with(trace_id, ?) UNION "
         "SELECT trace_id FROM skipped_traces WHERE starts_with(trace_id, ?) ORDER BY trace_id",
         (text.lower(), text.lower()),
+        limit,
     )
 
 
@@ -121,9 +122,10 @@ def runs(
     since: dt.datetime | None = None,
     run_id: str | None = None,
     newest_first: bool = False,
+    limit: int | None = None,
 ) -> Query:
     """Agent runs (the rows :func:`agent_runs` turns into runs), oldest first (``newest_first``: so
-    that a row limit keeps the newest)."""
+    that ``limit`` keeps the newest)."""
     where = Where()
     if trace_id:
         where.add("trace_id = ?", trace_id.lower())
@@ -135,7 +137,7 @@ def runs(
         where.add(f"started_at >= {TIME}", since.isoformat())
     order = " DESC" if newest_first else ""
     return Query(
-        RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params)
+        RUN_SELECT + where.sql() + f" ORDER BY started_at_unix_nano{order}, run_id{order}", tuple(where.params), limit
     )
 
 
@@ -145,7 +147,11 @@ def agent_runs(rows: Sequence[Sequence[object]]) -> list[AgentRun]:
 
 
 def unmatched_traces(
-    *, trace_id: str | None = None, since: dt.datetime | None = None, newest_first: bool = False
+    *,
+    trace_id: str | None = None,
+    since: dt.datetime | None = None,
+    newest_first: bool = False,
+    limit: int | None = None,
 ) -> Query:
     """Assembled traces no convention rebuilt a run from, with the reason, oldest first (or newest)."""
     where = Where("unmatched_reason IS NOT NULL")
@@ -157,6 +163,7 @@ def unmatched_traces(
         "SELECT trace_id, assembled_at, service_name, root_name, span_count, unmatched_reason "
         f"FROM assembled_traces{where.sql()} ORDER BY assembled_at{' DESC' if newest_first else ''}",
         tuple(where.params),
+        limit,
     )
 
 
@@ -169,8 +176,9 @@ def scores(
     agent: str | None = None,
     about: tuple[str, str] | None = None,
     all_columns: bool = False,
+    limit: int | None = None,
 ) -> Query:
-    """Stored scores, newest update first (a row limit keeps the newest): the summary columns,
+    """Stored scores, newest update first (``limit`` keeps the newest): the summary columns,
     or every column. ``about`` is ``(kind, id)`` of a trace, run, conversation or score;
     ``agent`` a name or a ``*`` pattern."""
     where = Where()
@@ -188,10 +196,13 @@ def scores(
         clause, params = about_clause(*about, type_column="entity_type", conversation_column="conversation_id")
         where.add(clause, *params)
     columns = "*" if all_columns else SCORE_SUMMARY_COLUMNS
-    return Query(f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at DESC, id DESC", tuple(where.params))
+    return Query(
+        f"SELECT {columns} FROM scores{where.sql()} ORDER BY updated_at DESC, id DESC", tuple(where.params), limit
+    )
 
 
 def trace_runs(trace_id: str) -> Query:
+    """A trace's runs: id, agent, conversation, convention, status."""
     return Query(
         "SELECT run_id, agent_name, conversation_id, convention, status FROM runs "
         "WHERE trace_id = ? ORDER BY started_at_unix_nano, run_id",
@@ -200,6 +211,7 @@ def trace_runs(trace_id: str) -> Query:
 
 
 def assembled_trace(trace_id: str) -> Query:
+    """A trace's assembly record: why it was assembled, span count, why no run came from it."""
     return Query(
         "SELECT reason, incomplete, span_count, unmatched_reason, assembled_at FROM assembled_traces WHERE trace_id = ?",
         (trace_id.lower(),),
@@ -240,6 +252,7 @@ def decisions(targets: Sequence[tuple[str, str]]) -> Query:
 
 
 def scores_count() -> Query:
+    """Stored scores (the demo counts them)."""
     return Query("SELECT count(*) AS n FROM scores")
 
 
@@ -250,15 +263,21 @@ def first_failed_trace() -> Query:
 
 # --- monitors ---------------------------------------------------------------------------------------
 
-MONITOR_TABLES = Query(
-    "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
-)
 
-# every column: a file from before a schema upgrade is read as it is (the command reads by name)
-MONITOR_STATES = Query("SELECT * FROM monitor_state ORDER BY monitor_id")
+def monitor_tables() -> Query:
+    """Which of the monitors' tables the store has (a file from before them, read offline, has not)."""
+    return Query(
+        "SELECT table_name FROM information_schema.tables WHERE table_name IN ('monitor_state', 'monitor_events')"
+    )
 
 
-def monitor_events(monitor_id: str | None = None) -> Query:
+def monitor_states() -> Query:
+    """Every column: a file from before a schema upgrade is read as it is (the command reads by name)."""
+    return Query("SELECT * FROM monitor_state ORDER BY monitor_id")
+
+
+def monitor_events(monitor_id: str | None = None, limit: int | None = None) -> Query:
+    """Monitor events, newest first."""
     where = Where()
     if monitor_id is not None:
         where.add("monitor_id = ?", monitor_id)
@@ -266,13 +285,12 @@ def monitor_events(monitor_id: str | None = None) -> Query:
         "SELECT event_at, monitor_id, event, state, value, samples, target, detail FROM monitor_events"
         f"{where.sql()} ORDER BY event_at DESC",
         tuple(where.params),
+        limit,
     )
 
 
 __all__ = [
     "ID_KINDS",
-    "MONITOR_STATES",
-    "MONITOR_TABLES",
     "SCORED_AT",
     "SCORE_SUMMARY_COLUMNS",
     "Query",
@@ -286,6 +304,8 @@ __all__ = [
     "ids_equal",
     "ids_starting",
     "monitor_events",
+    "monitor_states",
+    "monitor_tables",
     "report_distribution",
     "report_errors",
     "report_summary",

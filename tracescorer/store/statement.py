@@ -12,10 +12,13 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One read-only statement and its ``?`` parameters (JSON scalars)."""
+    """One read-only statement and its ``?`` parameters (JSON scalars); ``limit``: the rows the
+    store's own reads return at most (a statement given one ends with its ORDER BY: the reads
+    append ``LIMIT``, and say ``truncated`` when more rows matched; None: every row)."""
 
     sql: str
     params: tuple[Any, ...] = ()
+    limit: int | None = None
 
 
 #: A time parameter: times travel as ISO 8601 text, cast in SQL, so a query crosses the daemon's

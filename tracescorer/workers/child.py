@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 
 from tracescorer import logs
+from tracescorer.assembly.idle import LocalIdleConversations
 from tracescorer.feed.partition import Partition
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import Stages
@@ -65,11 +66,20 @@ class Worker:
         self.stores = build_worker_stores(s, self.metrics, attach_fd=store_fd, owner=start.owner)
         self.view = LogView(start.log_dir)
         self.view.advance(start.end)
-        # this worker's runs left unscored (also those of its own previous life); the daemon's runner
-        # recovers conversations (claimed by whichever worker then)
-        recovery = RecoveryScope(conversations=False, owns=partition.owns_hex)
-        self.runner = build_runner(s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery)
-        self.pipeline = Pipeline(s, self.stores, self.metrics, self.view, self.runner, partition=partition)
+        # this worker's runs and conversations left unscored (also those of its own previous life)
+        recovery = RecoveryScope(owns=partition.owns_hex, owns_conversation=partition.owns_conversation)
+        self.runner = build_runner(
+            s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery, shared_spend=True
+        )
+        self.pipeline = Pipeline(
+            s,
+            self.stores,
+            self.metrics,
+            self.view,
+            self.runner,
+            partition=partition,
+            turns=lambda ids: channel.send(encode((m.TURNS, ids))),
+        )
         # the daemon's agreement gauges follow other tools' evaluations stored here
         self.pipeline.evaluations.on_evaluations.append(lambda: channel.send(encode((m.EVALUATIONS, None))))
         self.metrics.track_queue(lambda: self.stores.intake.pending_items)  # the feed writes here
@@ -138,6 +148,8 @@ class Worker:
                     self.view.advance(*value)
                 elif kind == m.SNAPSHOT:
                     self.send_metrics()
+                elif kind == m.TURNS and isinstance(self.pipeline.conversations, LocalIdleConversations):
+                    self.pipeline.conversations.on_turns(value)
                 elif kind == m.STOP:
                     self._deadline = time.monotonic() + float(value)
                     return 0

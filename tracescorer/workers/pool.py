@@ -6,7 +6,9 @@ store and what reads results (export, monitors, the healer, backfills); each wor
 (:mod:`tracescorer.workers.child`) takes its partition of the traces from the log. The pool tells
 every worker how far the log is synced, deletes segments once every worker passed them (and
 triage or ``retain_bytes`` no longer keep them), hands the score rows the workers committed to
-the daemon's score listeners, and merges their metrics into the daemon's. It is also the feed's
+the daemon's score listeners, tells each conversation's owner of the runs other workers stored
+for it (:func:`~tracescorer.feed.partition.conversation_owner`), and merges their metrics into
+the daemon's. It is also the feed's
 status for readiness (:class:`~tracescorer.daemon.readiness.Readiness`): the feed is as far as
 its slowest worker, and a worker that is down makes the daemon not ready until it is back.
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from tracescorer import logs
 from tracescorer.aio import cancel
 from tracescorer.config import Settings
+from tracescorer.feed.partition import conversation_owner
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
@@ -35,34 +38,12 @@ from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.writer import ScoreListener
 from tracescorer.seglog import SegmentLog
 from tracescorer.workers import messages as m
+from tracescorer.workers.share import share
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 120.0  # a worker's start: its store connection, recovery listing
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
-
-
-def share(settings: Settings, count: int) -> Settings:
-    """A worker's settings: the daemon's in-memory bounds (assembly's traces and spans, triage's
-    traces, the scoring queue, concurrent judge calls and code scorers) split between ``count``
-    workers, so the daemon's memory stays bounded by its configuration, not by its worker count."""
-
-    def part(value: int) -> int:
-        return -(-value // count)  # rounded up: 0 stays 0, a positive bound stays positive
-
-    s = settings
-    return s.model_copy(
-        update={
-            "assembly": s.assembly.model_copy(
-                update={"max_traces": part(s.assembly.max_traces), "max_spans": part(s.assembly.max_spans)}
-            ),
-            "triage": s.triage.model_copy(update={"max_traces": part(s.triage.max_traces)}),
-            "scoring": s.scoring.model_copy(
-                update={"max_queue": part(s.scoring.max_queue), "workers": part(s.scoring.workers)}
-            ),
-            "judge": s.judge.model_copy(update={"max_concurrency": part(s.judge.max_concurrency)}),
-        }
-    )
 
 
 @dataclass(slots=True)
@@ -302,6 +283,8 @@ class WorkerPool:
                     channel.send(encode((m.END, (self._log.end_offset, time.time()))))
             elif kind == m.SCORES:
                 self._tell_scores(value)
+            elif kind == m.TURNS:
+                self._tell_owners(value)
             elif kind == m.EVALUATIONS:
                 for callback in self.on_evaluations:
                     callback()
@@ -357,6 +340,17 @@ class WorkerPool:
             waits = [asyncio.create_task(w.told_metrics.wait()) for w in asked]
             await asyncio.wait(waits, timeout=timeout_s)
             await cancel(waits)
+
+    def _tell_owners(self, conversation_ids: Sequence[str]) -> None:
+        """Tell each conversation's owner that it got a run stored; an owner that is down hears
+        nothing (its recovery finds the conversation when it starts again)."""
+        owned: dict[int, list[str]] = {}
+        for cid in conversation_ids:
+            owned.setdefault(conversation_owner(cid, len(self.workers)), []).append(cid)
+        for index, ids in owned.items():
+            w = self.workers[index]
+            if w.channel is not None and w.down is None:
+                w.channel.send(encode((m.TURNS, ids)))
 
     def _tell_scores(self, scores: Sequence[ScoreRecord]) -> None:
         for listener in self.listeners:

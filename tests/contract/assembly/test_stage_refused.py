@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from support.db import fetch, scalar
+from support.logged import Logged
 from support.spans import agent_root
 
-from tracescorer.assembly.stage import AssemblyStage
-from tracescorer.config import AssemblySettings
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
+from tracescorer.receiver.encode import encode_traces
+from tracescorer.seglog import TRACES
 from tracescorer.store.api import DataError
 from tracescorer.store.duckdb import DuckDBStore
 
@@ -48,7 +49,9 @@ class _Heard:
         self.traces += [r.trace_id for r in runs]
 
 
-async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_chunk_is_stored(tmp_path):
+async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_chunk_is_stored(
+    tmp_path, logged: Logged
+):
     real = DuckDBStore(tmp_path / "ts.duckdb")
     await real.start()
     try:
@@ -56,11 +59,10 @@ async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_c
         poison = {spans[7].trace_id, spans[30].trace_id}
         store = _Refusing(real, poison)
         metrics = Metrics()
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, metrics)  # type: ignore[arg-type]
+        stage = logged.stage(store, store, metrics)
         heard = _Heard()
         stage.add_listener(heard)
-        outcome = await real.append(spans)
-        stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
+        await logged.hand(stage, spans)
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
 
         assert await stage.flush() == 40
@@ -85,16 +87,18 @@ async def test_a_refused_trace_is_recorded_with_its_reason_and_the_rest_of_its_c
         await real.stop()
 
 
-async def test_a_trace_whose_extraction_raises_is_recorded_and_the_rest_of_its_chunk_is_stored(tmp_path):
+async def test_a_trace_whose_extraction_raises_is_recorded_and_the_rest_of_its_chunk_is_stored(
+    tmp_path, logged: Logged
+):
     real = DuckDBStore(tmp_path / "ts.duckdb")
     await real.start()
     try:
         spans = [agent_root(i) for i in range(5)]
         # what only a bug lets through decoding: extraction meets a value it cannot read
         broken = dataclasses.replace(agent_root(9), attributes=None)  # type: ignore[arg-type]
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), real, real, Metrics())
-        outcome = await real.append(spans)
-        stage.on_committed([*spans, broken], [], (outcome.received_from, outcome.received_to))
+        stage = logged.stage(real, real)
+        offset = await logged.log.append(TRACES, encode_traces(spans))
+        stage.on_committed([*spans, broken], [], (0.0, 0.0), span_offsets=[offset] * 6)
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
 
         assert await stage.flush() == 6

@@ -1,6 +1,6 @@
 """While the store is away (its process restarting after a crash, or after DuckDB invalidated a
-database), assembly loses no trace: what it could not read back or write is tracked again and
-assembled once the store is back."""
+database), assembly loses no trace: what it could not write is tracked again (read back from the
+segment log) and assembled once the store is back."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ import asyncio
 from typing import Any
 
 from support.db import scalar
+from support.logged import Logged
 from support.spans import agent_root
 
-from tracescorer.assembly.stage import AssemblyStage
-from tracescorer.config import AssemblySettings
-from tracescorer.metrics import Metrics
 from tracescorer.store.api import StoreClosed
 from tracescorer.store.duckdb import DuckDBStore
 
 # what assembly asks of the store during a pass
-_PASS_CALLS = ("load_traces", "assembled_before", "upsert_runs", "record_assembly")
+_PASS_CALLS = ("assembled_before", "upsert_runs", "record_assembly")
 
 
 class _Away:
@@ -42,22 +40,21 @@ class _Away:
         return call
 
 
-async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(tmp_path):
+async def test_traces_met_by_a_store_that_is_away_are_assembled_once_it_is_back(tmp_path, logged: Logged):
     real = DuckDBStore(tmp_path / "ts.duckdb")
     await real.start()
     try:
         store = _Away(real)
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, Metrics())  # type: ignore[arg-type]
+        stage = logged.stage(store, store)
         spans = [agent_root(i) for i in range(3)]
-        outcome = await real.append(spans)
-        stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
+        await logged.hand(stage, spans)
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
 
         store.away = True
         await stage.flush()  # their runs cannot be written: tracked again, to be read back
         assert "upsert_runs" in store.refused and len(stage.buffer) == 3
-        assert await stage.flush() == 0  # reading them back fails too: still tracked, the pass ends
-        assert store.refused[-1] in ("assembled_before", "load_traces") and len(stage.buffer) == 3
+        await stage.flush()  # read back from the segment log (no store needed), refused again: still tracked
+        assert store.refused[-1] in ("upsert_runs", "record_assembly") and len(stage.buffer) == 3
         assert await scalar(real, "SELECT count(*) FROM runs") == 0
 
         store.away = False

@@ -6,24 +6,23 @@ from __future__ import annotations
 import asyncio
 
 from support.db import scalar
+from support.logged import Logged
 from support.spans import agent_root
 
-from tracescorer.assembly.stage import SLICE, AssemblyStage
-from tracescorer.config import AssemblySettings
+from tracescorer.assembly.stage import SLICE
 from tracescorer.metrics import Metrics
 from tracescorer.store.duckdb import DuckDBStore
 
 
-async def test_a_pass_over_many_traces_yields_between_slices(tmp_path):
+async def test_a_pass_over_many_traces_yields_between_slices(tmp_path, logged: Logged):
     store = DuckDBStore(tmp_path / "ts.duckdb")
     await store.start()
     try:
         metrics = Metrics()
-        stage = AssemblyStage(AssemblySettings(idle_s=0.01), store, store, metrics)
+        stage = logged.stage(store, store, metrics)
         n = 4 * SLICE
         spans = [agent_root(i) for i in range(n)]
-        outcome = await store.append(spans)  # the receiver's path: commit, then hand to assembly
-        stage.on_committed(spans, [], (outcome.received_from, outcome.received_to))
+        await logged.hand(stage, spans)  # the receiver's path: logged, then handed to assembly
         await asyncio.sleep(0.05)  # past idle_s: every trace is complete
 
         def extracted() -> float:

@@ -56,8 +56,8 @@ async def test_a_feed_held_at_its_first_record_starts_there_again(tmp_path) -> N
         end = log.end_offset
 
         first = Seen()
-        feed = LogFeed(log, store, store, Metrics(), listeners=[first], partition=W0, keep_rows=False)
-        feed.add_hold(lambda: 0 if first.spans else None)  # assembly holds every trace it was handed
+        feed = LogFeed(log, store, store, Metrics(), listeners=[first], partition=W0)
+        feed.position.add_hold(lambda: 0 if first.spans else None)  # assembly holds every trace it was handed
         await feed.start()
         await wait_for_async(lambda: len(first.spans) == 3 and feed.offset == end, 10, what="the records handed on")
         await feed.stop(time.monotonic() + 5)
@@ -65,7 +65,7 @@ async def test_a_feed_held_at_its_first_record_starts_there_again(tmp_path) -> N
         await store.set_feed_offset(end, consumer="w1/2")
 
         again = Seen()
-        restarted = LogFeed(log, store, store, Metrics(), listeners=[again], partition=W0, keep_rows=False)
+        restarted = LogFeed(log, store, store, Metrics(), listeners=[again], partition=W0)
         await restarted.start()
         await wait_for_async(lambda: len(again.spans) == 3, 10, what="the held records handed on again")
         assert all(replayed for _, replayed in again.spans)

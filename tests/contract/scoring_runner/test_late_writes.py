@@ -1,6 +1,6 @@
 """A late score write of a daemon whose conversation claim was lost must not replace the newer
 scoring's row: conversation score rows name the activity seq of their claim, and the store keeps
-the newer one (DuckDB and PostgreSQL, two runners as two daemons)."""
+the newer one (PostgreSQL, two runners as two daemons)."""
 
 from __future__ import annotations
 
@@ -22,22 +22,16 @@ from tracescorer.model import AgentRun
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.runner.bindings import build_bindings
 from tracescorer.runner.stage import ScoringRunner
-from tracescorer.store.duckdb import DuckDBStore
 
 
 def _run(i: int) -> AgentRun:
     return numbered_run(i, "c-1")
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-async def daemons(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """The stores of daemons ``a`` and ``b`` on one database (DuckDB: one store process)."""
-    if request.param == "duckdb":
-        store = DuckDBStore(tmp_path / "r.duckdb", coordinate=True, owner="a")
-        await store.start()
-        yield store, store
-        await store.stop()
-        return
+@pytest.fixture
+async def daemons(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Any]]:
+    """The stores of daemons ``a`` and ``b`` on one PostgreSQL database (claims exist only there:
+    a daemon's worker processes each own their conversations)."""
     async with two_daemons(request.getfixturevalue("pg_dsn")) as (a, b):
         yield a, b
 

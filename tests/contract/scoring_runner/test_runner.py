@@ -7,6 +7,7 @@ import dataclasses
 import time
 
 import pytest
+from support.clock import ManualClock
 from support.db import fetch
 
 from tracescorer.config import Settings
@@ -98,15 +99,25 @@ async def test_live_runs_pass_a_full_queue_other_sources_are_rate_limited_and_er
 
 
 async def test_rate_limiter_spaces_requests():
-    now = [0.0]
-    limiter = RateLimiter(60, clock=lambda: now[0])  # one token a second, bucket of 60
+    clock = ManualClock()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the wait passes on the clock, at once
+        waits.append(seconds)
+        clock.advance(seconds)
+
+    limiter = RateLimiter(60, clock=clock.monotonic, sleep=sleep)  # one token a second, bucket of 60
     for _ in range(60):
         await limiter.acquire()
-    waited = asyncio.create_task(limiter.acquire())
-    await asyncio.sleep(0.05)
-    assert not waited.done()  # bucket empty, clock frozen: must wait
-    now[0] = 1.0
-    await asyncio.wait_for(waited, 5)
+    assert waits == []  # a full bucket
+    for _ in range(3):
+        await limiter.acquire()
+    assert waits == [1.0, 1.0, 1.0]  # empty: a token a second
+    clock.advance(10)  # idle: ten tokens back
+    for _ in range(10):
+        await limiter.acquire()
+    await limiter.acquire(2)
+    assert waits == [1.0, 1.0, 1.0, 2.0]
 
 
 def test_daily_budget_rolls_over_at_midnight():
@@ -178,14 +189,14 @@ async def test_a_conversation_that_goes_idle_as_scoring_stops_is_abandoned_not_d
     idle = asyncio.create_task(runner.conversation_idle("c-1"))
     await held.loading.wait()
     stopping = asyncio.create_task(runner.stop(time.monotonic() + 10))
-    # the scorers stopped; the writer, stopping last, tries its held rows again
-    await _until(lambda: held.writes == 2, "the writer stopping")
+    await asyncio.sleep(0)  # the stop began (scoring takes no more targets); its writer waits for the held write
     held.load.set()  # the conversation loaded only now
     waiting = runner.writer.waiting
     await _until(lambda: idle.done() or runner.writer.waiting > waiting, "the conversation decided or abandoned")
     held.write.set()
     assert await asyncio.wait_for(idle, 10) is False  # abandoned: its claim is released, due again
     assert await asyncio.wait_for(stopping, 10)
+    assert held.writes == 1  # the held write was waited for, not sent again
     decided = await _rows(store, "SELECT scorer_id, target_type, decision FROM scoring_decisions ORDER BY 1")
     assert decided == [("turn", "run", "scored")]  # none for the conversation: the next claim scores it
 
@@ -226,8 +237,8 @@ async def test_a_scoring_that_fails_outside_the_scorer_leaves_an_error_row_the_h
     for *_, error, decision, detail in scores:
         assert "scoring failed unexpectedly" in error and "a tracescorer bug" in error
         assert (decision, detail) == ("failed", error)
-    now = HealPolicy(initial_backoff_s=0, max_backoff_s=0)
-    due = await store.heal_candidates(["turn", "whole"], now, limit=10)
+    at_once = HealPolicy(initial_backoff_s=0, max_backoff_s=0)
+    due = await store.heal_candidates(["turn", "whole"], at_once, now=time.time(), limit=10)
     assert sorted((c.scorer_id, c.target_type, c.target_id) for c in due) == [
         ("turn", "run", "run-1"),
         ("whole", "conversation", "c-1"),

@@ -1,5 +1,5 @@
 """The segment log's promise across a crash: a writer killed between a write and its sync loses
-nothing it acknowledged (the torn tail is cut at the next start)."""
+nothing it acknowledged (the torn tail is padded over at the next start)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-from tracescorer.seglog import SegmentLog
+from support.seglog import open_log, stop_log
 
-
-async def _open(path: Path) -> SegmentLog:
-    log = SegmentLog(path, min_free_bytes=0)
-    await log.start()
-    return log
-
-
-async def _stop(log: SegmentLog) -> None:
-    assert await log.stop(time.monotonic() + 10)
-
+from tracescorer.seglog import TRACES
+from tracescorer.seglog.segments import segments
 
 _WRITER = """
 import asyncio, os, sys
@@ -57,10 +47,15 @@ async def test_a_writer_killed_between_a_write_and_its_sync_loses_nothing_acknow
         acked.append(int(line))
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
-    log = await _open(path)
+    [(_, segment)] = segments(path)
+    physical = segment.stat().st_size
+    log = await open_log(path)
     try:
         records = await asyncio.to_thread(log.read, 0, 1 << 20)
         assert [r.offset for r in records] == acked and len(acked) == 50
         assert [r.payload for r in records] == [b"acked-%d" % i for i in range(50)]
+        # the torn bytes are padded over, not cut back: the next offset is past every one written
+        assert [(d.start, d.end) for d in log.damage] == [(records[-1].end, physical)]
+        assert await log.append(TRACES, b"after") == physical
     finally:
-        await _stop(log)
+        await stop_log(log)

@@ -3,30 +3,13 @@ in both modes (DuckDB file; DuckDB span log with results in PostgreSQL)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 
-from tracescorer.config import Settings
-from tracescorer.lifecycle import Stages
-from tracescorer.metrics import Metrics
 from tracescorer.records.labels import EvaluationRecord, LabelRecord, evaluation_id, label_id
 from tracescorer.records.scores import ScoreRecord
-
-
-@pytest.fixture(params=["duckdb", "postgres"])
-async def any_store(request, tmp_path):
-    from tracescorer.store.factory import build_stores
-
-    store: dict[str, object] = {"path": str(tmp_path / "c.duckdb")}
-    if request.param == "postgres":
-        store |= {"backend": "postgres", "postgres": {"dsn": request.getfixturevalue("pg_dsn")}}
-    stores = build_stores(Settings.model_validate({"store": store}), Metrics(), owner="test-owner", maintenance=False)
-    stages = Stages(lambda: time.monotonic() + 30)
-    for component in stores.components:
-        await stages.enter(component)
-    yield stores
-    await stages.aclose()
 
 
 def _label(author: str, value: str | float, at: float, note: str | None = None) -> LabelRecord:
@@ -145,8 +128,6 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
 
     from tracescorer.conventions.base import run_id_for
     from tracescorer.model import AgentRun
-    from tracescorer.store import label_queries
-    from tracescorer.store.queries import Query
 
     trace = "d" * 32
 
@@ -194,33 +175,35 @@ async def test_the_calibration_reads_run_on_either_engine_and_resolve_evaluation
     await any_store.evaluations.write_evaluations([evaluation("2" * 16, "Exact"), evaluation("9" * 16, "Child")])
     await any_store.labels.write_labels([_label("ann", "pass", time.time())])
 
-    async def rows(q: Query) -> list[dict]:
-        return (await any_store.queries.query(q.sql, max_rows=1000, timeout_s=10, params=q.params)).dicts()
-
-    resolved = {r["name"]: r["target_id"] for r in await rows(label_queries.evaluations())}
+    reads = any_store.reads
+    resolved = {r["name"]: r["target_id"] for r in (await reads.evaluations()).dicts()}
     assert resolved == {"Exact": inner.run_id, "Child": outer.run_id}
     since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-    assert [r["target_id"] for r in await rows(label_queries.judge_evaluations("Child", since))] == [outer.run_id]
-    as_scores = await rows(label_queries.external_as_scores(all_columns=True))
+    assert [r["target_id"] for r in (await reads.judge_evaluations("Child", since)).dicts()] == [outer.run_id]
+    # against the labels only the labelled targets are read: none yet for Child, then its run
+    assert (await reads.judge_evaluations("Child", since, labelled=True)).rows == []
+    child_label = dataclasses.replace(
+        _label("ann", "pass", time.time()),
+        id=label_id("run", outer.run_id, "Child", "ann"),
+        scorer_id="Child",
+        target_id=outer.run_id,
+    )
+    await any_store.labels.write_labels([child_label])
+    labelled = (await reads.judge_evaluations("Child", since, labelled=True)).dicts()
+    assert [r["target_id"] for r in labelled] == [outer.run_id]
+    as_scores = (await reads.external_as_scores(all_columns=True)).dicts()
     assert {r["source"] for r in as_scores} == {"external"} and {r["run_id"] for r in as_scores} == {
         outer.run_id,
         inner.run_id,
     }
-    assert len(await rows(label_queries.external_as_scores(name="Exact", since=since, status="ok"))) == 1
-    assert len(await rows(label_queries.external_for_targets([trace], ["conv-9"]))) == 2
-    assert {r["trace_id"] for r in await rows(label_queries.run_traces([outer.run_id]))} == {trace}
-    targets = await rows(label_queries.target_runs(trace))
+    assert len((await reads.external_as_scores(name="Exact", since=since, status="ok")).rows) == 1
+    assert len((await reads.external_for_targets([trace], ["conv-9"])).rows) == 2
+    assert {r["trace_id"] for r in (await reads.run_traces([outer.run_id])).dicts()} == {trace}
+    targets = (await reads.target_runs(trace)).dicts()
     assert {(r["run_id"], bool(r["outermost"])) for r in targets} == {(outer.run_id, True), (inner.run_id, False)}
-    assert [r["author"] for r in await rows(label_queries.labels_for("judge"))] == ["ann"]
-    assert await rows(label_queries.labelled_scorers()) == [{"scorer_id": "judge", "n": 1}]
-    assert await rows(label_queries.judge_scores("judge", since)) == []
-    assert await rows(label_queries.version_trend(since, None, 60)) == []
-    assert {r["table_name"] for r in await rows(label_queries.CALIBRATION_TABLES)} >= {
-        "labels",
-        "evaluations",
-        "scores",
-    }
-    assert [(r["name"], r["n"]) for r in await rows(label_queries.external_summary(since))] == [
-        ("Child", 1),
-        ("Exact", 1),
-    ]
+    assert [r["author"] for r in (await reads.labels_for("judge")).dicts()] == ["ann"]
+    assert (await reads.labelled_scorers()).dicts() == [{"scorer_id": "Child", "n": 1}, {"scorer_id": "judge", "n": 1}]
+    assert (await reads.judge_scores("judge", since)).rows == []
+    assert (await reads.version_trend(since, None, 60)).rows == []
+    assert {r["table_name"] for r in (await reads.calibration_tables()).dicts()} >= {"labels", "evaluations", "scores"}
+    assert [(r["name"], r["n"]) for r in (await reads.external_summary(since)).dicts()] == [("Child", 1), ("Exact", 1)]

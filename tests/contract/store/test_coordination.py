@@ -1,52 +1,29 @@
-"""The :class:`~tracescorer.store.api.Coordination` contract on both engines: conversation claims
-across owners (exclusive, leases, takeovers, finish and release), idleness and age, the shared judge
-token bucket, and the stages that use them (the shared idler, the shared rate limiter).
-
-PostgreSQL: two result stores (owners ``a`` and ``b``) on one database. DuckDB: one store process
-with coordination on, used by two clients of different owners (the store as ``a``, and ``b``
-sending the same job functions to it), on a real file."""
+"""The :class:`~tracescorer.store.api.Coordination` contract of several daemons on one PostgreSQL
+store: conversation claims across owners (exclusive, leases, takeovers, finish and release),
+idleness and age, the shared judge token bucket, and the stages that use them (the shared idler,
+the shared rate limiter). Two result stores (owners ``a`` and ``b``) on one database. (The worker
+processes of one daemon coordinate nothing: each conversation has one owner, see
+tests/e2e/test_workers.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from support import store_ops
 from support.daemon import wait_for_async
-from support.db import fetch, scalar
+from support.db import fetch
 from support.postgres import two_daemons
 
 from tracescorer.assembly.idle import SharedIdleConversations
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, Message
 from tracescorer.runner.limits import SharedRateLimiter
-from tracescorer.store.duckdb import DuckDBStore
-from tracescorer.store.duckdb.coordination import CoordinationPart
 
 Sql = Callable[[str], Awaitable[None]]
-
-
-class OtherClient(CoordinationPart):
-    """Another client of the same store process, as ``owner`` (a worker process has its own
-    :class:`DuckDBStore`; here its requests go through the test's store)."""
-
-    def __init__(self, store: DuckDBStore, owner: str) -> None:
-        self.store = store
-        self.owner = owner
-
-    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await self.store.write(fn, *args)
-
-    async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await self.store.read(fn, *args)
-
-    async def upsert_runs(self, runs: Sequence[AgentRun]) -> None:
-        await self.store.upsert_runs(runs)
 
 
 def _run(i: int, conversation: str | None) -> AgentRun:
@@ -70,20 +47,10 @@ def _run(i: int, conversation: str | None) -> AgentRun:
     )
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-async def owners(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[tuple[Any, Any, Sql]]:
-    """Two coordinating clients ``a`` and ``b`` of one result store, and a way to run a statement
-    on it (tests move its clock-stamped columns)."""
-    if request.param == "duckdb":
-        store = DuckDBStore(tmp_path / "c.duckdb", coordinate=True, owner="a")
-        await store.start()
-
-        async def duck_sql(sql: str) -> None:
-            await store.write(store_ops.execute, sql, [])
-
-        yield store, OtherClient(store, "b"), duck_sql
-        await store.stop()
-        return
+@pytest.fixture
+async def owners(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Any, Sql]]:
+    """Two coordinating daemons ``a`` and ``b`` of one PostgreSQL result store, and a way to run a
+    statement on it (tests move its clock-stamped columns)."""
     import psycopg
 
     dsn = request.getfixturevalue("pg_dsn")
@@ -227,107 +194,6 @@ async def _settled(store: Any) -> bool:
     return bool(stats == {"unscored": 0, "claimed": 0, "takeovers": 0})
 
 
-async def test_activity_is_recorded_with_the_runs_only_when_the_store_coordinates(tmp_path):
-    for coordinate in (False, True):
-        store = DuckDBStore(tmp_path / f"{coordinate}.duckdb", coordinate=coordinate)
-        await store.start()
-        try:
-            await store.upsert_runs([_run(1, "c1"), _run(2, "c1"), _run(3, "c2")])
-            await store.upsert_runs([_run(4, "c2")])
-            rows = await fetch(store, "SELECT conversation_id, activity_seq FROM conversation_activity ORDER BY 1")
-            assert rows == ([("c1", 1), ("c2", 2)] if coordinate else [])
-            assert await scalar(store, "SELECT count(*) FROM runs") == 4
-        finally:
-            await store.stop()
-    owners = {DuckDBStore(tmp_path / "x.duckdb").owner for _ in range(3)}
-    assert len(owners) == 3 and all(owners)  # a client's default owner is its own
-
-
-async def test_claims_of_a_previous_process_can_be_released_at_once(tmp_path):
-    store = DuckDBStore(tmp_path / "r.duckdb", coordinate=True, owner="a")
-    await store.start()
-    try:
-        other = OtherClient(store, "b")
-        await store.upsert_runs([_run(1, "c1"), _run(2, "c2")])
-        assert len(await store.claim_conversations(**{**CLAIM, "limit": 1})) == 1
-        assert len(await other.claim_conversations(**CLAIM)) == 1
-        assert await other.release_conversation_claims() == 1  # b's own
-        assert [c.conversation_id for c in await store.claim_conversations(**CLAIM)] == ["c2"]
-        assert await other.release_conversation_claims(everyone=True) == 2
-        assert len(await other.claim_conversations(**CLAIM)) == 2
-        assert (await other.conversation_stats())["takeovers"] == 0  # released, not taken over
-    finally:
-        await store.stop()
-
-
-async def test_retention_deletes_activity_with_the_runs_but_not_under_a_live_lease(tmp_path):
-    store = DuckDBStore(tmp_path / "p.duckdb", coordinate=True, owner="a")
-    await store.start()
-    try:
-        await store.upsert_runs([_run(1, "c1"), _run(2, "c2")])
-        (claim,) = await store.claim_conversations(**{**CLAIM, "limit": 1})
-        await asyncio.sleep(0.05)
-        pruned = await store.prune_results(dt.datetime.now(dt.UTC))
-        assert {t: n for t, n in pruned.deleted.items() if n} == {"runs": 2, "conversation_activity": 1}
-        assert await fetch(store, "SELECT conversation_id FROM conversation_activity") == [(claim.conversation_id,)]
-        assert await store.finish_conversations([(claim.conversation_id, claim.seq)]) == 1
-    finally:
-        await store.stop()
-
-
-async def test_coordination_writes_do_not_wait_for_the_results_delay(tmp_path):
-    store = DuckDBStore(tmp_path / "d.duckdb", coordinate=True, results_delay_s=30)
-    await store.start()
-    try:
-        queued = asyncio.create_task(store.upsert_runs([_run(1, "c1")]))  # waits up to 30 s for company
-        await asyncio.sleep(0.2)
-        assert not queued.done()
-        # a judge token and a claim go at once, and take what was queued along
-        assert await asyncio.wait_for(store.take_judge_tokens("judge", 1, 10, 1), 5) == 0
-        await asyncio.wait_for(queued, 1)
-        claims = await asyncio.wait_for(store.claim_conversations(**CLAIM), 5)
-        assert [c.conversation_id for c in claims] == ["c1"]
-        assert await asyncio.wait_for(store.finish_conversations([("c1", 1)]), 5) == 1
-    finally:
-        await store.stop()
-
-
-def test_touch_stores_what_the_on_conflict_statement_did(tmp_path):
-    import duckdb
-
-    from tracescorer.store.duckdb import coordination
-    from tracescorer.store.tables import CONVERSATION_ACTIVITY_COLUMNS, create_table
-
-    states = []
-    for merges in (True, False):
-        con = duckdb.connect(str(tmp_path / f"{merges}.duckdb"))
-        con.execute(create_table("conversation_activity", CONVERSATION_ACTIVITY_COLUMNS))
-        saved, coordination._merges = coordination._merges, lambda merges=merges: merges
-        try:
-            for ids in (["c1", "c2"], ["c2", "c2", "c3"], ["c1"], []):
-                coordination.touch(con, ids)
-            con.execute(
-                "UPDATE conversation_activity SET claimed_by = 'a', scored_seq = 1 WHERE conversation_id = 'c2'"
-            )
-            coordination.touch(con, ["c2", "c4"])
-        finally:
-            coordination._merges = saved
-        states.append(
-            con.execute(
-                "SELECT conversation_id, activity_seq, scored_seq, claimed_by, takeovers, "
-                "last_activity > now() - INTERVAL 1 MINUTE FROM conversation_activity ORDER BY 1"
-            ).fetchall()
-        )
-        con.close()
-    assert states[0] == states[1]
-    assert [r[:4] for r in states[0]] == [
-        ("c1", 2, None, None),
-        ("c2", 3, 1, "a"),
-        ("c3", 1, None, None),
-        ("c4", 1, None, None),
-    ]
-
-
 class HeldSink:
     """Scores a conversation once the test lets each call go (one event per call, in order)."""
 
@@ -354,7 +220,7 @@ async def test_a_scoring_whose_claim_was_lost_does_not_finish_the_claim_taken_si
     a, _, sql = owners
     sink, metrics = HeldSink(), Metrics()
     idler = SharedIdleConversations(
-        sink, a, metrics, idle_s=0, lease_s=0.6, interval_s=0.05, max_in_flight=3, max_age_s=3600
+        sink, a, metrics, idle_s=0, lease_s=3.0, interval_s=0.05, max_in_flight=3, max_age_s=3600
     )
     await idler.start()
     try:

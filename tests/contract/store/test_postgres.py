@@ -217,36 +217,34 @@ async def test_queries_route_by_table_with_parameters_and_limits(composite):
         await composite.queries.query("SELECT * FROM scroes", max_rows=1, timeout_s=5)
 
 
-async def test_report_and_read_command_sql_runs_on_postgres(composite):
+async def test_report_and_read_command_reads_run_on_postgres(composite):
     import datetime as dt
-
-    from tracescorer.store import queries
 
     await composite.runs.upsert_runs([_run(1, "c1"), _run(2, "c1")])
     await composite.scores.write_scores([_score(1, 0.1), _score(2)], [])
     since = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
-    statements = [
-        queries.report_summary(since, None),
-        queries.report_trend(since, "s", 3600),
-        queries.report_distribution(since, None, 10),
-        queries.report_worst(since, None, 5),
-        queries.report_transcripts(["run-1"], ["c1"], 3),
-        queries.runs(conversation_id="c1"),
-        queries.scores(since=since, all_columns=True),
-        queries.trace_runs(f"{1:032x}"),
-        queries.conversation_runs("c1"),
-        queries.decisions([("run", "run-1")]),
-        queries.report_errors(since, None, 5),
-        queries.ids_equal("c1"),
-        queries.ids_starting("RUN-"),
-        queries.score_target("score-1"),
-        queries.runs_of("conversation", "c1"),
-        queries.scores(label="pass", status="ok", agent="a*", about=("trace", f"{1:032x}"), scorer_id="s"),
-        queries.scores(about=("run", "run-2")),
-        queries.scores(about=("conversation", "c1")),
-        queries.runs(run_id="run-2", newest_first=True),
+    reads = composite.reads  # the typed reads the read commands and the report make
+    results = [
+        await reads.report_summary(since, None),
+        await reads.report_trend(since, "s", 3600),
+        await reads.report_distribution(since, None, 10),
+        await reads.report_worst(since, None, 5),
+        await reads.report_transcripts(["run-1"], ["c1"], 3),
+        await reads.runs(conversation_id="c1"),
+        await reads.scores(since=since, all_columns=True),
+        await reads.trace_runs(f"{1:032x}"),
+        await reads.conversation_runs("c1"),
+        await reads.decisions([("run", "run-1")]),
+        await reads.report_errors(since, None, 5),
+        await reads.ids_equal("c1"),
+        await reads.ids_starting("RUN-"),
+        await reads.score_target("score-1"),
+        await reads.runs_of("conversation", "c1"),
+        await reads.scores(label="pass", status="ok", agent="a*", about=("trace", f"{1:032x}"), scorer_id="s"),
+        await reads.scores(about=("run", "run-2")),
+        await reads.scores(about=("conversation", "c1")),
+        await reads.runs(run_id="run-2", newest_first=True, limit=1),
     ]
-    results = [await composite.queries.query(q.sql, max_rows=100, timeout_s=10, params=q.params) for q in statements]
     summary = results[0].dicts()
     assert summary[0]["n"] == 2 and summary[0]["ok"] == 2 and float(summary[0]["cost_usd"]) == 0.1
     assert [r[0] for r in results[5].rows] == ["run-1", "run-2"]
@@ -262,7 +260,7 @@ async def test_report_and_read_command_sql_runs_on_postgres(composite):
     assert [r[0] for r in results[14].rows] == ["run-1", "run-2"]
     assert [r["id"] for r in results[15].dicts()] == []  # the scores carry no trace id, label or agent here
     assert [r["id"] for r in results[16].dicts()] == ["score-2"]
-    assert [r[0] for r in results[18].rows] == ["run-2"]
+    assert [r[0] for r in results[18].rows] == ["run-2"] and not results[18].truncated
 
 
 async def test_an_older_schema_is_upgraded_by_the_migrations_after_it(stores, pg_dsn):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import os
 import signal
 import time
@@ -18,15 +19,14 @@ from support.gate import WriterGate
 from support.records import assembly_record, numbered_run
 
 from tracescorer.config import Settings
-from tracescorer.lifecycle import Stages
-from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 from tracescorer.store.api import AssembledBefore, QueueFull, ReadOnlyViolation, StoreClosed, StoreError
 from tracescorer.store.duckdb import DuckDBStore, open_read_only
+from tracescorer.store.duckdb.keys import ASSEMBLY_KEEP
 from tracescorer.store.duckdb.layout import SPAN_LOGS
-from tracescorer.store.factory import build_span_log, build_stores
+from tracescorer.store.factory import build_span_log
 
 
 def _span(i: int, trace: int | None = None, **kw: object) -> Span:
@@ -66,21 +66,6 @@ async def store(tmp_path):
     s.observer = obs  # type: ignore[attr-defined]
     yield s
     await s.stop()
-
-
-@pytest.fixture(params=["duckdb", "postgres"])
-async def any_store(request, tmp_path):
-    """The store parts of either mode, built as the daemon builds them (a span log in DuckDB, the
-    results in the same file or in PostgreSQL): the same domain contract."""
-    store: dict[str, object] = {"path": str(tmp_path / "a.duckdb")}
-    if request.param == "postgres":
-        store |= {"backend": "postgres", "postgres": {"dsn": request.getfixturevalue("pg_dsn")}}
-    stores = build_stores(Settings.model_validate({"store": store}), Metrics(), owner="test-owner", maintenance=False)
-    stages = Stages(lambda: time.monotonic() + 30)
-    for component in stores.components:
-        await stages.enter(component)
-    yield stores
-    await stages.aclose()
 
 
 async def _count(store: DuckDBStore, table: str = "spans") -> int:
@@ -203,7 +188,7 @@ async def test_prune_deletes_by_received_at(store):
     assert await fetch(store, "SELECT name FROM spans") == [("s2",)]
 
 
-async def test_span_log_reads_and_assembly_bookkeeping(store):
+async def test_span_rows_and_assembly_records(store):
     log = LogRecord(
         time_unix_nano=5,
         observed_time_unix_nano=6,
@@ -213,21 +198,24 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
         attributes={"event.name": "gen_ai.user.message"},
     )
     await store.append(
-        [_span(7, attributes={"k": [1, 2.5, b"\x00"]}), _span(8, trace=7, parent_span_id=f"{8:016x}"), _span(9)]
+        [_span(7, attributes={"k": [1, 2.5, "x"]}), _span(8, trace=7, parent_span_id=f"{8:016x}"), _span(9)]
     )
     await store.append([], [log])
-    loaded = await store.load_traces([f"{7:032x}", f"{42:032x}"])
-    assert sorted(s.name for s in loaded[f"{7:032x}"].spans) == ["s7", "s8"]
-    assert next(s for s in loaded[f"{7:032x}"].spans if s.name == "s7").attributes == {"k": [1, 2.5, b"\x00"]}
-    assert loaded[f"{7:032x}"].logs[0].body == {"content": "hi"}
-    assert loaded[f"{42:032x}"].spans == ()
+    rows = await fetch(
+        store, "SELECT name, attributes::VARCHAR FROM spans WHERE trace_id = ? ORDER BY name", f"{7:032x}"
+    )
+    assert [r[0] for r in rows] == ["s7", "s8"] and json.loads(rows[0][1]) == {"k": [1, 2.5, "x"]}
+    assert await scalar(store, "SELECT body::VARCHAR FROM log_records WHERE trace_id = ?", f"{7:032x}") == (
+        '{"content":"hi"}'
+    )
     outcome = await store.append([_span(10, trace=7, parent_span_id=f"{8:016x}")])
     assert outcome.received_from == outcome.received_to > 0
-    window = (outcome.received_from, outcome.received_to)
-    # the exact commit range: only that append's rows
-    assert [s.name for s in (await store.load_traces([f"{7:032x}"], received=window))[f"{7:032x}"].spans] == ["s10"]
-    pending = await store.pending_traces(limit=10)
-    assert {p[0] for p in pending} == {f"{7:032x}", f"{9:032x}"} and not any(p[3] for p in pending)
+    # the commit's range is exactly that append's rows
+    window = "received_at BETWEEN to_timestamp(?) AND to_timestamp(?)"
+    assert await fetch(store, f"SELECT name FROM spans WHERE {window}", outcome.received_from, outcome.received_to) == [
+        ("s10",)
+    ]
+    assert await store.assembled_before([f"{7:032x}"]) == {}
     await store.record_assembly(
         [
             AssemblyRecord(
@@ -240,25 +228,12 @@ async def test_span_log_reads_and_assembly_bookkeeping(store):
                 unmatched_reason="no agent",
                 service_name=None,
                 root_name="s7",
+                log_offsets=(3, 9),
             )
         ]
     )
-    assert [p[0] for p in await store.pending_traces(limit=10)] == [f"{9:032x}"]
-    # a watermark past every span: recovery looks only at the recent end of the log
-    await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
-    assert await store.pending_traces(limit=10) == []
-    # worker processes: each its own mark; one with none yet (a new worker count) looks back from
-    # the oldest any consumer set
-    await store.set_assembled_through(dt.datetime.now(dt.UTC) - dt.timedelta(hours=1), "w0/2")
-    assert [p[0] for p in await store.pending_traces(limit=10, consumer="w0/2")] == [f"{9:032x}"]
-    assert await store.pending_traces(limit=10) == []
-    assert [p[0] for p in await store.pending_traces(limit=10, consumer="w1/2")] == [f"{9:032x}"]
-    # a restart's recovery lists what was stored before it; the feed brings what it stores since
-    since = await store.append([_span(11, trace=11)])
-    listed = await store.pending_traces(limit=10, consumer="w1/2", until=since.received_from)
-    assert [p[0] for p in listed] == [f"{9:032x}"]
-    listed = await store.pending_traces(limit=10, consumer="w1/2", until=since.received_to + 1)
-    assert [p[0] for p in listed] == [f"{9:032x}", f"{11:032x}"]
+    before = await store.assembled_before([f"{7:032x}", f"{9:032x}"])
+    assert list(before) == [f"{7:032x}"] and before[f"{7:032x}"].offsets == (3, 9)
 
 
 def _run(i: int, conversation: str | None = "c1", trace: int | None = None) -> AgentRun:
@@ -621,7 +596,7 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
         assert pruned.index_bytes is not None and pruned.index_bytes > 0  # DuckDB's own figure
         # ~3,700 keys to go, in slices of the oldest first: no single DELETE holds the stage writer for long
         assert 5 <= pruned.transactions <= 12
-        # no marker of assembly progress yet: recovery would look at every trace, their records stay
+        # assembled within ASSEMBLY_KEEP of the newest: a replay may still ask about them, they stay
         assert "assembled_traces" not in pruned.deleted or pruned.deleted["assembled_traces"] == 0
         runs, scores, decisions, _ = await _results(store)
         # what is left of the budget, to the batch (rows committed together carry one time)
@@ -629,9 +604,15 @@ async def test_the_key_indexes_are_kept_within_their_budget_oldest_results_first
         kept = [int(r[0].removeprefix("run-")) for r in await fetch(store, "SELECT run_id FROM runs")]
         assert kept and min(kept) > 0 and sorted(kept) == list(range(min(kept), 12 * 60))  # the newest, all of them
         assert (await store.prune_results(None)).budget_cutoff is None  # within the budget now
-        # once assembly went past them, the assembly records go too
-        await store.set_assembled_through(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+        # once the newest is ASSEMBLY_KEEP past them, the assembly records go too
         await _write_results(store, store, range(5000, 5200))
+        await store.record_assembly([assembly_record(f"{i:032x}") for i in range(5000, 5200)])
+        aged = int((ASSEMBLY_KEEP.total_seconds() + 60) * 1e6)
+        await store.write(
+            store_ops.execute,
+            "UPDATE assembled_traces SET assembled_at = assembled_at - to_microseconds(?) WHERE trace_id < ?",
+            [aged, f"{5000:032x}"],
+        )
         again = await store.prune_results(None)
         assert again.deleted.get("assembled_traces", 0) > 0 and again.keys is not None and again.keys > 1250
         assert (await store.prune_results(None)).keys <= 1250
@@ -644,20 +625,3 @@ async def test_duckdb_spills_beside_the_database_file_not_into_the_working_direc
     # the main database is attached to an in-memory one, whose own default would be ./.tmp
     rows = await store.read(store_ops.rows, "SELECT current_setting('temp_directory')", [])
     assert rows == [(str(tmp_path / "w.duckdb") + ".tmp",)]
-
-
-async def test_a_workers_recovery_lists_only_its_share_of_the_traces(store):
-    """The store's SQL share of a trace id is the feed's (:func:`tracescorer.feed.partition.of`)."""
-    import random
-
-    from tracescorer.feed.partition import of
-
-    traces = [random.getrandbits(128) for _ in range(60)]
-    await store.append([_span(i, trace=t) for i, t in enumerate(traces)])
-    every = {p[0] for p in await store.pending_traces(limit=1000)}
-    assert every == {f"{t:032x}" for t in traces}
-    for count in (2, 3):
-        got = [{p[0] for p in await store.pending_traces(limit=1000, share=(i, count))} for i in range(count)]
-        assert set().union(*got) == every and sum(map(len, got)) == len(every)
-        for index, share in enumerate(got):
-            assert all(of(bytes.fromhex(t), count) == index for t in share)

@@ -238,7 +238,7 @@ def test_offsets_tracked_handed_out_and_inherited_by_late_items() -> None:
     record still needed is what the feed keeps the segment log from; late items of an assembled
     trace start from the records it was assembled from (it is read back whole)."""
     clock = Clock()
-    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock, track_offsets=True)
+    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock)
     assert buf.oldest_offset() is None
     buf.add_spans([span(T1, "a" * 16), span(T2, "c" * 16, parent="x" * 16)], offsets=[40, 40])
     buf.add_spans([span(T1, "b" * 16, parent="a" * 16)], offsets=[10])
@@ -255,15 +255,10 @@ def test_offsets_tracked_handed_out_and_inherited_by_late_items() -> None:
     assert (late.trace_id, late.late, late.offsets) == (T1, True, (10, 40, 70, 90))
 
 
-def test_offsets_of_pending_traces_and_untracked_buffers() -> None:
+def test_offsets_of_pending_traces() -> None:
     clock = Clock()
-    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock, track_offsets=True)
+    buf = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock)
     assert buf.add_pending([(T3, 1.0, 2.0, False)], offsets={T3: [55, 20]}) == 1
     assert buf.oldest_offset() == 20
     (done,) = buf.pop_complete()
     assert (done.trace_id, done.recovered, done.offsets, done.spilled) == (T3, True, (20, 55), True)
-    plain = TraceBuffer(idle_s=5, max_wait_s=300, clock=clock)
-    plain.add_spans([span(T1, "a" * 16)], offsets=[5])
-    assert plain.oldest_offset() is None
-    clock.t += 6
-    assert plain.pop_complete()[0].offsets == ()

@@ -40,7 +40,9 @@ class Runner:
     def backlog(self) -> str | None:
         return None
 
-    async def _heal_candidates(self, scorer_ids: list[str], policy: Any, limit: int) -> list[HealCandidate]:
+    async def _heal_candidates(
+        self, scorer_ids: list[str], policy: Any, *, now: float, limit: int
+    ) -> list[HealCandidate]:
         self.read_started.set()
         await self.read_may_answer.wait()
         return [DUE]  # the row as the read saw it: still an error, due

@@ -1,31 +1,21 @@
 """The segment log on real files: offsets, group commit, the torn tail, damage, rollover and
-release, a full disk, and a writer killed between a write and its sync."""
+release, a full disk (more damage: test_damage.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
+from support.seglog import open_log, stop_log
 
-from tracescorer.seglog import LOGS, TRACES, CorruptRecord, LogClosed, LogFull, SegmentLog, written_since
+from tracescorer.seglog import LOGS, TRACES, CorruptRecord, LogClosed, LogFull, LogGap, SegmentLog, written_since
 from tracescorer.seglog.segments import HEADER, segment_name, segments
 
 
-async def _open(path: Path, **kw: object) -> SegmentLog:
-    log = SegmentLog(path, min_free_bytes=0, **kw)  # type: ignore[arg-type]
-    await log.start()
-    return log
-
-
-async def _stop(log: SegmentLog) -> None:
-    assert await log.stop(time.monotonic() + 10)
-
-
 async def test_appends_are_read_back_in_order_with_their_offsets(tmp_path):
-    log = await _open(tmp_path / "log")
+    log = await open_log(tmp_path / "log")
     try:
         payloads = [f"request {i}".encode() * (i + 1) for i in range(20)]
         offsets = [await log.append(TRACES if i % 3 else LOGS, p) for i, p in enumerate(payloads)]
@@ -39,62 +29,74 @@ async def test_appends_are_read_back_in_order_with_their_offsets(tmp_path):
         later = await asyncio.to_thread(log.read, records[9].end, len(payloads[10]))
         assert [r.offset for r in later] == [offsets[10]]
     finally:
-        await _stop(log)
+        await stop_log(log)
 
 
 async def test_concurrent_appends_share_syncs(tmp_path):
-    log = await _open(tmp_path / "log")
+    log = await open_log(tmp_path / "log")
     try:
         offsets = await asyncio.gather(*(log.append(TRACES, b"x" * 1000) for _ in range(200)))
         assert len(set(offsets)) == 200
         assert log.syncs < 200  # group commit: one fdatasync answered many appends
     finally:
-        await _stop(log)
+        await stop_log(log)
 
 
-async def test_a_torn_tail_is_cut_off_at_open_and_appends_go_on_after_the_last_whole_record(tmp_path):
+async def test_a_torn_tail_is_padded_over_at_open_and_appends_go_on_past_it(tmp_path):
     path = tmp_path / "log"
-    log = await _open(path)
+    log = await open_log(path)
     kept = [await log.append(TRACES, b"acknowledged %d" % i) for i in range(5)]
     end = log.end_offset
-    await _stop(log)
+    await stop_log(log)
     (_, segment), *_ = segments(path)
     with open(segment, "ab") as fh:  # a crash in the middle of a write: a header and half a payload
         fh.write(HEADER.pack(1000, 0, TRACES) + b"half")
-    log = await _open(path)
+    physical = segment.stat().st_size
+    log = await open_log(path)
     try:
-        assert log.end_offset == end
+        assert [(d.start, d.end) for d in log.damage] == [(end, physical)]
+        # the log's end does not move back: an offset past the torn bytes is never handed out again
+        assert log.end_offset == physical
         assert [r.offset for r in await asyncio.to_thread(log.read, 0, 1 << 20)] == kept
-        assert await log.append(TRACES, b"after") == end
+        with pytest.raises(LogGap) as gap:  # the pad: no record, not damage
+            await asyncio.to_thread(log.read, end, 1 << 20)
+        assert not isinstance(gap.value, CorruptRecord) and (gap.value.offset, gap.value.resume) == (end, physical)
+        assert await log.append(TRACES, b"after") == physical
     finally:
-        await _stop(log)
+        await stop_log(log)
+    log = await open_log(path)  # the pad is a whole record: nothing to report again
+    try:
+        assert log.damage == [] and log.end_offset > physical
+    finally:
+        await stop_log(log)
 
 
 async def test_a_damaged_record_in_a_sealed_segment_is_reported_with_its_offset(tmp_path):
     path = tmp_path / "log"
-    log = await _open(path, segment_bytes=200)
+    log = await open_log(path, segment_bytes=200)
     offsets = [await log.append(TRACES, bytes([i]) * 120) for i in range(4)]
-    await _stop(log)
+    await stop_log(log)
     found = segments(path)
     assert len(found) >= 3  # one record a segment past 200 bytes
     base, first = found[0]
     data = bytearray(first.read_bytes())
     data[HEADER.size + 5] ^= 0xFF  # a flipped bit in the first record's payload
     first.write_bytes(bytes(data))
-    log = await _open(path, segment_bytes=200)
+    log = await open_log(path, segment_bytes=200)
     try:
         with pytest.raises(CorruptRecord) as damaged:
             await asyncio.to_thread(log.read, 0, 1 << 20)
         assert damaged.value.offset == offsets[0] == base
+        assert damaged.value.resume == offsets[1] and damaged.value.segment == first.name
         # the records after it, in later segments, are still read
         assert [r.offset for r in await asyncio.to_thread(log.read, offsets[1], 1 << 20)] == offsets[1:]
     finally:
-        await _stop(log)
+        await stop_log(log)
 
 
 async def test_segments_roll_over_and_are_released_once_passed(tmp_path):
     path = tmp_path / "log"
-    log = await _open(path, segment_bytes=1000)
+    log = await open_log(path, segment_bytes=1000)
     try:
         offsets = [await log.append(TRACES, b"y" * 300) for _ in range(10)]
         found = segments(path)
@@ -107,7 +109,7 @@ async def test_segments_roll_over_and_are_released_once_passed(tmp_path):
         assert [r.offset for r in await asyncio.to_thread(log.read, offsets[6], 1 << 20)] == offsets[6:]
         assert log.release_before(log.end_offset) >= 0 and segments(path)  # the one being written stays
     finally:
-        await _stop(log)
+        await stop_log(log)
 
 
 async def test_a_full_disk_refuses_appends_before_writing_anything(tmp_path):
@@ -118,13 +120,13 @@ async def test_a_full_disk_refuses_appends_before_writing_anything(tmp_path):
             await log.append(TRACES, b"refused")
         assert log.end_offset == 0 and segments(tmp_path / "log")[0][1].stat().st_size == 0
     finally:
-        await _stop(log)
+        await stop_log(log)
 
 
 async def test_nothing_is_taken_after_stop(tmp_path):
-    log = await _open(tmp_path / "log")
+    log = await open_log(tmp_path / "log")
     await log.append(TRACES, b"before")
-    await _stop(log)
+    await stop_log(log)
     with pytest.raises(LogClosed):
         await log.append(TRACES, b"after")
 

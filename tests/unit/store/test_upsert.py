@@ -180,3 +180,51 @@ def test_json_columns_without_arrows_json_type_are_cast_as_before(con, monkeypat
         ("a", '{"x":[1,2.5]}', "JSON"),
         ("b", None, "JSON"),
     ]
+
+
+class _Explaining:
+    """A connection that keeps the plan of each query it runs that reads rows back (SELECT)."""
+
+    def __init__(self, con) -> None:
+        self._con = con
+        self.plans: list[str] = []
+
+    def execute(self, sql, params=None):
+        if sql.startswith(("SELECT", "WITH")):  # the plan is settled at execution: EXPLAIN ANALYZE shows it
+            self.plans.append(
+                "\n".join(str(r[1]) for r in self._con.execute(f"EXPLAIN ANALYZE {sql}", params).fetchall())
+            )
+        return self._con.execute(sql, params) if params is not None else self._con.execute(sql)
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def test_rows_stored_as_they_are_already_are_left_with_their_stamps_and_said(con):
+    con.execute("INSERT INTO t SELECT md5(i::VARCHAR), i, now(), now() FROM range(50000) r(i)")
+    _upsert(con, [("a", 1), ("b", 2), ("c", None)])
+    con.execute("CHECKPOINT")
+    before = {r[0]: r[1:] for r in con.execute("SELECT id, value, created_at, updated_at FROM t").fetchall()}
+    time.sleep(0.01)  # a replacement's updated_at is later than the stored one's
+    explaining, same = _Explaining(con), {"x"}
+    con.execute("BEGIN")
+    rows = [("a", 1), ("b", 20), ("c", None), ("new", 4), ("a", 1)]
+    n = upsert(
+        explaining,
+        "t",
+        COLUMNS,
+        "id",
+        rows,
+        stamps={"created_at": "now()", "updated_at": "now()"},
+        keep=("created_at",),
+        same=same,
+    )
+    con.execute("COMMIT")
+    assert n == 2 and same == {"x", "a", "c"}  # b replaced, new inserted; a and c (NULL as NULL) left
+    after = {r[0]: r[1:] for r in con.execute("SELECT id, value, created_at, updated_at FROM t").fetchall()}
+    assert after["a"] == before["a"] and after["c"] == before["c"]
+    assert after["b"][:2] == (20, before["b"][1]) and after["b"][2] > before["b"][2]
+    assert after["new"][0] == 4
+    # the stored rows were read (once) through the key's index, not by a scan of the table
+    [plan] = explaining.plans
+    assert "Index Scan" in plan and "Sequential Scan" not in plan, plan

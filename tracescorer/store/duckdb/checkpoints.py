@@ -3,7 +3,8 @@
 DuckDB's own checkpoint runs inside a commit and holds every write of its database for its
 length; here a thread checkpoints on a cursor of its own, and a span log only after telemetry has
 moved to the other one (see :mod:`tracescorer.store.duckdb.layout`), so no acknowledgement waits
-for a checkpoint.
+for a checkpoint. No checkpoint starts while the disk is short of the store's reserve
+(:mod:`tracescorer.store.duckdb.space`): one that failed for space would invalidate its database.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import duckdb
 
 from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import layout
+from tracescorer.store.duckdb.space import DiskReserve
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")
 
@@ -38,6 +40,7 @@ class Checkpoints:
     _log_in_use: str | None
     _checkpoints: list[tuple[str, float]]
     _checkpoints_lock: threading.Lock
+    _reserve: DiskReserve
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         raise NotImplementedError
@@ -68,6 +71,8 @@ class Checkpoints:
                         continue
                 except OSError:
                     continue
+                if self._reserve.short():  # none below the reserve: looked at again next time
+                    break
                 if catalog in layout.SPAN_LOGS and not self._move_appends_off(catalog):
                     continue
                 self._checkpoint(catalog)

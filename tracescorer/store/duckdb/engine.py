@@ -15,7 +15,10 @@ socketpair (:mod:`tracescorer.ipc`):
 
 The writers' queues, how a writer takes a batch and how a batch's writes run are in
 :mod:`tracescorer.store.duckdb.batches`; checkpoints and refused telemetry are the mixins
-:mod:`~tracescorer.store.duckdb.checkpoints` and :mod:`~tracescorer.store.duckdb.rejects`.
+:mod:`~tracescorer.store.duckdb.checkpoints` and :mod:`~tracescorer.store.duckdb.rejects`. Below
+the disk reserve (:mod:`tracescorer.store.duckdb.space`) nothing is committed nor checkpointed:
+the writers wait for space (a job a little while, then it is refused as retryable), and go on by
+themselves once it is back.
 
 A failed transaction is rolled back and its jobs are retried one by one, so one bad job fails
 alone; a telemetry job whose rows the database refuses for their values is split until the bad
@@ -44,6 +47,7 @@ from tracescorer.store.duckdb.checkpoints import Checkpoints
 from tracescorer.store.duckdb.database import open_database
 from tracescorer.store.duckdb.querybox import QueryBox
 from tracescorer.store.duckdb.rejects import DATA_ERRORS, Rejects
+from tracescorer.store.duckdb.space import WAIT_S, DiskReserve
 from tracescorer.store.duckdb.wire import EXIT_INVALIDATED, QUERY, READ, TELEMETRY, EngineOptions, Failure
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
@@ -98,6 +102,7 @@ class Engine(Checkpoints, Rejects):
         self._checkpoints: list[tuple[str, float]] = []
         self._checkpoints_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._reserve = DiskReserve(None if options.path == ":memory:" else options.path, options.min_free_bytes)
 
     def _cursor(self) -> Connection:
         """A cursor of the connection in the main catalog (see :func:`tracescorer.store.duckdb.layout.connect`)."""
@@ -137,6 +142,15 @@ class Engine(Checkpoints, Rejects):
             thread.join(max(0.0, deadline - time.monotonic()))
         drained = not any(t.is_alive() for t in self._threads)
         if drained:
+            if self._reserve.short():
+                # a checkpoint failing for space would invalidate its database, and DuckDB
+                # checkpoints each database it closes: left open, the process exits without
+                log.warning(
+                    "not checkpointed at close: the disk of %s has %d bytes free (the WALs are replayed at the next start)",
+                    self.options.path,
+                    self._reserve.free(),
+                )
+                return drained
             try:
                 for catalog in (*layout.SPAN_LOGS, self._catalog):
                     self._con.execute(f"CHECKPOINT {layout.quote(catalog)}")
@@ -170,6 +184,8 @@ class Engine(Checkpoints, Rejects):
 
     def _writer(self, q: WriteQueue, own_cursor: bool) -> None:
         while (batch := q.take(self.options.max_batch_items)) is not None:
+            if not (batch := self._with_room(batch)):
+                continue
             try:
                 # the stage writer's transactions run beside the telemetry writer's on a cursor
                 # of their own, a fresh one per batch
@@ -187,6 +203,20 @@ class Engine(Checkpoints, Rejects):
                 log.exception("writer failed")
                 for job in batch:
                     self._reply(job.req_id, False, Failure("StoreError", f"write failed: {exc}"), self._meta())
+
+    def _with_room(self, batch: list[Job]) -> list[Job]:
+        """The jobs of ``batch`` to commit once the disk has the store's reserve free
+        (:mod:`tracescorer.store.duckdb.space`); those that waited ``WAIT_S`` for it, and at a stop
+        all still waiting, are refused as retryable (their callers try again)."""
+        while batch and not self._reserve.wait(self._stopping, min(job.queued_at for job in batch) + WAIT_S):
+            now, waiting = time.monotonic(), []
+            for job in batch:
+                if self._stopping.is_set() or now - job.queued_at >= WAIT_S:
+                    self._reply(job.req_id, False, Failure("StoreUnavailable", self._reserve.describe()), self._meta())
+                else:
+                    waiting.append(job)
+            batch = waiting
+        return batch
 
     def _prepare(self, batch: list[Job]) -> None:
         """Columns -> Arrow per telemetry job, before the transaction: a job whose values do not

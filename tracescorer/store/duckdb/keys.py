@@ -17,7 +17,11 @@ from typing import Any
 
 from tracescorer.store.api import ResultsPruned
 from tracescorer.store.duckdb.jobs import Jobs
-from tracescorer.store.duckdb.spanlog import assembled_marks, forget_marks, recovery_since
+
+#: assembly records this much older than the newest are deleted with the results: a replay of the
+#: segment log after a restart reaches back to the oldest trace not assembled yet (assembly.max_wait_s
+#: before the stop, a backlog aside), and a replayed trace is told from a new one by its record
+ASSEMBLY_KEEP = dt.timedelta(hours=1)
 
 #: bytes of index memory budgeted per key (the measured 66-74, and a margin)
 KEY_BYTES = 80
@@ -33,15 +37,11 @@ _TABLES: dict[str, tuple[int, str]] = {
     "score_deliveries": (1, "score_version"),
     "assembled_traces": (1, "assembled_at"),
     "evaluations": (1, "received_at"),  # other tools' evaluations; human labels are kept
-    # a coordinating store's conversations (empty otherwise): they go with their runs
-    "conversation_activity": (1, "last_activity"),
 }
 
 _BEFORE = {
     # a delivery's version is its score's updated_at in epoch us: compared as stored, so row groups are skipped
     "score_deliveries": "score_version < epoch_us(?::TIMESTAMPTZ)",
-    # never under a live lease: its worker's finish would find it gone (a new run starts a new row)
-    "conversation_activity": "last_activity < ? AND (claimed_until IS NULL OR claimed_until < now())",
 }
 
 
@@ -143,29 +143,26 @@ def delete_before(con: Any, before: dt.datetime, keep_assembly_after: dt.datetim
     return deleted
 
 
+def assembly_keep_after(con: Any) -> dt.datetime:
+    """Assembly records assembled after this are kept (:data:`ASSEMBLY_KEEP` before the newest)."""
+    rows = con.execute("SELECT max(assembled_at) FROM assembled_traces").fetchall()
+    newest = rows[0][0] if rows and rows[0][0] is not None else None
+    if newest is None:
+        return dt.datetime.fromtimestamp(0, dt.UTC)
+    if newest.tzinfo is None:
+        newest = newest.replace(tzinfo=dt.UTC)
+    keep: dt.datetime = newest - ASSEMBLY_KEEP
+    return keep
+
+
 class RetentionPart(Jobs):
     """Results retention within the key-index budget (run by :mod:`tracescorer.store.maintenance`)."""
 
     max_index_keys: int
     prune_slice_keys: int
-    assembly_consumers: tuple[str, ...]
-
-    async def current_marks(self) -> dict[str, str]:
-        """The assembled-through marks of this daemon's feeds. Once each of them has its own, the
-        marks of feeds it no longer runs (another worker count before) are deleted: assembly
-        records are deleted by the current marks only (the traces the recovery of this daemon's
-        feeds may still look at keep theirs, else they would be assembled again), so an old mark
-        must not send a later start's recovery back past records deleted since."""
-        marks = await self.read(assembled_marks)
-        current = self.assembly_consumers
-        stale = [c for c in marks if c not in current]
-        if stale and all(c in marks for c in current):
-            await self.write(forget_marks, stale)
-            marks = {c: marks[c] for c in current}
-        return marks
 
     async def prune_results(self, older_than: dt.datetime | None) -> ResultsPruned:
-        keep_after = recovery_since(await self.current_marks(), self.assembly_consumers)
+        keep_after = await self.read(assembly_keep_after)
         plan = await self.read(plan_prune, older_than, self.max_index_keys, keep_after, self.prune_slice_keys)
         deleted: dict[str, int] = {}
         for before in plan["steps"]:  # a transaction each: the stage writer's other writes run between them

@@ -102,6 +102,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "conversation scores name the activity they were computed for (a late write of an older one loses)",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS activity_seq BIGINT",),
     ),
+    Migration(
+        15,
+        "worker processes no longer coordinate through the store (one owner per conversation and per rate share)",
+        ("DROP TABLE IF EXISTS conversation_activity", "DROP TABLE IF EXISTS judge_tokens"),
+    ),
 )
 
 BASELINE_VERSION = 1

@@ -36,6 +36,7 @@ from tracescorer.lifecycle import seconds_left
 from tracescorer.store.api import DataError, QueryResult, ReadOnlyViolation, StoreClosed, StoreError, StoreUnavailable
 from tracescorer.store.duckdb import wire
 from tracescorer.store.duckdb.jobs import Jobs
+from tracescorer.store.errors import DiskFull
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,6 +46,7 @@ _ERRORS: dict[str, type[StoreError]] = {
     "DataError": DataError,
     "ReadOnlyViolation": ReadOnlyViolation,
     "StoreClosed": StoreClosed,
+    "StoreUnavailable": StoreUnavailable,
 }
 
 
@@ -86,9 +88,11 @@ class StoreProcess(Jobs):
         threads: int | None = 1,
         readers: int = 2,
         results_delay_s: float = 0.0,
+        min_free_bytes: int = 32 << 20,
         query_max_concurrent: int = 2,
         query_memory_limit: str = "512MB",
         query_max_result_bytes: int = 64 << 20,
+        query_grace_s: float = 2.0,
         duckdb_settings: Mapping[str, str] | None = None,
         attach_fd: int | None = None,
     ) -> None:
@@ -103,9 +107,11 @@ class StoreProcess(Jobs):
             compression=compression,
             duckdb_threads=threads,
             results_delay_s=results_delay_s,
+            min_free_bytes=min_free_bytes,
             query_max_concurrent=query_max_concurrent,
             query_memory_limit=query_memory_limit,
             query_max_result_bytes=query_max_result_bytes,
+            query_grace_s=query_grace_s,
             settings=dict(duckdb_settings or {}),
         )
         self._observer: CommitObserver = observer or _NullObserver()
@@ -208,6 +214,8 @@ class StoreProcess(Jobs):
             channel.close()
             attach_parent.close()
             await process.wait()
+            if first is not None and first[2].kind == "DiskFull":
+                raise DiskFull(first[2].message)  # it names the file and its disk's free space
             why = first[2].message if first is not None else f"the store process exited ({process.returncode})"
             raise StoreError(f"cannot open database {self.path}: {why}")
         self._channel, self._process = channel, process

@@ -16,9 +16,9 @@ lower priority too): the pipeline's reader threads never wait for a query.
 
 ``store.query_max_concurrent`` queries run at once (one worker thread and query process each; the
 ops API refuses more, retryable); a query past ``store.query_timeout_s`` is interrupted by its
-process, and past a grace of :data:`GRACE_S` more its process is killed and a new one started
-for the next query. Each scan reads in its own read transaction: two tables of one query may be
-read a moment apart.
+process, and past a grace (``EngineOptions.query_grace_s``, 2 s) more its process is killed and a
+new one started for the next query. Each scan reads in its own read transaction: two tables of one
+query may be read a moment apart.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ Reply = Callable[[int, bool, Any, dict[str, Any]], None]
 
 #: rows per Arrow batch a scan sends (one batch in flight per scan)
 BATCH_ROWS = 2048
-#: after a query's own timeout (its process interrupts it), how long before its process is killed
-GRACE_S = 2.0
 _START_S = 60.0
 
 
@@ -115,7 +113,7 @@ class _QueryProcess:
     def query(self, sql: str, params: list[Any], max_rows: int, timeout_s: float) -> QueryResult:
         self._timed_out = False
         self.store_error = None
-        timer = threading.Timer(timeout_s + GRACE_S, self._stop_at_timeout)
+        timer = threading.Timer(timeout_s + self._box.options.query_grace_s, self._stop_at_timeout)
         timer.daemon = True
         timer.start()
         scans: dict[int, _Scan] = {}

@@ -40,12 +40,13 @@ def run_read_query(con: Any, sql: str, *, max_rows: int, timeout_s: float, param
         raise StoreError(str(exc)) from None
 
 
-def open_read_only(path: str | Path) -> Any:
-    """Open a database file read-only with the query lockdown (fails while a daemon holds it)."""
+def open_read_only(path: str | Path, config: dict[str, Any] | None = None) -> Any:
+    """Open a database file read-only with the query lockdown (fails while a daemon holds it);
+    ``config``: further DuckDB settings."""
     from tracescorer.store.duckdb import readonly
 
     try:
-        return readonly.connect(path)
+        return readonly.connect(path, config)
     except readonly.QueryError as exc:
         raise (StoreLocked if "lock" in str(exc).lower() else StoreError)(str(exc)) from None
 

@@ -1,12 +1,12 @@
-"""Domain objects <-> column lists for the span log (no DuckDB here: plain data both ways)."""
+"""Domain objects -> column lists for the span rows (no DuckDB here: plain data)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from tracescorer.model import LogRecord, Resource, Scope, Span, SpanEvent, SpanLink
-from tracescorer.store.jsonvalue import dumpb, loads
+from tracescorer.model import LogRecord, Span, SpanEvent, SpanLink
+from tracescorer.store.jsonvalue import dumpb
 
 # Value order of span_rows()/log_rows() tuples: tracescorer.store.duckdb.appends.SPAN_INPUT / LOG_INPUT.
 
@@ -146,77 +146,3 @@ def log_rows(
         except (TypeError, ValueError) as exc:
             rejected.append((i, f"log record: {exc}"))
     return out, rejected
-
-
-# --- back to domain objects (span log readers: assembly recovery, re-assembly) -------------------
-
-SPAN_SELECT = """
-SELECT trace_id, span_id, parent_span_id, trace_state, flags, name, kind, start_time_unix_nano,
-  end_time_unix_nano, status_code, status_message, scope_name, scope_version,
-  resource_attributes, scope_attributes, attributes, events, links, dropped_attributes_count,
-  dropped_events_count, dropped_links_count, resource_schema_url, scope_schema_url
-FROM spans
-"""
-
-LOG_SELECT = """
-SELECT time_unix_nano, observed_time_unix_nano, severity_number, severity_text, event_name, body,
-  attributes, trace_id, span_id, flags, dropped_attributes_count, scope_name, scope_version,
-  resource_attributes, scope_attributes, resource_schema_url, scope_schema_url
-FROM log_records
-"""
-
-
-def span_from_row(row: Sequence[Any]) -> Span:
-    (trace_id, span_id, parent, trace_state, flags, name, kind, start, end, code, message,
-     scope_name, scope_version, res_attrs, scope_attrs, attrs, events, links, d_attrs, d_events,
-     d_links, res_url, scope_url) = row  # fmt: skip
-    return Span(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent,
-        name=name,
-        kind=kind,
-        start_time_unix_nano=start,
-        end_time_unix_nano=end,
-        status_code=code,
-        status_message=message,
-        attributes=loads(attrs),
-        events=tuple(
-            SpanEvent(
-                name=e["name"],
-                time_unix_nano=e["time_unix_nano"],
-                attributes=e["attributes"],
-                dropped_attributes_count=e["dropped_attributes_count"],
-            )
-            for e in loads(events)
-        ),
-        links=tuple(SpanLink(**link) for link in loads(links)),
-        resource=Resource(attributes=loads(res_attrs), schema_url=res_url),
-        scope=Scope(name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url),
-        trace_state=trace_state,
-        flags=flags,
-        dropped_attributes_count=d_attrs,
-        dropped_events_count=d_events,
-        dropped_links_count=d_links,
-    )
-
-
-def log_from_row(row: Sequence[Any]) -> LogRecord:
-    (time_ns, observed_ns, severity_number, severity_text, event_name, body, attrs, trace_id,
-     span_id, flags, d_attrs, scope_name, scope_version, res_attrs, scope_attrs, res_url,
-     scope_url) = row  # fmt: skip
-    return LogRecord(
-        time_unix_nano=time_ns,
-        observed_time_unix_nano=observed_ns,
-        severity_number=severity_number,
-        severity_text=severity_text,
-        event_name=event_name,
-        body=loads(body),
-        attributes=loads(attrs),
-        trace_id=trace_id,
-        span_id=span_id,
-        flags=flags,
-        dropped_attributes_count=d_attrs,
-        resource=Resource(attributes=loads(res_attrs), schema_url=res_url),
-        scope=Scope(name=scope_name, version=scope_version, attributes=loads(scope_attrs), schema_url=scope_url),
-    )

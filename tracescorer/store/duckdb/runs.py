@@ -1,9 +1,4 @@
-"""The DuckDB store's runs part: runs upserted by assembly, read back by scoring and backfills.
-
-A store that coordinates its clients (``coordinate``: worker processes sharing the store process)
-also marks the stored runs' conversations active, in the same transaction
-(:func:`tracescorer.store.duckdb.coordination.touch`); one that does not pays nothing for it.
-"""
+"""The DuckDB store's runs part: runs upserted by assembly, read back by scoring and backfills."""
 
 from __future__ import annotations
 
@@ -12,7 +7,6 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from tracescorer.model import AgentRun, Conversation
-from tracescorer.store.duckdb.coordination import touch
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
 from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
@@ -24,20 +18,14 @@ class RunsPart(Jobs):
     """:class:`~tracescorer.store.api.RunStore` on the store process."""
 
     _new_traces: NewTraces
-    coordinate: bool
 
     async def upsert_runs(
         self, runs: Sequence[AgentRun], *, replace_traces: Sequence[str] = (), new_traces: Collection[str] = ()
     ) -> None:
         new = set(new_traces)
         self._new_traces.assembled(new, [*replace_traces, *(r.trace_id for r in runs if r.trace_id not in new)])
-        active = sorted({r.conversation_id for r in runs if r.conversation_id}) if self.coordinate else []
         await self.write(
-            upsert_runs,
-            [run_to_row(r) for r in runs],
-            list(replace_traces),
-            active,
-            [r.trace_id in new for r in runs],
+            upsert_runs, [run_to_row(r) for r in runs], list(replace_traces), [r.trace_id in new for r in runs]
         )
 
     async def load_runs(self, run_ids: Sequence[str]) -> list[AgentRun]:
@@ -79,14 +67,10 @@ def upsert_run_rows(con: Any, rows: Sequence[Sequence[Any]], new: Sequence[bool]
 
 @coalescable
 @hinted()
-def upsert_runs(
-    con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str], active: Sequence[str], new: Sequence[bool]
-) -> int:
+def upsert_runs(con: Any, run_rows: Sequence[Row], replace_traces: Sequence[str], new: Sequence[bool]) -> int:
     """Upsert runs; for re-assembled traces drop runs that the new extraction no longer has
-    (e.g. the root arrived late and the agent span changed); mark the ``active`` conversations
-    active now (a coordinating store: their runs are among these)."""
+    (e.g. the root arrived late and the agent span changed)."""
     written = upsert_run_rows(con, run_rows, new)
-    touch(con, active)
     current = {r[0] for r in run_rows}
     stale: list[str] = []
     for part in chunks(list(replace_traces)):  # through the runs_trace index, not a scan of every run

@@ -29,7 +29,6 @@ class ScoresPart(Jobs):
     """:class:`~tracescorer.store.api.ScoreStore` on the store process."""
 
     _new_traces: NewTraces
-    coordinate: bool
 
     async def write_scores(self, scores: Sequence[ScoreRecord], decisions: Sequence[DecisionRecord]) -> None:
         fresh = self._new_traces
@@ -55,10 +54,8 @@ class ScoresPart(Jobs):
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
     ) -> PendingRecovery:
-        # coordinating clients: a conversation stays due (claims) until a scoring finishes it; only
-        # what the claims never saw (runs stored while the daemon ran without workers) is recovered
         runs, conversations = await self.read(
-            unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s, self.coordinate
+            unscored_recent, list(run_scorer_ids), list(conversation_scorer_ids), window_s
         )
         decided = {("run", r[0]): frozenset(d) for r, d in runs}
         decided.update({("conversation", c): frozenset(d) for c, d in conversations})
@@ -67,11 +64,11 @@ class ScoresPart(Jobs):
         )
 
     async def heal_candidates(
-        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, now: float, limit: int
     ) -> list[HealCandidate]:
         if not scorer_ids or policy.max_attempts <= 0:
             return []
-        rows = await self.read(heal_candidates, list(scorer_ids), *policy.query_args(), limit)
+        rows = await self.read(heal_candidates, list(scorer_ids), *policy.query_args(), now, limit)
         return [HealCandidate(*row) for row in rows]
 
 
@@ -87,12 +84,12 @@ _SCORE_JSON = json_fields(ScoreRecord)
 def write_scores(
     con: Any, scores: Sequence[Row], decisions: Sequence[Row], new_scores: Sequence[bool], new_decisions: Sequence[bool]
 ) -> None:
-    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again; a
-    conversation score of an older activity than the stored one's is left out (:func:`_newest`)."""
-    scores, new_scores, stale = _newest(con, scores, new_scores)
-    if stale:
-        kept = without_scores(decisions, stale)
-        decisions, new_decisions = [decisions[i] for i in kept], [new_decisions[i] for i in kept]
+    """Upsert score rows (``SCORE_FIELDS`` order) and decisions; a re-score is exported again. Left
+    out, with their decisions: a conversation score of an older activity than the stored one's
+    (:func:`_newest`), and a score row stored as it is already (the same rows sent again: its first
+    write's stamps stay, so it is exported once)."""
+    scores, new_scores, left = _newest(con, scores, new_scores)
+    same: set[str] = set()
     upsert(
         con,
         "scores",
@@ -104,7 +101,11 @@ def write_scores(
         keep=("created_at",),
         new=new_scores,
         json=_SCORE_JSON,
+        same=same,
     )
+    if left or same:
+        kept = without_scores(decisions, left | same)
+        decisions, new_decisions = [decisions[i] for i in kept], [new_decisions[i] for i in kept]
     upsert(
         con, "scoring_decisions", DECISION_FIELDS, "id", decisions, stamps={"decided_at": "now()"}, new=new_decisions
     )
@@ -149,12 +150,11 @@ def spent_today_by_scorer(con: Any, scorer_ids: Sequence[str]) -> list[tuple[str
 
 
 def unscored_recent(
-    con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float, untracked: bool = False
+    con: Any, run_scorers: Sequence[str], conversation_scorers: Sequence[str], window_s: float
 ) -> tuple[list[tuple[Row, list[str]]], list[tuple[str, list[str]]]]:
     """Runs updated in the window that some run scorer has not decided, and conversations whose
-    newest run is newer than some conversation scorer's decision (``untracked``: only those whose
-    newest run's activity ``conversation_activity`` does not have, which claims never see: stored
-    while no client coordinated); each with the scorers that did decide."""
+    newest run is newer than some conversation scorer's decision; each with the scorers that did
+    decide."""
     since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window_s)
     runs: list[tuple[Row, list[str]]] = []
     if run_scorers:
@@ -173,18 +173,12 @@ def unscored_recent(
         runs = [(tuple(r[:n]), list(r[n])) for r in rows]
     conversations: list[tuple[str, list[str]]] = []
     if conversation_scorers:
-        # a run's activity is stamped in its transaction, after its updated_at (the transaction's start)
-        tracked = (
-            "WHERE NOT EXISTS (SELECT 1 FROM conversation_activity a WHERE a.conversation_id = c.conversation_id "
-            "AND a.last_activity >= c.last - INTERVAL 1 SECOND) "
-        )
         rows = con.execute(
             "WITH c AS (SELECT conversation_id, max(updated_at) AS last FROM runs WHERE conversation_id IS NOT NULL "
             "AND updated_at >= ? GROUP BY conversation_id) "
             "SELECT c.conversation_id, coalesce(list(DISTINCT d.scorer_id) FILTER (d.scorer_id IS NOT NULL), []) "
             "FROM c LEFT JOIN scoring_decisions d ON d.target_type = 'conversation' AND d.target_id = c.conversation_id "
             "AND d.decided_at >= c.last AND list_contains(?::VARCHAR[], d.scorer_id) "
-            + (tracked if untracked else "")
             + "GROUP BY c.conversation_id HAVING count(DISTINCT d.scorer_id) < ? ORDER BY min(c.last)",
             [since, list(conversation_scorers), len(set(conversation_scorers))],
         ).fetchall()
@@ -199,19 +193,30 @@ def heal_candidates(
     max_age_s: float,
     initial_backoff_s: float,
     max_backoff_s: float,
+    now: float,
     limit: int,
 ) -> list[Row]:
-    """Transient error scores due a re-score (:meth:`ScoreStore.heal_candidates`); ``updated_at``
-    bounds the scan first (row groups are skipped by their min/max)."""
+    """Transient error scores due a re-score at ``now`` (epoch s; :meth:`ScoreStore.heal_candidates`);
+    ``updated_at`` bounds the scan first (row groups are skipped by their min/max). The backoff is
+    :meth:`HealPolicy.backoff_s` again, in SQL: the LIMIT is to pick among the due rows."""
     return [
         tuple(r)
         for r in con.execute(
             "SELECT id, scorer_id, CASE WHEN entity_type = 'conversation' THEN 'conversation' ELSE 'run' END, "
             "CASE WHEN entity_type = 'conversation' THEN conversation_id ELSE run_id END, coalesce(heal_attempts, 0) "
-            "FROM scores WHERE updated_at >= now() - to_seconds(?::DOUBLE) AND created_at >= now() - to_seconds(?::DOUBLE) "
-            "AND status = 'error' AND error_class = 'transient' AND list_contains(?::VARCHAR[], scorer_id) "
-            "AND coalesce(heal_attempts, 0) < ? AND updated_at + to_seconds(least(?::DOUBLE * pow(2, "
-            "coalesce(heal_attempts, 0)), ?::DOUBLE)) <= now() ORDER BY updated_at LIMIT ?",
-            [max_age_s, max_age_s, list(scorer_ids), max_attempts, initial_backoff_s, max_backoff_s, limit],
+            "FROM scores WHERE updated_at >= to_timestamp($now) - to_seconds($max_age::DOUBLE) "
+            "AND created_at >= to_timestamp($now) - to_seconds($max_age::DOUBLE) "
+            "AND status = 'error' AND error_class = 'transient' AND list_contains($ids::VARCHAR[], scorer_id) "
+            "AND coalesce(heal_attempts, 0) < $attempts AND updated_at + to_seconds(least($initial::DOUBLE * pow(2, "
+            "coalesce(heal_attempts, 0)), $cap::DOUBLE)) <= to_timestamp($now) ORDER BY updated_at LIMIT $limit",
+            {
+                "now": now,
+                "max_age": max_age_s,
+                "ids": list(scorer_ids),
+                "attempts": max_attempts,
+                "initial": initial_backoff_s,
+                "cap": max_backoff_s,
+                "limit": limit,
+            },
         ).fetchall()
     ]

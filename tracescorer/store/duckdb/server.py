@@ -24,6 +24,7 @@ from tracescorer.runtime import tune_gc
 from tracescorer.store.duckdb.clients import Clients
 from tracescorer.store.duckdb.engine import Engine
 from tracescorer.store.duckdb.wire import CLOSE, EngineOptions, Failure
+from tracescorer.store.errors import disk_full
 
 log = logging.getLogger("tracescorer.store.duckdb.engine")  # run as __main__ in the store process
 #: what the commit of the queue and the checkpoint get at least, when attached clients took the deadline
@@ -40,7 +41,9 @@ def serve(sock: socket.socket, options: EngineOptions, attach_sock: socket.socke
     try:
         engine = Engine(options, clients.reply)
     except Exception as exc:  # noqa: BLE001 - reported to the daemon, which names the file
-        chan.send((0, False, Failure("StoreError", f"{type(exc).__name__}: {exc}"), {}))
+        full = disk_full(options.path, exc)  # names the path and the free space itself
+        failure = Failure("DiskFull", str(full)) if full else Failure("StoreError", f"{type(exc).__name__}: {exc}")
+        chan.send((0, False, failure, {}))
         chan.close()
         return False
     chan.send((0, True, os.getpid(), {}))

@@ -5,10 +5,11 @@ per consumer protocol of :mod:`tracescorer.store.api`, each part in the module t
 the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`~.runs.RunsPart`,
 :class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
 :class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
-:class:`~.keys.RetentionPart` (results retention within the key-index budget) and
-:class:`~.coordination.CoordinationPart` (conversation claims and judge token buckets shared by the
-clients of one store process, as ``owner``; conversation activity is recorded with the runs when
-the store is made with ``coordinate``).
+:class:`~.keys.RetentionPart` (results retention within the key-index budget),
+:class:`~.reads.ReadsPart` (the product's own reads, on the store process's readers). Nothing is
+coordinated between the store's clients (the daemon and its workers): each piece of shared state
+has one owner in the daemon (conversations: :mod:`tracescorer.feed.partition`; the judge's rates:
+:mod:`tracescorer.workers.share`).
 
 In a worker process, ``DuckDBStore(path, attach_fd=fd)`` is the same client over a channel the
 daemon attached to its store process (:meth:`~.process.StoreProcess.attach`): every part works
@@ -18,18 +19,19 @@ the same, the store process is the daemon's (see :mod:`~.process`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
+from tracescorer.runtime import default_owner
 from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import keys
-from tracescorer.store.duckdb.coordination import CoordinationPart, default_owner
 from tracescorer.store.duckdb.deliveries import DeliveriesPart
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.keys import RetentionPart
 from tracescorer.store.duckdb.labels import LabelsPart
 from tracescorer.store.duckdb.monitors import MonitorsPart
 from tracescorer.store.duckdb.process import CommitObserver, StoreProcess
+from tracescorer.store.duckdb.reads import ReadsPart
 from tracescorer.store.duckdb.runs import RunsPart
 from tracescorer.store.duckdb.scores import ScoresPart
 from tracescorer.store.duckdb.spanlog import SpanLogPart
@@ -45,7 +47,7 @@ class DuckDBStore(
     MonitorsPart,
     LabelsPart,
     RetentionPart,
-    CoordinationPart,
+    ReadsPart,
     StoreProcess,
 ):
     """A DuckDB database file served by a store process (see the module docstring)."""
@@ -63,16 +65,16 @@ class DuckDBStore(
         threads: int | None = 1,
         readers: int = 2,
         results_delay_s: float = 0.0,
+        min_free_bytes: int = 32 << 20,
         index_memory_share: float = 0.4,
         prune_slice_keys: int = 20_000,
         query_max_concurrent: int = 2,
         query_memory_limit: str = "512MB",
         query_max_result_bytes: int = 64 << 20,
+        query_grace_s: float = 2.0,
         duckdb_settings: Mapping[str, str] | None = None,
         attach_fd: int | None = None,
-        coordinate: bool = False,
         owner: str = "",
-        assembly_consumers: Sequence[str] = ("",),
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -86,9 +88,11 @@ class DuckDBStore(
             threads=threads,
             readers=readers,
             results_delay_s=results_delay_s,
+            min_free_bytes=min_free_bytes,
             query_max_concurrent=query_max_concurrent,
             query_memory_limit=query_memory_limit,
             query_max_result_bytes=query_max_result_bytes,
+            query_grace_s=query_grace_s,
             duckdb_settings=duckdb_settings,
             attach_fd=attach_fd,
         )
@@ -96,20 +100,7 @@ class DuckDBStore(
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)
         #: keys one transaction of a retention pass deletes at most (:func:`tracescorer.store.duckdb.keys.plan_prune`)
         self.prune_slice_keys = prune_slice_keys
-        #: the daemon's feeds (segment-log consumers): retention keeps the assembly records their recovery may read
-        self.assembly_consumers = tuple(assembly_consumers)
-        #: record conversation activity with the runs (clients coordinate through this store)
-        self.coordinate = coordinate
-        #: this client's id in conversation claims (default: unique to this process)
+        #: this client's id in export claims (default: unique to this process)
         self.owner = owner or default_owner()
         self._new_traces = NewTraces()
-        self._settled = {}
-
-    async def start(self) -> None:
-        """Start (or attach to) the store process; a daemon's own client of a coordinating store
-        releases every claim its previous processes left (due again at once, not at lease end)."""
-        await StoreProcess.start(self)
-        if self.coordinate and not self.attached:
-            released = await self.release_conversation_claims(everyone=True)
-            if released:
-                log.info("released %d conversation claim(s) of the previous processes", released)
+        self._settled = {}  # per export sink: where its due deliveries were settled (DeliveriesPart)

@@ -13,6 +13,9 @@ Existing keys are found through the key's ART index: ``key IN (?, ?, ...)`` in l
 the whole key column, a cost that grows with the table (measured on the scores table: 6 µs a row
 at 60k rows, 190 µs at 2M; with the index 30 µs at either size), so a daemon under continuous
 traffic fell further behind every hour.
+
+A row stored as it is already (the same rows written again) can be left as stored, stamps included
+(``upsert(same=...)``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def upsert(
     keep: Sequence[str] = (),
     new: Sequence[bool] | None = None,
     json: Collection[str] = (),
+    same: set[Any] | None = None,
 ) -> int:
     """Insert or replace ``rows`` (values in ``columns`` order) keyed by ``key``; returns rows written.
 
@@ -47,7 +51,10 @@ def upsert(
     stored after all, the insert fails on the primary key (:func:`tracescorer.store.duckdb.ops.hinted`).
     ``json`` names JSON columns whose values are text of the callers' JSON encoder (valid by
     construction): they go in as Arrow's JSON type, which DuckDB stores without parsing each value
-    again (a VARCHAR to JSON cast validates: ~5 µs a run of message columns).
+    again (a VARCHAR to JSON cast validates: ~5 µs a run of message columns). With ``same``, a row
+    whose stored row holds the same value in every column is left as stored, stamps included (the
+    same rows written again), and its key added to ``same``; the keys looked up are then read with
+    their whole rows (about three times a lookup of the stamps alone).
     """
     if not rows:
         return 0
@@ -57,33 +64,36 @@ def upsert(
     latest = {row[key_index]: (row, bool(new[i]) if new is not None else False) for i, row in enumerate(rows)}
     unique = [row for row, _ in latest.values()]
     keys = [k for k, (_, is_new) in latest.items() if not is_new]  # those that may be stored
+    batch, select = _batch(columns, key, unique, expressions, json)
+    con.register(_BATCH, batch)
     kept: list[tuple[Any, ...]] = []
-    if keep and keys:  # usually none: most keys are new
-        stored = ", ".join(f"epoch_us({c})" for c in keep)
-        for part in chunks(keys):
-            kept += con.execute(f"SELECT {key}, {stored} FROM {table} WHERE {key_in(key, len(part))}", part).fetchall()
-    for part in chunks([r[0] for r in kept] if keep else keys):
-        con.execute(f"DELETE FROM {table} WHERE {key_in(key, len(part))}", part)
-    exprs = expressions or {}
-    extra = dict(stamps or {})
-    text = pa.json_(pa.string()) if hasattr(pa, "json_") else None  # pyarrow 19+; before, a cast as ever
-    names: list[str] = []
-    arrays: list[Any] = []
-    select: list[str] = []
-    for name, values in zip(columns, zip(*unique, strict=False), strict=False):
-        if name != key and name not in exprs and all(v is None for v in values):
-            select.append("NULL")  # nothing to convert, register or scan (a code score's judge columns)
-            continue
-        names.append(name)
-        arrays.append(column(list(values), text if name in json else None))
-        select.append(exprs.get(name, "{}").format(f"b.{name}"))
-    select += [
-        f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
-        for c, v in extra.items()
-    ]
-    source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if kept else "")
-    con.register(_BATCH, pa.Table.from_arrays(arrays, names=names))
     try:
+        if same is not None and keys:  # a row the same as stored is not deleted nor inserted
+            values = [(c, v) for c, v in zip(columns, select, strict=True) if c != key]
+            found = _stored(con, table, key, keys, keep, values)
+            alike = {r[0] for r in found if r[-1]}
+            same |= alike
+            kept, keys = [r[:-1] for r in found if not r[-1]], [r[0] for r in found if not r[-1]]
+            if alike:
+                unique = [row for row in unique if row[key_index] not in alike]
+                unregister(con, _BATCH)
+                if unique:
+                    batch, select = _batch(columns, key, unique, expressions, json)
+                    con.register(_BATCH, batch)
+        elif keep and keys:  # usually none: most keys are new
+            kept = _stored(con, table, key, keys, keep)
+            keys = [r[0] for r in kept]
+        for part in chunks(keys):
+            con.execute(f"DELETE FROM {table} WHERE {key_in(key, len(part))}", part)
+        if not unique:
+            return 0
+        extra = dict(stamps or {})
+        kept = kept if keep else []
+        select += [
+            f"coalesce(to_timestamp(0) + to_microseconds(k.{c}), {v})" if c in keep and kept else v
+            for c, v in extra.items()
+        ]
+        source = f"{_BATCH} b" + (f" LEFT JOIN {_KEPT} k ON k.{key} = b.{key}" if kept else "")
         if kept:
             con.register(
                 _KEPT, pa.Table.from_arrays([column(list(col)) for col in zip(*kept, strict=False)], names=[key, *keep])
@@ -94,6 +104,60 @@ def upsert(
         if kept:
             unregister(con, _KEPT)
     return len(unique)
+
+
+def _stored(
+    con: Any,
+    table: str,
+    key: str,
+    keys: list[Any],
+    keep: Sequence[str],
+    values: Sequence[tuple[str, str]] = (),
+) -> list[tuple[Any, ...]]:
+    """The stored rows among ``keys``: each key with its ``keep`` stamps (epoch µs) and, given
+    ``values`` (columns and the SQL of their values in the registered batch, :func:`_batch`),
+    whether the stored row holds those values. The rows are read through the index first (a
+    MATERIALIZED CTE, compared in the SELECT list: a join with the batch compared in its WHERE
+    clause scans the table)."""
+    found: list[tuple[Any, ...]] = []
+    stamps = "".join(f", epoch_us(t.{c})" for c in keep)
+    alike = " AND ".join(f"t.{c} IS NOT DISTINCT FROM {v}" for c, v in values)
+    for part in chunks(keys):
+        where = key_in(key, len(part))
+        sql = (
+            f"WITH t AS MATERIALIZED (SELECT * FROM {table} WHERE {where}) "
+            f"SELECT t.{key}{stamps}, {alike} FROM t JOIN {_BATCH} b ON b.{key} = t.{key}"
+            if values
+            else f"SELECT t.{key}{stamps} FROM {table} t WHERE {where}"
+        )
+        found += con.execute(sql, part).fetchall()
+    return found
+
+
+def _batch(
+    columns: Sequence[str],
+    key: str,
+    rows: Sequence[Sequence[Any]],
+    expressions: Mapping[str, str] | None,
+    json: Collection[str],
+) -> tuple[Any, list[str]]:
+    """``rows`` (unique keys) as an Arrow table to register as ``b``, and the SQL of each column's
+    stored value from it (``NULL`` for a column all None: left out of the table)."""
+    import pyarrow as pa
+
+    exprs = expressions or {}
+    text = pa.json_(pa.string()) if hasattr(pa, "json_") else None  # pyarrow 19+; before, a cast as ever
+    names: list[str] = []
+    arrays: list[Any] = []
+    select: list[str] = []
+    for name, values in zip(columns, zip(*rows, strict=False), strict=False):
+        if name != key and name not in exprs and all(v is None for v in values):
+            select.append("NULL")  # nothing to convert, register or scan (a code score's judge columns)
+            continue
+        names.append(name)
+        arrays.append(column(list(values), text if name in json else None))
+        select.append(exprs.get(name, "{}").format(f"b.{name}"))
+    return pa.Table.from_arrays(arrays, names=names), select
 
 
 def column(values: list[Any], kind: Any = None) -> Any:

@@ -25,10 +25,14 @@ class EngineOptions:
     duckdb_threads: int | None = None
     compression: str = "zstd"
     results_delay_s: float = 0.0
+    #: free disk kept on the disk of ``path``: commits and checkpoints wait below it (:mod:`.space`)
+    min_free_bytes: int = 32 << 20
     #: the query box (:mod:`tracescorer.store.duckdb.querybox`): queries at once, and what each may take
     query_max_concurrent: int = 2
     query_memory_limit: str = "512MB"
     query_max_result_bytes: int = 64 << 20
+    #: after a query's own timeout (its process interrupts it), how long before its process is killed
+    query_grace_s: float = 2.0
     #: further DuckDB settings at open, before the configuration is locked (fault drills)
     settings: dict[str, str] = field(default_factory=dict)
 
@@ -40,5 +44,5 @@ class EngineOptions:
 class Failure:
     """An error sent back to the daemon (rebuilt there as the named StoreError subclass)."""
 
-    kind: str  # StoreError | DataError | ReadOnlyViolation | StoreClosed
+    kind: str  # StoreError | DataError | ReadOnlyViolation | StoreClosed | StoreUnavailable | DiskFull
     message: str

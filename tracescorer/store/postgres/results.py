@@ -42,17 +42,32 @@ _RUNS_SQL = upsert_sql(
     stamps={"created_at": "now()", "updated_at": "now()"},
     keep=("created_at",),
 )
+_SCORE_TYPES = column_types(RESULT_TABLES["scores"])
+# a row without a seq replaces and keeps the stored one
+_SCORE_MERGE = {"activity_seq": "coalesce(excluded.activity_seq, t.activity_seq)"}
+
+
+def _score_content(side: str) -> str:
+    """The score columns of the stored row (``t``) or the one written (``excluded``) as one ROW;
+    json has no equality: its text (stored as written) is compared."""
+    values = [f"t.{c}" if side == "t" else _SCORE_MERGE.get(c, f"excluded.{c}") for c in SCORE_FIELDS if c != "id"]
+    kinds = [_SCORE_TYPES[c] for c in SCORE_FIELDS if c != "id"]
+    return "ROW(" + ", ".join(f"({v})::text" if k == "JSON" else v for v, k in zip(values, kinds, strict=True)) + ")"
+
+
 _SCORES_SQL = upsert_sql(
     "scores",
     SCORE_FIELDS,
-    column_types(RESULT_TABLES["scores"]),
+    _SCORE_TYPES,
     "id",
     stamps={"created_at": "now()", "updated_at": "now()", "exported_at": "NULL::timestamptz"},
     keep=("created_at",),
+    merge=_SCORE_MERGE,
     # a conversation score of an older activity (a late write of a claim lost since) leaves the
-    # newer one; a row without a seq replaces and keeps the stored one
-    merge={"activity_seq": "coalesce(excluded.activity_seq, t.activity_seq)"},
-    where="excluded.activity_seq IS NULL OR t.activity_seq IS NULL OR excluded.activity_seq >= t.activity_seq",
+    # newer one; a row stored as it is already (the same rows sent again) keeps its stamps, so it
+    # is exported once
+    where="(excluded.activity_seq IS NULL OR t.activity_seq IS NULL OR excluded.activity_seq >= t.activity_seq) "
+    f"AND {_score_content('t')} IS DISTINCT FROM {_score_content('excluded')}",
     returning=" RETURNING id",
 )
 _SCORE_ID, _SCORE_SEQ = SCORE_FIELDS.index("id"), SCORE_FIELDS.index("activity_seq")
@@ -135,22 +150,36 @@ async def target_ids(conn: Conn, scope: str, since: dt.datetime | None, until: d
 
 
 async def write_scores(conn: Conn, scores: Sequence[Row], decisions: Sequence[Row]) -> None:
-    """Upsert score rows (a re-score is exported again; one of an older conversation activity than
-    the stored row's is left out, with its decisions) and decisions; add the judge cost to the
-    day's shared spend in the same transaction (a left-out row's judge calls were made too)."""
+    """Upsert score rows (a re-score is exported again) and decisions; add the judge cost to the
+    day's shared spend in the same transaction. Left out, with their decisions: a conversation
+    score of an older activity than the stored row's (its judge calls were made too: counted), and
+    a score row stored as it is already (the same rows sent again: counted when first stored)."""
     if scores:
         # the batch's own order first (two rows of one id); the statement's WHERE against the stored row
         rows, _, stale = newest_scores(scores, [False] * len(scores), {})
         cur = await conn.execute(_SCORES_SQL, upsert_params(SCORE_FIELDS, "id", rows))
-        written = {r[0] for r in await cur.fetchall()}
-        stale |= {r[_SCORE_ID] for r in rows if r[_SCORE_SEQ] is not None} - written
-        decisions = [decisions[i] for i in without_scores(decisions, stale)]  # the newer score's stay
+        left = {r[_SCORE_ID] for r in rows} - {r[0] for r in await cur.fetchall()}
+        decisions = [decisions[i] for i in without_scores(decisions, stale | left)]  # the stored score's stay
+        same = left - await _older(conn, [r for r in rows if r[_SCORE_ID] in left])
         cost_index = SCORE_FIELDS.index("judge_cost_usd")
-        cost = sum(float(r[cost_index] or 0.0) for r in scores)
+        cost = sum(float(r[cost_index] or 0.0) for r in scores if r[_SCORE_ID] not in same)
         if cost > 0:
             await conn.execute(_SPEND_SQL, [cost])
     if decisions:
         await conn.execute(_DECISIONS_SQL, upsert_params(DECISION_FIELDS, "id", decisions))
+
+
+async def _older(conn: Conn, rows: Sequence[Row]) -> set[str]:
+    """The ids of the conversation score ``rows`` of an older activity than their stored row's."""
+    seqs = {r[_SCORE_ID]: r[_SCORE_SEQ] for r in rows if r[_SCORE_SEQ] is not None}
+    if not seqs:
+        return set()
+    stored = await _rows(
+        conn,
+        "SELECT id, activity_seq FROM scores WHERE id = ANY(%s::text[]) AND activity_seq IS NOT NULL",
+        [list(seqs)],
+    )
+    return {sid for sid, seq in stored if seqs[sid] < seq}
 
 
 async def score_statuses(conn: Conn, score_ids: Sequence[str]) -> list[Row]:
@@ -221,20 +250,31 @@ async def heal_candidates(
     max_age_s: float,
     initial_backoff_s: float,
     max_backoff_s: float,
+    now: float,
     limit: int,
 ) -> list[Row]:
-    """Transient error scores due a re-score (:meth:`ScoreStore.heal_candidates`); the
-    ``updated_at`` bound goes through the ``scores_updated`` index."""
-    return await _rows(
-        conn,
+    """Transient error scores due a re-score at ``now`` (epoch s; :meth:`ScoreStore.heal_candidates`);
+    the ``updated_at`` bound goes through the ``scores_updated`` index. The backoff is
+    :meth:`HealPolicy.backoff_s` again, in SQL: the LIMIT is to pick among the due rows."""
+    cur = await conn.execute(
         "SELECT id, scorer_id, CASE WHEN entity_type = 'conversation' THEN 'conversation' ELSE 'run' END, "
         "CASE WHEN entity_type = 'conversation' THEN conversation_id ELSE run_id END, coalesce(heal_attempts, 0) "
-        "FROM scores WHERE updated_at >= now() - make_interval(secs => %s) "
-        "AND created_at >= now() - make_interval(secs => %s) AND status = 'error' AND error_class = 'transient' "
-        "AND scorer_id = ANY(%s::text[]) AND coalesce(heal_attempts, 0) < %s AND updated_at + make_interval(secs => "
-        "least(%s * power(2, coalesce(heal_attempts, 0)), %s)) <= now() ORDER BY updated_at LIMIT %s",
-        [max_age_s, max_age_s, list(scorer_ids), max_attempts, initial_backoff_s, max_backoff_s, limit],
+        "FROM scores WHERE updated_at >= to_timestamp(%(now)s) - make_interval(secs => %(max_age)s) "
+        "AND created_at >= to_timestamp(%(now)s) - make_interval(secs => %(max_age)s) AND status = 'error' "
+        "AND error_class = 'transient' AND scorer_id = ANY(%(ids)s::text[]) AND coalesce(heal_attempts, 0) < "
+        "%(attempts)s AND updated_at + make_interval(secs => least(%(initial)s * power(2, coalesce(heal_attempts, 0)), "
+        "%(cap)s)) <= to_timestamp(%(now)s) ORDER BY updated_at LIMIT %(limit)s",
+        {
+            "now": now,
+            "max_age": max_age_s,
+            "ids": list(scorer_ids),
+            "attempts": max_attempts,
+            "initial": initial_backoff_s,
+            "cap": max_backoff_s,
+            "limit": limit,
+        },
     )
+    return [tuple(r) for r in await cur.fetchall()]
 
 
 class ResultsPart(Tx):
@@ -286,11 +326,11 @@ class ResultsPart(Tx):
         return ResultsPruned(deleted=await self._tx(prune_results, older_than), transactions=1)
 
     async def heal_candidates(
-        self, scorer_ids: Sequence[str], policy: HealPolicy, *, limit: int
+        self, scorer_ids: Sequence[str], policy: HealPolicy, *, now: float, limit: int
     ) -> list[HealCandidate]:
         if not scorer_ids or policy.max_attempts <= 0:
             return []
-        rows = await self._tx(heal_candidates, list(scorer_ids), *policy.query_args(), limit, write=False)
+        rows = await self._tx(heal_candidates, list(scorer_ids), *policy.query_args(), now, limit, write=False)
         return [HealCandidate(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
 
     async def unscored_recent(

@@ -6,7 +6,8 @@ part per consumer protocol of :mod:`tracescorer.store.api`, each part beside the
 :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`, :class:`~.labels.LabelsPart`
 (human labels, other tools' evaluations),
 :class:`~.claims.CoordinationPart` (the coordination of several daemons: conversation claims, the
-shared judge token bucket) and :class:`~.query.QueryPart`. Every method runs one transaction on a
+shared judge token bucket), :class:`~.query.QueryPart` (users' SQL) and :class:`~.reads.ReadsPart`
+(the product's own reads). Every method runs one transaction on a
 pooled connection: nothing blocks the event loop. A transaction that hits a serialization failure,
 a deadlock or a dropped connection is retried a few times before the error becomes a
 :class:`~tracescorer.store.api.StoreError`.
@@ -20,8 +21,11 @@ from tracescorer.store.postgres.labels import LabelsPart
 from tracescorer.store.postgres.monitors import MonitorsPart
 from tracescorer.store.postgres.pool import Pool
 from tracescorer.store.postgres.query import QueryPart
+from tracescorer.store.postgres.reads import ReadsPart
 from tracescorer.store.postgres.results import ResultsPart
 
 
-class PostgresResultStore(ResultsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, Pool):
+class PostgresResultStore(
+    ResultsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, ReadsPart, Pool
+):
     """Results in PostgreSQL (see the module docstring)."""
