@@ -1,5 +1,5 @@
-"""Recovery at start against live assembly: traces/s assembled from the span log after a restart,
-and traces/s assembled live, on the same reference load in the same run.
+"""Recovery at start against live assembly: traces/s assembled from the segment log's replay after a
+restart, and traces/s assembled live, on the same reference load in the same run.
 
 1. Live: the reference load (bench/reference/otlp_load.py) into ``tracescorer serve``; traces/s
    from the first commit to the last assembly record.
@@ -7,10 +7,10 @@ and traces/s assembled live, on the same reference load in the same run.
    or ``--kill``: SIGKILL, its store and worker processes left to notice), start a normal one:
    traces/s from its start to the last assembly record.
 
-``--spans none`` runs both daemons with ``store.spans: none``: recovery is then the feed replaying
-the segment log from the oldest record a trace not assembled yet needed.
+Recovery is the feed replaying the segment log from the oldest record a trace not assembled yet
+needed; ``--spans agent|all`` adds the span-rows feed (``store.spans``) to both daemons.
 
-    python bench/recovery.py [--seconds 10] [--kill] [--spans agent|none]
+    python bench/recovery.py [--seconds 10] [--kill] [--spans none|agent|all]
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of load (8 clients)")
     parser.add_argument("--kill", action="store_true", help="kill -9 the daemon before recovery (default: SIGTERM)")
-    parser.add_argument("--spans", choices=("agent", "none"), default="agent", help="store.spans of both daemons")
+    parser.add_argument("--spans", choices=("none", "agent", "all"), default="none", help="store.spans of both daemons")
     args = parser.parse_args()
     spans = {"spans": args.spans}
     with tempfile.TemporaryDirectory(prefix="ts-recovery-") as tmp:
