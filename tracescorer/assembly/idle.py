@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tracescorer.aio import cancel
@@ -127,10 +127,16 @@ class LocalIdleConversations(_Base):
     """One daemon: idle is measured in memory (see the module docstring)."""
 
     def __init__(
-        self, sink: ConversationSink, metrics: Metrics, *, idle_s: float, max_conversations: int = 100_000
+        self,
+        sink: ConversationSink,
+        metrics: Metrics,
+        *,
+        idle_s: float,
+        max_conversations: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(sink, metrics, max(0.05, min(1.0, idle_s / 4)))
-        self.tracker = ConversationTracker(conversation_idle_s=idle_s, max_conversations=max_conversations)
+        self.tracker = ConversationTracker(conversation_idle_s=idle_s, max_conversations=max_conversations, clock=clock)
 
     def on_runs(self, runs: Sequence[AgentRun]) -> None:
         self.on_turns([r.conversation_id for r in runs if r.conversation_id])
@@ -263,11 +269,13 @@ def build_idler(
     metrics: Metrics,
     settings: Settings,
     coordination: Coordination | None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> IdleConversations:
-    """One daemon measures idleness in memory; several claim idle conversations in the shared store."""
+    """One daemon measures idleness in memory (by ``clock``, monotonic seconds); several claim idle
+    conversations in the shared store (by its clock)."""
     s = settings
     if coordination is None:
-        return LocalIdleConversations(sink, metrics, idle_s=s.assembly.conversation_idle_s)
+        return LocalIdleConversations(sink, metrics, idle_s=s.assembly.conversation_idle_s, clock=clock)
     pg = s.store.postgres
     # claims in flight per daemon: enough to keep its judges busy, few enough to spread the work
     in_flight = max(1, min(s.scoring.max_queue // 2, 4 * s.judge.max_concurrency))

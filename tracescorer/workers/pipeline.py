@@ -120,7 +120,7 @@ class Pipeline:
         self.evaluations = EvaluationIntake(stores.evaluations, metrics)  # other tools' evaluations
         needs_idler = any(b.binding.scope == "conversation" for b in runner.bindings)
         self.conversations: IdleConversations | None = (
-            build_idler(runner, metrics, s, stores.coordination) if needs_idler else None
+            build_idler(runner, metrics, s, stores.coordination, clock.monotonic) if needs_idler else None
         )
         told: RunListener | None = self.conversations
         if turns is not None and isinstance(self.conversations, LocalIdleConversations):
