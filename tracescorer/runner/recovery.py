@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tracescorer.runner.bindings import BoundScorer
@@ -30,6 +30,14 @@ class Recovering(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Recovered:
+    """What recovery found: each run target and each conversation with the bindings it lacks."""
+
+    runs: list[tuple[Target, list[BoundScorer]]] = field(default_factory=list)
+    conversations: list[tuple[str, list[BoundScorer]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryScope:
     """Which targets a runner recovers: with worker processes each recovers the runs of its own
     traces (``owns``, by hex trace id: after its own restart too) and the conversations it owns
@@ -41,15 +49,16 @@ class RecoveryScope:
     owns_conversation: Callable[[str], bool] | None = None
 
 
-async def recover_unscored(runner: Recovering, window_s: float, scope: RecoveryScope = RecoveryScope()) -> None:
-    """Score the targets of the last ``window_s`` that some current binding has not decided (the
-    daemon stopped between assembly and scoring, or shutdown cancelled their scoring)."""
+async def list_unscored(runner: Recovering, window_s: float, scope: RecoveryScope = RecoveryScope()) -> Recovered:
+    """The targets of the last ``window_s`` that some current binding has not decided (the daemon
+    stopped between assembly and scoring, or shutdown cancelled their scoring). Listed when the runner
+    starts, before assembly does: a run this start stores is scored live, never listed here too."""
     if window_s <= 0:
-        return
+        return Recovered()
     run_bindings = [b for b in runner.bindings if b.binding.scope == "run"] if scope.runs else []
     conv_bindings = runner.conversation_bindings if scope.conversations else []
     if not run_bindings and not conv_bindings:
-        return
+        return Recovered()
     try:
         pending = await runner.scores.unscored_recent(
             [b.binding.id for b in run_bindings],
@@ -58,21 +67,30 @@ async def recover_unscored(runner: Recovering, window_s: float, scope: RecoveryS
         )
     except Exception:  # recovery is best effort
         log.exception("scoring recovery query failed")
-        return
+        return Recovered()
     runs = pending.runs if scope.owns is None else [r for r in pending.runs if scope.owns(r.trace_id)]
     conversations = pending.conversation_ids if conv_bindings else []
     if scope.owns_conversation is not None:
         conversations = [c for c in conversations if scope.owns_conversation(c)]
     if runs or conversations:
         log.info("scoring recovery: %d run(s), %d conversation(s) without a decision", len(runs), len(conversations))
-    for run in runs:
-        target = run_target(run)
-        done = pending.decided.get(("run", run.run_id), frozenset())
-        for bound in run_bindings:
-            if bound.binding.id not in done:
-                runner.decide(bound, target, "live")
-    for cid in conversations:
-        done = pending.decided.get(("conversation", cid), frozenset())
-        missing = [b for b in conv_bindings if b.binding.id not in done]
+    return Recovered(
+        [
+            (run_target(r), [b for b in run_bindings if b.binding.id not in pending.decided.get(("run", r.run_id), ())])
+            for r in runs
+        ],
+        [
+            (c, [b for b in conv_bindings if b.binding.id not in pending.decided.get(("conversation", c), ())])
+            for c in conversations
+        ],
+    )
+
+
+async def score_recovered(runner: Recovering, recovered: Recovered) -> None:
+    """Score what :func:`list_unscored` found (in a task: it waits for queue room)."""
+    for target, bindings in recovered.runs:
+        for bound in bindings:
+            runner.decide(bound, target, "live")
+    for cid, missing in recovered.conversations:
         if missing:
             await runner.score_conversation(cid, "live", bindings=missing)

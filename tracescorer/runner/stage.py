@@ -39,7 +39,7 @@ from tracescorer.runner.decider import Decision, decide, outcome
 from tracescorer.runner.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.runner.pool import WorkerPool
 from tracescorer.runner.records import decision_detail, decision_record, failure_record, score_record
-from tracescorer.runner.recovery import RecoveryScope, recover_unscored
+from tracescorer.runner.recovery import RecoveryScope, list_unscored, score_recovered
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
@@ -156,9 +156,9 @@ class ScoringRunner:
         if self._recovery.runs and any(b.uses_judge for b in self._bound):
             self._judge_set_up()  # it judges runs soon; beside worker processes: at its first judge call
         await self.start_workers()
-        if self._bound:
-            recovery = recover_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
-            self._tasks.append(asyncio.create_task(recovery, name="scoring-recovery"))
+        if self._bound:  # listed now, before assembly starts: what this start stores is scored live
+            found = await list_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
+            self._tasks.append(asyncio.create_task(score_recovered(self, found), name="scoring-recovery"))
         if self._shared_budget and (self._settings.judge.daily_budget_usd is not None or self.caps.budgeted):
             sync = sync_shared_spend(
                 self.budget, self.caps, self._scores, lambda: self.writer.uncommitted_cost_usd, BUDGET_SYNC_S

@@ -243,3 +243,44 @@ async def test_a_scoring_that_fails_outside_the_scorer_leaves_an_error_row_the_h
         ("turn", "run", "run-1"),
         ("whole", "conversation", "c-1"),
     ]
+
+
+async def test_recovery_lists_what_was_left_before_this_start_only(tmp_path, store):
+    """A run stored before the start without a decision is recovered; one stored once the runner
+    started (assembly of this start) is scored live only, not also by recovery."""
+    settings = Settings.model_validate(
+        {
+            "store": {"path": str(tmp_path / "r.duckdb")},
+            "scoring": {"recover_window_s": 3600},
+            "scorers": [{"id": "non-empty", "prebuilt": "non_empty_response"}],
+        }
+    )
+    await store.upsert_runs([_run(1)])  # left by the last life: no decision
+    scored: list[str] = []
+
+    class Told:
+        def on_scores(self, scores):
+            scored.extend(s.run_id for s in scores)
+
+    class Listing:
+        """The store, noting when recovery's listing was answered."""
+
+        listed = False
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        async def unscored_recent(self, *args, **kwargs):
+            found = await store.unscored_recent(*args, **kwargs)
+            Listing.listed = True
+            return found
+
+    runner = ScoringRunner(build_bindings(settings.scorers, settings.judge), store, Listing(), Metrics(), settings)
+    runner.add_score_listener(Told())
+    await runner.start()
+    assert Listing.listed  # before assembly starts (it starts after scoring): nothing of this start in it
+    await store.upsert_runs([_run(2)])  # this start's assembly stores a run, and hands it on
+    runner.on_runs([_run(2)])
+    await _until(lambda: sorted(scored) == ["run-1", "run-2"], "both runs scored")
+    assert await runner.stop(time.monotonic() + 10)
+    assert sorted(scored) == ["run-1", "run-2"]  # run-1 by recovery, run-2 live: none twice
