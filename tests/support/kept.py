@@ -78,6 +78,9 @@ def span_rows_caught_up(daemon: DaemonProcess, timeout_s: float = 60) -> None:
         assert resp.status == 200
     sql = f"SELECT count(*) AS n FROM spans WHERE name = '{name}'"
     wait_for(lambda: daemon.query_json(sql) == [{"n": workers}], timeout_s, interval_s=0.1, what="the witness rows")
+    # and the daemon's /metrics says so too (the workers tell theirs every few seconds)
+    lag = "tracescorer_span_rows_lag_bytes "
+    wait_for(lambda: daemon.metric(lag, missing=-1.0) == 0.0, timeout_s, interval_s=0.2, what="span rows lag 0")
 
 
 def wait_runs_once(daemon: DaemonProcess, acked: Acked, index: int = 0, timeout_s: float = 90) -> None:

@@ -26,6 +26,7 @@ class IngestFamilies(Families):
     log_bytes: Gauge
     feed_failures: Counter
     span_rows_skipped_bytes: Counter
+    span_rows_lag_bytes: Gauge
     worker_restarts: Counter
     log_damaged: Counter
     log_damaged_bytes: Counter
@@ -109,6 +110,12 @@ class IngestFamilies(Families):
         self.feed_failures = Counter(
             "tracescorer_feed_failures",
             "Batches the segment log's feed failed to handle (a bug: logged, tried again from what is stored)",
+            registry=r,
+        )
+        self.span_rows_lag_bytes = Gauge(
+            "tracescorer_span_rows_lag_bytes",
+            "Bytes of the segment log the span-rows feeds (store.spans) have not stored rows of yet "
+            "(summed over the workers; they wait while the pipeline is behind)",
             registry=r,
         )
         self.span_rows_skipped_bytes = Counter(

@@ -167,6 +167,7 @@ class Pipeline:
                 rows=True,
             )
             self.feed.position.add_retain(lambda: rows.position.saved)
+            metrics.span_rows_lag_bytes.set_function(lambda: rows.lag_bytes)
             behind = s.segment_log.feed_batch_bytes
             rows.add_gate("pipeline", lambda: "the pipeline is behind" if self.feed.lag_bytes > behind else None)
 
