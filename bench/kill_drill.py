@@ -6,7 +6,8 @@ Each round starts ``tracescorer serve`` on the same file, runs the reference loa
 load. This script is a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so the orphaned store
 process becomes its child and its exit status can be read. At the end a daemon is started once
 more and, once its feed stored what the segment log still held, the spans stored are counted
-against the spans the load generator saw acknowledged. The worker processes (orphans too) are
+against the spans the load generator saw acknowledged (``store.spans: all``: the span rows, a copy the
+span-rows feed derives from the log, are what shows every acknowledged span). The worker processes (orphans too) are
 reaped and their exit statuses reported.
 
     python bench/kill_drill.py [--rounds 10] [--seconds 6]
@@ -38,7 +39,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 def _round(tmp: Path, seconds: float, rng: random.Random) -> dict[str, Any]:
     started = time.monotonic()
-    proc, info, ports = start_daemon(tmp, {"assembly": {"idle_s": 0.5}})
+    proc, info, ports = start_daemon(tmp, {"assembly": {"idle_s": 0.5}, "store": {"spans": "all"}})
     up_s = time.monotonic() - started
     children = psutil.Process(proc.pid).children()
     [store] = [c for c in children if "tracescorer.store.duckdb.server" in " ".join(c.cmdline())]
@@ -99,12 +100,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ts-kill-") as name:
         tmp = Path(name)
         rounds = [_round(tmp, args.seconds, rng) for _ in range(args.rounds)]
-        proc, info, _ports = start_daemon(tmp, {})
+        proc, info, _ports = start_daemon(tmp, {"store": {"spans": "all"}})
         try:
             # the acknowledged requests not stored before a kill are in the segment log: the feed
             # stores them after the start; count once it has caught up
             deadline = time.monotonic() + 300
-            while scrape(info.url).get("tracescorer_feed_lag_bytes", 1.0) > 0:
+
+            def behind() -> float:
+                m = scrape(info.url)
+                return m.get("tracescorer_feed_lag_bytes", 1.0) + m.get("tracescorer_span_rows_lag_bytes", 1.0)
+
+            while behind() > 0:
                 if time.monotonic() > deadline:
                     raise SystemExit("the feed did not catch up within 300 s")
                 time.sleep(0.25)

@@ -408,6 +408,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ts-stepped-") as tmp:
         config: dict[str, Any] = {
             "assembly": {"idle_s": IDLE_S},
+            # the steps' traces are told apart by the commit times of their span rows: the span-rows
+            # feed runs here (what it costs is in the figures; --set store.spans=... to change it)
+            "store": {"spans": "agent"},
             "scorers": [
                 {"id": "non-empty", "prebuilt": "non_empty_response"},
                 {"id": "no-tool-errors", "prebuilt": "no_tool_errors"},
