@@ -6,7 +6,7 @@ Per mix, interleaved:
 1. **Walk baseline** (``bench/reference/servers/null_grpc_server.py --walk``: parse + every span
    into dicts) under ``bench/reference/otlp_load.py --mix F``: acknowledged spans/s and server CPU
    per span.
-2. **tracescorer serve** (``store.spans: agent``, the default, or ``--store-spans all``; no scorer
+2. **tracescorer serve** (``store.spans: none``, the default, or ``--store-spans agent|all``; no scorer
    bound, so the figure is the cost of taking the feed in) under the same load: acknowledged
    spans/s and CPU per span while the load runs (the acknowledgement path: check + append + sync,
    with the feed reading behind), then the whole cost once the feed caught up (daemon + store
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--mix", type=float, action="append", help="share of plain traces (repeatable); default 0.9 and 0")
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--store-spans", choices=("agent", "all", "none"), default="agent")
+    ap.add_argument("--store-spans", choices=("none", "agent", "all"), default="none")
     args = ap.parse_args()
     summary: dict[str, Any] = {}
     for mix in args.mix or [0.9, 0.0]:
