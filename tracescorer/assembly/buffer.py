@@ -22,9 +22,8 @@ completes it comes back with ``late=True`` and the caller re-reads the whole tra
 log and upserts its runs (run ids are deterministic, so this replaces, not adds).
 
 Not thread-safe: one asyncio loop (or one thread) owns a buffer. Time comes from the injected
-``clock`` (monotonic seconds) so tests can drive it. Each entry also keeps the range of
-``received_at`` (the span log's commit time) its items got, which bounds the read of a spilled
-trace to exactly the rows it needs.
+``clock`` (monotonic seconds) so tests can drive it. Each entry also keeps when its first and
+last items were handled (``received``, epoch seconds), for the assembly record.
 
 The buffer tracks, per trace, the segment-log records its items came in, hands them out with the
 trace, remembers them for assembled traces (so late items read the whole trace back), and says
@@ -118,7 +117,7 @@ class TraceBuffer:
         offsets: Sequence[int] | None = None,
     ) -> None:
         """Buffer spans of any traces, in any order; a span id seen twice is kept once.
-        ``received``: the commit times the span log gave them. ``replayed``: acknowledged before
+        ``received``: when the feed handled them. ``replayed``: acknowledged before
         this start (read back from the segment log): their traces stopped arriving when the last
         daemon stopped, so like recovered ones they are complete once idle, root or not.
         ``offsets``: each span's log record (kept when the buffer tracks offsets)."""
@@ -170,12 +169,12 @@ class TraceBuffer:
     def add_pending(
         self, pending: Iterable[tuple[str, float, float, bool]], offsets: Mapping[str, Iterable[int]] | None = None
     ) -> int:
-        """Track traces whose items are only in the span log (recovery at start; or in the segment
-        log at ``offsets``: assembly tries them again), as ``(trace_id, first and last unassembled
+        """Track traces whose items are in the segment log at ``offsets`` only (assembly could not
+        store them and tries them again), as ``(trace_id, first and last unassembled
         item received (epoch s), assembled before)``, oldest first. They are complete at once, root
         or not (they stopped arriving when the last daemon stopped; more items later make them
         late traces). Returns how many were new: a trace already tracked is read back whole when it
-        is taken (its items in memory came since; the span log, or those records, hold the rest)."""
+        is taken (its items in memory came since; those records hold the rest)."""
         t = self._clock() - self.idle_s
         added = []
         for trace_id, first, last, assembled_before in pending:

@@ -37,7 +37,7 @@ class TraceSource(Protocol):
 
     async def load(self, traces: Sequence[AssembledTrace]) -> Items:
         """The items of traces that must be read back (:attr:`AssembledTrace.from_store`); a trace
-        with nothing to assemble (none stored, or no more than its :attr:`~AssembledTrace.before`)
+        with nothing to assemble (its records released, or nothing new since its assembly)
         has empty items."""
         ...
 

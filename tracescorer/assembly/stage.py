@@ -1,6 +1,6 @@
-"""The assembly stage of the daemon: committed spans -> complete traces -> agent runs in the store.
+"""The assembly stage of the daemon: logged spans -> complete traces -> agent runs in the store.
 
-Fed by the segment log's feed once spans are stored (:class:`~tracescorer.feed.stage.TelemetryListener`),
+Fed by the segment log's feed (:class:`~tracescorer.feed.stage.TelemetryListener`),
 it tracks traces in a :class:`TraceBuffer`; on a timer it extracts the runs of every complete
 trace, upserts them and records the trace as assembled, then hands the runs to
 :class:`RunListener`s (scoring). Traces whose items are not in memory — spilled out of the
@@ -278,8 +278,8 @@ class AssemblyStage:
         )
 
     async def _refused(self, result: _Result, exc: Exception) -> None:
-        """Record a trace whose runs the store refused as assembled without them, saying why (its
-        spans stay in the span log): loud, counted, and not retried."""
+        """Record a trace whose runs the store refused as assembled without them, saying why: loud,
+        counted, and not retried."""
         reason = f"runs not stored: {exc}"
         log.warning(
             "the store refused the runs of trace %s (%s): recorded as assembled without runs "

@@ -29,10 +29,8 @@ class AssembledTrace:
     ``shutdown`` or ``recovered``. ``incomplete`` is True on overflow and when no root span was
     seen (a late entry is judged by the caller on the whole stored trace). ``late``: the trace had
     been handed out before, these are only the late items. ``spilled``: the items are not in
-    memory (``spans``/``logs`` are empty). In both cases the caller reads the trace back: from the
-    span log, where ``received`` (epoch seconds: when its first and last items were committed)
-    bounds the read of a spilled, non-late trace; with ``store.spans: none`` from the segment log,
-    at ``offsets`` (the log records that held its items; empty when the buffer does not track them).
+    memory (``spans``/``logs`` are empty). In both cases the caller reads the trace back from the
+    segment log, at ``offsets`` (the log records that held its items).
     """
 
     trace_id: str
@@ -45,14 +43,11 @@ class AssembledTrace:
     received: tuple[float, float] = (0.0, 0.0)
     due: float = 0.0  # clock time it became ready (how late assembly is: now - due)
     offsets: tuple[int, ...] = ()
-    recovered: bool = False  # recovered at start, or replayed from the segment log
-    # (spans, log records) its assembly before a restart held: read back with as many, it is not
-    # assembled again
-    before: tuple[int, int] | None = None
+    recovered: bool = False  # replayed from the segment log, or tracked again after a failed write
 
     @property
     def from_store(self) -> bool:
-        """Whether the trace's items must be read from the span log."""
+        """Whether the trace's items must be read back from the segment log."""
         return self.late or self.spilled
 
 

@@ -52,9 +52,10 @@ T = TypeVar("T")
 
 
 class TelemetryListener(Protocol):
-    """Told about telemetry once its rows are stored, with the range of ``received_at`` they got
-    (epoch seconds) and whether it was acknowledged before this start (``replayed``: its traces
-    stopped arriving when the last daemon stopped); called on the event loop; must not block."""
+    """Told about telemetry read from the segment log: each item with the offset of its record,
+    when it was handled (``received``, epoch seconds) and whether it was acknowledged before this
+    start (``replayed``: its traces stopped arriving when the last daemon stopped); called on the
+    event loop; must not block."""
 
     def on_committed(
         self,
