@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from tracescorer.model import AgentRun, Message
-from tracescorer.records.scores import AssemblyRecord
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
 
 
 def assembly_record(trace_id: str) -> AssemblyRecord:
@@ -43,3 +46,40 @@ def numbered_run(i: int, conversation: str | None = None, *, trace: int | None =
         input_messages=(Message(role="user", content=f"q{i}"),),
         output=(Message(role="assistant", content=f"a{i}"),),
     )
+
+
+def score_row(i: int, **fields: Any) -> ScoreRecord:
+    """Score row ``s<i>`` of scorer ``s`` on run ``r<i>``, ok, 1.0 (``fields`` replace any)."""
+    base = ScoreRecord(
+        id=f"s{i}",
+        scorer_id="s",
+        scorer_name="s",
+        run_id=f"r{i}",
+        trace_id=None,
+        span_id=None,
+        conversation_id=None,
+        entity_type="agent",
+        entity_id=None,
+        source="live",
+        score=1.0,
+        reason=None,
+        status="ok",
+    )
+    return replace(base, **fields)
+
+
+def decision_row(i: int, **fields: Any) -> DecisionRecord:
+    """Decision ``d<i>``: scorer ``s`` scored run ``r<i>`` (``fields`` replace any)."""
+    base = DecisionRecord(
+        id=f"d{i}",
+        scorer_id="s",
+        target_type="run",
+        target_id=f"r{i}",
+        trace_id=None,
+        conversation_id=None,
+        decision="scored",
+        detail=None,
+        sample_rate=1.0,
+        source="live",
+    )
+    return replace(base, **fields)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from support.daemon import wait_for_async
+from support.records import decision_row, score_row
 
 from tracescorer.config import JudgeSettings, ScorerBinding
 from tracescorer.model import AgentRun, Message
@@ -165,37 +166,11 @@ class _Store:
 
 
 def _decision(i: int) -> DecisionRecord:
-    return DecisionRecord(
-        id=f"d{i}",
-        scorer_id="s",
-        target_type="run",
-        target_id=f"r{i}",
-        trace_id=None,
-        conversation_id=None,
-        decision="scored",
-        detail=None,
-        sample_rate=1.0,
-        source="live",
-    )
+    return decision_row(i)
 
 
 def _score(i: int) -> ScoreRecord:
-    return ScoreRecord(
-        id=f"s{i}",
-        scorer_id="s",
-        scorer_name="s",
-        run_id=None,
-        trace_id=None,
-        span_id=None,
-        conversation_id=None,
-        entity_type="agent",
-        entity_id=None,
-        source="live",
-        score=1.0,
-        reason=None,
-        status="ok",
-        judge_cost_usd=0.5,
-    )
+    return score_row(i, run_id=None, judge_cost_usd=0.5)
 
 
 async def test_writer_batches_rows_and_resolves_commit_futures_in_order_retrying_failures(monkeypatch):

@@ -9,6 +9,7 @@ import asyncio
 import logging
 
 from support.daemon import wait_for_async
+from support.records import decision_row, score_row
 
 import tracescorer.runner.writer as writer_module
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
@@ -34,35 +35,7 @@ class _Store:
 
 
 def _rows(i: int) -> tuple[DecisionRecord, ScoreRecord]:
-    score = ScoreRecord(
-        id=f"s{i}",
-        scorer_id="s",
-        scorer_name="s",
-        run_id=f"r{i}",
-        trace_id=None,
-        span_id=None,
-        conversation_id=None,
-        entity_type="agent",
-        entity_id=None,
-        source="live",
-        score=1.0,
-        reason=None,
-        status="ok",
-    )
-    decision = DecisionRecord(
-        id=f"d{i}",
-        scorer_id="s",
-        target_type="run",
-        target_id=f"r{i}",
-        trace_id=None,
-        conversation_id=None,
-        decision="scored",
-        detail=None,
-        sample_rate=1.0,
-        source="live",
-        score_id=score.id,
-    )
-    return decision, score
+    return decision_row(i, score_id=f"s{i}"), score_row(i)
 
 
 async def _in_flight(store: _Store) -> ScoreWriter:
