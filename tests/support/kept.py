@@ -102,4 +102,11 @@ def wait_runs_once(daemon: DaemonProcess, acked: Acked, index: int = 0, timeout_
     except TimeoutError:
         raise AssertionError(f"{len(whole - counts.keys())} whole acknowledged trace(s) without their run") from None
     twice = {t: n for t, n in counts.items() if n > 1}
-    assert not twice, f"{len(twice)} trace(s) with more than one run, e.g. {list(twice.items())[:3]}"
+    if twice:
+        some = ", ".join(f"'{t}'" for t in list(twice)[:3])
+        detail = rows(
+            daemon,
+            "SELECT trace_id, run_id, span_id, parent_span_id, convention, agent_name, incomplete, created_at "
+            f"FROM runs WHERE trace_id IN ({some}) ORDER BY trace_id, created_at",
+        )
+        raise AssertionError(f"{len(twice)} trace(s) with more than one run: {detail}")

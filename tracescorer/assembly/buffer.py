@@ -4,7 +4,10 @@ A trace is *complete* when its root span has arrived (OTLP only exports ended sp
 arrived for it for ``idle_s``; it is *timed out* when ``max_wait_s`` passed since its first span,
 root or not. A root is a span without a parent span id, or one whose parent lives in another
 process (OTLP span flags say "parent is remote") — a service that is only one hop of a
-distributed trace never sees a parentless span.
+distributed trace never sees a parentless span. A trace replayed from the segment log after a
+restart needs no root once the replay is over (it stopped arriving when the last daemon stopped);
+during the replay its root may still be further on in the log, so it waits for it (unless the
+buffer is full: then it is assembled as it is, and again whole if its root comes).
 
 Memory is bounded twice:
 
@@ -105,6 +108,8 @@ class TraceBuffer:
         self._assembled: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._remember = remember_assembled
         self.stats = BufferStats()
+        #: the feed is replaying what was acknowledged before this start (:meth:`replay_over` ends it)
+        self.replaying = False
 
     # --- intake -------------------------------------------------------------------------------
 
@@ -119,7 +124,8 @@ class TraceBuffer:
         """Buffer spans of any traces, in any order; a span id seen twice is kept once.
         ``received``: when the feed handled them. ``replayed``: acknowledged before
         this start (read back from the segment log): their traces stopped arriving when the last
-        daemon stopped, so like recovered ones they are complete once idle, root or not.
+        daemon stopped, so once the replay is over (:attr:`replaying` cleared by the caller) they
+        are complete once idle, root or not.
         ``offsets``: each span's log record (kept when the buffer tracks offsets)."""
         t = self._clock() if now is None else now
         for i, span in enumerate(spans):
@@ -128,6 +134,7 @@ class TraceBuffer:
                 entry.offsets.add(offsets[i])
             entry.has_root = entry.has_root or is_root(span)
             entry.recovered = entry.recovered or replayed
+            self.replaying = self.replaying or replayed
             self.stats.spans_added += 1
             if entry.spans is None:
                 continue
@@ -160,6 +167,7 @@ class TraceBuffer:
             if entry.offsets is not None and offsets is not None:
                 entry.offsets.add(offsets[i])
             entry.recovered = entry.recovered or replayed
+            self.replaying = self.replaying or replayed
             self.stats.logs_added += 1
             if entry.logs is not None:
                 entry.logs.append(rec)
@@ -254,14 +262,17 @@ class TraceBuffer:
         cap = limit if limit is not None else len(self._entries) + len(self._ready)
         out, self._ready = self._ready[:cap], self._ready[cap:]
         done: list[tuple[str, str]] = []
+        full = self.full
         for trace_id in self._activity:  # least recently active first
             if len(out) + len(done) >= cap:
                 break
             entry = self._entries[trace_id]
             if t - entry.last_seen < self.idle_s:
                 break
-            # Late-arriving pieces of an already assembled trace need no root to be complete.
-            if entry.has_root or entry.late or entry.recovered:
+            # Late-arriving pieces of an already assembled trace need no root to be complete; a
+            # replayed one needs none once the replay is over (its root may be further on in the
+            # log), or while the buffer is full (it is assembled again whole if its root comes)
+            if entry.has_root or entry.late or (entry.recovered and (not self.replaying or full)):
                 done.append((trace_id, COMPLETE))
         done_ids = {d[0] for d in done}
         for trace_id, entry in self._entries.items():  # oldest first

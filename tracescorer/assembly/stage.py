@@ -138,6 +138,11 @@ class AssemblyStage:
             self.buffer.add_logs(logs, received=received, replayed=replayed, offsets=log_offsets)
         self._metrics.buffered_traces.set(len(self.buffer))
 
+    def on_replayed(self) -> None:
+        """The feed handed on everything acknowledged before this start: replayed traces still
+        without a root are complete once idle."""
+        self.buffer.replaying = False
+
     def backlog(self) -> str | None:
         """Backlog check for the segment log's feed: None while the buffer has room for more
         traces and assembly keeps up (takes traces within ``assembly.max_lag_s`` of their becoming

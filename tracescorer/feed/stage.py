@@ -67,6 +67,10 @@ class TelemetryListener(Protocol):
         log_offsets: Sequence[int] | None = None,
     ) -> None: ...
 
+    def on_replayed(self) -> None:
+        """Every request acknowledged before this start was handed on (the replay is over)."""
+        ...
+
 
 class LogFeed:
     """Reads the segment log from where it stopped (see the module docstring)."""
@@ -109,6 +113,7 @@ class LogFeed:
         self.offset = 0  # every request before it was handled
         self._stored_through: int | None = None  # requests up to this offset already have their rows
         self._replay_end = 0  # requests before it were acknowledged before this start
+        self._replaying = False  # until the listeners heard that the replay is over
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._drain_until: float | None = None  # while stopping: go on reading until then
@@ -168,6 +173,7 @@ class LogFeed:
             # record) would otherwise start again where the others are, past its own traces
             await self._state.set_feed_offset(self.offset, consumer=self.consumer)
         self._replay_end = self._log.end_offset
+        self._replaying = not self.keep_rows
         if not self.keep_rows:
             self._stored_through = await self._state.rows_through(consumer=self.consumer)  # skipped rows
         elif self._stored_through is not None and self._stored_through >= self.offset:
@@ -216,6 +222,8 @@ class LogFeed:
 
     async def _run(self) -> None:
         while not self._stopping:
+            if self._replaying and self.offset >= self._replay_end:
+                self._replay_over()
             if self._drain_until is not None and (
                 self.offset >= self._log.end_offset or time.monotonic() >= self._drain_until
             ):
@@ -325,6 +333,15 @@ class LogFeed:
                     )
                 except Exception:  # a downstream stage must never stop the feed
                     log.exception("telemetry listener %r failed", listener)
+
+    def _replay_over(self) -> None:
+        """Tell the listeners once the feed passed every request acknowledged before this start."""
+        self._replaying = False
+        for listener in self.listeners:
+            try:
+                listener.on_replayed()
+            except Exception:  # a downstream stage must never stop the feed
+                log.exception("telemetry listener %r failed", listener)
 
     async def _retrying(self, store: Callable[[Batch], Awaitable[T]], batch: Batch) -> T:
         """``store(batch)``, tried again until the store takes it (or the feed stops)."""

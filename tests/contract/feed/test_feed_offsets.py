@@ -25,11 +25,15 @@ class Seen:
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, bool]] = []
+        self.replayed = False
 
     def on_committed(
         self, spans: Sequence[Any], logs: Sequence[Any], received: tuple[float, float], replayed: bool = False, **_: Any
     ) -> None:
         self.spans += [(s.span_id, replayed) for s in spans]
+
+    def on_replayed(self) -> None:
+        self.replayed = True
 
 
 def _owned_by(partition: Partition, n: int) -> list[str]:
@@ -69,6 +73,7 @@ async def test_a_feed_held_at_its_first_record_starts_there_again(tmp_path) -> N
         await restarted.start()
         await wait_for_async(lambda: len(again.spans) == 3, 10, what="the held records handed on again")
         assert all(replayed for _, replayed in again.spans)
+        await wait_for_async(lambda: again.replayed, 10, what="the replay told over")
         await restarted.stop(time.monotonic() + 5)
         assert (await store.feed_consumers())["w0/2"][0] == end  # nothing held: it moved on
     finally:
