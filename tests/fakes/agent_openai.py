@@ -127,7 +127,8 @@ class AutoAgentOpenAI(AgentOpenAI):
     Deterministic, so captures from real frameworks can be written down by hand:
 
     - the last message is a tool result: answer ``Result from <tool>: <result>`` (several
-      results after one assistant turn are joined with ``; ``);
+      results after one assistant turn are joined with ``; ``), as the argument of a call to the
+      ``final_answer`` tool where one is offered (an agent that answers through it: BeeAI);
     - the last message is a user turn and tools are offered: call the first tool whose name
       appears in the turn (``transfer_to_x`` handoffs, agent-as-tool), else the first tool
       whose required arguments the turn supplies (a known city for ``city``/``location``, an
@@ -158,7 +159,13 @@ class AutoAgentOpenAI(AgentOpenAI):
             return code
         last = msgs[-1]
         if last.get("role") in ("tool", "function"):
-            return Reply.text(self._tool_answer(msgs))
+            answer = self._tool_answer(msgs)
+            final = next((params for name, params in _tools(request.body) if name == "final_answer"), None)
+            if final is None:
+                return Reply.text(answer)
+            with self._ids_lock:  # an agent that answers through its final_answer tool (BeeAI)
+                n = next(self._ids)
+            return tool_call("final_answer", _arguments(final, answer) or {}, f"call_final_answer_{n}")
         text = _content_text(last.get("content"))
         if last.get("role") == "user":
             tools = _tools(request.body)

@@ -266,9 +266,12 @@ def genai_usage(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict
             "output_tokens": (prefix + "output_tokens", prefix + "completion_tokens"),
             "total_tokens": (prefix + "total_tokens", "llm.usage.total_tokens"),
             "cache_read_input_tokens": (prefix + "cache_read.input_tokens", prefix + "cache_read_input_tokens"),
+            # renamed cache_write in the GenAI conventions' own repository: both are read
             "cache_creation_input_tokens": (
                 prefix + "cache_creation.input_tokens",
+                prefix + "cache_write.input_tokens",
                 prefix + "cache_creation_input_tokens",
+                prefix + "cache_write_input_tokens",
             ),
             "reasoning_tokens": (prefix + "reasoning.output_tokens", prefix + "reasoning_tokens"),
         }

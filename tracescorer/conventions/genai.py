@@ -7,8 +7,18 @@ to the span — as span events or as OTLP log records with the same trace/span i
 ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message``,
 ``gen_ai.tool.message``, ``gen_ai.choice``, ``gen_ai.client.inference.operation.details`` and
 the older ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` span events.
-Agent spans: ``invoke_agent`` with ``gen_ai.agent.name/id``, ``gen_ai.conversation.id``.
+Agent spans: ``invoke_agent`` with ``gen_ai.agent.name/id``, ``gen_ai.conversation.id`` — a
+CLIENT span for a remote agent, an INTERNAL one (no ``gen_ai.agent.id``, ``gen_ai.agent.version``
+nor ``gen_ai.provider.name`` since the conventions moved to ``semantic-conventions-genai``) for
+an in-process agent; both are runs. ``invoke_workflow`` spans (a workflow above several agent
+runs; named by ``gen_ai.workflow.name``, by ``gen_ai.agent.name`` in the newer form) are no run
+while agents run below them: each agent run keeps its own identity and records its workflow
+(:data:`WORKFLOW_NAME`, :data:`WORKFLOW_SPAN`); a workflow at the top of a trace with model calls
+and no agent span is the run itself. ``plan`` spans are steps of their agent's run (the model call that plans is
+below them), never model calls nor runs.
 Tools: ``execute_tool`` with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id/arguments/result``.
+Instrumentations on semconv 1.36 or older keep their old form unless ``OTEL_SEMCONV_STABILITY_OPT_IN``
+says otherwise, so one trace may hold both: every reader here reads both.
 """
 
 from __future__ import annotations
@@ -47,8 +57,11 @@ NAME = "genai"
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion", "responses"})
 NON_LLM_OPERATIONS = frozenset(
-    {"invoke_agent", "create_agent", "execute_tool", "embeddings", "invoke_workflow", "retrieval", "agent_step"}
+    {"invoke_agent", "create_agent", "execute_tool", "embeddings", "invoke_workflow", "retrieval", "agent_step", "plan"}
 )
+WORKFLOW = "invoke_workflow"
+#: run attributes naming the workflow a run was part of, and its span
+WORKFLOW_NAME, WORKFLOW_SPAN = "gen_ai.workflow.name", "tracescorer.workflow_span_id"
 INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",
@@ -211,6 +224,26 @@ def is_agent_span(span: Span) -> bool:
     return op == "invoke_agent" or (not op and span.name.startswith("invoke_agent"))
 
 
+def _workflow_name(span: Span) -> str | None:
+    name = first_str(span.attributes, "gen_ai.workflow.name", "gen_ai.agent.name")
+    if name is None and span.name.startswith(WORKFLOW + " "):
+        name = span.name[len(WORKFLOW) + 1 :].strip() or None
+    return name
+
+
+def _workflow_attributes(workflow: Span) -> dict[str, Any]:
+    name = _workflow_name(workflow)
+    return {WORKFLOW_NAME: name, WORKFLOW_SPAN: workflow.span_id} if name else {WORKFLOW_SPAN: workflow.span_id}
+
+
+def _workflow_of(span: Span, trace: TraceView) -> dict[str, Any]:
+    """The run attributes naming the nearest workflow above ``span`` (none: empty)."""
+    for anc in trace.ancestors(span):
+        if operation(anc) == WORKFLOW:
+            return _workflow_attributes(anc)
+    return {}
+
+
 def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
     if not is_agent_span(span):
         return None
@@ -229,6 +262,23 @@ def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
         given=given,
         output=output,
         usage=genai_usage(attrs),
+        attributes=_workflow_of(span, trace),
+    )
+
+
+def read_workflow(span: Span, trace: TraceView) -> AgentInfo | None:
+    """An ``invoke_workflow`` span that is the run: model calls below it and no agent span."""
+    if operation(span) != WORKFLOW:
+        return None
+    given, system, output = _span_messages(span, trace)
+    return AgentInfo(
+        span=span,
+        name=_workflow_name(span),
+        conversation_id=first_str(span.attributes, "gen_ai.conversation.id"),
+        system=system,
+        given=given,
+        output=output,
+        attributes=_workflow_attributes(span),
     )
 
 
@@ -253,6 +303,7 @@ CONVENTION = Convention(
     agent=read_agent,
     llm_call=read_llm_call,
     tool=read_tool,
+    root_agent=read_workflow,
     # a key "gen_ai" alone (a map attribute) puts the trace in the namespace too
     markers=(b"gen_ai.", whole("gen_ai"), b"invoke_agent"),
 )

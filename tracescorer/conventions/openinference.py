@@ -6,9 +6,11 @@ Model calls: spans with ``openinference.span.kind`` = LLM and flattened messages
 ``...message.tool_calls.{k}.tool_call.id|function.name|function.arguments`` (same under
 ``llm.output_messages``; indices may have gaps); without them, an OpenAI-style request/response
 in ``input.value`` / ``output.value``. ``llm.model_name``, ``llm.token_count.*``.
-Agents: AGENT spans; the name is ``agent.name`` or the span name. An AGENT span without
-``agent.name`` may be a wrapper (the OpenAI Agents SDK's workflow span), a LangGraph node marked
-AGENT (``metadata.langgraph_node`` = its name) is a node of its graph: :mod:`.nesting` decides.
+Agents: AGENT spans; the name is ``agent.name`` or the span name. A zero-length AGENT span with
+no children and no conversation of its own is a framework event's record, not an agent (BeeAI).
+An AGENT span without ``agent.name`` may be a wrapper (the OpenAI Agents SDK's workflow span), a
+LangGraph node marked AGENT (``metadata.langgraph_node`` = its name) is a node of its graph:
+:mod:`.nesting` decides.
 Without AGENT spans the run's top CHAIN span names the agent (LangGraph's graph name). ``input.value`` counts as the new input only when it is plain text or messages
 (decorators record Python call arguments as JSON, which is not a message).
 Tools: TOOL spans, ``tool.name``, ``input.value`` (arguments), ``output.value`` (result).
@@ -25,9 +27,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracescorer.conventions.base import (
+    NOT_ONE,
     AgentInfo,
     Convention,
     LlmCall,
+    NotOne,
     ToolExec,
     TraceFacts,
     TraceView,
@@ -220,15 +224,38 @@ def _agent_info(span: Span, name: str | None) -> AgentInfo:
     )
 
 
-def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
+def helper_span(span: Span, trace: TraceView) -> bool:
+    """A zero-length AGENT span with nothing below it and no conversation of its own: a record of
+    a framework event (BeeAI's instrumentation gives each event of an agent, such as its
+    ``final_answer``, a child span of the agent's kind), not an agent invocation."""
+    attrs = span.attributes
+    return (
+        span.end_time_unix_nano <= span.start_time_unix_nano
+        and not trace.children.get(span.span_id)
+        and not _is_text(attrs, "input.value")
+        and _value(attrs, "output.value") is None
+    )
+
+
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
     if kind(span) != "AGENT":
         return None
+    if helper_span(span, trace):
+        return NOT_ONE
     info = _agent_info(span, _agent_name(span))
     # Without agent.name the span may only wrap the agent (a workflow span); a graph node
     # marked AGENT is a step of its graph. The nesting rules decide (see .nesting).
     info.wrapper = first_str(span.attributes, "agent.name", "gen_ai.agent.name") is None
     info.graph_node = _graph_node(span)
     return info
+
+
+def scoped_agent(span: Span, trace: TraceView, scope: str) -> AgentInfo | NotOne | None:
+    """An AGENT span of the instrumentation ``scope`` as :func:`read_agent` reads it (for the
+    extensions of one framework's instrumentation, which then name the agent their way)."""
+    if span.scope.name != scope or kind(span) != "AGENT":
+        return None
+    return read_agent(span, trace)
 
 
 #: Span names of auto-instrumented methods (``FunctionAgent.run``, ``Pipeline.run``): not names.

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tracescorer.conventions import (
     adk,
+    crewai,
     genai,
     generic,
     haystack,
@@ -57,6 +58,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     haystack.CONVENTION,
     llamaindex.CONVENTION,
     smolagents.CONVENTION,
+    crewai.CONVENTION,
     openinference.CONVENTION,
     adk.CONVENTION,
     strands.CONVENTION,

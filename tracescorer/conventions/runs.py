@@ -22,6 +22,7 @@ from operator import attrgetter
 from typing import Any
 
 from tracescorer.conventions import nesting
+from tracescorer.conventions.answers import FINAL_ANSWER_TOOLS, answer_text, with_answers
 from tracescorer.conventions.base import (
     AgentInfo,
     LlmCall,
@@ -37,6 +38,7 @@ from tracescorer.conventions.common import (
     has_content,
     split_history,
     split_system,
+    text_message,
 )
 from tracescorer.conventions.context import CONVERSATION_KEYS, RESOURCE_KEYS, find_id
 from tracescorer.conventions.mainline import main_line, merge_nested
@@ -235,7 +237,7 @@ def _history_and_input(info: AgentInfo, got: _Gathered) -> tuple[list[Message], 
     if not new_input and info.new_input:
         new_input = list(info.new_input)
     new_input = [m for m in new_input if has_content(m)]
-    history = [m for m in history if has_content(m)]
+    history = [m for m in with_answers(history) if has_content(m)]
     return history, new_input, produced
 
 
@@ -247,9 +249,23 @@ def _turns(info: AgentInfo, got: _Gathered, produced: list[Message]) -> list[Mes
         turns = [m for c in got.main for m in c.output if m.role == ASSISTANT]
     if not turns:
         turns = [m for m in info.output if m.role == ASSISTANT]
-    if info.answer and not (turns and turns[-1].content and turns[-1].content == info.answer[-1].content):
-        turns = [*turns, *info.answer]
+    answer = info.answer or _final_answer(info, turns)
+    if answer and not (turns and turns[-1].content and turns[-1].content == answer[-1].content):
+        turns = [*turns, *answer]
     return turns
+
+
+def _final_answer(info: AgentInfo, turns: list[Message]) -> list[Message]:
+    """The answer of a run whose last turn calls a final-answer tool: the agent's stated output,
+    else the call's argument."""
+    calls = [c for c in turns[-1].tool_calls if c.name in FINAL_ANSWER_TOOLS] if turns else []
+    if not calls:
+        return []
+    stated = [m for m in info.output if m.role == ASSISTANT and m.content]
+    if stated:
+        return stated[-1:]
+    answer = answer_text(calls[-1].arguments)
+    return [text_message(ASSISTANT, answer)] if answer else []
 
 
 def _ids(info: AgentInfo, trace: TraceView, own: list[Span]) -> tuple[str | None, str | None]:

@@ -14,15 +14,22 @@ TOOL span's ``answer``), else the agent span's output; the agent is named after 
 the instrumented method. A tool span's input is the ``Tool.__call__`` record (``{"args",
 "kwargs", "sanitize_inputs_outputs"}``): the arguments are the call's (a CodeAgent calls its
 tools from code, so those executions are the only record of their arguments).
+
+A later task (``reset=False``) gets the earlier tasks replayed, their final steps only as
+``tool-call`` / ``tool-response`` turns (``Calling tools:`` and the calls' Python repr): the answer
+such a step gave (a ``final_answer`` call's argument, or the last output of code calling
+``final_answer(...)``) is added after it as the assistant turn the user saw, so the later run's
+history reads question, answer, question.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracescorer.conventions import openinference
-from tracescorer.conventions.base import AgentInfo, Convention, ToolExec, TraceFacts, TraceView
+from tracescorer.conventions import openinference, pyrepr
+from tracescorer.conventions.answers import answer_text
+from tracescorer.conventions.base import AgentInfo, Convention, LlmCall, NotOne, ToolExec, TraceFacts, TraceView
 from tracescorer.conventions.calls import tool_arguments
 from tracescorer.conventions.common import ASSISTANT, first_str, loads_maybe, text_message
 from tracescorer.model import Message, Span
@@ -33,6 +40,9 @@ FINAL_ANSWER = "final_answer"
 #: smolagents' own agent classes: the span of an agent without a name is ``<Class>.run``.
 _CLASSES = frozenset({"CodeAgent", "ToolCallingAgent", "MultiStepAgent"})
 _RECORD_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+#: how smolagents replays an earlier step's tool calls (``ActionStep.to_messages``), and what a
+#: code step's observation ends with (the value of its last line: the answer, for a final step)
+_CALLING, _LAST_OUTPUT = "Calling tools:\n", "Last output from code snippet:\n"
 
 
 def agent_name(span_name: str) -> str | None:
@@ -75,16 +85,72 @@ def _answer(span: Span, trace: TraceView) -> list[Message]:
     return [text_message(ASSISTANT, answer)] if answer else []
 
 
-def read_agent(span: Span, trace: TraceView) -> AgentInfo | None:
-    if span.scope.name != SCOPE or openinference.kind(span) != "AGENT":
-        return None
-    info = openinference.read_agent(span, trace)
-    if info is None:
-        return None
+def read_agent(span: Span, trace: TraceView) -> AgentInfo | NotOne | None:
+    info = openinference.scoped_agent(span, trace, SCOPE)
+    if not isinstance(info, AgentInfo):
+        return info
     info.name = first_str(span.attributes, "agent.name") or agent_name(span.name)
     info.wrapper = False
     info.answer = _answer(span, trace)
     return info
+
+
+def _replayed_calls(msg: Message) -> list[Mapping[str, Any]]:
+    """The ``function`` objects of a replayed ``tool-call`` turn (``Calling tools:`` and a list)."""
+    if msg.role != "tool-call" or not msg.content.startswith(_CALLING):
+        return []
+    try:
+        data = pyrepr.parse(msg.content[len(_CALLING) :])
+    except pyrepr.ReprError:
+        return []
+    calls = data if isinstance(data, list) else []
+    return [c["function"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)]
+
+
+def _replayed_answer(call: Message, response: Message | None) -> str | None:
+    """The answer an earlier task's final step gave: a ``final_answer`` call's argument, or for a
+    code step calling ``final_answer(...)`` its observation's last output."""
+    for function in _replayed_calls(call):
+        arguments = function.get("arguments")
+        if function.get("name") == FINAL_ANSWER:
+            return answer_text(arguments)
+        if isinstance(arguments, str) and FINAL_ANSWER + "(" in arguments and response is not None:
+            _, found, answer = response.content.rpartition(_LAST_OUTPUT)
+            return (answer.strip() or None) if found else None
+    return None
+
+
+def with_replayed_answers(messages: Sequence[Message]) -> list[Message]:
+    """The model's input with each earlier task's answer as the assistant turn the user saw, after
+    the final step's tool turns (smolagents replays that step only as ``tool-call`` /
+    ``tool-response`` turns, which are not text history)."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        out.append(msg)
+        i += 1
+        if msg.role != "tool-call":
+            continue
+        response = messages[i] if i < len(messages) and messages[i].role == "tool-response" else None
+        answer = _replayed_answer(msg, response)
+        if answer is None:
+            continue
+        if response is not None:
+            out.append(response)
+            i += 1
+        out.append(text_message(ASSISTANT, answer))
+    return out
+
+
+def read_llm_call(span: Span, trace: TraceView) -> LlmCall | None:
+    """A model call whose input replays earlier tasks: their answers read as assistant turns."""
+    if span.scope.name != SCOPE:
+        return None
+    call = openinference.read_llm_call(span, trace)
+    if call is not None:
+        call.input = with_replayed_answers(call.input)
+    return call
 
 
 def read_tool(span: Span, trace: TraceView) -> ToolExec | None:
@@ -104,5 +170,11 @@ def detect(facts: TraceFacts) -> float:
 
 
 CONVENTION = Convention(
-    name=NAME, label=openinference.NAME, detect=detect, agent=read_agent, tool=read_tool, markers=(SCOPE.encode(),)
+    name=NAME,
+    label=openinference.NAME,
+    detect=detect,
+    agent=read_agent,
+    llm_call=read_llm_call,
+    tool=read_tool,
+    markers=(SCOPE.encode(),),
 )

@@ -106,6 +106,33 @@ def test_auto_agent_calls_tools_answers_results_and_streams() -> None:
         assert plain.choices[0].message.content == "You said: Thanks!"
 
 
+def test_auto_agent_answers_a_tool_result_through_an_offered_final_answer_tool() -> None:
+    """An agent that answers through its ``final_answer`` tool (BeeAI's RequirementAgent) gets the
+    answer as that call's argument, not as text."""
+    final = {
+        "type": "function",
+        "function": {
+            "name": "final_answer",
+            "parameters": {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"]},
+        },
+    }
+    with AutoAgentOpenAI() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+        call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+        after = [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Snow"},
+        ]
+        msg = client.chat.completions.create(model="m", messages=after, tools=[WEATHER, final]).choices[0].message
+        (answer,) = msg.tool_calls or []
+        assert (msg.content, answer.function.name, json.loads(answer.function.arguments)) == (
+            None,
+            "final_answer",
+            {"response": "Result from get_weather: Snow"},
+        )
+
+
 def test_capture_server_keeps_trace_and_log_bodies_over_both_transports() -> None:
     with OtlpCapture() as capture:
         tp = TracerProvider()
