@@ -22,7 +22,11 @@ the daemon, split into its event-loop thread and its other threads; the store pr
 processes), per stage as the daemon counts it (``tracescorer_stage_cpu_seconds``: the CPU time of
 the thread that ran each stage: the event loop's, the decoding thread's for ``decode``) and the wall time per span of each ``*_seconds`` histogram (commits, checkpoints,
 extraction); RSS before / peak / after per process; triage's kept/skipped spans, runs and scores,
-and a check against the store's rows (queried after the measurement: its cost is not counted).
+and a check against the store's rows (queried after the measurement: its cost is not counted);
+the time to score under the load (``tracescorer_time_to_score_seconds``: a run's end to its score
+stored, p50 and p99 interpolated in its buckets as Prometheus's ``histogram_quantile`` does) of a
+probe run sent every 0.5 s beside the load and scored by a binding of its own (``bench/probe.py``:
+the load generator's spans carry fixed 2025 times); the probes' runs are counted in the runs wanted.
 
     python bench/sustained.py                           # both feeds, 20 s each, 3-5 minutes
     python bench/sustained.py --mix 0.9 --seconds 60 --json out.json
@@ -46,6 +50,7 @@ from typing import Any
 import psutil
 import yaml
 from benchutil import cpu_us_per_span, free_port, load, scrape, start_daemon, stop, walk_server
+from probe import BINDING, Probe
 
 from tracescorer import control
 
@@ -61,7 +66,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 STAGES = ("check", "decode", "assembly", "scoring")  # the pipeline's order
 #: histograms of waits, not of work: the ack latency (reported from the load generator) and the loop's lag
 ROLE_ORDER = ("daemon", "workers", "store", "query")
-NOT_STAGES = ("receiver_request", "event_loop_lag")
+NOT_STAGES = ("receiver_request", "event_loop_lag", "time_to_score")
 ROLES = (
     ("tracescorer.store.duckdb.server", "store"),
     ("tracescorer.store.duckdb.queryproc", "query"),
@@ -195,17 +200,18 @@ def progress(m0: dict[str, float], m1: dict[str, float]) -> dict[str, float]:
         "skipped": delta(m0, m1, "tracescorer_triage_items_total", signal="spans", decision="skipped"),
         "runs": delta(m0, m1, "tracescorer_assembly_runs_total"),
     }
-    for scorer in SCORERS:
+    for scorer in (*SCORERS, BINDING):
         out[f"scores {scorer['id']}"] = delta(m0, m1, "tracescorer_score_results_total", scorer=scorer["id"])
     return out
 
 
-def done(p: dict[str, float], acked: float, runs: int) -> bool:
+def done(p: dict[str, float], acked: float, runs: int, probes: int) -> bool:
     return (
         p["lag_bytes"] == 0
         and p["kept"] + p["skipped"] >= acked
         and p["runs"] >= runs
         and all(p[f"scores {s['id']}"] >= runs for s in SCORERS)
+        and p[f"scores {BINDING['id']}"] >= probes
     )
 
 
@@ -231,6 +237,36 @@ def histograms(m0: dict[str, float], m1: dict[str, float], spans: float) -> dict
         label = ",".join(labels.values())
         out[f"{name}[{label}]" if label else name] = {"us_per_span": (value - m0.get(key, 0.0)) / spans * 1e6, "n": n}
     return out
+
+
+def quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """``histogram_quantile``: the ``q`` quantile of cumulative ``(le, count)`` buckets, linear
+    within the bucket it falls in (nan without observations, the last finite bound past it)."""
+    buckets = sorted(buckets)
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return float("nan")
+    rank, lo, below = q * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * (rank - below) / (count - below) if count > below else le
+        lo, below = le, count
+    return lo
+
+
+def time_to_score(m0: dict[str, float], m1: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per scorer: p50, p99 and count of ``tracescorer_time_to_score_seconds`` since ``m0``."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for labels, _ in series(m1, "tracescorer_time_to_score_seconds_bucket"):
+        le, scorer = labels["le"], labels["scorer"]
+        count = delta(m0, m1, "tracescorer_time_to_score_seconds_bucket", scorer=scorer, le=le)
+        by.setdefault(scorer, []).append((float(le), count))
+    return {
+        scorer: {"p50_s": quantile(0.5, b), "p99_s": quantile(0.99, b), "n": max(c for _, c in b)}
+        for scorer, b in by.items()
+    }
 
 
 # --- one feed ---------------------------------------------------------------------------------------
@@ -264,10 +300,12 @@ def _measure(
     runner = threading.Thread(
         target=lambda: result.update(load("grpc", f"127.0.0.1:{grpc_port}", seconds, clients, pid, mix=mix))
     )
+    probe = Probe(f"127.0.0.1:{grpc_port}")
     tree.start()
     runner.start()
+    probe.start()
     first = load_end = caught_up = end = None
-    acked, runs = 0.0, 0
+    acked, runs, probes = 0.0, 0, 0
     deadline = time.monotonic() + 10 * seconds + 120
     while time.monotonic() < deadline:
         time.sleep(TICK_S)
@@ -279,14 +317,15 @@ def _measure(
         if load_end is None:
             if not result:
                 raise SystemExit("the load generator failed (its error is above)")
-            load_end, acked = now, float(result["spans_acked_total"])
-            runs = agent_traces(acked, mix)
+            load_end, acked, probes = now, float(result["spans_acked_total"]), probe.finish()
+            runs = agent_traces(acked, mix) + probes
         if caught_up is None and p["lag_bytes"] == 0:
             caught_up = now
-        if done(p, acked, runs):
+        if done(p, acked, runs, probes):
             end = now
             break
     runner.join()
+    probe.finish()
     m1 = scrape(info.url)
     cpu, rss_after = tree.finish()
     assert first is not None and load_end is not None, "nothing was acknowledged"
@@ -310,6 +349,8 @@ def _measure(
         "cpu_us_per_span": {role: s / acked * 1e6 for role, s in cpu.items()},
         "stage_cpu_us_per_span": stage_cpu(m0, m1, acked),
         "histograms": histograms(m0, m1, acked),
+        "time_to_score": time_to_score(m0, m1).get(BINDING["id"], {}),
+        "probes": {"sent": probes, "failed": probe.failed},
         "rss_mb": {
             role: [n / 2**20 for n in (tree.rss_before.get(role, 0), tree.rss_peak[role], rss_after.get(role, 0))]
             for role in sorted(tree.rss_peak, key=lambda r: ROLE_ORDER.index(r) if r in ROLE_ORDER else len(ROLE_ORDER))
@@ -342,6 +383,7 @@ def report(mix: float, w: dict[str, Any], t: dict[str, Any]) -> list[str]:
     p = t["progress"]
     scores = ", ".join(f"{k.removeprefix('scores ')} {v:,.0f}" for k, v in p.items() if k.startswith("scores "))
     hist = ", ".join(f"{k} {v['us_per_span']:.1f} ({v['n']:,.0f}x)" for k, v in t["histograms"].items())
+    tts, probes = t["time_to_score"], t["probes"]
     rss = ", ".join(f"{role} {'/'.join(f'{x:.0f}' for x in v)}" for role, v in t["rss_mb"].items())
     status = "" if t["handled"] else "  NOT ALL HANDLED before the deadline"
     return [
@@ -358,6 +400,9 @@ def report(mix: float, w: dict[str, Any], t: dict[str, Any]) -> list[str]:
         f"  handled       triage kept {p['kept']:,.0f}, skipped {p['skipped']:,.0f} spans; runs {p['runs']:,.0f} "
         f"(want {t['runs_wanted']:,}); scores {scores}; rows: runs {t['rows']['runs']:,}, traces with both "
         f"scores {t['rows']['traces_with_both_scores']:,}",
+        f"  time to score p50 {tts.get('p50_s', float('nan')):.2f} s, p99 {tts.get('p99_s', float('nan')):.2f} s "
+        f"({tts.get('n', 0):,.0f} probe runs, {probes['failed']} probes refused; from a run's end, assembly.idle_s "
+        f"{IDLE_S:g} s is in it)",
         f"  RSS MB        before/peak/after {'/'.join(f'{x:.0f}' for x in t['rss_total_mb'])}: {rss}",
         f"  noise         load generator {t['loadgen_cpu_pct']:.0f} %, other processes {t['other_cpu_pct']:.0f} % "
         "of a core",
@@ -372,7 +417,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=YAML", help="a daemon setting")
     ap.add_argument("--json", type=Path, help="also write every figure here")
     args = ap.parse_args()
-    config: dict[str, Any] = {"assembly": {"idle_s": IDLE_S}, "scorers": SCORERS}
+    config: dict[str, Any] = {"assembly": {"idle_s": IDLE_S}, "scorers": [*SCORERS, BINDING]}
     for item in args.set:
         path, _, value = item.partition("=")
         section, _, key = path.partition(".")

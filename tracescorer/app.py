@@ -26,9 +26,9 @@ from tracescorer.api import ControlApi, OpsApi
 from tracescorer.calibration.gauges import AgreementGauges
 from tracescorer.calibration.routes import LabelRoutes
 from tracescorer.clock import SYSTEM_CLOCK, Clock
-from tracescorer.config import ConfigError, Settings
+from tracescorer.config import Settings
 from tracescorer.daemon import announce, listeners
-from tracescorer.daemon.readiness import FeedStatus, Readiness
+from tracescorer.daemon.readiness import Readiness
 from tracescorer.daemon.serve_info import serve_info
 from tracescorer.daemon.signals import StopSignals, stop_note
 from tracescorer.export import EvaluationExporter
@@ -47,6 +47,7 @@ from tracescorer.runtime import default_owner
 from tracescorer.seglog import build_segment_log
 from tracescorer.store.api import disk_full
 from tracescorer.store.factory import BothHealthy, build_stores
+from tracescorer.workers.child import InProcess
 from tracescorer.workers.pipeline import Pipeline, build_runner
 from tracescorer.workers.pool import WorkerPool
 
@@ -78,10 +79,11 @@ class App:
         )
         shared = st.coordination is not None
         score_listeners: list[ScoreListener] = [self.exporter] if self.exporter is not None else []
-        # backfills and the healer use it too; with worker processes, each recovers its own runs
-        # and conversations
-        recovery = RecoveryScope(runs=not workers, conversations=not workers)
-        self.runner = build_runner(s, st, self.metrics, score_listeners, recovery=recovery, shared_spend=bool(workers))
+        # backfills and the healer use it; each worker recovers its own runs and conversations
+        recovery = RecoveryScope(runs=False, conversations=False)
+        self.runner = build_runner(
+            s, st, self.metrics, score_listeners, recovery=recovery, shared_spend=True, clock=self.clock
+        )
         self.healer = Healer(
             self.runner,
             s.scoring.heal,
@@ -89,28 +91,28 @@ class App:
             leadership=st.leadership("heal") if st.leadership is not None else None,  # one daemon of several heals
             clock=self.clock,
         )
-        self.pipeline: Pipeline | None = None
-        self.pool: WorkerPool | None = None
-        self.feed: FeedStatus
-        if workers:  # the stages after the log run in worker processes, a share of the traces each
-            if st.attach is None:
-                raise ConfigError("workers.count needs a store its worker processes can attach to")
-            self.pool = self.feed = WorkerPool(
-                s, self.segment_log, st.attach, self.metrics, count=workers, owner=self.owner, listeners=score_listeners
-            )
-        else:
-            self.pipeline = Pipeline(s, st, self.metrics, self.segment_log, self.runner, clock=self.clock)
-            self.feed = self.pipeline.feed
-        self.assembly = self.pipeline.assembly if self.pipeline is not None else None
+        # the stages after the log run in the workers, a share of the traces each (with
+        # workers.count 0, one on this process's loop)
+        assert st.attach is not None  # the daemon's stores always have their store process
+        self.pool = self.feed = WorkerPool(
+            s,
+            self.segment_log,
+            st.attach,
+            self.metrics,
+            count=workers,
+            owner=self.owner,
+            listeners=score_listeners,
+            clock=self.clock,
+        )
         self.readiness = Readiness(
-            # with workers, they do most writes: the daemon's own channel may not hear of failures for long
-            health=st.health if self.pool is None else BothHealthy([st.health, self.pool]),
-            intake=st.intake if self.pool is None else self.pool,  # the workers' queues: they append
+            # the workers do most writes: the daemon's own channel may not hear of failures for long
+            health=BothHealthy([st.health, self.pool]),
+            intake=self.pool,  # the workers' queues: they append
             segment_log=self.segment_log,
             feed=self.feed,
             ingestor=self.ingestor,
             max_lag_bytes=s.segment_log.max_lag_bytes,
-            workers=self.pool.describe if self.pool is not None else None,
+            workers=self.pool.describe,
             store_path=s.store.path if st.files else None,
         )
         self.ingestor.add_backlog_check("log", self.readiness.feed_backlog)
@@ -130,8 +132,7 @@ class App:
         score_listeners.append(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         for listener in score_listeners[len(self.runner.writer.listeners) :]:
             self.runner.add_score_listener(listener)
-            if self.pool is not None:  # the workers' scores go to the same listeners
-                self.pool.listeners.append(listener)
+            self.pool.listeners.append(listener)  # the workers' scores go to the same listeners
         # the ops API's own token, new at each start; never the ingest token
         self.api_token = secrets.token_urlsafe(32)
         self.ops = OpsApi(
@@ -140,15 +141,12 @@ class App:
             metrics_token=s.metrics.auth_token,
             readiness=self.readiness.not_ready_reason,
             detail=self.readiness.detail,
-            refresh=self.pool.refresh_metrics if self.pool is not None else None,
+            refresh=self.pool.refresh_metrics,
         )
         self.labels = LabelRoutes(st.labels, st.reads, {b.id: b.scope for b in s.scorers})
         self.agreement = AgreementGauges(st.reads, self.metrics)
         self.labels.on_labels.append(self.agreement.poke)
-        if self.pipeline is not None:
-            self.pipeline.evaluations.on_evaluations.append(self.agreement.poke)
-        if self.pool is not None:  # the workers store other tools' evaluations
-            self.pool.on_evaluations.append(self.agreement.poke)
+        self.pool.on_evaluations.append(self.agreement.poke)  # the workers store other tools' evaluations
         self.control = ControlApi(
             st.queries,
             reads=st.reads,
@@ -168,6 +166,12 @@ class App:
         self._stages: Stages | None = None
         self._deadline = 0.0
         self._stopped = asyncio.Event()
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The in-process worker's stages (``workers.count: 0``) once started; None with processes."""
+        process = self.pool.workers[0].process
+        return process.worker.pipeline if isinstance(process, InProcess) and process.worker is not None else None
 
     def not_ready_reason(self) -> str | None:
         """Why the daemon should not get traffic now (None when ready): see :class:`Readiness`."""
@@ -207,16 +211,13 @@ class App:
         except OSError as exc:  # a full disk: say which one, and how full
             raise disk_full(self.segment_log.directory, exc) or exc from None
         self.metrics.feed_lag_bytes.set_function(lambda: self.feed.lag_bytes)
-        if self.pool is not None:  # the slowest worker's (each worker's own is not set)
-            self.metrics.feed_lag_seconds.set_function(lambda: self.feed.lag_s)
+        self.metrics.feed_lag_seconds.set_function(lambda: self.feed.lag_s)  # the slowest worker's
         self.metrics.log_bytes.set_function(lambda: self.segment_log.kept_bytes)
         self.metrics.track_queue(lambda: st.intake.pending_items)
         self.metrics.track_readiness(self.readiness.not_ready_reason)
         if st.files:
             self.metrics.track_db_size(st.files)
         reserve = self._store_reserve_s
-        if self.pipeline is not None:  # conversations settle claims after scoring stopped, before the store closes
-            await self.pipeline.enter_idler(stages, reserve_s=reserve)
         if self.exporter is not None:
             await stages.enter(self.exporter, reserve_s=reserve)
         if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
@@ -224,10 +225,8 @@ class App:
         await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.healer, reserve_s=reserve + 1.0)  # stops before the runner it feeds
-        if self.pipeline is not None:  # assembly, then the feed: stopped before assembly, after the receivers
-            await self.pipeline.enter_intake(stages, reserve_s=reserve)
-        if self.pool is not None:  # the workers: stopped after the receivers, before scoring and the store
-            await stages.enter(self.pool, reserve_s=reserve + 1.0)
+        # the workers: stopped after the receivers, before scoring and the store
+        await stages.enter(self.pool, reserve_s=reserve + 1.0)
         await self._start_receivers(stages)
         if s.api.enabled:
             self._api = listeners.ops_api(s, self.control, self.metrics)

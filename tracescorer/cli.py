@@ -15,8 +15,42 @@ from tracescorer.commands.common import FORMAT_NAMES, config_option, load, row_l
 
 log = logging.getLogger("tracescorer.cli")
 
+#: the commands of ``tracescorer.commands``: name -> (module, function)
+_COMMANDS = {
+    "runs": ("runs", "runs"),
+    "replay": ("replay", "replay"),
+    "scores": ("scores", "scores"),
+    "explain": ("explain", "explain"),
+    "scorers": ("scorers", "scorers"),
+    "backfill": ("backfill", "backfill"),
+    "monitors": ("monitors", "monitors"),
+    "report": ("report", "report"),
+    "label": ("labels", "label"),
+    "label-queue": ("labels", "label_queue"),
+    "agreement": ("agreement", "agreement"),
+    "disagreements": ("agreement", "disagreements"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Group(click.Group):
+    """The command group; a command of ``tracescorer.commands`` is imported when it is run (or
+    listed by ``--help``), not every one at each start."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in _COMMANDS:
+            import importlib
+
+            module, name = _COMMANDS[cmd_name]
+            found = getattr(importlib.import_module(f"tracescorer.commands.{module}"), name)
+            self.add_command(found, cmd_name)
+        return found
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tracescorer")
 def main() -> None:
     """Score AI agents in production from their OpenTelemetry traces."""
@@ -108,11 +142,10 @@ def query(config_path: str | None, sql: str, fmt: str, wide: bool, max_rows: int
     every other table is shared in PostgreSQL (PostgreSQL SQL). One statement reads one or the other.
     """
     from tracescorer.output import FORMATS, format_table
-    from tracescorer.store.queries import Query
 
     settings = load(config_path)
     limit = row_limit(settings, max_rows)
-    result = run_query(settings, Query(sql), limit)
+    result = run_query(settings, sql, limit)
     if fmt == "table":
         click.echo(
             format_table(
@@ -197,31 +230,6 @@ def demo(keep: bool) -> None:
 
     sys.exit(run_demo(keep=keep))
 
-
-def _register() -> None:
-    from tracescorer.commands import backfill, explain, monitors, replay, report, runs, scorers, scores
-
-    main.add_command(runs.runs)
-    main.add_command(replay.replay)
-    main.add_command(scores.scores)
-    main.add_command(explain.explain)
-    main.add_command(scorers.scorers)
-    main.add_command(backfill.backfill)
-    main.add_command(monitors.monitors)
-    main.add_command(report.report)
-    _register_calibration()
-
-
-def _register_calibration() -> None:
-    from tracescorer.commands import agreement, labels
-
-    main.add_command(labels.label)
-    main.add_command(labels.label_queue)
-    main.add_command(agreement.agreement)
-    main.add_command(agreement.disagreements)
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -12,8 +12,8 @@ from pathlib import Path
 from tracescorer.config import Settings
 from tracescorer.model import AgentRun, Message, Part
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.report import collect, render
-from tracescorer.report.data import bucket_for
+from tracescorer.report.data import bucket_for, collect
+from tracescorer.report.html import render
 from tracescorer.report.transcripts import run_turns
 from tracescorer.store.duckdb import DuckDBStore
 from tracescorer.store.factory import build_offline_reads

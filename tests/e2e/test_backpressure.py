@@ -108,7 +108,7 @@ async def test_a_full_scoring_stage_pushes_back_at_both_receivers_and_loses_noth
                 break
             await asyncio.sleep(0.01 if len(acked) < 10 else 0.05)
         assert refused["http"] and refused["grpc"], (acked, refused)
-        assert app.feed.held_by is not None and "scoring" in app.feed.held_by
+        assert app.pipeline.feed.held_by is not None and "scoring" in app.pipeline.feed.held_by
         assert 'tracescorer_receiver_backpressure_total{bound="log"}' in app.metrics.render().decode()
         gated.GATE.set()
         # every acknowledged trace is assembled and scored once the stage drains; none was lost
@@ -194,9 +194,9 @@ async def test_far_more_than_the_window_is_assembled_from_the_span_log(tmp_path)
         for start in range(0, 600, 50):
             spans = [s for i in range(start + 1, start + 51) for s in _agent_trace(i)]
             assert await asyncio.to_thread(_post_http, app.http_port, spans) == 200
-            assert app.assembly.buffer.stats.items_buffered <= 40
+            assert app.pipeline.assembly.buffer.stats.items_buffered <= 40
         await wait_for_async(lambda: _count(app, "runs", 600), 60, interval_s=0.2, what="600 runs")
-        assert app.assembly.buffer.stats.traces_spilled > 500
+        assert app.pipeline.assembly.buffer.stats.traces_spilled > 500
         assert await scalar(app.stores.queries, "SELECT count(*) FROM assembled_traces WHERE span_count = 4") == 600
         assert await scalar(app.stores.queries, "SELECT count(DISTINCT input_messages) FROM runs") == 600
 

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from support.daemon import plain_settings, running_app, settings_for, settled, wait_for_async
+from support.daemon import app_metric, plain_settings, running_app, settings_for, settled, wait_for_async
 from support.db import fetch, scalar
 from support.otlp import agent_trace, span_exporter, tracer
 
@@ -48,15 +48,11 @@ class _IntakeFailsOnce:
         return outcome
 
 
-def _metric(app: Any, name: str) -> float:
-    return sum(s.value for f in app.metrics.registry.collect() for s in f.samples if s.name == name)
-
-
 async def test_a_failed_batch_of_the_assembly_feed_is_tried_again_and_each_run_assembled_once(tmp_path):
     settings = settings_for(tmp_path, workers={"count": 0}, assembly={"idle_s": 0.2})  # this process's feed
     async with running_app(settings) as app:
-        faulty = _PrefilterFailsOnce(app.feed._prefilter)
-        app.feed._prefilter = faulty  # fault injection at the feed's one plug-in point
+        faulty = _PrefilterFailsOnce(app.pipeline.feed._prefilter)
+        app.pipeline.feed._prefilter = faulty  # fault injection at the feed's one plug-in point
         with tracer(span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")) as t:
             for i in range(5):
                 await asyncio.to_thread(agent_trace, t, f"question {i}")
@@ -70,9 +66,9 @@ async def test_a_failed_batch_of_the_assembly_feed_is_tried_again_and_each_run_a
         assert await scalar(queries, "SELECT count(DISTINCT trace_id) FROM runs") == 5
         # each trace assembled once, whole: the failed batch's items were handed on once, all of them
         assert await fetch(queries, "SELECT span_count, count(*) FROM assembled_traces GROUP BY 1") == [(4, 5)]
-        assert _metric(app, "tracescorer_assembly_traces_total") == 5
-        assert app.feed.failure is None and app.not_ready_reason() is None
-        assert _metric(app, "tracescorer_feed_failures_total") == 1
+        assert await app_metric(app, "tracescorer_assembly_traces_total") == 5
+        assert app.pipeline.feed.failure is None and app.not_ready_reason() is None
+        assert await app_metric(app, "tracescorer_feed_failures_total") == 1
 
 
 def _send(port: int, n: int) -> None:
@@ -94,4 +90,4 @@ async def test_a_failed_batch_of_the_span_rows_feed_is_tried_again_and_stored_on
         assert await scalar(queries, "SELECT count(*) FROM spans") == 20
         assert await scalar(queries, "SELECT count(DISTINCT span_id) FROM spans") == 20
         assert rows.failure is None and app.not_ready_reason() is None
-        assert _metric(app, "tracescorer_feed_failures_total") == 1
+        assert await app_metric(app, "tracescorer_feed_failures_total") == 1

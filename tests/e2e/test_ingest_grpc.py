@@ -147,7 +147,7 @@ async def test_backpressure_then_sdk_retry_succeeds(tmp_path, transport):
         receiver={"retry_after_s": 1},
         segment_log={"max_lag_bytes": 1},
     )
-    async with running_app(settings) as app, FeedGate(app.feed) as gate:
+    async with running_app(settings) as app, FeedGate(app.pipeline.feed) as gate:
         first = trace_request([{"trace_id": TRACE_ID, "span_id": "00000000000000b1"}]).SerializeToString()
         assert await asyncio.to_thread(_raw_post, app.http_port, first) == 200  # acknowledged: the feed is behind
         # A raw request is refused with the retryable status and a retry hint.

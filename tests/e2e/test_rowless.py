@@ -19,9 +19,9 @@ import psutil
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
-from prometheus_client.parser import text_string_to_metric_families
 from support.daemon import (
     DaemonProcess,
+    app_metric,
     config_dict,
     running_app,
     settings_for,
@@ -39,15 +39,6 @@ from tracescorer.store.duckdb import open_read_only
 
 GENAI = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "openai"}
 SCORERS = [{"id": "non-empty", "prebuilt": "non_empty_response"}]
-
-
-def _metric(app: Any, name: str, **labels: str) -> float:
-    total = 0.0
-    for family in text_string_to_metric_families(app.metrics.render().decode()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += float(sample.value)
-    return total
 
 
 def _send_mixed(grpc_port: int) -> dict[str, str]:
@@ -84,7 +75,7 @@ async def test_runs_and_scores_without_a_span_row(tmp_path):
         assembled = await fetch(queries, "SELECT trace_id, span_count, len(log_offsets) FROM assembled_traces")
         rows = await fetch(queries, "SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM log_records)")
         skipped = await fetch(queries, "SELECT DISTINCT trace_id FROM skipped_traces")
-        read_back = _metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
+        read_back = await app_metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
     # every span of the agent trace, the database span sent before the model call included (three
     # requests); nothing of either trace in the span log
     assert assembled == [(ids["agent"], 3, 3)]
@@ -136,13 +127,13 @@ async def test_spilled_traces_are_read_back_from_the_segment_log(tmp_path):
             return rows if len(rows) == len(ids) else []
 
         rows = await wait_for_async(assembled, 60, what="every trace assembled")
-        spilled = app.assembly.buffer.stats.traces_spilled
+        spilled = app.pipeline.assembly.buffer.stats.traces_spilled
 
         async def scores() -> bool:
             return await fetch(queries, "SELECT count(*) FROM scores") == [(len(ids),)]
 
         await wait_for_async(scores, 30, what="every run scored")
-        unreadable = _metric(app, "tracescorer_assembly_traces_unreadable_total")
+        unreadable = await app_metric(app, "tracescorer_assembly_traces_unreadable_total")
     assert spilled >= 10
     assert sorted(rows) == sorted((tid, 5, 1) for tid in ids)
     assert unreadable == 0
@@ -187,7 +178,7 @@ async def test_late_spans_assemble_the_whole_trace_again_from_the_log(tmp_path):
             return await assembled() == [(3,)]
 
         await wait_for_async(whole, 30, what="the trace assembled again with its late span")
-        late_passes = _metric(app, "tracescorer_assembly_traces_total", **{"pass": "late"})
+        late_passes = await app_metric(app, "tracescorer_assembly_traces_total", **{"pass": "late"})
         runs = await fetch(queries, f"SELECT count(*) FROM runs WHERE trace_id = '{tid}'")
     assert late_passes == 1
     assert runs == [(1,)]

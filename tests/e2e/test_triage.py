@@ -24,7 +24,16 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from support.clock import ManualClock
-from support.daemon import DaemonProcess, config_dict, running_app, settings_for, settled, wait_for, wait_for_async
+from support.daemon import (
+    DaemonProcess,
+    app_metric,
+    config_dict,
+    running_app,
+    settings_for,
+    settled,
+    wait_for,
+    wait_for_async,
+)
 from support.db import fetch
 from support.otlp import log_exporter, span_exporter, tracer
 
@@ -56,16 +65,6 @@ def _send(grpc_port: int) -> dict[str, str]:
     return ids
 
 
-async def _metric(app: Any, name: str, **labels: str) -> float:
-    """The daemon's figure as /metrics shows it (its worker processes' included)."""
-    total = 0.0
-    for family in text_string_to_metric_families(app.metrics.render().decode()):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += float(sample.value)
-    return total
-
-
 async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(tmp_path):
     settings = settings_for(tmp_path, store=AGENT_ROWS, assembly={"idle_s": 0.5})
     async with running_app(settings) as app:
@@ -79,8 +78,8 @@ async def test_plain_traces_are_skipped_and_an_agent_trace_keeps_all_its_spans(t
         spans = await fetch(queries, "SELECT trace_id, name FROM spans ORDER BY name")
         assembled = await fetch(queries, ASSEMBLED)
         skipped = await fetch(queries, "SELECT trace_id, service_name, span_count FROM skipped_traces")
-        read_back = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
-        skipped_n = await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped")
+        read_back = await app_metric(app, "tracescorer_triage_items_total", signal="spans", decision="read_back")
+        skipped_n = await app_metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped")
     assert [r[0] for r in runs] == [ids["agent"]]
     # every span of the agent trace: the database span sent before the model call came back
     assert assembled == [(ids["agent"], 3, 0)]
@@ -112,7 +111,7 @@ async def test_a_restart_keeps_what_triage_knew_of_a_trace(tmp_path):
 
         root = await asyncio.to_thread(before)
         await settled(app)
-        assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
+        assert await app_metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
     async with running_app(settings) as app:
         exporter = span_exporter("grpc", grpc_endpoint=f"127.0.0.1:{app.grpc_port}")
 
@@ -233,7 +232,7 @@ async def test_a_trace_whose_genai_content_is_only_in_log_records_keeps_its_run(
         chat = await asyncio.to_thread(spans)
         if order == "spans_first":
             await settled(app)
-            assert await _metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
+            assert await app_metric(app, "tracescorer_triage_items_total", signal="spans", decision="skipped") == 2
             await asyncio.to_thread(_emit_events, f"127.0.0.1:{app.grpc_port}", chat)
         queries = await settled(app)
 

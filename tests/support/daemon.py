@@ -117,6 +117,20 @@ async def running_app(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> AsyncI
         await app.stop()
 
 
+async def app_metric(app: App, name: str, **labels: str) -> float:
+    """``name`` (with ``labels``) summed as a scrape of the daemon's ``/metrics`` shows it: the
+    workers are asked for their figures first, as the scrape does."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    await app.pool.refresh_metrics()
+    total = 0.0
+    for family in text_string_to_metric_families(app.metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += float(sample.value)
+    return total
+
+
 async def settled(app: App, timeout_s: float = 60.0) -> QueryStore:
     """Wait until every request ``app`` acknowledged so far is handled (the segment log's feed
     caught up) and, with span rows on (``store.spans``) in the daemon's own process, has its span

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from collections import Counter
 from typing import Any
 
 from support.daemon import DaemonProcess, wait_for
@@ -29,10 +28,12 @@ def rows(daemon: DaemonProcess, sql: str) -> list[dict[str, Any]] | None:
 
 
 def ids(daemon: DaemonProcess, column: str, table: str) -> list[str] | None:
-    """Every ``column`` of ``table``, a page at a time; None while the store process is replaced."""
+    """Every ``column`` of ``table``, a page at a time (each after the last value seen: rows
+    stored meanwhile never shift one into two pages); None while the store process is replaced."""
     found: list[str] = []
     while True:
-        page = rows(daemon, f"SELECT {column} AS id FROM {table} ORDER BY {column} LIMIT {PAGE} OFFSET {len(found)}")
+        after = f"WHERE {column} > '{found[-1]}' " if found else ""
+        page = rows(daemon, f"SELECT {column} AS id FROM {table} {after}ORDER BY {column} LIMIT {PAGE}")
         if page is None:
             return None
         found.extend(r["id"] for r in page)
@@ -44,20 +45,36 @@ def wait_span_rows(daemon: DaemonProcess, acked: Acked, index: int = 0, timeout_
     """Wait until every span daemon ``index`` acknowledged has its row, once (the span-rows feed
     writes them after the pipeline, at its own pace)."""
     want = acked.spans[index]
-    missing, twice = want, 0
+    missing = want
 
     def stored() -> bool:
-        nonlocal missing, twice
+        nonlocal missing
         found = ids(daemon, "span_id", "spans")
         if found is not None:
-            missing, twice = want - set(found), len(found) - len(set(found))
+            missing = want - set(found)
         return not missing
 
     try:
         wait_for(stored, timeout_s, interval_s=0.25, what="a row for every acknowledged span")
     except TimeoutError:
         raise AssertionError(f"{len(missing)} acknowledged spans lost") from None
-    assert not twice, f"{twice} span rows stored twice"
+    twice = _twice(daemon, "span_id", "spans")
+    assert not twice, f"{len(twice)} span rows stored twice, e.g. {twice[:3]}"
+
+
+def _twice(daemon: DaemonProcess, column: str, table: str) -> list[dict[str, Any]]:
+    """The values of ``column`` in more than one row of ``table`` (one query: one snapshot)."""
+    sql = f"SELECT {column} AS id, count(*) AS n FROM {table} GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 20"
+    found: list[dict[str, Any]] = []
+
+    def answered() -> bool:  # not while the store process is replaced
+        nonlocal found
+        page = rows(daemon, sql)
+        found = page or []
+        return page is not None
+
+    wait_for(answered, 60, interval_s=0.25, what=f"the {table} stored twice")
+    return found
 
 
 def span_rows_caught_up(daemon: DaemonProcess, timeout_s: float = 60) -> None:
@@ -88,22 +105,22 @@ def wait_runs_once(daemon: DaemonProcess, acked: Acked, index: int = 0, timeout_
     (one cut at a kill may lack its agent span), then check that no trace has two."""
     whole = {t for t, n in acked.trace_spans[index].items() if n == AGENT_TRACE_SPANS}
     assert whole, "no trace had every span acknowledged"
-    counts: Counter[str] = Counter()
+    missing = whole
 
     def every_run() -> bool:
-        nonlocal counts
+        nonlocal missing
         found = ids(daemon, "trace_id", "runs")
         if found is not None:
-            counts = Counter(found)
-        return not whole - counts.keys()
+            missing = whole - set(found)
+        return not missing
 
     try:
         wait_for(every_run, timeout_s, interval_s=0.25, what="the run of every whole acknowledged trace")
     except TimeoutError:
-        raise AssertionError(f"{len(whole - counts.keys())} whole acknowledged trace(s) without their run") from None
-    twice = {t: n for t, n in counts.items() if n > 1}
+        raise AssertionError(f"{len(missing)} whole acknowledged trace(s) without their run") from None
+    twice = _twice(daemon, "trace_id", "runs")
     if twice:
-        some = ", ".join(f"'{t}'" for t in list(twice)[:3])
+        some = ", ".join(f"'{t['id']}'" for t in twice[:3])
         detail = rows(
             daemon,
             "SELECT trace_id, run_id, span_id, parent_span_id, convention, agent_name, incomplete, created_at "

@@ -8,9 +8,10 @@ the CLI imports this module, and ``tracescorer --help`` must start quickly.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -18,7 +19,6 @@ import click
 if TYPE_CHECKING:
     from tracescorer.config import Settings
     from tracescorer.control import ServeInfo
-    from tracescorer.store.queries import Query
 
 T = TypeVar("T")
 
@@ -68,22 +68,24 @@ def row_limit(settings: Settings, requested: int | None) -> int:
     return min(requested or settings.store.query_max_rows, settings.store.query_max_rows)
 
 
-def run_query(settings: Settings, query: Query, max_rows: int) -> dict[str, Any]:
+def run_query(settings: Settings, sql: str, max_rows: int, params: Sequence[Any] = ()) -> dict[str, Any]:
     """Run a user's read-only query through the running daemon, or on the store when none runs
     (:func:`daemon_or_store`). Returns ``{columns, types, rows, truncated}``."""
     import asyncio
 
     from tracescorer import control
-    from tracescorer.store.factory import build_offline_queries
 
     def remote(info: control.ServeInfo) -> dict[str, Any]:
         return control.remote_query(
-            info, query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10, params=query.params
+            info, sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s + 10, params=params
         )
 
     async def offline() -> dict[str, Any]:
+        # only without a daemon: the store's modules (DuckDB among them) cost a read through the daemon 0.1 s
+        from tracescorer.store.factory import build_offline_queries
+
         result = await build_offline_queries(settings).query(
-            query.sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=query.params
+            sql, max_rows=max_rows, timeout_s=settings.store.query_timeout_s, params=params
         )
         return {"columns": result.columns, "types": result.types, "rows": result.rows, "truncated": result.truncated}
 
@@ -103,7 +105,6 @@ async def daemon_or_store(
     import asyncio
 
     from tracescorer import control
-    from tracescorer.store.api import StoreError, StoreLocked
 
     path = settings.store.path
     deadline = time.monotonic() + _LOCK_WAIT_S
@@ -118,6 +119,10 @@ async def daemon_or_store(
                 raise click.ClickException(str(exc)) from None
             except control.RemoteQueryError as exc:
                 raise click.ClickException(str(exc)) from None
+        if (missing := _no_database(settings)) is not None:  # the read-only open would say only that
+            raise click.ClickException(missing)
+        from tracescorer.store.api import StoreError, StoreLocked  # only here: heavy, and not needed through a daemon
+
         try:
             return await offline()
         except StoreLocked as exc:
@@ -131,6 +136,26 @@ async def daemon_or_store(
             ) from None
         except StoreError as exc:
             raise click.ClickException(str(exc)) from None
+
+
+def _no_database(settings: Settings) -> str | None:
+    """What to do when no daemon serves ``store.path`` and no database is there (None: it is)."""
+    path = settings.store.path
+    if settings.store.backend != "duckdb" or path == ":memory:" or os.path.exists(path):
+        return None
+    # the command's --config (or TRACESCORER_CONFIG), to say where store.path came from
+    context = click.get_current_context(silent=True)
+    config = context.params.get("config_path") if context is not None else None
+    if os.environ.get("TRACESCORER_STORE__PATH"):
+        where = "store.path from TRACESCORER_STORE__PATH"
+    elif config:
+        where = f"store.path of {config}"
+    else:
+        where = "store.path's default (no --config given, nor TRACESCORER_CONFIG), relative to the working directory"
+    return (
+        f"no database at {os.path.abspath(path)} ({where}) and no daemon serving it. Give the command the "
+        "configuration `tracescorer serve` runs with: --config FILE (or TRACESCORER_CONFIG=FILE)"
+    )
 
 
 _SPAN_LOG = re.compile(r"\b(spans|log_records|assembled_traces)\b", re.IGNORECASE)

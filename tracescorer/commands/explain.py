@@ -85,7 +85,8 @@ async def _explain(reads: ReadStore, settings: Settings, target: str | None, con
         decisions = decided.get((kind, target_id), {})
         for binding in bindings:
             if binding.scope == kind:
-                click.echo(f"    {binding.id}: {_decision_text(binding, decisions.get(binding.id), waiting)}")
+                text = _decision_text(binding, decisions.get(binding.id), waiting)
+                click.echo(f"    {binding.id}: {text}{_fallback_text(settings, binding, decisions.get(binding.id))}")
                 healing = _heal_text(settings, decisions.get(binding.id), now)
                 if healing:
                     click.echo(f"      heal: {healing}")
@@ -255,6 +256,16 @@ def _heal_text(settings: Settings, d: dict[str, Any] | None, now: dt.datetime) -
     return f"{kind}, {describe(state, policy, now=now.timestamp())}"
 
 
+def _fallback_text(settings: Settings, binding: ScorerBinding, d: dict[str, Any] | None) -> str:
+    """Which model judged, when a fallback (``judge.fallbacks``) answered instead of the configured one."""
+    model = d.get("judge_model") if d and d["decision"] == "scored" else None
+    # the model the binding names (a python scorer's own Judge may name another: not known here)
+    configured = binding.judge.get("model") or (
+        (binding.options.get("model") or settings.judge.model) if binding.prebuilt else None
+    )
+    return f"; judged by fallback {model} (not {configured})" if model and configured and model != configured else ""
+
+
 def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: str) -> str:
     if not binding.enabled:
         return "binding disabled (enabled: false)"
@@ -266,6 +277,9 @@ def _decision_text(binding: ScorerBinding, d: dict[str, Any] | None, waiting: st
         extra = f" label={d['label']}" if d["label"] else ""
         cost = f" cost=${d['judge_cost_usd']:.6f}" if d["judge_cost_usd"] else ""
         version = f", version {d['scorer_version']}" if d.get("scorer_version") else ""
+        reused = d.get("judge_reused")
+        if reused:  # an earlier verdict of the same request under this version answered: no call, no cost
+            version += f"; reused an earlier verdict for {reused} judge call{'s' if reused > 1 else ''} (no cost)"
         return f"scored {d['score']}{extra}{cost} ({d['source']}){version}"
     detail = f" — {d['detail']}" if d["detail"] else ""
     if d["decision"] == "sampled_out" and not detail:

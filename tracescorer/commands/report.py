@@ -39,7 +39,8 @@ def report(config_path: str | None, since: str, scorer_id: str | None, output: s
     """
     from tracescorer.commands.reads import reading
     from tracescorer.output import stamp
-    from tracescorer.report import collect, render
+    from tracescorer.report.data import collect
+    from tracescorer.report.html import render
     from tracescorer.report.reasons import criteria
 
     settings = load(config_path)

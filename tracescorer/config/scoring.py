@@ -29,6 +29,18 @@ class JudgeSettings(Section):
     retry_initial_s: float = Field(
         1.0, gt=0, le=60, description="wait before the first retry, doubling per retry; a longer Retry-After wins"
     )
+    fallbacks: list[str | dict[str, Any]] = Field(
+        [],
+        description="models asked in turn when a request failed for a transient reason once its retries were spent:"
+        " a model string (same api_base/api_key) or {model:, api_base:, api_key:, ...}; scores name the model"
+        " that answered",
+    )
+    reuse_max_age_s: float = Field(
+        86_400,
+        ge=0,
+        description="a judge verdict answers the same request (same scorer version, same text sent) for this long:"
+        " no call, no cost, no rate or budget charge; 0 turns reuse off (a binding: reuse: false)",
+    )
 
 
 class HealSettings(Section):
@@ -77,6 +89,21 @@ class BindingLimits(Section):
     )
 
 
+class GateSettings(Section):
+    """``scorers[].when``: the binding runs on a target only when another binding's score on the same
+    target is below (or above) a value; otherwise its decision is ``gated``, saying why."""
+
+    scorer: str = Field(description="the id of the binding whose score gates this one (same scope)")
+    below: float | None = Field(None, description="run only when that score is below this value")
+    above: float | None = Field(None, description="run only when that score is above this value")
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> GateSettings:
+        if (self.below is None) == (self.above is None):
+            raise ValueError("exactly one of 'below' or 'above' is required")
+        return self
+
+
 class ScorerBinding(Section):
     id: str
     prebuilt: str | None = None
@@ -88,6 +115,9 @@ class ScorerBinding(Section):
     threshold: float | None = None
     judge: dict[str, Any] = {}
     limits: BindingLimits = BindingLimits()
+    #: reuse earlier verdicts of the same judge request (judge.reuse_max_age_s); false: always ask
+    reuse: bool = True
+    when: GateSettings | None = None
     enabled: bool = True
 
     @model_validator(mode="after")

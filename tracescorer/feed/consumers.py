@@ -1,14 +1,14 @@
 """The log's consumers: which feed took which traces up to where, across changes of the worker count.
 
 Each feed is a consumer of the segment log with its own saved offset and the largest log offset of
-the rows it stored (committed with them): ``""`` for the daemon's own feed (no worker processes),
-``"w<index>/<count>"`` for worker ``index`` of ``count`` (:mod:`tracescorer.feed.partition`). The
-feeds that write span rows (``store.spans``, a derived copy) are a family of their own, named the
-same behind ``rows:``. When the worker count changes between starts, a new consumer starts where
-the oldest consumer of its family was and takes an item only when no earlier consumer of its
-family responsible for its trace stored it already (:class:`Earlier`): an earlier consumer stored,
-in log order, every item of its share up to its largest stored offset. Nothing is stored twice
-and nothing is skipped.
+the rows it stored (committed with them): ``""`` for the feed of a single worker (every trace;
+``workers.count`` 0 or 1), ``"w<index>/<count>"`` for worker ``index`` of ``count``
+(:mod:`tracescorer.feed.partition`). The feeds that write span rows (``store.spans``, a derived
+copy) are a family of their own, named the same behind ``rows:``. When the worker count changes
+between starts, a new consumer starts where the oldest consumer of its family was and takes an
+item only when no earlier consumer of its family responsible for its trace stored it already
+(:class:`Earlier`): an earlier consumer stored, in log order, every item of its share up to its
+largest stored offset. Nothing is stored twice and nothing is skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ ROWS = "rows:"  # the family of the feeds writing span rows
 def name(partition: Partition | None, *, rows: bool = False) -> str:
     """The consumer name of a feed taking ``partition`` (None: every trace); ``rows``: of the
     feeds writing span rows."""
-    return (ROWS if rows else "") + ("" if partition is None else f"w{partition.index}/{partition.count}")
+    share = "" if partition is None or partition.count == 1 else f"w{partition.index}/{partition.count}"
+    return (ROWS if rows else "") + share
 
 
 def parse(consumer: str) -> Partition | None:

@@ -16,9 +16,8 @@ log is the only durable copy of telemetry until it is assembled, and a feed is o
   ``segment_log.max_lag_bytes`` behind itself; what falls further behind is released, and those
   rows are skipped, counted and logged.
 
-A batch the store refuses for now (shutting down, a restart of its process, its queue full) is
-tried again, never dropped. A damaged record (a disk fault: the checksum does not hold) is skipped,
-loudly.
+A batch the store refuses for now (stopping, its process restarting, its queue full) is tried
+again, never dropped; a damaged record (a disk fault: a checksum fails) is skipped, loudly.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from operator import methodcaller
 from typing import Protocol, TypeVar
 
 from tracescorer.aio import cancel
@@ -69,7 +69,6 @@ class TelemetryListener(Protocol):
 
     def on_replayed(self) -> None:
         """Every request acknowledged before this start was handed on (the replay is over)."""
-        ...
 
 
 class LogFeed:
@@ -121,9 +120,6 @@ class LogFeed:
         self.held_by: str | None = None  # the gate holding the feed back now
         self.lag_s = 0.0
         self.failure: str | None = None  # why the last batch failed, while batches fail
-
-    def add_listener(self, listener: TelemetryListener) -> None:
-        self.listeners.append(listener)
 
     def add_gate(self, stage: str, check: Callable[[], str | None]) -> None:
         """Hold the feed back while ``check()`` says ``stage`` is over its bound (its backlog stays
@@ -222,8 +218,9 @@ class LogFeed:
 
     async def _run(self) -> None:
         while not self._stopping:
-            if self._replaying and self.offset >= self._replay_end:
-                self._replay_over()
+            if self._replaying and self.offset >= self._replay_end:  # every request from before this start
+                self._replaying = False
+                self._tell(methodcaller("on_replayed"))
             if self._drain_until is not None and (
                 self.offset >= self._log.end_offset or time.monotonic() >= self._drain_until
             ):
@@ -321,25 +318,13 @@ class LogFeed:
             span_offsets, log_offsets = batch.span_offsets[span_at:span_end], batch.log_offsets[log_at:log_end]
             offset = span_offsets[0] if spans else log_offsets[0]
             span_at, log_at = span_end, log_end
-            for listener in self.listeners:
-                try:
-                    listener.on_committed(
-                        spans,
-                        logs,
-                        received,
-                        replayed=offset < self._replay_end,
-                        span_offsets=span_offsets,
-                        log_offsets=log_offsets,
-                    )
-                except Exception:  # a downstream stage must never stop the feed
-                    log.exception("telemetry listener %r failed", listener)
+            replayed, at = offset < self._replay_end, {"span_offsets": span_offsets, "log_offsets": log_offsets}
+            self._tell(methodcaller("on_committed", spans, logs, received, replayed=replayed, **at))
 
-    def _replay_over(self) -> None:
-        """Tell the listeners once the feed passed every request acknowledged before this start."""
-        self._replaying = False
+    def _tell(self, call: Callable[[TelemetryListener], object]) -> None:
         for listener in self.listeners:
             try:
-                listener.on_replayed()
+                call(listener)
             except Exception:  # a downstream stage must never stop the feed
                 log.exception("telemetry listener %r failed", listener)
 

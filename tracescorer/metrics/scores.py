@@ -1,5 +1,6 @@
 """The families of score quality, fed by :mod:`tracescorer.monitors.score_metrics`: values,
-results and judge spend of live scores, by scorer (and agent)."""
+results and judge spend of live scores, by scorer (and agent); and the time to score, observed by
+the score writer (:mod:`tracescorer.runner.writer`) in the process that commits the rows."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tracescorer.metrics.families import Families
 
+TIME_TO_SCORE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600)
+
 
 class ScoreFamilies(Families):
     """Score quality: what the stored live scores say."""
@@ -16,6 +19,7 @@ class ScoreFamilies(Families):
     score_value: Histogram
     score_results: Counter
     score_judge_cost: Counter
+    time_to_score: Histogram
 
     def _declare_scores(self, r: CollectorRegistry, score_buckets: Sequence[float]) -> None:
         # Score quality (tracescorer.monitors.score_metrics): live scores only, after commit;
@@ -39,5 +43,15 @@ class ScoreFamilies(Families):
             "tracescorer_score_judge_cost_usd",
             "Judge spend in USD by scorer (live and backfill)",
             ["scorer"],
+            registry=r,
+        )
+        # a run is scored idle_s after its end at the earliest, a conversation conversation_idle_s
+        # (15 min by default) after its last turn; a backlog or a restart's recovery adds to both
+        self.time_to_score = Histogram(
+            "tracescorer_time_to_score_seconds",
+            "Seconds from a target's end (a run's end, a conversation's last turn) to its live score "
+            "row stored, by scorer",
+            ["scorer"],
+            buckets=TIME_TO_SCORE_BUCKETS,
             registry=r,
         )

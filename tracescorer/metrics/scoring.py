@@ -1,5 +1,5 @@
 """The families of scoring: decisions, queues, conversations and their claims, abandoned targets,
-the healer, and the judge's calls, latency and tokens."""
+the healer, and the judge's calls, latency, tokens and reused verdicts."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ class JudgeCallSeen(Protocol):
     def input_tokens(self) -> int | None: ...
     @property
     def output_tokens(self) -> int | None: ...
+    @property
+    def reused_from(self) -> str | None: ...
 
 
 class ScoringFamilies(Families):
@@ -39,6 +41,7 @@ class ScoringFamilies(Families):
     judge_calls: Counter
     judge_seconds: Histogram
     judge_tokens: Counter
+    judge_reused: Counter
 
     def _declare_scoring(self, r: CollectorRegistry) -> None:
         self.score_rows_refused = Counter(
@@ -49,7 +52,7 @@ class ScoringFamilies(Families):
         self.decisions = Counter(
             "tracescorer_scoring_decisions",
             "Scoring decisions by scorer and kind (scored, sampled_out, filtered_out, not_scorable, "
-            "rate_limited, budget_exhausted, failed)",
+            "rate_limited, budget_exhausted, failed, gated)",
             ["scorer", "decision"],
             registry=r,
         )
@@ -89,10 +92,20 @@ class ScoringFamilies(Families):
             registry=r,
         )
         self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)
+        self.judge_reused = Counter(
+            "tracescorer_judge_reused",
+            "Judge requests answered by an earlier verdict of the same request and scorer version (no call, no cost;"
+            " judge.reuse_max_age_s), by model",
+            ["model"],
+            registry=r,
+        )
 
     def observe_judge_calls(self, calls: Iterable[JudgeCallSeen]) -> None:
-        """Count a scorer run's judge calls, their latency and tokens."""
+        """Count a scorer run's judge calls, their latency and tokens; the reused ones apart."""
         for call in calls:
+            if call.reused_from is not None:
+                self.judge_reused.labels(call.model).inc()
+                continue
             self.judge_calls.labels(call.model, call.status).inc()
             self.judge_seconds.observe(call.duration_ms / 1000)
             if call.input_tokens:

@@ -76,6 +76,24 @@ class ScoreRecord:
     # The store keeps the row of the newer activity (a late write of a lost claim loses); a row
     # without one (heal, backfill, one daemon) replaces and keeps the stored seq
     activity_seq: int | None = field(default=None, metadata=_sql("BIGINT"))
+    # judge calls answered by an earlier verdict of the same request under the same scorer version
+    # (no request made, nothing spent; judge_calls in metadata name where each came from)
+    judge_reused: int | None = field(default=None, metadata=_sql("INTEGER"))
+
+
+@stored_through_slots
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerdictRecord:
+    """One row of ``judge_verdicts``: a judge's reply to one request, reused for the same request
+    (``input_hash``, :func:`tracescorer.scorers.reuse.request_key`) under the same scorer version
+    within ``judge.reuse_max_age_s``. ``judged_at`` is set by the store."""
+
+    input_hash: str
+    scorer_version: str
+    scorer_id: str
+    model: str
+    raw_output: str  # the model's text, before the judge's output processors
+    score_id: str | None  # the score it was judged for
 
 
 @stored_through_slots

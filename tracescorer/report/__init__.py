@@ -1,6 +1,5 @@
-"""``tracescorer report``: score history per scorer as one self-contained HTML page."""
+"""``tracescorer report``: score history per scorer as one self-contained HTML page
+(:mod:`~tracescorer.report.data` collects it, :mod:`~tracescorer.report.html` renders it).
 
-from tracescorer.report.data import Report, ScorerReport, collect
-from tracescorer.report.html import render
-
-__all__ = ["Report", "ScorerReport", "collect", "render"]
+Nothing is imported here: ``tracescorer scores`` uses :mod:`~tracescorer.report.reasons` alone and
+must not load the page and its charts."""

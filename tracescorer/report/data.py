@@ -81,6 +81,9 @@ class ScorerReport:
     backfill: int = 0
     first_at: dt.datetime | None = None
     last_at: dt.datetime | None = None
+    #: seconds from a live score's target's end to its row stored: median and 99th percentile
+    time_to_score_p50: float | None = None
+    time_to_score_p99: float | None = None
     trend: tuple[TrendPoint, ...] = ()
     bins: tuple[Bin, ...] = ()
     worst: tuple[ScoredTarget, ...] = ()  # failures (lowest first), or the lowest scores without a threshold
@@ -124,16 +127,22 @@ def _time(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def axis(
     first: dt.datetime | None, last: dt.datetime | None, since: dt.datetime, until: dt.datetime
 ) -> tuple[int, dt.datetime, dt.datetime]:
     """The trend's bucket width and axis (start, end) for data from ``first`` to ``last``: whole
-    buckets around the data, the window when there is none."""
+    buckets around the data, at least four (the axis's five ticks a bucket or more apart read
+    apart: data within a second or two had them all read the same time), the window when there is
+    none."""
     if first is None or last is None:
         return bucket_for((until - since).total_seconds()), since, until
     bucket = bucket_for(max(1.0, (last - first).total_seconds()))
     start_s = int(first.timestamp()) // bucket * bucket
-    end_s = (int(last.timestamp()) // bucket + 1) * bucket
+    end_s = max((int(last.timestamp()) // bucket + 1) * bucket, start_s + 4 * bucket)
     return bucket, dt.datetime.fromtimestamp(start_s, dt.UTC), dt.datetime.fromtimestamp(end_s, dt.UTC)
 
 
@@ -201,6 +210,8 @@ async def collect(
                 backfill=int(s["backfill"]),
                 first_at=_time(s["first_at"]),
                 last_at=_time(s["last_at"]),
+                time_to_score_p50=_seconds(s["time_to_score_p50"]),
+                time_to_score_p99=_seconds(s["time_to_score_p99"]),
                 trend=tuple(trend.get(sid, ())),
                 bins=_bins(ranges.get(sid), counts.get(sid, {})),
                 worst=tuple(worst_by.get(sid, ())),

@@ -92,6 +92,19 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
+def duration(seconds: float | None) -> str:
+    """``seconds`` in the unit that reads best: ms, s, min or h."""
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -244,6 +257,7 @@ def _section(s: ScorerReport, report: Report) -> str:
             ("errors", str(s.errors), "bad" if s.errors else ""),
             ("not scorable", str(s.not_scorable), ""),
             ("judge cost", f"${s.cost_usd:.4f}", ""),
+            ("time to score p50 / p99", f"{duration(s.time_to_score_p50)} / {duration(s.time_to_score_p99)}", ""),
             ("threshold", _num(s.threshold), ""),
         ]
         if s.backfill:
@@ -284,7 +298,8 @@ def render(report: Report) -> str:
         f'<td class="num">{escape(_num(s.mean))}</td><td class="num">{escape(_pct(s.pass_rate))}</td>'
         f'<td class="num">{s.failed if s.labelled else "—"}</td>'
         f'<td class="num{" bad" if s.errors else ""}">{s.errors}</td><td class="num">{s.not_scorable}</td>'
-        f'<td class="num">${s.cost_usd:.4f}</td><td>{escape(_t(s.last_at))}</td></tr>'
+        f'<td class="num">${s.cost_usd:.4f}</td><td class="num">{escape(duration(s.time_to_score_p50))}</td>'
+        f"<td>{escape(_t(s.last_at))}</td></tr>"
         for s in report.scorers
     )
     total = sum(s.n for s in report.scorers)
@@ -301,6 +316,7 @@ def render(report: Report) -> str:
         f"{_plural(len(report.scorers), 'scorer')} · {escape(report.source)}</p>"
         "</header><main>"
         '<table class="overview"><thead><tr><th>scorer</th><th>scores</th><th>mean</th><th>pass rate</th>'
-        "<th>failed</th><th>errors</th><th>not scorable</th><th>judge cost</th><th>last scored</th></tr></thead>"
+        "<th>failed</th><th>errors</th><th>not scorable</th><th>judge cost</th><th>time to score p50</th>"
+        "<th>last scored</th></tr></thead>"
         f"<tbody>{overview}</tbody></table>{sections}{calibration}</main></body></html>\n"
     )

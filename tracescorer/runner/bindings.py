@@ -59,7 +59,7 @@ _CONNECTION_OPTIONS = ("api_base", "api_key", "timeout")
 # How many times a request the provider did not answer is retried (become error processors).
 _RETRY_KEYS = ("retries", "retry_initial_s")
 # JudgeSettings keys that belong to the runner's limits, never to a Judge object.
-_RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd"})
+_RUNNER_KEYS = frozenset({"max_concurrency", "requests_per_minute", "daily_budget_usd", "reuse_max_age_s"})
 
 
 #: a filter clause (:func:`~tracescorer.filters.clauses_of`): None when the target passes, else why not
@@ -120,7 +120,30 @@ def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSetti
                 binding=binding, scorer=scorer, uses_judge=uses_judge(scorer), version=scorer_version(binding, scorer)
             )
         )
+    _check_gates(bindings, bound)
     return bound
+
+
+def _check_gates(bindings: Sequence[ScorerBinding], bound: Sequence[BoundScorer]) -> None:
+    """Each ``when.scorer`` names another enabled binding of the same scope, and no gate waits on
+    itself through others."""
+    by_id = {b.binding.id: b.binding for b in bound}
+    for index, binding in enumerate(bindings):
+        gate = binding.when
+        if not binding.enabled or gate is None:
+            continue
+        where = f"scorers[{index}] ({binding.id}): when.scorer"
+        other = by_id.get(gate.scorer)
+        if other is None:
+            raise BindingError(f"{where} {gate.scorer!r} is not an enabled binding; bound: {', '.join(by_id)}")
+        if other.scope != binding.scope:
+            raise BindingError(f"{where} {gate.scorer!r} scores {other.scope}s, this binding {binding.scope}s")
+        path = [binding.id]
+        while other is not None and other.when is not None:
+            if other.id in path:
+                raise BindingError(f"{where}: the gates wait on each other ({' -> '.join([*path, other.id])})")
+            path.append(other.id)
+            other = by_id.get(other.when.scorer)
 
 
 def registry_from(bound: Sequence[BoundScorer]) -> ScorerRegistry:
@@ -252,8 +275,9 @@ def _retries(given: Mapping[str, Any], options: dict[str, Any], defaults: JudgeS
 
 
 def _connection(defaults: JudgeSettings) -> dict[str, Any]:
-    """The Judge options the ``judge:`` defaults section provides."""
-    return _drop_unset({"api_base": defaults.api_base, "api_key": defaults.api_key, "timeout": defaults.timeout_s})
+    """The Judge options the ``judge:`` defaults section provides (its fallbacks too, when set)."""
+    given = {"api_base": defaults.api_base, "api_key": defaults.api_key, "timeout": defaults.timeout_s}
+    return _drop_unset({**given, "fallbacks": defaults.fallbacks} if defaults.fallbacks else given)
 
 
 def _drop_unset(options: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class Decision(StrEnum):
     RATE_LIMITED = "rate_limited"
     BUDGET_EXHAUSTED = "budget_exhausted"
     FAILED = "failed"
+    GATED = "gated"  # scorers[].when: the gate binding's score on the target did not call for it
     RUN = "run"  # the decider's verdict "score it": never stored, the scorer's outcome is
 
 

@@ -133,3 +133,7 @@ class DailyBudget:
     @property
     def exhausted(self) -> bool:
         return self.limit_usd is not None and self.spent_usd >= self.limit_usd
+
+    def detail(self) -> str:
+        """Why a judge run is refused while :attr:`exhausted` (a decision's detail)."""
+        return f"daily judge budget spent: ${self.spent_usd:.4f} of ${self.limit_usd:g}"

@@ -56,6 +56,7 @@ def _judge_calls(result: ScorerResult) -> list[dict[str, Any]]:
             "input_tokens": c.input_tokens,
             "output_tokens": c.output_tokens,
             "duration_ms": round(c.duration_ms, 2),
+            **({"reused_from": c.reused_from} if c.reused_from is not None else {}),
         }
         for c in result.judge_calls
     ]
@@ -141,6 +142,7 @@ def score_record(
         error_class=error_class(error) if status == "error" else None,
         heal_attempts=heal_attempts or None,
         activity_seq=target.activity_seq,
+        judge_reused=r.judge_reused or None if r is not None else None,
     )
 
 

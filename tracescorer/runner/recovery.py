@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.gates import first_deciders
 from tracescorer.runner.targets import Target, run_target
 from tracescorer.store.api import ScoreStore
 
@@ -89,7 +90,7 @@ async def list_unscored(runner: Recovering, window_s: float, scope: RecoveryScop
 async def score_recovered(runner: Recovering, recovered: Recovered) -> None:
     """Score what :func:`list_unscored` found (in a task: it waits for queue room)."""
     for target, bindings in recovered.runs:
-        for bound in bindings:
+        for bound in first_deciders(bindings):  # the others: once their gate is decided
             runner.decide(bound, target, "live")
     for cid, missing in recovered.conversations:
         if missing:

@@ -1,9 +1,12 @@
 """Online scoring: bound scorers decide, queue and run on live runs and idle conversations.
 
 For every (binding, target) one decision is recorded in ``scoring_decisions``: ``filtered_out``
-(which clause), ``sampled_out``, ``budget_exhausted``, ``rate_limited`` (queue full), or after
+(which clause), ``sampled_out``, ``budget_exhausted``, ``rate_limited`` (queue full, a cap),
+``gated`` (its gate's score did not call for it, :mod:`~tracescorer.runner.gates`), or after
 the scorer ran ``scored``, ``not_scorable`` or ``failed`` — with the score row (errors included,
-a failure outside the scorer too) in ``scores``. Nothing is skipped silently.
+a failure outside the scorer too) in ``scores``. Nothing is skipped silently. A judge run is
+admitted to the judge limits at its first request to a model; earlier verdicts answer the others
+(:mod:`~tracescorer.runner.reuse`).
 
 The parts: :func:`~tracescorer.runner.decider.decide` (pure: filter → sample → budget), two
 :class:`~tracescorer.runner.pool.WorkerPool` s (judge-using scorers share ``judge.max_concurrency``
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tracescorer.aio import cancel
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import Settings
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
@@ -36,13 +40,16 @@ from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.bindings import BoundScorer
 from tracescorer.runner.caps import BindingCaps, sync_shared_spend
 from tracescorer.runner.decider import Decision, decide, outcome
+from tracescorer.runner.gates import dependents, first_deciders, gate_refusal, stored_refusal
 from tracescorer.runner.limits import DailyBudget, Limiter, RateLimiter
 from tracescorer.runner.pool import WorkerPool
 from tracescorer.runner.records import decision_detail, decision_record, failure_record, score_record
 from tracescorer.runner.recovery import RecoveryScope, list_unscored, score_recovered
+from tracescorer.runner.reuse import JudgeSide, Refused, RunnerSession, admit
 from tracescorer.runner.targets import Target, conversation_target, run_target
 from tracescorer.runner.writer import ScoreListener, ScoreWriter
 from tracescorer.scorers.errors import ScorerRunError
+from tracescorer.scorers.reuse import SESSION
 from tracescorer.slotted import stored_through_slots
 from tracescorer.store.api import RunStore, ScoreStore
 
@@ -69,6 +76,7 @@ class _Task:
     source: str
     done: asyncio.Future[Decision]
     heal_attempt: int = 0
+    gate_passed: bool = False  # a gated binding queued on its gate's score: no store read
 
 
 class ScoringRunner:
@@ -87,11 +95,13 @@ class ScoringRunner:
         shared_budget: bool = False,
         caps: BindingCaps | None = None,
         recovery: RecoveryScope | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._bound = list(bound)
         self._recovery = recovery or RecoveryScope()  # what this runner recovers at start
         self._run_bindings = [b for b in bound if b.binding.scope == "run"]
         self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
+        self._run_first, self._gated = first_deciders(self._run_bindings), dependents(bound)
         self._runs = runs
         self._scores = scores
         self._metrics = metrics
@@ -101,13 +111,13 @@ class ScoringRunner:
         self.budget = DailyBudget(judge.daily_budget_usd)
         self.caps = caps or BindingCaps(bound)  # per-binding caps (scorers[].limits)
         self._shared_budget = shared_budget
-        self.writer = ScoreWriter(scores, listeners, refused=metrics.score_rows_refused)
+        self.writer = ScoreWriter(scores, listeners, metrics=metrics, clock=clock)
         self._judge = WorkerPool(
             "judge", workers=judge.max_concurrency, max_queue=scoring.max_queue, handle=self._run_task
         )
         self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)
         self._tasks: list[asyncio.Task[None]] = []
-        self._judge_ready: asyncio.Future[None] | None = None
+        self.judging = JudgeSide(scores, judge.reuse_max_age_s)
         self._accepting = False
 
     def add_score_listener(self, listener: ScoreListener) -> None:
@@ -154,7 +164,7 @@ class ScoringRunner:
     async def start(self) -> None:
         """Start the workers, the writer and recovery of recent targets left without a decision."""
         if self._recovery.runs and any(b.uses_judge for b in self._bound):
-            self._judge_set_up()  # it judges runs soon; beside worker processes: at its first judge call
+            self.judging.set_up()  # it judges runs soon; beside worker processes: at its first judge call
         await self.start_workers()
         if self._bound:  # listed now, before assembly starts: what this start stores is scored live
             found = await list_unscored(self, self._settings.scoring.recover_window_s, self._recovery)
@@ -202,6 +212,7 @@ class ScoringRunner:
             if left:
                 self._metrics.scoring_abandoned.labels(pool.name).inc(len(left))
             abandoned += len(left)
+        await self.judging.drain(max(0.1, deadline - time.monotonic()))
         stored = await self.writer.close(max(0.1, deadline - time.monotonic()))
         if abandoned:
             log.warning("scoring stopped with work abandoned: those targets are scored after the next start")
@@ -215,7 +226,7 @@ class ScoringRunner:
             return
         for run in runs:
             target = run_target(run)
-            for bound in self._run_bindings:
+            for bound in self._run_first:
                 self.decide(bound, target, "live")
 
     def decide(
@@ -225,38 +236,42 @@ class ScoringRunner:
         source: str,
         extra_check: Callable[[Target], str | None] | None = None,
         heal_attempt: int = 0,
+        gate: tuple[str, float | None] | None = None,
     ) -> Decision | asyncio.Future[Decision]:
         """Record why ``target`` is not scored (returns that decision), or queue it (returns a
         future of the decision it gets once the scorer ran); ``heal_attempt`` numbers an
-        automatic re-score of an error score (:mod:`tracescorer.runner.heal`)."""
+        automatic re-score of an error score (:mod:`tracescorer.runner.heal`); ``gate``: the
+        decision and score of a gated binding's gate (:mod:`tracescorer.runner.gates`)."""
         exhausted = bound.uses_judge and self.budget.exhausted
         cap = None if exhausted else self.caps.budget_refusal(bound.binding.id)
         verdict = decide(
             bound,
             target,
             budget_exhausted=exhausted or cap is not None,
-            budget_detail=self._budget_detail() if exhausted else cap or "",
+            budget_detail=self.budget.detail() if exhausted else cap or "",
             extra_check=extra_check,
         )
-        if verdict.decision is not Decision.RUN:
-            self._record(bound, target, verdict.decision, verdict.detail, source)
-            return verdict.decision
+        when = bound.binding.when
+        gated = gate_refusal(when, *gate) if verdict.decision is Decision.RUN and when and gate else None
+        if verdict.decision is not Decision.RUN or gated:
+            decision, detail = (Decision.GATED, gated) if gated else (verdict.decision, verdict.detail)
+            self._record(bound, target, decision, detail, source)
+            return decision
         done: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         pool = self._judge if bound.uses_judge else self._code
         # live runs come from the segment log's feed, which waits while half a queue is taken
         # (backlog()): the runs of traces already in assembly may pass the limit rather than be
         # dropped; their number is bounded by assembly's own limits
         if not pool.submit(
-            _Task(bound=bound, target=target, source=source, done=done, heal_attempt=heal_attempt),
+            _Task(
+                bound=bound, target=target, source=source, done=done, heal_attempt=heal_attempt, gate_passed=bool(gate)
+            ),
             past_limit=source == "live",
         ):
             detail = f"scoring queue full ({pool.maxsize} waiting)" if pool.accepting else "shutting down"
             self._record(bound, target, Decision.RATE_LIMITED, detail, source)
             return Decision.RATE_LIMITED
         return done
-
-    def _budget_detail(self) -> str:
-        return f"daily judge budget spent: ${self.budget.spent_usd:.4f} of ${self.budget.limit_usd:g}"
 
     def _record(
         self,
@@ -269,12 +284,14 @@ class ScoringRunner:
     ) -> None:
         self._metrics.child(self._metrics.decisions, bound.binding.id, decision.value).inc()
         self.writer.add(decision_record(bound, target, decision, detail, source, score.id if score else None), score)
+        for gated in self._gated.get(bound.binding.id, ()):  # decided on this decision (scorers[].when)
+            self.decide(gated, target, source, gate=(decision.value, score.score if score else None))
 
     # --- execution ------------------------------------------------------------------------------
 
     async def _run_task(self, task: _Task) -> None:
         try:
-            decision = await self.execute(task.bound, task.target, task.source, task.heal_attempt)
+            decision = await self.execute(task.bound, task.target, task.source, task.heal_attempt, task.gate_passed)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a worker must survive anything a task does
@@ -292,45 +309,40 @@ class ScoringRunner:
             log.exception("recording the failure of %s failed too", task.bound.binding.id)
         return Decision.FAILED
 
-    def _judge_set_up(self) -> asyncio.Future[None]:
-        """litellm's import and warm-up take seconds: once, in a worker thread; judge calls wait for it."""
-        if self._judge_ready is None:
-            from tracescorer.scorers import judge
-
-            self._judge_ready = asyncio.ensure_future(asyncio.to_thread(judge.preload))
-            self._judge_ready.add_done_callback(_told_if_failed)
-        return self._judge_ready
-
-    async def execute(self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0) -> Decision:
-        """Run one scorer on one target (limits applied), store the score; returns the decision."""
+    async def execute(
+        self, bound: BoundScorer, target: Target, source: str, heal_attempt: int = 0, gate_passed: bool = False
+    ) -> Decision:
+        """Run one scorer on one target (its gate and limits applied), store the score; returns the decision."""
+        gated = await stored_refusal(self._scores, bound, target) if bound.binding.when and not gate_passed else None
+        if gated is not None:
+            self._record(bound, target, Decision.GATED, gated, source)
+            return Decision.GATED
+        session: RunnerSession | None = None
         if bound.uses_judge:
-            await asyncio.shield(self._judge_set_up())
-            if self.budget.exhausted:
-                self._record(bound, target, Decision.BUDGET_EXHAUSTED, self._budget_detail(), source)
-                return Decision.BUDGET_EXHAUSTED
-            cap = self.caps.budget_refusal(bound.binding.id)
-            if cap is not None:
-                self._record(bound, target, Decision.BUDGET_EXHAUSTED, cap, source)
-                return Decision.BUDGET_EXHAUSTED
-            cap = await self.caps.take(bound)
-            if cap is not None:
-                self._record(bound, target, Decision.RATE_LIMITED, cap, source)
-                return Decision.RATE_LIMITED
-            await self.rate.acquire(max(1, bound.judge_requests))
+            await asyncio.shield(self.judging.set_up())
+            session = self.judging.session(bound, target, lambda: admit(bound, self.budget, self.caps, self.rate))
         started = time.perf_counter()
         timed = not bound.uses_judge and random.random() * CPU_SAMPLE < 1.0
         cpu = time.thread_time() if timed else 0.0
         error: BaseException | None = None
+        context = SESSION.set(session)
         try:
             result = await bound.scorer.run(target.subject)
         except ScorerRunError as exc:
+            if isinstance(exc.__cause__, Refused):  # admission refused before anything was asked
+                self._record(bound, target, exc.__cause__.decision, exc.__cause__.detail, source)
+                return exc.__cause__.decision
             result, error = exc.result, exc
         except asyncio.CancelledError:
             raise  # shutdown: no row, recovery scores it again
         except Exception as exc:  # noqa: BLE001 - user scorer code: an error row, never a crash
             result, error = None, exc
+        finally:
+            SESSION.reset(context)
         if timed:  # a code scorer runs without yielding: its thread time is its own
             self._metrics.child(self._metrics.stage_cpu, "scoring").inc((time.thread_time() - cpu) * CPU_SAMPLE)
+        if session is not None:
+            self.judging.keep(session)
         record = score_record(bound, target, source, result, error, time.perf_counter() - started, heal_attempt)
         self.budget.add(record.judge_cost_usd)
         self.caps.add(bound.binding.id, record.judge_cost_usd)
@@ -366,7 +378,7 @@ class ScoringRunner:
         target = conversation_target(conversation, activity_seq)
         return [
             self.decide(bound, target, source, extra_check)
-            for bound in (bindings if bindings is not None else self._conv_bindings)
+            for bound in first_deciders(bindings if bindings is not None else self._conv_bindings)
         ]
 
     async def conversation_idle(self, conversation_id: str, activity_seq: int | None = None) -> bool:
@@ -384,8 +396,3 @@ class ScoringRunner:
                 return False
         await self.writer.committed()
         return True
-
-
-def _told_if_failed(ready: asyncio.Future[None]) -> None:
-    if not ready.cancelled() and ready.exception() is not None:
-        log.error("the judge cannot be set up (its judge calls fail): %s", ready.exception())

@@ -7,8 +7,9 @@ and options) and the code of its prompt, a function step's code. Code is read as
 (stable across Python versions; the bytecode when the source is not available), with the values
 it closes over, its default arguments, and the module-level values it names (a ``PROMPT``
 constant, a helper function), so editing a prompt template gives a new version. Connection
-settings (``api_base``, ``api_key``, ``timeout``) are left out: moving the judge to another
-endpoint or rotating its key does not change what a score means. Object addresses never enter
+settings (``api_base``, ``api_key``, ``timeout``) and fallback models are left out: moving the
+judge to another endpoint or rotating its key does not change what a score means, and a score
+names the model that answered it. Object addresses never enter
 the hash, so the same configuration gives the same version in every process and after restarts.
 """
 
@@ -27,13 +28,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracescorer.config import ScorerBinding
-from tracescorer.scorers.judge_config import Judge
+from tracescorer.scorers.judge_config import CONNECTION_OPTIONS, Judge
 from tracescorer.scorers.scorer import PromptStep, Scorer
 
 #: how many hex digits of the hash a version shows
 VERSION_DIGITS = 12
 #: option keys of a judge that say where and how to connect, not what it judges
-CONNECTION_KEYS = frozenset({"api_base", "base_url", "api_key", "timeout", "timeout_s", "api_version", "extra_headers"})
+CONNECTION_KEYS = CONNECTION_OPTIONS
+#: binding judge keys left out too: fallbacks are asked only when the judge's model fails, and each
+#: score names the model that answered
+_UNVERSIONED = CONNECTION_KEYS | {"fallbacks"}
 _MAX_DEPTH = 8
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -54,7 +58,7 @@ def definition(binding: ScorerBinding, scorer: Scorer[Any, Any]) -> dict[str, An
             "options": canon.value(dict(binding.options)),
             "scope": binding.scope,
             "threshold": binding.threshold,
-            "judge": canon.value({k: v for k, v in binding.judge.items() if k not in CONNECTION_KEYS}),
+            "judge": canon.value({k: v for k, v in binding.judge.items() if k not in _UNVERSIONED}),
         },
         "scorer": {
             "type": scorer.type,

@@ -15,6 +15,10 @@ A row the store refuses as data (a judge's reason with a lone surrogate, a user 
 rows are found by halves and stored as error rows that say why (bare ones of ids and plain text
 when even those are refused), counted and logged; the others are stored as they are. A target is
 not left without a row, so a conversation claim finished once its rows are stored has one.
+
+Each committed live score row of a target with an end time is observed in
+``tracescorer_time_to_score_seconds``: from the target's end (a run's end, a conversation's last
+turn) to its commit, read on the writer's clock, so in the process that wrote it.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from prometheus_client import Counter
-
+from tracescorer.clock import SYSTEM_CLOCK, Clock
+from tracescorer.metrics import Metrics
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import REFUSED, ScoreStore, write_narrowing
 
@@ -49,10 +53,16 @@ class ScoreWriter:
     """Batches rows for :meth:`ScoreStore.write_scores` (see the module docstring)."""
 
     def __init__(
-        self, store: ScoreStore, listeners: Sequence[ScoreListener] = (), *, refused: Counter | None = None
+        self,
+        store: ScoreStore,
+        listeners: Sequence[ScoreListener] = (),
+        *,
+        metrics: Metrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
-        self._refused = refused  # counts the score rows the store refused
+        self._metrics = metrics  # score rows refused, time to score
+        self._clock = clock
         self.listeners = list(listeners)
         self._scores: list[ScoreRecord] = []
         self._decisions: list[DecisionRecord] = []
@@ -143,6 +153,8 @@ class ScoreWriter:
             self._failing = None
         _resolve(waiters)
         if stored:
+            if self._metrics is not None:
+                _time_to_score(self._metrics, self._clock.time(), stored)
             for listener in self.listeners:
                 try:
                     listener.on_scores(stored)
@@ -170,8 +182,8 @@ class ScoreWriter:
             else ", ".join(f"{d.scorer_id} on {d.target_id}" for d in decisions)
         )
         error = f"the store refused this score row: {type(exc).__name__}: {exc}"
-        if self._refused is not None:
-            self._refused.inc()
+        if self._metrics is not None:
+            self._metrics.score_rows_refused.inc()
         rows = (
             [_error_row(score, error)] if score else [],
             [replace(d, decision="failed" if d.decision == "scored" else d.decision, detail=error) for d in decisions],
@@ -231,6 +243,15 @@ class ScoreWriter:
 def _why(exc: BaseException) -> str:
     """``exc`` for a log line: its type, and its message when it has one (a timeout has none)."""
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _time_to_score(m: Metrics, now: float, stored: Sequence[ScoreRecord]) -> None:
+    """Observe the live rows committed at ``now`` (epoch seconds); a target's end ahead of it (a
+    client's clock skew) counts as 0."""
+    now_us = now * 1e6
+    for row in stored:
+        if row.source == "live" and row.target_ended_at is not None:
+            m.child(m.time_to_score, row.scorer_id).observe(max(0.0, now_us - row.target_ended_at) / 1e6)
 
 
 def _resolve(waiters: list[asyncio.Future[None]]) -> None:

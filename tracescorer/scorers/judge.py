@@ -17,14 +17,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
+from tracescorer.scorers import reuse
 from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
 from tracescorer.scorers.judge_config import JsonPromptInjection, Judge
 from tracescorer.scorers.judge_health import FailureStreaks
 from tracescorer.scorers.processors import ChatMessage, Redactor
+from tracescorer.scorers.retry import is_transient
 from tracescorer.scorers.structured import CompiledSchema, parse_json_text
 from tracescorer.scorers.types import JudgeCall
 from tracescorer.text import fix_surrogates
@@ -246,30 +248,91 @@ async def _request(
     schema: CompiledSchema | None,
     structured: Literal["native", "prompt", "none"],
 ) -> JudgeReply:
+    """One request, to the judge's model and, after a transient failure, to each fallback in turn;
+    answered by an earlier verdict instead when a :data:`~tracescorer.scorers.reuse.SESSION` has one."""
     messages = prepared.messages
-    kwargs: dict[str, Any] = {**judge.options, "num_retries": 0, "max_retries": 0}
+    base: dict[str, Any] = {**judge.options, "num_retries": 0, "max_retries": 0}
     if schema is not None and structured == "prompt":
         messages = _with_schema_in_prompt(messages, schema)
     elif schema is not None:
-        kwargs["response_format"] = schema.response_format
-    cap = judge.retry_cap
-    model = cast(str, judge.model)
-    attempts, retries = 0, 0
+        base["response_format"] = schema.response_format
+    session = reuse.SESSION.get()
     started = time.perf_counter()
+    attempts = 0
+    routes = judge.routes
+    for index, (model, extra) in enumerate(routes):
+        kwargs = {**base, **extra}
 
-    def record(**fields: Any) -> JudgeCall:
-        return JudgeCall(
-            step=step,
-            model=model,
-            prompt=prepared.prompt,
-            attempts=attempts,
-            duration_ms=(time.perf_counter() - started) * 1000.0,
-            structured_output=structured,
-            input_processors=prepared.processors,
-            redactions=prepared.redactions,
-            **fields,
-        )
+        def record(model: str = model, **fields: Any) -> JudgeCall:
+            return JudgeCall(
+                step=step,
+                model=model,
+                prompt=prepared.prompt,
+                attempts=attempts,  # noqa: B023 - the attempts made so far, read when the record is made
+                duration_ms=(time.perf_counter() - started) * 1000.0,
+                structured_output=structured,
+                input_processors=prepared.processors,
+                redactions=prepared.redactions,
+                **fields,
+            )
 
+        key = reuse.request_key(model, messages, kwargs) if session is not None else ""
+        if session is not None:
+            verdict = await session.stored(key)
+            if verdict is not None:
+                try:
+                    return await _reply(judge, schema, verdict.text, record, {"reused_from": verdict.origin})
+                except JudgeOutputError:  # it no longer parses (an output processor changed): judged again
+                    log.debug("judge step %s: a stored verdict did not parse; asking the model", step)
+            await session.admit()
+        try:
+            response, made = await _attempts(litellm, judge, step, model, messages, kwargs)
+        except _Failed as failed:
+            attempts += failed.attempts
+            exc = failed.error
+            if index + 1 < len(routes) and is_transient(exc):
+                log.debug(
+                    "judge step %s: %s failed (%s), asking %s", step, model, type(exc).__name__, routes[index + 1][0]
+                )
+                continue
+            call = record(status="error", error=str(exc)[:2000], error_type=type(exc).__name__)
+            raise JudgeCallError(
+                f"judge call for step {step!r} failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
+                call=call,
+            ) from exc
+        attempts += made
+        choice = response.choices[0]
+        # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
+        text = fix_surrogates(getattr(choice.message, "content", None) or "")
+        usage = getattr(response, "usage", None)
+        tokens = {
+            "input_tokens": getattr(usage, "prompt_tokens", None),
+            "output_tokens": getattr(usage, "completion_tokens", None),
+            "cost_usd": _cost_usd(litellm, response),
+        }
+        reply = await _reply(judge, schema, text, record, tokens)
+        if session is not None:
+            session.judged(key, model, text)
+        return reply
+    raise AssertionError("a judge has at least one model")  # the loop returns or raises
+
+
+class _Failed(Exception):
+    """Every attempt at one model failed: the last error, and how many attempts were made."""
+
+    def __init__(self, error: BaseException, attempts: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.attempts = attempts
+
+
+async def _attempts(
+    litellm: Any, judge: Judge, step: str, model: str, messages: list[ChatMessage], kwargs: dict[str, Any]
+) -> tuple[Any, int]:
+    """The model's response and the attempts it took, retried as the judge's error processors say;
+    raises :class:`_Failed`."""
+    cap = judge.retry_cap
+    attempts, retries = 0, 0
     while True:
         attempts += 1
         try:
@@ -284,11 +347,7 @@ async def _request(
                     if decision is not None:
                         break
             if decision is None:
-                call = record(status="error", error=str(exc)[:2000], error_type=type(exc).__name__)
-                raise JudgeCallError(
-                    f"judge call for step {step!r} failed after {attempts} attempt(s): {type(exc).__name__}: {exc}",
-                    call=call,
-                ) from exc
+                raise _Failed(exc, attempts) from exc
             retries += 1
             # DEBUG: in an outage this would be a line per request; the streak is logged once
             log.debug(
@@ -296,20 +355,22 @@ async def _request(
             )
             if decision.delay_s > 0:
                 await asyncio.sleep(decision.delay_s)  # the provider-requested backoff
-
     _streaks.answered(model)
-    choice = response.choices[0]
-    # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
-    text = fix_surrogates(getattr(choice.message, "content", None) or "")
-    usage = getattr(response, "usage", None)
-    tokens = {
-        "input_tokens": getattr(usage, "prompt_tokens", None),
-        "output_tokens": getattr(usage, "completion_tokens", None),
-        "cost_usd": _cost_usd(litellm, response),
-    }
+    return response, attempts
+
+
+async def _reply(
+    judge: Judge,
+    schema: CompiledSchema | None,
+    text: str,
+    record: Callable[..., JudgeCall],
+    fields: dict[str, Any],
+) -> JudgeReply:
+    """The model's ``text`` through the output processors and the schema: the reply, or a
+    :class:`JudgeOutputError` carrying the call record (``fields``: tokens and cost, or reuse)."""
 
     def failed(exc: BaseException) -> JudgeCall:
-        return record(status="error", raw_output=text, error=str(exc)[:2000], error_type=type(exc).__name__, **tokens)
+        return record(status="error", raw_output=text, error=str(exc)[:2000], error_type=type(exc).__name__, **fields)
 
     try:
         for out_processor in judge.output_processors:
@@ -322,7 +383,7 @@ async def _request(
             output = schema.validate(parse_json_text(text))
         except JudgeOutputError as exc:
             raise JudgeOutputError(str(exc), raw_output=text, call=failed(exc), unparsed=True) from exc
-    call = record(status="ok", raw_output=text, output=_jsonable(output), **tokens)
+    call = record(status="ok", raw_output=text, output=_jsonable(output), **fields)
     return JudgeReply(output=output, calls=(call,))
 
 

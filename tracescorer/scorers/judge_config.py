@@ -26,9 +26,15 @@ _FIELDS = (
     "output_processors",
     "error_processors",
     "max_processor_retries",
+    "fallbacks",
 )
 _FORBIDDEN_OPTIONS = ("num_retries", "max_retries")
 _RESERVED_OPTIONS = ("messages", "response_format", "stream")
+#: options that say where and how to connect, not what is judged: left out of scorer versions and
+#: of the key a verdict is reused by (moving the judge or rotating its key changes no verdict)
+CONNECTION_OPTIONS = frozenset(
+    {"api_base", "base_url", "api_key", "timeout", "timeout_s", "api_version", "extra_headers"}
+)
 
 
 class _Unset:
@@ -55,6 +61,11 @@ class Judge:
         error_processors: e.g. :class:`~tracescorer.scorers.retry.StreamErrorRetryProcessor`.
         max_processor_retries: cap on retries per judge call across all error processors
             (10 when error processors are set and this is not).
+        fallbacks: models asked, in order, when a request to the model before failed for a
+            transient reason (timeout, connection error, 408/409/429, 5xx) once its retries were
+            spent: a litellm model string (same options, so the same endpoint) or a mapping with
+            ``model`` and the options it needs of its own (``api_base``, ``api_key``...). The
+            judge call records the model that answered. Not part of the scorer version.
         **options: passed to ``litellm.acompletion`` (``api_base``, ``api_key``, ``timeout``,
             ``temperature``, ``max_tokens``...). litellm's own retries are always off, so
             ``num_retries``/``max_retries`` are refused: use an error processor.
@@ -66,6 +77,7 @@ class Judge:
     __slots__ = (
         "_explicit",
         "error_processors",
+        "fallbacks",
         "input_processors",
         "instructions",
         "json_prompt_injection",
@@ -82,6 +94,7 @@ class Judge:
     output_processors: tuple[OutputProcessor, ...]
     error_processors: tuple[ErrorProcessor, ...]
     max_processor_retries: int | None
+    fallbacks: tuple[Mapping[str, Any], ...]
     options: Mapping[str, Any]
     _explicit: frozenset[str]
 
@@ -95,6 +108,7 @@ class Judge:
         output_processors: Sequence[OutputProcessor] = _UNSET,
         error_processors: Sequence[ErrorProcessor] = _UNSET,
         max_processor_retries: int | None = _UNSET,
+        fallbacks: Sequence[str | Mapping[str, Any]] = _UNSET,
         **options: Any,
     ) -> None:
         given = {
@@ -105,6 +119,7 @@ class Judge:
             "output_processors": output_processors,
             "error_processors": error_processors,
             "max_processor_retries": max_processor_retries,
+            "fallbacks": fallbacks,
         }
         for key in _FORBIDDEN_OPTIONS:
             if options.get(key):
@@ -130,11 +145,14 @@ class Judge:
             "output_processors": (),
             "error_processors": (),
             "max_processor_retries": None,
+            "fallbacks": (),
         }
         for key in _FIELDS:
             value = given[key] if key in explicit else defaults[key]
             if key.endswith("_processors"):
                 value = tuple(cast(Sequence[Any], value))
+            elif key == "fallbacks":
+                value = _fallbacks(value)
             object.__setattr__(self, key, value)
         options = {k: v for k, v in options.items() if k not in _FORBIDDEN_OPTIONS}
         object.__setattr__(self, "options", dict(options))
@@ -162,8 +180,31 @@ class Judge:
         return Judge(**kwargs, **{**self.options, **override.options})
 
     @property
+    def routes(self) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+        """The models a request may go to, in order, each with the options it adds: the judge's
+        model first, then its fallbacks."""
+        first: tuple[tuple[str, Mapping[str, Any]], ...] = ((cast(str, self.model), {}),)
+        return first + tuple((f["model"], {k: v for k, v in f.items() if k != "model"}) for f in self.fallbacks)
+
+    @property
     def retry_cap(self) -> int:
         """The effective number of processor retries allowed per call."""
         if self.max_processor_retries is not None:
             return self.max_processor_retries
         return DEFAULT_MAX_PROCESSOR_RETRIES if self.error_processors else 0
+
+
+def _fallbacks(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """``fallbacks`` as mappings with a ``model`` (ScorerConfigError when an entry is not one)."""
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence):
+        raise ScorerConfigError(f"fallbacks must be a list of models, got {value!r}")
+    out: list[Mapping[str, Any]] = []
+    for entry in value:
+        item = {"model": entry} if isinstance(entry, str) else dict(entry) if isinstance(entry, Mapping) else None
+        if item is None or not isinstance(item.get("model"), str) or not item["model"]:
+            raise ScorerConfigError(f"a fallback is a model string or a mapping with a 'model', got {entry!r}")
+        refused = [k for k in (*_FORBIDDEN_OPTIONS, *_RESERVED_OPTIONS, "fallbacks") if k in item]
+        if refused:
+            raise ScorerConfigError(f"fallback {item['model']!r}: option {refused[0]!r} is not allowed there")
+        out.append(item)
+    return tuple(out)

@@ -113,6 +113,21 @@ def is_retryable(error: BaseException) -> bool | None:
     return None
 
 
+def classify(error: BaseException) -> bool | None:
+    """:func:`is_retryable` of the first link of ``error``'s chain (:func:`error_chain`, outermost
+    first) it recognises; ``None`` when it recognises none."""
+    for link in error_chain(error):
+        verdict = is_retryable(link)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether :func:`classify` calls ``error`` transient (an error recognised nowhere is not)."""
+    return classify(error) is True
+
+
 def _headers_of(error: BaseException) -> Mapping[str, Any] | None:
     for candidate in (
         getattr(error, "litellm_response_headers", None),
@@ -251,14 +266,10 @@ class StreamErrorRetryProcessor:
         classified as transient or permanent decides; an error recognised nowhere in the chain
         is retried only with ``retry_unknown_errors``.
         """
-        chain = error_chain(error)
-        if any(matcher(link) for link in chain for matcher in self.matchers):
+        if any(matcher(link) for link in error_chain(error) for matcher in self.matchers):
             return True
-        for link in chain:
-            verdict = is_retryable(link)
-            if verdict is not None:
-                return verdict
-        return self.retry_unknown_errors
+        verdict = classify(error)
+        return self.retry_unknown_errors if verdict is None else verdict
 
     def delay_for(self, *, error: BaseException, retry_count: int) -> float:
         """Seconds to wait before the next attempt."""

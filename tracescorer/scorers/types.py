@@ -96,7 +96,9 @@ class JudgeCall:
     ``prompt`` (schema in the prompt; also the second call of the ``auto`` fallback) or
     ``none`` (a text step). ``input_processors`` names the processors that ran on the messages;
     ``redactions`` counts redacted items by kind when a redacting processor ran (``{}`` when
-    it found nothing), ``None`` when none ran.
+    it found nothing), ``None`` when none ran. ``reused_from`` names the score an earlier,
+    identical request was judged for when that verdict answered this one (no request was made:
+    no tokens, no cost; :mod:`tracescorer.scorers.reuse`).
     """
 
     step: str
@@ -115,6 +117,7 @@ class JudgeCall:
     structured_output: Literal["native", "prompt", "none"] = "none"
     input_processors: tuple[str, ...] = ()
     redactions: Mapping[str, int] | None = None
+    reused_from: str | None = None
 
 
 @stored_through_slots
@@ -171,6 +174,11 @@ class ScorerResult:
     @property
     def judge_attempts(self) -> int:
         return sum(c.attempts for c in self.judge_calls)
+
+    @property
+    def judge_reused(self) -> int:
+        """Judge calls answered by an earlier verdict (:attr:`JudgeCall.reused_from`)."""
+        return sum(1 for c in self.judge_calls if c.reused_from is not None)
 
     @property
     def redacted(self) -> bool:

@@ -26,7 +26,7 @@ from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.heal import HealPolicy
 from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
-from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord, VerdictRecord
 from tracescorer.records.skipped import SkippedTrace
 from tracescorer.store.errors import (
     REFUSED,
@@ -167,6 +167,17 @@ class ScoreStore(Protocol):
         (the last failure, ``updated_at``, is :meth:`HealPolicy.backoff_s` of their
         ``heal_attempts`` old at ``now``, epoch seconds of the daemon's clock); the longest-failed
         first, at most ``limit``."""
+
+    async def scores_of(self, score_ids: Sequence[str]) -> dict[str, tuple[str, float | None]]:
+        """``{score id: (status, score)}`` of the stored score rows among ``score_ids`` (a gated
+        binding reads its gate's score)."""
+
+    async def find_verdict(self, input_hash: str, scorer_version: str, *, max_age_s: float) -> VerdictRecord | None:
+        """The newest judge verdict stored for this request under this scorer version within the
+        last ``max_age_s`` (committed ones: from any process or daemon, before a restart too)."""
+
+    async def write_verdicts(self, verdicts: Sequence[VerdictRecord], *, max_age_s: float) -> None:
+        """Keep judge verdicts for reuse (stamped now), and delete those older than ``max_age_s``."""
 
 
 class LabelStore(Protocol):

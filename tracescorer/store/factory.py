@@ -126,6 +126,8 @@ def build_span_log(
         query_max_result_bytes=s.query_max_result_bytes,
         attach_fd=attach_fd,
         owner=owner,
+        # the segment log's folder (seglog.build_segment_log's rule): it must belong to this database
+        segment_log=settings.segment_log.path or (s.path + ".log" if s.path != ":memory:" else None),
     )
 
 

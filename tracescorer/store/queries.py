@@ -243,7 +243,8 @@ def decisions(targets: Sequence[tuple[str, str]]) -> Query:
     return Query(
         "SELECT d.target_type, d.target_id, d.scorer_id, d.decision, d.detail, d.sample_rate, d.source, "
         "d.decided_at, s.score, s.label, s.reason, s.judge_cost_usd, s.scorer_version, s.status, s.error_type, "
-        "s.error_class, s.heal_attempts, s.created_at AS score_created_at, s.updated_at AS score_updated_at "
+        "s.error_class, s.heal_attempts, s.judge_reused, s.judge_model, s.created_at AS score_created_at, "
+        "s.updated_at AS score_updated_at "
         "FROM scoring_decisions d "
         "LEFT JOIN scores s ON s.id = d.score_id "
         f"WHERE (d.target_type, d.target_id) IN (VALUES {pairs})",

@@ -24,7 +24,9 @@ def _scores_where(since: dt.datetime, scorer_id: str | None, extra: str = "") ->
 
 
 def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
-    """One row per scorer: counts by status and label, mean, range, cost, first/last scored time."""
+    """One row per scorer: counts by status and label, mean, range, cost, first/last scored time,
+    and the p50/p99 time to score of its live scores (seconds from the target's end to the row's
+    first store)."""
     where = _scores_where(since, scorer_id)
     return Query(
         "SELECT scorer_id, min(scorer_name) AS scorer_name, count(*) AS n, "
@@ -35,8 +37,16 @@ def report_summary(since: dt.datetime, scorer_id: str | None) -> Query:
         "count(*) FILTER (WHERE label = 'pass') AS passed, count(*) FILTER (WHERE label = 'fail') AS failed, "
         "coalesce(sum(judge_cost_usd), 0) AS cost_usd, max(threshold) AS threshold, "
         f"count(*) FILTER (WHERE source = 'backfill') AS backfill, min({SCORED_AT}) AS first_at, "
-        f"max({SCORED_AT}) AS last_at FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
+        f"max({SCORED_AT}) AS last_at, {_time_to_score(0.5)} AS time_to_score_p50, "
+        f"{_time_to_score(0.99)} AS time_to_score_p99 FROM scores{where.sql()} GROUP BY scorer_id ORDER BY scorer_id",
         tuple(where.params),
+    )
+
+
+def _time_to_score(q: float) -> str:
+    return (
+        f"percentile_cont({q}) WITHIN GROUP (ORDER BY CAST(EXTRACT(EPOCH FROM created_at - target_ended_at) "
+        "AS DOUBLE PRECISION)) FILTER (WHERE source = 'live' AND target_ended_at IS NOT NULL)"
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from tracescorer.records.scores import DecisionRecord, ScoreRecord, field_names, json_fields, plain
+from tracescorer.records.scores import DecisionRecord, ScoreRecord, VerdictRecord, field_names, json_fields, plain
 from tracescorer.store.jsonvalue import dumps
 
 SCORE_FIELDS = field_names(ScoreRecord)
@@ -15,6 +15,8 @@ _SCORE_JSON = json_fields(ScoreRecord)
 _SCORE_GET = attrgetter(*SCORE_FIELDS)
 _SCORE_JSON_AT = tuple(i for i, name in enumerate(SCORE_FIELDS) if name in _SCORE_JSON)
 _DECISION_GET = attrgetter(*DECISION_FIELDS)
+VERDICT_FIELDS = field_names(VerdictRecord)
+_VERDICT_GET = attrgetter(*VERDICT_FIELDS)
 
 
 def _json(value: Any) -> str | None:
@@ -32,6 +34,16 @@ def score_values(record: ScoreRecord) -> tuple[Any, ...]:
 
 def decision_values(record: DecisionRecord) -> tuple[Any, ...]:
     return _DECISION_GET(record)
+
+
+def verdict_values(record: VerdictRecord) -> tuple[Any, ...]:
+    """One ``judge_verdicts`` row in :data:`VERDICT_FIELDS` order (``judged_at`` is the store's)."""
+    return _VERDICT_GET(record)
+
+
+def verdict_from_row(row: Sequence[Any]) -> VerdictRecord:
+    """A :class:`VerdictRecord` from its values in :data:`VERDICT_FIELDS` order."""
+    return VerdictRecord(**dict(zip(VERDICT_FIELDS, row, strict=True)))
 
 
 def score_values_many(records: Sequence[ScoreRecord]) -> list[tuple[Any, ...]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from tracescorer.records.labels import EvaluationRecord, LabelRecord
-from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord
+from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord, VerdictRecord
 from tracescorer.store.runs import RUN_COLUMNS as RUN_COLUMNS  # derived from AgentRun
 
 Columns = tuple[tuple[str, str], ...]
@@ -209,6 +209,31 @@ JUDGE_TOKEN_COLUMNS: Columns = (
     ("tokens", "DOUBLE NOT NULL"),
     ("updated_at", "TIMESTAMPTZ NOT NULL"),
 )
+
+#: Judge verdicts kept for reuse (:class:`~tracescorer.records.scores.VerdictRecord`): appended,
+#: looked up by ``input_hash`` and ``scorer_version`` among the recent ones, deleted past the reuse
+#: age. No key in DuckDB (its key indexes live in memory); an index in PostgreSQL.
+VERDICT_COLUMNS = record_columns(
+    VerdictRecord,
+    key="",
+    not_null=("input_hash", "scorer_version", "scorer_id", "model", "raw_output"),
+    after=(("judged_at", "TIMESTAMPTZ NOT NULL"),),
+)
+
+
+_VERDICT_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS judge_verdicts_input ON judge_verdicts (input_hash, scorer_version, judged_at)",
+    "CREATE INDEX IF NOT EXISTS judge_verdicts_at ON judge_verdicts (judged_at)",
+)
+
+
+def verdict_table(dialect: str = "duckdb") -> tuple[str, ...]:
+    """``judge_verdicts`` in ``dialect`` (with its lookup index in PostgreSQL)."""
+    return (
+        create_table("judge_verdicts", VERDICT_COLUMNS, dialect=dialect),
+        *(_VERDICT_INDEXES if dialect == "postgres" else ()),
+    )
+
 
 #: Traces triage skipped, a row per request (records.skipped.SkippedTrace; no key: appended only).
 SKIPPED_COLUMNS: Columns = (

@@ -1,6 +1,7 @@
 """A worker process: ``python -m tracescorer.workers.child --fd N --store-fd M --index K --count C``.
 
-Started by :class:`~tracescorer.workers.pool.WorkerPool`. It takes its partition ``K`` of ``C``
+Started by :class:`~tracescorer.workers.pool.WorkerPool`; with ``workers.count: 0`` the one worker
+runs on the daemon's own event loop (:func:`serve`), over the same channel and messages. It takes its partition ``K`` of ``C``
 of the traces (:mod:`tracescorer.feed.partition`) from the segment log the main process writes
 (:class:`~tracescorer.seglog.LogView`), stores their span rows through its own connection to the
 store process (``--store-fd``), assembles, extracts runs and scores them
@@ -14,16 +15,19 @@ store connection is lost; the main process starts it again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from tracescorer import logs
 from tracescorer.assembly.idle import LocalIdleConversations
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.feed.partition import Partition
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import Stages
@@ -58,10 +62,20 @@ class _ScoresOut:
 class Worker:
     """One worker process's stages (see the module docstring)."""
 
-    def __init__(self, channel: AsyncChannel, start: m.Start, store_fd: int, partition: Partition) -> None:
+    def __init__(
+        self,
+        channel: AsyncChannel,
+        start: m.Start,
+        store_fd: int,
+        partition: Partition,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        own_process: bool = True,
+    ) -> None:
         s = start.settings
         self.channel = channel
         self.name = f"w{partition.index}"
+        self.own_process = own_process  # False: on the daemon's loop, its CPU and memory are the daemon's
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
         self.stores = build_worker_stores(s, self.metrics, attach_fd=store_fd, owner=start.owner)
         self.view = LogView(start.log_dir)
@@ -69,7 +83,7 @@ class Worker:
         # this worker's runs and conversations left unscored (also those of its own previous life)
         recovery = RecoveryScope(owns=partition.owns_hex, owns_conversation=partition.owns_conversation)
         self.runner = build_runner(
-            s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery, shared_spend=True
+            s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery, shared_spend=True, clock=clock
         )
         self.pipeline = Pipeline(
             s,
@@ -78,6 +92,7 @@ class Worker:
             self.view,
             self.runner,
             partition=partition,
+            clock=clock,
             turns=lambda ids: channel.send(encode((m.TURNS, ids))),
         )
         # the daemon's agreement gauges follow other tools' evaluations stored here
@@ -175,23 +190,112 @@ class Worker:
 
     def send_metrics(self) -> None:
         """Tell the main process this worker's metrics, as of its feed's offset now."""
-        self.channel.send(encode((m.METRICS, (self.pipeline.feed.offset, self.metrics.snapshot()))))
+        snapshot = self.metrics.snapshot()
+        if not self.own_process:
+            snapshot = dataclasses.replace(snapshot, cpu_seconds=None, resident_bytes=None)
+        self.channel.send(encode((m.METRICS, (self.pipeline.feed.offset, snapshot))))
 
 
-async def _main(fd: int, store_fd: int, partition: Partition) -> int:
-    channel = await AsyncChannel.open(socket.socket(fileno=fd))
+async def serve(
+    sock: socket.socket,
+    store_fd: int,
+    partition: Partition,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    own_process: bool = True,
+    made: Callable[[Worker], None] | None = None,
+) -> int:
+    """Be a worker over ``sock`` (its end of the channel to the main process) until told to stop;
+    the exit status. ``own_process``: in a process of its own (it configures its logging);
+    ``made``: told of the worker once built (the daemon keeps its in-process one)."""
+    channel = await AsyncChannel.open(sock)
     first = await channel.recv()
     if first is None or first[0] != m.START:
         return 1
     start: m.Start = first[1]
-    logs.configure(start.log_level, start.log_format)  # type: ignore[arg-type]
-    worker = Worker(channel, start, store_fd, partition)
+    if own_process:
+        logs.configure(start.log_level, start.log_format)  # type: ignore[arg-type]
+    worker = Worker(channel, start, store_fd, partition, clock=clock, own_process=own_process)
+    if made is not None:
+        made(worker)
     status = await worker.run()
     worker.send_metrics()
     await asyncio.sleep(0)  # let the sender write what is queued
     await channel.drain()
     channel.close()
     return status
+
+
+class WorkerProcess(Protocol):
+    """What the pool needs of a worker's process: an OS process, or :class:`InProcess`."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    async def wait(self) -> int: ...
+    def kill(self) -> None: ...
+
+
+class InProcess:
+    """The one worker of ``workers.count: 0``, served on the daemon's loop (:func:`serve`)."""
+
+    def __init__(self, sock: socket.socket, store_fd: int, partition: Partition, clock: Clock) -> None:
+        self.pid = os.getpid()
+        self.worker: Worker | None = None
+        self._task = asyncio.create_task(
+            serve(sock, store_fd, partition, clock=clock, own_process=False, made=self._made),
+            name="worker-w0",
+        )
+
+    def _made(self, worker: Worker) -> None:
+        self.worker = worker
+
+    @property
+    def returncode(self) -> int | None:
+        if not self._task.done():
+            return None
+        return 1 if self._task.cancelled() or self._task.exception() is not None else self._task.result()
+
+    async def wait(self) -> int:
+        await asyncio.wait([self._task])
+        if not self._task.cancelled() and self._task.exception() is not None:
+            log.error("worker w0 failed", exc_info=self._task.exception())
+        code = self.returncode
+        assert code is not None
+        return code
+
+    def kill(self) -> None:
+        self._task.cancel()
+
+
+async def launch(
+    sock: socket.socket, store_sock: socket.socket, partition: Partition, *, in_process: bool, clock: Clock
+) -> WorkerProcess:
+    """Start a worker over ``sock`` (its end of the channel) and ``store_sock`` (its store
+    channel), both handed over: a process of its own, or on this loop (``in_process``, with
+    ``clock``)."""
+    if in_process:
+        return InProcess(sock, store_sock.detach(), partition, clock)
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tracescorer.workers.child",
+            "--fd",
+            str(sock.fileno()),
+            "--store-fd",
+            str(store_sock.fileno()),
+            "--index",
+            str(partition.index),
+            "--count",
+            str(partition.count),
+            pass_fds=(sock.fileno(), store_sock.fileno()),
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+    finally:
+        sock.close()
+        store_sock.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -209,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     os.umask(0o077)
     tune_gc()  # most of the daemon's Python runs here: a trace buffer of live objects, runs, scores
     try:
-        status = asyncio.run(_main(args.fd, args.store_fd, Partition(args.index, args.count)))
+        sock = socket.socket(fileno=args.fd)
+        status = asyncio.run(serve(sock, args.store_fd, Partition(args.index, args.count)))
     except BaseException:
         log.exception("the worker process failed")
         status = 1

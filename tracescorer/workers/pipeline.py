@@ -63,12 +63,14 @@ def build_runner(
     *,
     recovery: RecoveryScope | None = None,
     shared_spend: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ScoringRunner:
     """Scoring for ``settings.scorers``; with coordination (several daemons on one PostgreSQL
     store) the judge's rate limit, daily budget and per-binding caps are shared; with
     ``shared_spend`` (worker processes of one daemon: each has its share of the rates,
     :mod:`tracescorer.workers.share`) the daily budgets follow the spend they all stored.
-    ``recovery``: which targets left unscored it scores at start (default: all)."""
+    ``recovery``: which targets left unscored it scores at start (default: all); ``clock``: what
+    the time to score is read on."""
     s, coordination = settings, stores.coordination
     bound = build_bindings(s.scorers, s.judge)
     return ScoringRunner(
@@ -82,6 +84,7 @@ def build_runner(
         shared_budget=coordination is not None or shared_spend,
         caps=BindingCaps(bound, shared=coordination),
         recovery=recovery,
+        clock=clock,
     )
 
 

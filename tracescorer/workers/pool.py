@@ -1,19 +1,19 @@
-"""The main process's side of the worker processes: starting them, feeding them the log's end,
-hearing how far they are, restarting one that died, stopping them.
+"""The main process's side of the workers: starting them, feeding them the log's end, hearing
+how far they are, restarting one that died, stopping them.
 
-With ``workers.count`` > 0 the daemon's main process keeps the receivers, the segment log, the
-store and what reads results (export, monitors, the healer, backfills); each worker process
-(:mod:`tracescorer.workers.child`) takes its partition of the traces from the log. The pool tells
-every worker how far the log is synced, deletes segments once every worker passed them (and
-triage or ``retain_bytes`` no longer keep them), hands the score rows the workers committed to
-the daemon's score listeners, tells each conversation's owner of the runs other workers stored
-for it (:func:`~tracescorer.feed.partition.conversation_owner`), and merges their metrics into
-the daemon's. It is also the feed's
-status for readiness (:class:`~tracescorer.daemon.readiness.Readiness`): the feed is as far as
-its slowest worker, and a worker that is down makes the daemon not ready until it is back.
-
+The daemon's main process keeps the receivers, the segment log, the store and what reads results
+(export, monitors, the healer, backfills); each worker (:mod:`tracescorer.workers.child`) takes its
+partition of the traces from the log: ``workers.count`` processes, or with ``workers.count: 0``
+one on the daemon's own loop (:class:`~tracescorer.workers.child.InProcess`: the same stages,
+channel and messages; one topology for every count). The pool tells every worker how far the log
+is synced, deletes segments every worker passed (once triage and ``retain_bytes`` no longer keep
+them), hands the score rows the workers committed to the daemon's score listeners, tells each
+conversation's owner of the runs other workers stored for it
+(:func:`~tracescorer.feed.partition.conversation_owner`) and merges their metrics into the
+daemon's. It is the feed's status for readiness (:class:`~tracescorer.daemon.readiness.Readiness`):
+as far as its slowest worker; a worker that is down makes the daemon not ready until it is back.
 A worker that exits unexpectedly (killed, crashed, its store connection lost) is started again
-after a short backoff; it goes on from its saved offset and skips what it had stored already, so
+after a short backoff; it goes on from its saved offset and skips what it stored already, so
 nothing acknowledged is lost or stored twice (:mod:`tracescorer.feed.consumers`).
 """
 
@@ -22,21 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tracescorer import logs
 from tracescorer.aio import cancel
+from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import Settings
-from tracescorer.feed.partition import conversation_owner
+from tracescorer.feed.partition import Partition, conversation_owner
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
 from tracescorer.records.scores import ScoreRecord
 from tracescorer.runner.writer import ScoreListener
 from tracescorer.seglog import SegmentLog
+from tracescorer.workers import child
 from tracescorer.workers import messages as m
 from tracescorer.workers.share import share
 
@@ -49,7 +50,7 @@ RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 @dataclass(slots=True)
 class _Worker:
     index: int
-    process: asyncio.subprocess.Process | None = None
+    process: child.WorkerProcess | None = None
     channel: AsyncChannel | None = None
     progress: m.Progress | None = None
     metrics_offset: int = -1  # the feed offset its last metrics were taken at
@@ -79,8 +80,11 @@ class WorkerPool:
         count: int,
         owner: str,
         listeners: Sequence[ScoreListener] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._settings = settings
+        self._in_process = count == 0  # one worker on the daemon's loop
+        self._clock = clock  # the in-process worker's (a worker process has its own)
         self._log = segment_log
         self._attach = attach
         self._metrics = metrics
@@ -88,7 +92,7 @@ class WorkerPool:
         self.listeners = list(listeners)
         #: called when a worker stored other tools' evaluations (the agreement gauges' poke)
         self.on_evaluations: list[Callable[[], None]] = []
-        self.workers = [_Worker(i) for i in range(count)]
+        self.workers = [_Worker(i) for i in range(max(1, count))]
         self._stopping = False
         self._told_end = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -165,9 +169,14 @@ class WorkerPool:
         the metrics they told since count it)."""
         target = self._log.end_offset
         deadline = time.monotonic() + timeout_s
+        asked: set[int] = set()
         while any(w.down or w.metrics_offset < target for w in self.workers):
             if time.monotonic() > deadline:
                 return False
+            for w in self.workers:  # there: its metrics now, not at its next report
+                if w.index not in asked and w.channel is not None and w.progress and w.progress.offset >= target:
+                    asked.add(w.index)
+                    w.channel.send(encode((m.SNAPSHOT, None)))
             await asyncio.sleep(0.02)
         return True
 
@@ -186,11 +195,13 @@ class WorkerPool:
             self._stopping = True
             await self._kill_all()
             raise
-        log.info(
-            "%d worker process(es) read the segment log, a share of the trace ids each (pids %s)",
-            len(self.workers),
-            ", ".join(str(w.process.pid) for w in self.workers if w.process is not None),
-        )
+        pids = ", ".join(str(w.process.pid) for w in self.workers if w.process is not None)
+        if not self._in_process:
+            log.info(
+                "%d worker process(es) read the segment log, a share of the traces each (pids %s)",
+                len(self.workers),
+                pids,
+            )
         self._tasks = [
             asyncio.create_task(self._tell_end(), name="workers-end"),
             asyncio.create_task(self._release(), name="workers-release"),
@@ -237,26 +248,9 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         w.ready, w.stopped = loop.create_future(), loop.create_future()  # progress: kept until it reports
         store_sock = self._attach()
-        parent, child = socket.socketpair()
-        try:
-            w.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "tracescorer.workers.child",
-                "--fd",
-                str(child.fileno()),
-                "--store-fd",
-                str(store_sock.fileno()),
-                "--index",
-                str(w.index),
-                "--count",
-                str(len(self.workers)),
-                pass_fds=(child.fileno(), store_sock.fileno()),
-                stdin=asyncio.subprocess.DEVNULL,
-            )
-        finally:
-            child.close()
-            store_sock.close()
+        parent, theirs = socket.socketpair()
+        partition = Partition(w.index, len(self.workers))
+        w.process = await child.launch(theirs, store_sock, partition, in_process=self._in_process, clock=self._clock)
         w.channel = await AsyncChannel.open(parent)
         end = self._log.end_offset
         start = m.Start(
@@ -270,7 +264,7 @@ class WorkerPool:
         w.channel.send(encode((m.START, start)))
         w.reader = asyncio.create_task(self._read(w, w.channel, w.process), name=f"worker-{w.name}")
 
-    async def _read(self, w: _Worker, channel: AsyncChannel, process: asyncio.subprocess.Process) -> None:
+    async def _read(self, w: _Worker, channel: AsyncChannel, process: child.WorkerProcess) -> None:
         while (message := await channel.recv()) is not None:
             kind, value = message
             if kind in (m.PROGRESS, m.READY):

@@ -49,7 +49,7 @@ def open_database(options: EngineOptions) -> Connection:
         parent = os.path.dirname(os.path.abspath(options.path))
         if not os.path.isdir(parent):
             raise FileNotFoundError(f"directory {parent} does not exist")
-        layout.check_fresh(options.path)
+        layout.check_fresh(options.path, options.segment_log)
         _warn_if_readable(options.path)
     # A daemon killed a moment ago may still be releasing the file: retry the lock briefly.
     deadline = time.monotonic() + 10.0
@@ -58,7 +58,7 @@ def open_database(options: EngineOptions) -> Connection:
             con = layout.connect(options.path, settings_for(options))
             try:
                 layout.attach(con, options.path)
-                layout.check_belonging(con, options.path)  # before anything writes
+                layout.check_belonging(con, options.path, options.segment_log)  # before anything writes
             except BaseException:
                 con.close()
                 raise
@@ -68,7 +68,7 @@ def open_database(options: EngineOptions) -> Connection:
                 raise
             time.sleep(0.2)
     migrate(con)
-    layout.claim_span_logs(con)
+    layout.claim_span_logs(con, options.segment_log)
     # the lockdown of query connections holds for the whole database the daemon serves (set
     # once the span log is attached: ATTACH is file access)
     readonly.lock_down(con)

@@ -14,10 +14,13 @@ spans/s. With two span logs the telemetry writer appends to one while the other 
 A transaction writes to one file only (DuckDB's rule); the store's operations keep to that.
 
 The files belong together: the main database has an id (``schema_info``), and each span log
-carries the id of the database it belongs to (:func:`check_belonging`, :func:`claim_span_logs`).
-A new database beside span logs left by another one, or span logs stamped for another database,
-are refused at start with a message naming the files: adopting them would score their traces
-again.
+carries the id of the database it belongs to (:func:`check_belonging`, :func:`claim_span_logs`);
+so does the daemon's segment log folder (``<store.path>.log/`` or ``segment_log.path``), in a file
+:data:`LOG_STAMP` of its own. A new database beside span logs or a segment log holding records
+left by another one, or span logs or a segment log stamped for another database, are refused at
+start with a message naming the files: adopting them would replay their traffic and score their
+traces again. A segment log without records (or without a stamp: from before the stamp) is
+adopted.
 
 Every database is opened with row groups of :data:`ROW_GROUP_SIZE` rows. A checkpoint rewrites the
 last, partly filled row group of each table it appends to; with DuckDB's default of 122,880 rows
@@ -170,18 +173,26 @@ DATABASE_ID_KEY = "database_id"
 _IDENTITY_TABLE = "span_log_identity"
 
 
-def check_fresh(path: str | Path) -> None:
-    """Refuse to create a new database at ``path`` beside span-log files that already exist: they
-    were left by another database (a new one would adopt them and score their traces again)."""
+#: the file in the segment log's folder naming the database it belongs to
+LOG_STAMP = "database_id"
+
+
+def check_fresh(path: str | Path, segment_log: str | None = None) -> None:
+    """Refuse to create a new database at ``path`` beside span-log files that already exist, or
+    beside a segment log folder that holds records: they were left by another database (a new one
+    would adopt them, replay the records and score their traces again)."""
     if str(path) == MEMORY or os.path.exists(path):
         return
-    left = [p for p in span_log_paths(path) if os.path.exists(p)]
+    left = [f"the span log {p}" for p in span_log_paths(path) if os.path.exists(p)]
+    if segment_log is not None and _log_bytes(segment_log):
+        left.append(f"the segment log folder {segment_log}")
     if left:
+        it, its, belongs = ("it", "its", "it belongs") if len(left) == 1 else ("them", "their", "they belong")
         raise LayoutError(
-            f"{' and '.join(left)} {'is a span log' if len(left) == 1 else 'are span logs'} left by another "
-            f"database: {path} does not exist, and a new database there would adopt "
-            f"{'it' if len(left) == 1 else 'them'} and score their traces again. Move "
-            f"{'it' if len(left) == 1 else 'them'} away, or restore the database {'it belongs' if len(left) == 1 else 'they belong'} to"
+            f"{', '.join(left[:-1])}{' and ' if len(left) > 1 else ''}{left[-1]} {'was' if len(left) == 1 else 'were'} "
+            f"left by another database: {path} does not exist, and a new database there would adopt {it} and "
+            f"score {its} traces again. To start over, delete {it} too (or move {it} away); else restore the "
+            f"database {belongs} to"
         )
 
 
@@ -206,11 +217,18 @@ def _stamp(con: Any, catalog: str) -> str | None:
     return str(found[0][0]) if found else None
 
 
-def check_belonging(con: Any, path: str | Path) -> None:
-    """Raise :class:`LayoutError` when an attached span log carries the id of another database
-    than the one ``con`` has open at ``path`` (or the database has no id: it is older than the
-    span log). Reads only: run it before anything writes."""
+def check_belonging(con: Any, path: str | Path, segment_log: str | None = None) -> None:
+    """Raise :class:`LayoutError` when an attached span log, or the segment log folder holding
+    records, carries the id of another database than the one ``con`` has open at ``path`` (or the
+    database has no id: it is older than the span log). Reads only: run it before anything writes."""
     database_id = _database_id(con)
+    stamp = _log_stamp(segment_log) if segment_log is not None else None
+    if segment_log is not None and stamp is not None and stamp != database_id and _log_bytes(segment_log):
+        raise LayoutError(
+            f"the segment log folder {segment_log} belongs to another database (id {stamp}), not to {path} "
+            f"(id {database_id or 'none'}): replayed into it, its records would be scored again. Move the "
+            "folder away (a new one is started) or restore the database it belongs to"
+        )
     for catalog, log_path in zip(SPAN_LOGS, span_log_paths(path), strict=False):
         stamp = _stamp(con, catalog)
         if stamp is not None and stamp != database_id:
@@ -221,10 +239,10 @@ def check_belonging(con: Any, path: str | Path) -> None:
             )
 
 
-def claim_span_logs(con: Any) -> str:
+def claim_span_logs(con: Any, segment_log: str | None = None) -> str:
     """Give the main database an id if it has none, and stamp it into every span log that has
-    none yet (one transaction per file); returns the id. After :func:`check_belonging` and the
-    migrations."""
+    none yet (one transaction per file) and into the segment log folder (created if missing);
+    returns the id. After :func:`check_belonging` and the migrations."""
     database_id = _database_id(con)
     if database_id is None:
         database_id = secrets.token_hex(16)
@@ -240,4 +258,41 @@ def claim_span_logs(con: Any) -> str:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+    if segment_log is not None and _log_stamp(segment_log) != database_id:
+        _write_stamp(segment_log, database_id)
     return database_id
+
+
+def _log_bytes(folder: str) -> int:
+    """Bytes in the segment log folder's files beside its stamp (0: no folder, no records)."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    return sum(e.stat().st_size for e in entries if e.is_file() and not e.name.startswith(LOG_STAMP))
+
+
+def _log_stamp(folder: str) -> str | None:
+    try:
+        with open(os.path.join(folder, LOG_STAMP), encoding="ascii") as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _write_stamp(folder: str, database_id: str) -> None:
+    """Write :data:`LOG_STAMP` whole (a new file renamed over the old one, synced)."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, LOG_STAMP)
+    fd = os.open(f"{path}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, f"{database_id}\n".encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(f"{path}.tmp", path)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

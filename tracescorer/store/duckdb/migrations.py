@@ -26,6 +26,7 @@ from tracescorer.store.tables import (
     delivery_table,
     monitor_state_upgrade,
     monitor_tables,
+    verdict_table,
 )
 
 
@@ -106,6 +107,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         15,
         "worker processes no longer coordinate through the store (one owner per conversation and per rate share)",
         ("DROP TABLE IF EXISTS conversation_activity", "DROP TABLE IF EXISTS judge_tokens"),
+    ),
+    Migration(
+        16,
+        "judge verdicts kept for reuse; scores count the judge calls an earlier verdict answered",
+        (*verdict_table(), "ALTER TABLE scores ADD COLUMN IF NOT EXISTS judge_reused INTEGER"),
     ),
 )
 

@@ -95,6 +95,7 @@ class StoreProcess(Jobs):
         query_grace_s: float = 2.0,
         duckdb_settings: Mapping[str, str] | None = None,
         attach_fd: int | None = None,
+        segment_log: str | None = None,
     ) -> None:
         self.path = str(path)
         self.max_queue_items = max_queue_items
@@ -112,6 +113,7 @@ class StoreProcess(Jobs):
             query_memory_limit=query_memory_limit,
             query_max_result_bytes=query_max_result_bytes,
             query_grace_s=query_grace_s,
+            segment_log=segment_log,
             settings=dict(duckdb_settings or {}),
         )
         self._observer: CommitObserver = observer or _NullObserver()

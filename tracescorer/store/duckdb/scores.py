@@ -7,19 +7,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracescorer.records.heal import HealPolicy
-from tracescorer.records.scores import DecisionRecord, ScoreRecord, json_fields
+from tracescorer.records.scores import DecisionRecord, ScoreRecord, VerdictRecord, json_fields
 from tracescorer.store.api import HealCandidate, PendingRecovery
 from tracescorer.store.duckdb.fresh import NewTraces
 from tracescorer.store.duckdb.jobs import Jobs, Row, coalescable, hinted
-from tracescorer.store.duckdb.upsert import chunks, key_in, upsert
+from tracescorer.store.duckdb.upsert import chunks, column, key_in, unregister, upsert
 from tracescorer.store.runs import RUN_SELECT, run_from_row
 from tracescorer.store.scores import (
     DECISION_FIELDS,
     SCORE_FIELDS,
+    VERDICT_FIELDS,
     conversation_score_ids,
     decision_values,
     newest_scores,
     score_values,
+    verdict_from_row,
+    verdict_values,
     without_scores,
 )
 from tracescorer.store.tables import RUN_COLUMNS
@@ -44,12 +47,16 @@ class ScoresPart(Jobs):
         return await self.read(spent_today)
 
     async def score_statuses(self, score_ids: Sequence[str]) -> dict[str, str]:
-        return dict(await self.read(score_statuses, list(score_ids))) if score_ids else {}
+        return {r[0]: r[1] for r in await self.read(score_statuses, list(score_ids))} if score_ids else {}
 
     async def spent_today_by_scorer(self, scorer_ids: Sequence[str]) -> dict[str, float]:
         if not scorer_ids:
             return {}
         return dict(await self.read(spent_today_by_scorer, list(scorer_ids)))
+
+    async def scores_of(self, score_ids: Sequence[str]) -> dict[str, tuple[str, float | None]]:
+        rows = await self.read(score_statuses, list(score_ids), True) if score_ids else []
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     async def unscored_recent(
         self, run_scorer_ids: Sequence[str], *, window_s: float, conversation_scorer_ids: Sequence[str] = ()
@@ -70,6 +77,14 @@ class ScoresPart(Jobs):
             return []
         rows = await self.read(heal_candidates, list(scorer_ids), *policy.query_args(), now, limit)
         return [HealCandidate(*row) for row in rows]
+
+    async def find_verdict(self, input_hash: str, scorer_version: str, *, max_age_s: float) -> VerdictRecord | None:
+        row = await self.read(find_verdict, input_hash, scorer_version, max_age_s)
+        return verdict_from_row(row) if row is not None else None
+
+    async def write_verdicts(self, verdicts: Sequence[VerdictRecord], *, max_age_s: float) -> None:
+        if verdicts:
+            await self.write(write_verdicts, [verdict_values(v) for v in verdicts], [max_age_s])
 
 
 # --- run in the store process ------------------------------------------------------------------------
@@ -129,11 +144,12 @@ def spent_today(con: Any) -> float:
     return float(row[0][0]) if row else 0.0
 
 
-def score_statuses(con: Any, score_ids: Sequence[str]) -> list[tuple[str, str]]:
-    """The status of each stored score among ``score_ids`` (through the key's index)."""
-    found: list[tuple[str, str]] = []
+def score_statuses(con: Any, score_ids: Sequence[str], with_score: bool = False) -> list[Row]:
+    """The status (and score) of each stored score among ``score_ids`` (through the key's index)."""
+    found: list[Row] = []
+    columns = "id, status, score" if with_score else "id, status"
     for part in chunks(list(score_ids)):
-        found += con.execute(f"SELECT id, status FROM scores WHERE {key_in('id', len(part))}", part).fetchall()
+        found += con.execute(f"SELECT {columns} FROM scores WHERE {key_in('id', len(part))}", part).fetchall()
     return found
 
 
@@ -220,3 +236,36 @@ def heal_candidates(
             },
         ).fetchall()
     ]
+
+
+_VERDICT_LIST = ", ".join(VERDICT_FIELDS)
+_VERDICTS = "verdict_batch"
+
+
+def find_verdict(con: Any, input_hash: str, scorer_version: str, max_age_s: float) -> Row | None:
+    """The newest verdict of the request under the version within the age (no key: the age bounds
+    the scan first, row groups are skipped by their min/max)."""
+    rows = con.execute(
+        f"SELECT {_VERDICT_LIST} FROM judge_verdicts WHERE judged_at >= now() - to_seconds(?::DOUBLE) "
+        "AND input_hash = ? AND scorer_version = ? ORDER BY judged_at DESC LIMIT 1",
+        [max_age_s, input_hash, scorer_version],
+    ).fetchall()
+    return tuple(rows[0]) if rows else None
+
+
+@coalescable
+def write_verdicts(con: Any, verdicts: Sequence[Row], ages: Sequence[float]) -> None:
+    """Append verdicts stamped now (one Arrow batch: ``executemany`` inserts row by row, ~0.45 ms a
+    row); delete those past the (longest) reuse age."""
+    import pyarrow as pa  # the store process only
+
+    kinds = ["string"] * len(VERDICT_FIELDS)  # every column is text (score_id may be null throughout)
+    arrays = [column(list(values), kind) for values, kind in zip(zip(*verdicts, strict=True), kinds, strict=True)]
+    con.register(_VERDICTS, pa.Table.from_arrays(arrays, names=VERDICT_FIELDS))
+    try:
+        con.execute(
+            f"INSERT INTO judge_verdicts ({_VERDICT_LIST}, judged_at) SELECT {_VERDICT_LIST}, now() FROM {_VERDICTS}"
+        )
+    finally:
+        unregister(con, _VERDICTS)
+    con.execute("DELETE FROM judge_verdicts WHERE judged_at < now() - to_seconds(?::DOUBLE)", [max(ages)])

@@ -75,6 +75,7 @@ class DuckDBStore(
         duckdb_settings: Mapping[str, str] | None = None,
         attach_fd: int | None = None,
         owner: str = "",
+        segment_log: str | None = None,
     ) -> None:
         StoreProcess.__init__(
             self,
@@ -95,6 +96,7 @@ class DuckDBStore(
             query_grace_s=query_grace_s,
             duckdb_settings=duckdb_settings,
             attach_fd=attach_fd,
+            segment_log=segment_log,
         )
         #: keys the tables' indexes may hold (:mod:`tracescorer.store.duckdb.keys`)
         self.max_index_keys = keys.max_keys(size_bytes(memory_limit), index_memory_share)

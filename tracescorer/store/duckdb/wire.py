@@ -33,6 +33,8 @@ class EngineOptions:
     query_max_result_bytes: int = 64 << 20
     #: after a query's own timeout (its process interrupts it), how long before its process is killed
     query_grace_s: float = 2.0
+    #: the daemon's segment log folder: checked to belong to this database at open, and stamped (:mod:`.layout`)
+    segment_log: str | None = None
     #: further DuckDB settings at open, before the configuration is locked (fault drills)
     settings: dict[str, str] = field(default_factory=dict)
 

@@ -21,7 +21,7 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
-from tracescorer.store.tables import calibration_tables, monitor_state_upgrade
+from tracescorer.store.tables import calibration_tables, monitor_state_upgrade, verdict_table
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         6,
         "conversation scores name the activity they were computed for (a late write of an older one loses)",
         ("ALTER TABLE scores ADD COLUMN IF NOT EXISTS activity_seq bigint",),
+    ),
+    Migration(
+        7,
+        "judge verdicts kept for reuse; scores count the judge calls an earlier verdict answered",
+        (*verdict_table("postgres"), "ALTER TABLE scores ADD COLUMN IF NOT EXISTS judge_reused integer"),
     ),
 )
 

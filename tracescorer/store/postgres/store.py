@@ -2,7 +2,8 @@
 
 :class:`PostgresResultStore` is an async psycopg 3 connection pool (:class:`~.pool.Pool`) with one
 part per consumer protocol of :mod:`tracescorer.store.api`, each part beside the SQL it runs:
-:class:`~.results.ResultsPart` (runs, scores, decisions, spend, retention),
+:class:`~.results.ResultsPart` (runs, scores, decisions, spend, retention), :class:`~.verdicts.VerdictsPart`
+(judge verdicts kept for reuse),
 :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`, :class:`~.labels.LabelsPart`
 (human labels, other tools' evaluations),
 :class:`~.claims.CoordinationPart` (the coordination of several daemons: conversation claims, the
@@ -23,9 +24,10 @@ from tracescorer.store.postgres.pool import Pool
 from tracescorer.store.postgres.query import QueryPart
 from tracescorer.store.postgres.reads import ReadsPart
 from tracescorer.store.postgres.results import ResultsPart
+from tracescorer.store.postgres.verdicts import VerdictsPart
 
 
 class PostgresResultStore(
-    ResultsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, ReadsPart, Pool
+    ResultsPart, VerdictsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, ReadsPart, Pool
 ):
     """Results in PostgreSQL (see the module docstring)."""
