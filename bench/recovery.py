@@ -10,7 +10,12 @@ restart, and traces/s assembled live, on the same reference load in the same run
 Recovery is the feed replaying the segment log from the oldest record a trace not assembled yet
 needed; ``--spans agent|all`` adds the span-rows feed (``store.spans``) to both daemons.
 
-    python bench/recovery.py [--seconds 10] [--kill] [--spans none|agent|all]
+``--victim worker|store`` measures a kill under load instead: the same load into two daemons, the
+second losing one worker process (or its store process) to SIGKILL a third of the way in; each
+drains its backlog, and the figure is the drain time without the kill over the drain time with
+it (1.0: the kill cost nothing; the daemon starts the process again and goes on).
+
+    python bench/recovery.py [--seconds 10] [--kill] [--spans none|agent|all] [--victim worker|store]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,13 +63,62 @@ def _kill(proc: Any) -> None:
         raise SystemExit(f"{len(alive)} process(es) of the killed daemon still run: {[p.pid for p in alive]}")
 
 
+def _victim(daemon_pid: int, victim: str) -> psutil.Process:
+    """The daemon's store process, or its first worker process."""
+    module = "tracescorer.store.duckdb.server" if victim == "store" else "tracescorer.workers.child"
+    for child in psutil.Process(daemon_pid).children():
+        if module in " ".join(child.cmdline()):
+            return child
+    raise SystemExit(f"the daemon has no {victim} process")
+
+
+def _drain(directory: Path, seconds: float, spans: dict[str, str], victim: str | None) -> tuple[float, int]:
+    """Seconds from the load's start until every acknowledged trace is assembled, with ``victim``
+    killed (SIGKILL) a third of the way into the load; and the traces."""
+    proc, info, ports = start_daemon(directory, {"assembly": {"idle_s": 1}, "store": spans})
+    try:
+        timer = None
+        if victim is not None:
+            target = _victim(proc.pid, victim)
+            timer = threading.Timer(seconds / 3, target.kill)
+            timer.start()
+        started = time.time()
+        sent = load("grpc", f"127.0.0.1:{ports['grpc']}", seconds, 8, proc.pid)
+        if timer is not None:
+            timer.join()
+        traces = sent["spans_acked_total"] // 4
+        return _wait(info, traces) - started, traces
+    finally:
+        stop(proc)
+
+
+def _kill_under_load(seconds: float, spans: dict[str, str], victim: str) -> int:
+    with tempfile.TemporaryDirectory(prefix="ts-recovery-") as tmp:
+        (Path(tmp) / "plain").mkdir()
+        (Path(tmp) / "killed").mkdir()
+        plain, plain_traces = _drain(Path(tmp) / "plain", seconds, spans, None)
+        killed, killed_traces = _drain(Path(tmp) / "killed", seconds, spans, victim)
+    print(f"store.spans: {spans['spans']}; {seconds:g} s of load, kill -9 of a {victim} process at {seconds / 3:.1f} s")
+    print(f"no kill:    {plain_traces:8,} traces drained in {plain:6.1f} s ({plain_traces / plain:8,.0f} traces/s)")
+    print(
+        f"{victim} kill: {killed_traces:8,} traces drained in {killed:6.1f} s ({killed_traces / killed:8,.0f} traces/s)"
+    )
+    print(
+        f"recovery / live (traces/s with the kill over without): {killed_traces / killed / (plain_traces / plain):.2f}x"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of load (8 clients)")
     parser.add_argument("--kill", action="store_true", help="kill -9 the daemon before recovery (default: SIGTERM)")
     parser.add_argument("--spans", choices=("none", "agent", "all"), default="none", help="store.spans of both daemons")
+    parser.add_argument("--victim", choices=("worker", "store"), help="kill -9 this process under load instead")
     args = parser.parse_args()
     spans = {"spans": args.spans}
+    if args.victim is not None:
+        return _kill_under_load(args.seconds, spans, args.victim)
     with tempfile.TemporaryDirectory(prefix="ts-recovery-") as tmp:
         live_dir, rec_dir = Path(tmp) / "live", Path(tmp) / "recovery"
         live_dir.mkdir()

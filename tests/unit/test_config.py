@@ -14,6 +14,7 @@ def test_shipped_config_is_valid_and_matches_defaults():
     assert settings.store == defaults.store
     assert settings.assembly == defaults.assembly
     assert settings.api == defaults.api and settings.metrics == defaults.metrics
+    assert settings.segment_log == defaults.segment_log and settings.workers == defaults.workers
 
 
 def test_expansion_with_defaults(tmp_path):

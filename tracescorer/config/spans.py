@@ -41,7 +41,7 @@ class WorkersSettings(Section):
 
     count: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         "auto",
-        description="worker processes; 0: the daemon's own process does it all; auto: one per core "
+        description="worker processes; 0: one worker on the daemon's own event loop; auto: one per core "
         "the daemon may use (0 on a single core)",
     )
 

@@ -183,8 +183,7 @@ class LogFeed:
             )
             if recalled:
                 log.info("triage: %d request(s) handled before the last stop read again for their traces", recalled)
-        behind = self.lag_bytes
-        if behind:
+        if behind := self.lag_bytes:
             log.info(
                 "segment log feed: %d byte(s) of acknowledged requests to replay from offset %d", behind, self.offset
             )
@@ -203,11 +202,12 @@ class LogFeed:
                 _, pending = await asyncio.wait([task], timeout=1.0)  # the batch being stored
                 await cancel([task])
         self._stopping = True
-        try:
-            await self._save(force=True)
-        except StoreError as exc:
+        try:  # a store that no longer answers must not hold the stop past its deadline
+            await asyncio.wait_for(self._save(force=True), max(1.0, deadline - time.monotonic()))
+        except (StoreError, TimeoutError) as exc:
             log.warning(
-                "segment log feed: could not save its offset at stop (%s); the next start replays a little more", exc
+                "segment log feed: could not save its offset at stop (%s); the next start replays a little more",
+                str(exc) or "the store did not answer in time",
             )
         left = self.lag_bytes
         if left:

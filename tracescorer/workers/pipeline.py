@@ -1,10 +1,10 @@
-"""The stages after the segment log, built the same way in the daemon and in each worker process.
+"""The stages after the segment log, built the same way in every worker.
 
-:func:`build_runner` builds scoring (the daemon always has one: backfills and the healer use it);
-:class:`Pipeline` builds what reads the log for one share of the traces: the feed (with triage and
-other tools' evaluations taken out), assembly, conversation idling, wired to a runner. With worker
-processes (:mod:`tracescorer.workers.pool`) each worker builds one for its partition; without,
-the daemon builds one for every trace.
+:func:`build_runner` builds scoring (each worker's, and the daemon's own for backfills and the
+healer); :class:`Pipeline` builds what reads the log for one share of the traces: the feed (with
+triage and other tools' evaluations taken out), assembly, conversation idling, wired to a runner.
+Each worker (:mod:`tracescorer.workers.child`, a process or the one on the daemon's loop) builds
+one for its partition.
 """
 
 from __future__ import annotations
