@@ -1,5 +1,6 @@
 """The README's quick start, extracted from README.md and run as written (so the two cannot drift):
-its config, its OpenTelemetry SDK snippet, and its read commands against a real daemon."""
+its config, its OpenTelemetry SDK snippet, its read commands and the README's other command lines on
+the quick start's data, against a real daemon (tests/unit/test_readme.py checks the rest statically)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ _BLOCK = re.compile(r"<!-- file: (?P<name>[\w.]+) -->\n```\w*\n(?P<body>.*?)```"
 
 def readme_files() -> dict[str, str]:
     return {m["name"]: m["body"] for m in _BLOCK.finditer((REPO / "README.md").read_text())}
+
+
+def readme_commands_on_the_quick_start() -> list[list[str]]:
+    """The README's other command lines on the quick start's data (``--config quickstart.yaml``)."""
+    text = _BLOCK.sub("", (REPO / "README.md").read_text())
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
+    lines = [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()]
+    return [words for words in lines if words[:1] == ["tracescorer"] and "quickstart.yaml" in words]
 
 
 def test_readme_has_the_quick_start_files():
@@ -88,6 +97,13 @@ def test_quick_start_shows_a_run_and_its_score_within_a_minute(tmp_path):
             timeout=60,
         )
         assert "answered: scored 1.0 label=pass" in explain.stdout
+        shown = readme_commands_on_the_quick_start()
+        assert shown  # the README's command line section runs on the quick start's daemon too
+        for words in shown:
+            out = subprocess.run(
+                [sys.executable, "-m", *words], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
+            )
+            assert out.returncode == 0, (words, out.stderr)
     finally:
         serve.terminate()  # what the README's `kill %1` sends
         code = serve.wait(60)

@@ -16,8 +16,8 @@ Memory is bounded twice:
   remains (first/last seen, whether the root came, the segment-log records of its items). Every
   item is in the segment log, so a spilled trace is handed out with ``spilled=True`` and the caller
   reads it back from there.
-* ``max_traces`` bounds the entries themselves. The daemon refuses new telemetry while the buffer
-  is :attr:`full`; should entries still exceed the bound, the oldest are handed out at once,
+* ``max_traces`` bounds the entries themselves. The feed waits (its backlog stays in the log)
+  while the buffer is :attr:`full`; should entries still exceed the bound, the oldest are handed out at once,
   marked incomplete (``overflow``), never dropped.
 
 Items arriving for a trace that was already handed out start a new entry; when that entry
@@ -251,7 +251,7 @@ class TraceBuffer:
 
     @property
     def full(self) -> bool:
-        """At the entry bound: the daemon should refuse new telemetry until traces complete."""
+        """At the entry bound: the feed should wait until traces complete (its backlog stays in the log)."""
         return len(self._entries) >= self.max_traces
 
     # --- output -------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from tracescorer.config.base import Section
 # tracescorer.metrics.DEFAULT_SCORE_BUCKETS, not imported: prometheus_client would cost every CLI command 0.05 s
 DEFAULT_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
-Aggregate = Literal["mean", "pass_rate", "error_rate", "count"]
+Aggregate = Literal["mean", "pass_rate", "error_rate", "count", "coverage"]
+#: aggregates that are fractions between 0 and 1
+FRACTIONS = ("pass_rate", "error_rate", "coverage")
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -139,7 +141,8 @@ _OTHER_NAMES = {
 
 
 class MonitorSettings(Section):
-    """A threshold on an aggregate of one scorer's (or a glob of scorers') live scores."""
+    """A threshold on an aggregate of one scorer's (or a glob of scorers') live scores; ``coverage``:
+    of their live decisions (the share of the targets they should have scored that got a score)."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, serialize_by_alias=True)
 
@@ -149,7 +152,9 @@ class MonitorSettings(Section):
     window: str
     below: float | None = None
     above: float | None = None
-    min_samples: int = Field(10, ge=1, description="fewer scores in the window: no verdict (count ignores it)")
+    min_samples: int = Field(
+        10, ge=1, description="fewer scores (coverage: eligible targets) in the window: no verdict (count ignores it)"
+    )
     for_: str | None = Field(
         None, alias="for", description="breaching this long before it fires (default 1m, or the window if shorter)"
     )
@@ -230,7 +235,7 @@ class MonitorSettings(Section):
         threshold = self.threshold
         if not math.isfinite(threshold):
             raise ValueError("the threshold must be a finite number")
-        if self.aggregate in ("pass_rate", "error_rate") and not 0 <= threshold <= 1:
+        if self.aggregate in FRACTIONS and not 0 <= threshold <= 1:
             raise ValueError(
                 f"{self.aggregate} is a fraction between 0 and 1 (0.8 means 80%), got {self.comparison}: {threshold:g}"
             )
@@ -238,7 +243,7 @@ class MonitorSettings(Section):
         if recovery is not None:
             if not math.isfinite(recovery):
                 raise ValueError("recovery_threshold must be a finite number")
-            if self.aggregate in ("pass_rate", "error_rate") and not 0 <= recovery <= 1:
+            if self.aggregate in FRACTIONS and not 0 <= recovery <= 1:
                 raise ValueError(f"recovery_threshold is a fraction between 0 and 1, got {recovery:g}")
             wrong_side = recovery < threshold if self.comparison == "below" else recovery > threshold
             if wrong_side:

@@ -68,15 +68,16 @@ class AssemblySettings(Section):
     idle_s: float = Field(5, gt=0)
     max_wait_s: float = Field(300, gt=0)
     conversation_idle_s: float = Field(900, gt=0)
-    max_traces: int = Field(100_000, gt=0, description="traces tracked until complete; beyond: ingest pushes back")
+    max_traces: int = Field(
+        100_000, gt=0, description="traces tracked until complete; at it the feed waits (the backlog stays in the log)"
+    )
     max_spans: int = Field(
-        50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the span log"
+        50_000, ge=0, description="spans + log records kept in memory; beyond: read back from the segment log"
     )
     max_lag_s: float = Field(
         10,
         gt=0,
-        description="ingest pushes back while assembly takes complete traces later "
-        "than this; from 30% of it on, admits new requests at the rate "
-        "assembly keeps up with",
+        description="the feed waits while assembly takes complete traces later than this "
+        "(the backlog stays in the segment log)",
     )
     conversation_keys: list[str] = []

@@ -34,7 +34,7 @@ class MonitorFamilies(Families):
         )
         self.monitor_samples = Gauge(
             "tracescorer_monitor_samples",
-            "Scores in the monitor's window that its aggregate counts",
+            "Scores in the monitor's window that its aggregate counts (coverage: eligible targets)",
             ["monitor"],
             registry=r,
         )

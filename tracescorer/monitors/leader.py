@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from tracescorer.aio import cancel
 from tracescorer.monitors.service import MonitorService
-from tracescorer.records.scores import ScoreRecord
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import Leadership
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,11 @@ class LeadingMonitors:
         """ScoreListener: the leading daemon's own scores reach its windows at once."""
         if self._service is not None:
             self._service.on_scores(scores)
+
+    def on_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        """DecisionListener: as :meth:`on_scores`, for coverage monitors."""
+        if self._service is not None:
+            self._service.on_decisions(decisions)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._lead(), name="monitors-leader")

@@ -54,15 +54,16 @@ class Notification:
     def message(self) -> str:
         value = "no data" if self.value is None else _number(self.value)
         what = f"{self.aggregate} of {self.scorer}"
+        counted = f"{self.samples} {'eligible targets' if self.aggregate == 'coverage' else 'scores'}"
         if self.kind == "firing":
             still = f"; still firing since {_clock(self.since)} (reminder {self.reminder})" if self.reminder else ""
             return (
                 f"[FIRING] {self.monitor_id}: {what} is {value}, {self.comparison} {_number(self.threshold)}, "
-                f"over the last {self.window} ({self.samples} scores){still}"
+                f"over the last {self.window} ({counted}){still}"
             )
         return (
             f"[RESOLVED] {self.monitor_id}: {what} is {value} over the last {self.window} "
-            f"({self.samples} scores; alert when {self.comparison} {_number(self.threshold)})"
+            f"({counted}; alert when {self.comparison} {_number(self.threshold)})"
         )
 
 

@@ -1,8 +1,9 @@
 """The built-in monitors in the daemon: fed by committed scores, evaluated on a timer, stored.
 
 Evaluation is incremental: each committed live score is added to the windows of the monitors
-watching its scorer (and those monitors are evaluated at once); a timer re-evaluates every
-monitor so windows slide when no scores arrive. The scores table is read once, at start, to
+watching its scorer (each committed live decision to those of its ``coverage`` monitors), and
+those monitors are evaluated at once; a timer re-evaluates every monitor so windows slide when
+nothing arrives. The scores table (``scoring_decisions`` for coverage) is read once, at start, to
 rebuild the windows (bounded: one row per monitor and bucket, a few examples per monitor).
 
 The alert states are :mod:`~tracescorer.monitors.evaluator`'s, what is sent is
@@ -44,36 +45,12 @@ from tracescorer.monitors.messages import Notification, build
 from tracescorer.monitors.notify import Delivery, Dispatcher
 from tracescorer.monitors.persist import StateWriter
 from tracescorer.monitors.policy import Notice, after_restart, decide
-from tracescorer.monitors.window import MAX_EXAMPLES, Window
-from tracescorer.records.monitors import (
-    STATES,
-    MonitorEvent,
-    MonitorState,
-    NotificationKind,
-    Sample,
-    State,
-    WindowSpec,
-)
-from tracescorer.records.scores import ScoreRecord
+from tracescorer.monitors.window import MAX_EXAMPLES, Window, decision_sample, score_sample
+from tracescorer.records.monitors import STATES, MonitorEvent, MonitorState, NotificationKind, Sample, State, WindowSpec
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.store.api import MonitorStore
 
 log = logging.getLogger(__name__)
-
-
-def sample_of(record: ScoreRecord, at: float) -> Sample:
-    return Sample(
-        at=at,
-        score_id=record.id,
-        scorer_id=record.scorer_id,
-        status=record.status,
-        score=record.score,
-        label=record.label,
-        trace_id=record.trace_id,
-        conversation_id=record.conversation_id,
-        run_id=record.run_id,
-        agent=record.entity_id,
-        reason=record.reason or record.error,
-    )
 
 
 class MonitorService:
@@ -99,10 +76,11 @@ class MonitorService:
         self._clock = clock
         self._tick_s = tick_s
         self._scorers = [tuple(s for s in scorer_ids if m.matches(s)) for m in self._monitors]
-        self._by_scorer: dict[str, list[int]] = {}
+        # (whether it counts decisions, scorer id) -> the monitors watching that scorer's rows
+        self._watching: dict[tuple[bool, str], list[int]] = {}
         for i, ids in enumerate(self._scorers):
             for scorer_id in ids:
-                self._by_scorer.setdefault(scorer_id, []).append(i)
+                self._watching.setdefault((self._monitors[i].aggregate == "coverage", scorer_id), []).append(i)
         self._windows = [Window(m) for m in self._monitors]
         self._states = [MonitorState(monitor_id=m.id) for m in self._monitors]
         self._outstanding = [0] * len(self._monitors)
@@ -157,6 +135,7 @@ class MonitorService:
                     width_s=window.width_s,
                     example_kind=window.kind,
                     threshold=monitor.threshold,
+                    decisions=monitor.aggregate == "coverage",
                 )
             )
         rebuilt = await self._store.rebuild_monitor_windows(specs, MAX_EXAMPLES)
@@ -188,19 +167,29 @@ class MonitorService:
 
     def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
         """ScoreListener: add committed live scores to the windows that watch them, evaluate those."""
-        if not self._running or self._rebuild_interval_s is not None:
-            return  # shared: the windows are rebuilt from every daemon's stored scores
-        now = self._clock.time()
+        if self._fed:
+            now = self._clock.time()
+            live = [r for r in scores if r.source == "live" and (False, r.scorer_id) in self._watching]
+            self._add(now, False, [(score_sample(r, now), None) for r in live])
+
+    def on_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        """DecisionListener: add committed live decisions to the coverage windows, evaluate those."""
+        if self._fed:
+            now = self._clock.time()
+            live = [d for d in decisions if d.source == "live" and (True, d.scorer_id) in self._watching]
+            self._add(now, True, [(decision_sample(d, now), d.sample_rate) for d in live])
+
+    @property
+    def _fed(self) -> bool:
+        """Running on this daemon's own rows (shared: the windows are rebuilt from every daemon's)."""
+        return self._running and self._rebuild_interval_s is None
+
+    def _add(self, now: float, decisions: bool, rows: list[tuple[Sample, float | None]]) -> None:
+        """Add scores (or decisions, with their binding's sampling ratio) to their windows, evaluate those."""
         touched: set[int] = set()
-        for record in scores:
-            if record.source != "live":
-                continue
-            indexes = self._by_scorer.get(record.scorer_id)
-            if not indexes:
-                continue
-            sample = sample_of(record, now)
-            for i in indexes:
-                self._windows[i].add(sample)
+        for sample, rate in rows:
+            for i in self._watching.get((decisions, sample.scorer_id), ()):
+                self._windows[i].add(sample, rate)
                 touched.add(i)
         for i in sorted(touched):
             self._evaluate(i, now)

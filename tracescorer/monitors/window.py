@@ -9,6 +9,10 @@ leaves the window once it lies wholly before ``now - window``: the window covers
 Besides counts, the window keeps a few recent "bad" scores (the examples a notification links
 to), chosen by what the monitor watches: failed scores for ``pass_rate``, errors for
 ``error_rate``, scores on the wrong side of the threshold for ``mean``.
+
+A ``coverage`` window counts live decision rows instead of scores (``Counts.add_decision``): the
+value is the share of eligible targets scored, its examples the targets left without a score (the
+decision and its detail: which filter clause, which error, which limit).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 
 from tracescorer.config.monitors import MonitorSettings
 from tracescorer.records.monitors import Counts, Sample
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 
 BUCKETS = 60
 MAX_EXAMPLES = 5
@@ -41,6 +46,8 @@ def example_kind(monitor: MonitorSettings) -> str:
         return "error" if not bad_low else "ok"
     if monitor.aggregate == "mean":
         return "below" if bad_low else "above"
+    if monitor.aggregate == "coverage":
+        return "skipped" if bad_low else "scored"
     return "any" if not bad_low else "none"
 
 
@@ -53,6 +60,10 @@ def is_example(kind: str, threshold: float, sample: Sample) -> bool:
         return sample.status == "error"
     if kind == "ok":
         return sample.status == "ok"
+    if kind == "skipped":
+        return sample.status not in ("scored", "sampled_out")
+    if kind == "scored":
+        return sample.status == "scored"
     if kind in ("below", "above"):
         if sample.status != "ok" or sample.score is None:
             return False
@@ -77,8 +88,14 @@ class Window:
     def bucket_of(self, at: float) -> int:
         return math.floor(at / self.width_s)
 
-    def add(self, sample: Sample) -> None:
-        self.add_counts(self.bucket_of(sample.at), _counts_of(sample))
+    def add(self, sample: Sample, sample_rate: float | None = None) -> None:
+        """A score, or for ``coverage`` a decision (its ``status``) of a binding sampling ``sample_rate``."""
+        counts = Counts()
+        if self.monitor.aggregate == "coverage":
+            counts.add_decision(sample.status, sample_rate)
+        else:
+            counts.add_sample(sample)
+        self.add_counts(self.bucket_of(sample.at), counts)
         if is_example(self.kind, self.monitor.threshold, sample):
             self.add_example(sample)
 
@@ -134,6 +151,8 @@ class Window:
         if aggregate == "pass_rate":
             labelled = t.passed + t.failed
             return Reading(t.passed / labelled if labelled else None, labelled)
+        if aggregate == "coverage":  # eligible is fractional only for filtered_out targets of a sampling binding
+            return Reading(t.covered / t.eligible if t.eligible > 0 else None, round(t.eligible))
         return Reading(t.errors / t.n if t.n else None, t.n)
 
     def recent_examples(self, now: float) -> list[Sample]:
@@ -142,7 +161,33 @@ class Window:
         return list(reversed(self.examples))
 
 
-def _counts_of(sample: Sample) -> Counts:
-    counts = Counts()
-    counts.add_sample(sample)
-    return counts
+def score_sample(record: ScoreRecord, at: float) -> Sample:
+    return Sample(
+        at=at,
+        score_id=record.id,
+        scorer_id=record.scorer_id,
+        status=record.status,
+        score=record.score,
+        label=record.label,
+        trace_id=record.trace_id,
+        conversation_id=record.conversation_id,
+        run_id=record.run_id,
+        agent=record.entity_id,
+        reason=record.reason or record.error,
+    )
+
+
+def decision_sample(record: DecisionRecord, at: float) -> Sample:
+    """A decision row as a coverage window takes it (see :class:`Sample`)."""
+    return Sample(
+        at=at,
+        score_id=record.id,
+        scorer_id=record.scorer_id,
+        status=record.decision,
+        score=None,
+        label=None,
+        trace_id=record.trace_id,
+        conversation_id=record.conversation_id,
+        run_id=record.target_id if record.target_type == "run" else None,
+        reason=record.detail,
+    )

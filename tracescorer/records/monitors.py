@@ -1,7 +1,8 @@
 """The rows of the built-in monitors: their stored state and events, and what a window is built from.
 
 The monitors stage (:mod:`tracescorer.monitors`) computes them; the store keeps them
-(``monitor_state``, ``monitor_events``) and rebuilds windows from stored scores. Both engines
+(``monitor_state``, ``monitor_events``) and rebuilds windows from stored scores (``coverage``:
+from stored decisions). Both engines
 write and read ``monitor_state`` through :func:`state_row` and :func:`state_from_row`.
 """
 
@@ -103,7 +104,8 @@ def state_from_row(row: Sequence[Any]) -> MonitorState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """What a monitor needs of one stored score."""
+    """What a monitor needs of one stored score (``coverage``: of one decision row, its decision
+    as ``status``, its detail as ``reason``, its id as ``score_id``)."""
 
     at: float  # epoch seconds the score was stored
     score_id: str
@@ -118,6 +120,23 @@ class Sample:
     reason: str | None = None
 
 
+def sample_from_row(r: Sequence[Any]) -> Sample:
+    """A :class:`Sample` from values in field order (what both engines' rebuild queries select)."""
+    return Sample(
+        at=float(r[0]),
+        score_id=r[1],
+        scorer_id=r[2],
+        status=r[3],
+        score=r[4],
+        label=r[5],
+        trace_id=r[6],
+        conversation_id=r[7],
+        run_id=r[8],
+        agent=r[9],
+        reason=r[10],
+    )
+
+
 @dataclass(slots=True)
 class Counts:
     """Totals of one bucket (or of a whole window)."""
@@ -128,6 +147,8 @@ class Counts:
     passed: int = 0
     failed: int = 0
     errors: int = 0
+    eligible: float = 0.0  # coverage: targets that should have got a score (see add_decision)
+    covered: int = 0  # coverage: those that did (decision scored)
 
     def add(self, other: Counts) -> None:
         self.n += other.n
@@ -136,6 +157,22 @@ class Counts:
         self.passed += other.passed
         self.failed += other.failed
         self.errors += other.errors
+        self.eligible += other.eligible
+        self.covered += other.covered
+
+    def add_decision(self, decision: str, sample_rate: float | None) -> None:
+        """One live decision row, as ``coverage`` counts it: ``sampled_out`` not at all (the sampler
+        let it go on purpose); ``filtered_out`` as the share the binding's sampler would have let in
+        (its ``sample_rate``: the filter runs first); every other decision as one eligible target,
+        covered when ``scored``."""
+        if decision == "sampled_out":
+            return
+        if decision == "filtered_out":
+            self.eligible += 1.0 if sample_rate is None else sample_rate
+            return
+        self.eligible += 1.0
+        if decision == "scored":
+            self.covered += 1
 
     def add_sample(self, sample: Sample) -> None:
         self.n += 1
@@ -148,6 +185,18 @@ class Counts:
             self.failed += 1
         if sample.status == "error":
             self.errors += 1
+
+
+def score_counts(r: Sequence[Any]) -> Counts:
+    """Counts from a rebuild query's values (``n, ok, score_sum, passed, failed, errors``)."""
+    return Counts(
+        n=int(r[0]), ok=int(r[1]), score_sum=float(r[2]), passed=int(r[3]), failed=int(r[4]), errors=int(r[5])
+    )
+
+
+def decision_counts(r: Sequence[Any]) -> Counts:
+    """Coverage counts from a rebuild query's values (``eligible, covered``)."""
+    return Counts(eligible=float(r[0]), covered=int(r[1]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +218,9 @@ class MonitorEvent:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WindowSpec:
     """What to rebuild for one monitor: its scorers' live scores since ``since`` in buckets of
-    ``width_s`` seconds, plus its latest examples (see ``monitors.window.is_example``)."""
+    ``width_s`` seconds, plus its latest examples (see ``monitors.window.is_example``); with
+    ``decisions`` (``coverage``) their live decision rows instead (``Counts.add_decision``), the
+    examples being the targets left without a score."""
 
     index: int
     scorer_ids: tuple[str, ...]
@@ -177,6 +228,7 @@ class WindowSpec:
     width_s: float
     example_kind: str
     threshold: float
+    decisions: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Rows are collected into the open batch; one writer task stores batches in order (a failed write
 is retried, ahead of newer rows). :meth:`ScoreWriter.committed` gives a future that resolves once
 every row added so far is stored, which is when a conversation claim may be released as done.
-Listeners hear of score rows after their commit.
+Listeners hear of score rows after their commit; those that also have ``on_decisions``
+(:class:`DecisionListener`: coverage monitors) of the decision rows after theirs.
 
 A write sent to the store is never sent again while its outcome is unknown: it runs in a task of
 its own, which a flush cancelled (the writer's stop, a deadline) leaves running, and the next flush
@@ -28,7 +29,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.metrics import Metrics
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
 _Unit = tuple[ScoreRecord | None, list[DecisionRecord]]  # a score row (or none) with its decisions
+_Rows = tuple[list[ScoreRecord], list[DecisionRecord]]
 #: metadata of a refused score row kept in its error row (from the trace: storable)
 _KEPT_METADATA = ("run_ids", "convention", "model", "service_name")
 
@@ -47,6 +49,13 @@ class ScoreListener(Protocol):
     """Told about score rows after they were committed (on the event loop; must not block or raise)."""
 
     def on_scores(self, scores: Sequence[ScoreRecord]) -> None: ...
+
+
+@runtime_checkable
+class DecisionListener(ScoreListener, Protocol):
+    """A listener also told about decision rows after they were committed (same rules)."""
+
+    def on_decisions(self, decisions: Sequence[DecisionRecord]) -> None: ...
 
 
 class ScoreWriter:
@@ -142,7 +151,7 @@ class ScoreWriter:
     ) -> None:
         """One write and its outcome: the waiters resolved and listeners told, or the rows pending again."""
         try:
-            stored = await self._write(scores, decisions)
+            stored, decided = await self._write(scores, decisions)
         except BaseException:
             self._scores[:0], self._decisions[:0], self._waiters[:0] = scores, decisions, waiters
             raise
@@ -152,29 +161,30 @@ class ScoreWriter:
             log.info("storing scores works again (it failed: %s)", self._failing)
             self._failing = None
         _resolve(waiters)
-        if stored:
-            if self._metrics is not None:
-                _time_to_score(self._metrics, self._clock.time(), stored)
-            for listener in self.listeners:
-                try:
+        if stored and self._metrics is not None:
+            _time_to_score(self._metrics, self._clock.time(), stored)
+        for listener in self.listeners:
+            try:
+                if stored:
                     listener.on_scores(stored)
-                except Exception:  # a listener must never fail score storage
-                    log.exception("score listener %r failed", listener)
+                if decided and isinstance(listener, DecisionListener):
+                    listener.on_decisions(decided)
+            except Exception:  # a listener must never fail score storage
+                log.exception("score listener %r failed", listener)
 
-    async def _write(self, scores: list[ScoreRecord], decisions: list[DecisionRecord]) -> list[ScoreRecord]:
-        """Store the rows (one write when the store takes them all); the score rows stored."""
-        instead: list[ScoreRecord] = []  # the error rows stored for refused ones
+    async def _write(self, scores: list[ScoreRecord], decisions: list[DecisionRecord]) -> _Rows:
+        """Store the rows (one write when the store takes them all); the rows stored."""
+        instead: list[_Unit] = []  # the error rows stored for refused ones
 
         async def write(units: list[_Unit], retry: bool) -> None:
             await self._store.write_scores(*_rows(units))
 
         async def refused(unit: _Unit, exc: Exception) -> None:
-            instead.extend(await self._write_refused(unit, exc))
+            instead.append(await self._write_refused(unit, exc))
 
-        written = await write_narrowing(_units(scores, decisions), write, refused)
-        return [s for s, _ in written if s is not None] + instead
+        return _rows([*await write_narrowing(_units(scores, decisions), write, refused), *instead])
 
-    async def _write_refused(self, unit: _Unit, exc: Exception) -> list[ScoreRecord]:
+    async def _write_refused(self, unit: _Unit, exc: Exception) -> _Unit:
         score, decisions = unit
         what = (
             f"{score.scorer_id} on {score.run_id or score.conversation_id}"
@@ -199,9 +209,9 @@ class ScoreWriter:
                 await self._store.write_scores(*rows)
             except REFUSED as bare:  # its ids: nothing about this target can be stored, ever
                 log.error("the store refused every row about %s (%s; %s; %s): not stored", what, exc, again, bare)
-                return []
+                return None, []
         log.warning("the store refused the score row of %s (%s): stored as an error row instead", what, exc)
-        return rows[0]
+        return (rows[0][0] if rows[0] else None), rows[1]
 
     async def close(self, timeout_s: float) -> bool:
         """Stop the writer task, store what is pending until the deadline; False when rows were left

@@ -32,7 +32,7 @@ from tracescorer.feed.partition import Partition
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
-from tracescorer.records.scores import ScoreRecord
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
 from tracescorer.runner.recovery import RecoveryScope
 from tracescorer.runtime import tune_gc
 from tracescorer.seglog import LogView
@@ -50,13 +50,19 @@ ORPHAN_STOP_S = 3.0
 
 
 class _ScoresOut:
-    """Score rows committed here, told to the main process (its exporter, monitors, metrics)."""
+    """Score rows committed here, told to the main process (its exporter, monitors, metrics), and
+    decision rows when a coverage monitor counts them (``decisions``)."""
 
-    def __init__(self, channel: AsyncChannel) -> None:
+    def __init__(self, channel: AsyncChannel, *, decisions: bool) -> None:
         self._channel = channel
+        self._decisions = decisions
 
     def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
         self._channel.send(encode((m.SCORES, list(scores))))
+
+    def on_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        if self._decisions:
+            self._channel.send(encode((m.DECISIONS, list(decisions))))
 
 
 class Worker:
@@ -82,8 +88,9 @@ class Worker:
         self.view.advance(start.end)
         # this worker's runs and conversations left unscored (also those of its own previous life)
         recovery = RecoveryScope(owns=partition.owns_hex, owns_conversation=partition.owns_conversation)
+        out = _ScoresOut(channel, decisions=any(mon.aggregate == "coverage" for mon in s.monitors))
         self.runner = build_runner(
-            s, self.stores, self.metrics, [_ScoresOut(channel)], recovery=recovery, shared_spend=True, clock=clock
+            s, self.stores, self.metrics, [out], recovery=recovery, shared_spend=True, clock=clock
         )
         self.pipeline = Pipeline(
             s,

@@ -6,7 +6,8 @@ log is synced up to there), ``SNAPSHOT`` (tell your metrics now: ``/metrics`` is
 ``TURNS`` (conversation ids this worker owns that got a run stored, by any worker), ``STOP``
 (seconds left to drain).
 worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
-for the daemon's exporter, monitors and score metrics), ``EVALUATIONS`` (other tools' evaluations
+for the daemon's exporter, monitors and score metrics), ``DECISIONS`` (committed decision rows,
+for its coverage monitors; sent only when one is configured), ``EVALUATIONS`` (other tools' evaluations
 were stored: the daemon's agreement gauges are computed again soon), ``TURNS`` (conversation ids
 that got a run stored here: the main process tells each conversation's owner), ``METRICS`` (``(feed offset,
 snapshot)``: its metrics as of that offset),
@@ -21,7 +22,7 @@ from tracescorer.config import Settings
 
 START, END, SNAPSHOT, STOP = "start", "end", "snapshot", "stop"
 READY, PROGRESS, SCORES, METRICS, STOPPED = "ready", "progress", "scores", "metrics", "stopped"
-EVALUATIONS, TURNS = "evaluations", "turns"
+EVALUATIONS, TURNS, DECISIONS = "evaluations", "turns", "decisions"
 
 #: a worker's exit status when its store connection was lost (the store process restarts): the
 #: main process starts it again with a new connection

@@ -34,8 +34,8 @@ from tracescorer.feed.partition import Partition, conversation_owner
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
-from tracescorer.records.scores import ScoreRecord
-from tracescorer.runner.writer import ScoreListener
+from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.runner.writer import DecisionListener, ScoreListener
 from tracescorer.seglog import SegmentLog
 from tracescorer.workers import child
 from tracescorer.workers import messages as m
@@ -277,6 +277,8 @@ class WorkerPool:
                     channel.send(encode((m.END, (self._log.end_offset, time.time()))))
             elif kind == m.SCORES:
                 self._tell_scores(value)
+            elif kind == m.DECISIONS:
+                self._tell_decisions(value)
             elif kind == m.TURNS:
                 self._tell_owners(value)
             elif kind == m.EVALUATIONS:
@@ -352,6 +354,14 @@ class WorkerPool:
                 listener.on_scores(scores)
             except Exception:  # a listener must never stop the pool
                 log.exception("score listener %r failed", listener)
+
+    def _tell_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
+        for listener in self.listeners:
+            try:
+                if isinstance(listener, DecisionListener):
+                    listener.on_decisions(decisions)
+            except Exception:  # a listener must never stop the pool
+                log.exception("decision listener %r failed", listener)
 
     # --- the log ----------------------------------------------------------------------------------
 

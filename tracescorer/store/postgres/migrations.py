@@ -7,7 +7,7 @@ advisory lock, so one migrates and the others find the work done. A database who
 newer than this tracescorer knows is refused with a clear error.
 
 The query role (``store.postgres.query_role``) is created here when the connected user may
-create roles, and granted SELECT on the product tables; otherwise a DBA creates it (the README
+create roles, and granted SELECT on the product tables; otherwise a DBA creates it (docs/runbook.md
 shows the statements) and queries run without it until then.
 """
 
@@ -142,7 +142,7 @@ async def ensure_query_role(conn: Any, schema: str, role: str) -> bool:
         log.warning(
             "store.postgres.query_role %r does not exist and user may not create roles: read-only queries "
             "run as the daemon's user (READ ONLY transaction and the statement guard still apply); create "
-            "the role as shown in the README for the extra isolation",
+            "the role as shown in docs/runbook.md for the extra isolation",
             role,
         )
         return False

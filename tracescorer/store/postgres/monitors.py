@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracescorer.records.monitors import (
@@ -14,6 +14,9 @@ from tracescorer.records.monitors import (
     Rebuilt,
     Sample,
     WindowSpec,
+    decision_counts,
+    sample_from_row,
+    score_counts,
     state_from_row,
     state_row,
 )
@@ -119,56 +122,73 @@ _OK = "s.status = 'ok' AND s.score IS NOT NULL"
 
 
 async def rebuild(conn: Conn, specs: Sequence[WindowSpec], max_examples: int) -> Rebuilt:
-    """Every monitor's window from the stored live scores (all daemons'), bounded like the DuckDB form."""
-    if not specs:
-        return Rebuilt([], [])
+    """Every monitor's window from the stored live scores (``coverage``: decisions) of all daemons,
+    bounded like the DuckDB form."""
+    scores = [s for s in specs if not s.decisions]
+    decided = [s for s in specs if s.decisions]
+    rebuilt = Rebuilt([], [])
+    if scores:
+        rebuilt.buckets.extend(await _buckets(conn, scores, _SCORE_COUNTS, _MATCH, score_counts))
+        rebuilt.examples.extend(await _examples(conn, scores, _MATCH, _EXAMPLE, _SCORE_SAMPLE, max_examples))
+    if decided:
+        rebuilt.buckets.extend(await _buckets(conn, decided, _DECISION_COUNTS, _DECIDED, decision_counts))
+        rebuilt.examples.extend(await _examples(conn, decided, _DECIDED, _SKIPPED, _DECISION_SAMPLE, max_examples))
+    return rebuilt
+
+
+_SCORE_COUNTS = (
+    f"floor({_epoch('s.updated_at')} / m.width)::int8 AS bucket, count(*), "
+    f"count(*) FILTER (WHERE {_OK}), coalesce(sum(s.score) FILTER (WHERE {_OK}), 0), "
+    "count(*) FILTER (WHERE s.label = 'pass'), count(*) FILTER (WHERE s.label = 'fail'), "
+    "count(*) FILTER (WHERE s.status = 'error')"
+)
+_SCORE_SAMPLE = (
+    f"{_epoch('s.updated_at')} AS stored_at, s.id, s.scorer_id, s.status, s.score, s.label, s.trace_id, "
+    "s.conversation_id, s.run_id, s.entity_id AS agent, coalesce(s.reason, s.error) AS reason, "
+    "row_number() OVER (PARTITION BY m.idx ORDER BY s.updated_at DESC, s.id) AS rn"
+)
+# coverage (records.monitors.Counts.add_decision): eligible and scored targets, sampled_out left out
+_DECIDED = (
+    "FROM scoring_decisions d JOIN mi ON mi.scorer_id = d.scorer_id JOIN m ON m.idx = mi.idx "
+    "AND d.decided_at >= to_timestamp(m.since) WHERE d.source = 'live' AND d.decision <> 'sampled_out' "
+    "AND d.decided_at >= to_timestamp(%s)"
+)
+_DECISION_COUNTS = (
+    f"floor({_epoch('d.decided_at')} / m.width)::int8 AS bucket, "
+    "sum(CASE WHEN d.decision = 'filtered_out' THEN coalesce(d.sample_rate, 1) ELSE 1 END), "
+    "count(*) FILTER (WHERE d.decision = 'scored')"
+)
+_SKIPPED = "((m.kind = 'skipped' AND d.decision <> 'scored') OR (m.kind = 'scored' AND d.decision = 'scored'))"
+_DECISION_SAMPLE = (
+    f"{_epoch('d.decided_at')} AS stored_at, d.id, d.scorer_id, d.decision AS status, NULL::float8 AS score, "
+    "NULL::text AS label, d.trace_id, d.conversation_id, CASE WHEN d.target_type = 'run' THEN d.target_id END "
+    "AS run_id, NULL::text AS agent, d.detail AS reason, "
+    "row_number() OVER (PARTITION BY m.idx ORDER BY d.decided_at DESC, d.id) AS rn"
+)
+_SAMPLE_NAMES = "stored_at, id, scorer_id, status, score, label, trace_id, conversation_id, run_id, agent, reason"
+
+
+async def _buckets(
+    conn: Conn, specs: Sequence[WindowSpec], counts: str, match: str, make: Callable[[Sequence[Any]], Counts]
+) -> list[tuple[int, int, Counts]]:
     cte, params = _specs_cte(specs)
-    oldest = min(s.since for s in specs)
     cur = await conn.execute(
-        f"WITH {cte} SELECT m.idx, floor({_epoch('s.updated_at')} / m.width)::int8 AS bucket, count(*), "
-        f"count(*) FILTER (WHERE {_OK}), coalesce(sum(s.score) FILTER (WHERE {_OK}), 0), "
-        "count(*) FILTER (WHERE s.label = 'pass'), count(*) FILTER (WHERE s.label = 'fail'), "
-        f"count(*) FILTER (WHERE s.status = 'error') {_MATCH} GROUP BY 1, 2 ORDER BY 1, 2",
-        [*params, oldest],
+        f"WITH {cte} SELECT m.idx, {counts} {match} GROUP BY 1, 2 ORDER BY 1, 2",
+        [*params, min(s.since for s in specs)],
     )
-    buckets = [
-        (
-            int(r[0]),
-            int(r[1]),
-            Counts(
-                n=int(r[2]), ok=int(r[3]), score_sum=float(r[4]), passed=int(r[5]), failed=int(r[6]), errors=int(r[7])
-            ),
-        )
-        for r in await cur.fetchall()
-    ]
+    return [(int(r[0]), int(r[1]), make(r[2:])) for r in await cur.fetchall()]
+
+
+async def _examples(
+    conn: Conn, specs: Sequence[WindowSpec], match: str, example: str, columns: str, max_examples: int
+) -> list[tuple[int, Sample]]:
+    cte, params = _specs_cte(specs)
     cur = await conn.execute(
-        f"WITH {cte}, x AS (SELECT m.idx, {_epoch('s.updated_at')} AS stored_at, s.id, s.scorer_id, s.status, s.score, "
-        "s.label, s.trace_id, s.conversation_id, s.run_id, s.entity_id, coalesce(s.reason, s.error) AS reason, "
-        f"row_number() OVER (PARTITION BY m.idx ORDER BY s.updated_at DESC, s.id) AS rn {_MATCH} AND {_EXAMPLE}) "
-        "SELECT idx, stored_at, id, scorer_id, status, score, label, trace_id, conversation_id, run_id, entity_id, "
-        "reason FROM x WHERE rn <= %s ORDER BY idx, stored_at",
-        [*params, oldest, max_examples],
+        f"WITH {cte}, x AS (SELECT m.idx, {columns} {match} AND {example}) "
+        f"SELECT idx, {_SAMPLE_NAMES} FROM x WHERE rn <= %s ORDER BY idx, stored_at",
+        [*params, min(s.since for s in specs), max_examples],
     )
-    examples = [
-        (
-            int(r[0]),
-            Sample(
-                at=float(r[1]),
-                score_id=r[2],
-                scorer_id=r[3],
-                status=r[4],
-                score=r[5],
-                label=r[6],
-                trace_id=r[7],
-                conversation_id=r[8],
-                run_id=r[9],
-                agent=r[10],
-                reason=r[11],
-            ),
-        )
-        for r in await cur.fetchall()
-    ]
-    return Rebuilt(buckets, examples)
+    return [(int(r[0]), sample_from_row(r[1:])) for r in await cur.fetchall()]
 
 
 class MonitorsPart(Tx):
