@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +182,18 @@ def main() -> None:
     )
 
     print(f"\n== judge calls/s vs bare litellm.acompletion ({calls} calls, best of {rounds}) ==")
+    with fake_server() as base_url:
+        for concurrency in (1, 16, 64):
+            bare, ours = asyncio.run(judge_throughput(base_url, calls, concurrency, rounds))
+            print(
+                f"concurrency {concurrency:>2}: bare litellm {bare:7.1f}/s   tracescorer "
+                f"{ours:7.1f}/s   ratio {ours / bare:6.1%}   (target >= 90 %)"
+            )
+
+
+@contextmanager
+def fake_server() -> Iterator[str]:
+    """The instant fake OpenAI server in a child process (not competing for the GIL): its base URL."""
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER_CODE], cwd=ROOT, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
@@ -188,12 +202,7 @@ def main() -> None:
         base_url = server.stdout.readline().strip()
         if not base_url.startswith("http"):
             raise RuntimeError("fake server did not start")
-        for concurrency in (1, 16, 64):
-            bare, ours = asyncio.run(judge_throughput(base_url, calls, concurrency, rounds))
-            print(
-                f"concurrency {concurrency:>2}: bare litellm {bare:7.1f}/s   tracescorer "
-                f"{ours:7.1f}/s   ratio {ours / bare:6.1%}   (target >= 90 %)"
-            )
+        yield base_url
     finally:
         if server.stdin is not None:
             server.stdin.close()

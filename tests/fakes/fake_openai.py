@@ -28,6 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
+from .prompt_cache import AutomaticCache
+
 __all__ = ["FakeOpenAI", "RecordedRequest", "Reply"]
 
 Matcher = str | Callable[["RecordedRequest"], bool]
@@ -154,8 +156,10 @@ class RecordedRequest:
 
     @property
     def prompt_text(self) -> str:
-        """Every message's text content, joined by newlines."""
-        return "\n".join(_content_text(m.get("content")) for m in self.messages)
+        """Every message's text content (after an Anthropic request's ``system``), joined by newlines."""
+        system = self.body.get("system")
+        head = [_content_text(system)] if system else []
+        return "\n".join([*head, *(_content_text(m.get("content")) for m in self.messages)])
 
     @property
     def key(self) -> str:
@@ -202,12 +206,17 @@ class FakeOpenAI:
     ``/v1``; ``POST {base_url}/chat/completions`` and ``POST /chat/completions`` are served; a request with
     ``stream: true`` gets the same reply as server-sent chunks.
     Rules are checked newest first; with no matching rule :attr:`default` is used.
+    With ``prompt_cache=True`` the usage reports ``prompt_tokens_details.cached_tokens`` as
+    OpenAI's automatic prompt caching would (:class:`~tests.fakes.prompt_cache.AutomaticCache`).
     Thread-safe: scripting and inspection may happen from the test thread at any time.
     """
 
-    def __init__(self, *, default: Reply | None = None, model: str = "fake-judge") -> None:
+    PATHS: tuple[str, ...] = ("/v1/chat/completions", "/chat/completions")
+
+    def __init__(self, *, default: Reply | None = None, model: str = "fake-judge", prompt_cache: bool = False) -> None:
         self.default = default or Reply.json({"score": 1})
         self.model = model
+        self.prompt_cache = AutomaticCache() if prompt_cache else None
         self._rules: list[_Rule] = []
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -324,8 +333,8 @@ class FakeOpenAI:
     async def _serve_start(self) -> None:
         self._stopping = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_post("/chat/completions", self._handle)
+        for path in self.PATHS:
+            app.router.add_post(path, self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -420,6 +429,8 @@ class FakeOpenAI:
             else {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         )
         usage.setdefault("total_tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+        if self.prompt_cache is not None and not reply.usage:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.prompt_cache.cached(request.prompt_text)}
         return {
             "id": f"chatcmpl-{len(self._requests)}",
             "object": "chat.completion",

@@ -57,6 +57,8 @@ def _judge_calls(result: ScorerResult) -> list[dict[str, Any]]:
             "output_tokens": c.output_tokens,
             "duration_ms": round(c.duration_ms, 2),
             **({"reused_from": c.reused_from} if c.reused_from is not None else {}),
+            **({"cached_tokens": c.cached_tokens} if c.cached_tokens else {}),
+            **({"cache_write_tokens": c.cache_write_tokens} if c.cache_write_tokens else {}),
         }
         for c in result.judge_calls
     ]

@@ -6,13 +6,15 @@ calls :func:`preload` in a worker thread before its first judge call, so that ne
 import nor litellm's other first-use work runs on the event loop.
 
 litellm fetches its model price map from the network at import unless
-``LITELLM_LOCAL_MODEL_COST_MAP`` is set; this module sets it to ``True`` (the price map that
-ships with litellm) unless the user set it explicitly.
+``LITELLM_LOCAL_MODEL_COST_MAP`` is set, and Anthropic's beta headers at the first Anthropic request
+unless ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS`` is: this module sets both to ``True`` (the copies
+that ship with litellm) unless the user set them explicitly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -21,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tracescorer.scorers import reuse
+from tracescorer.scorers import prompt_cache, reuse
 from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
 from tracescorer.scorers.judge_config import JsonPromptInjection, Judge
 from tracescorer.scorers.judge_health import FailureStreaks
@@ -52,7 +54,8 @@ def _import_litellm() -> Any:
     if _litellm is None:
         with _preload_lock:
             if _litellm is None:
-                os.environ.setdefault(COST_MAP_ENV, "True")  # an explicit user setting wins
+                for name in (COST_MAP_ENV, "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"):  # a user's setting wins
+                    os.environ.setdefault(name, "True")
                 import litellm
 
                 from tracescorer import logs
@@ -178,14 +181,13 @@ async def _prepare(judge: Judge, prompt: str) -> _Prepared:
     )
 
 
-def _with_schema_in_prompt(messages: list[ChatMessage], schema: CompiledSchema) -> list[ChatMessage]:
-    # Appended after the input processors: the instructions are ours, not data to process.
-    out = list(messages)
-    for i in range(len(out) - 1, -1, -1):
-        if out[i].get("role") == "user" and isinstance(out[i].get("content"), str):
-            out[i] = {**out[i], "content": f"{out[i]['content']}\n\n{schema.prompt_instructions}"}
-            return out
-    return [*out, {"role": "user", "content": schema.prompt_instructions}]
+@functools.lru_cache(maxsize=256)
+def _provider(litellm: Any, model: str) -> str | None:
+    """litellm's provider of ``model`` (``anthropic``, ``openai``...), None when it knows none."""
+    try:
+        return str(litellm.get_llm_provider(model)[1])
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: no marks, the request reports the error
+        return None
 
 
 def _cost_usd(litellm: Any, response: Any) -> float | None:
@@ -253,7 +255,7 @@ async def _request(
     messages = prepared.messages
     base: dict[str, Any] = {**judge.options, "num_retries": 0, "max_retries": 0}
     if schema is not None and structured == "prompt":
-        messages = _with_schema_in_prompt(messages, schema)
+        messages = prompt_cache.static_first(messages, schema.prompt_instructions)
     elif schema is not None:
         base["response_format"] = schema.response_format
     session = reuse.SESSION.get()
@@ -262,6 +264,8 @@ async def _request(
     routes = judge.routes
     for index, (model, extra) in enumerate(routes):
         kwargs = {**base, **extra}
+        # marks say what to cache, not what is judged: the reuse key below is of the unmarked messages
+        sent = prompt_cache.mark_static(messages) if prompt_cache.needs_marks(_provider(litellm, model)) else messages
 
         def record(model: str = model, **fields: Any) -> JudgeCall:
             return JudgeCall(
@@ -286,7 +290,7 @@ async def _request(
                     log.debug("judge step %s: a stored verdict did not parse; asking the model", step)
             await session.admit()
         try:
-            response, made = await _attempts(litellm, judge, step, model, messages, kwargs)
+            response, made = await _attempts(litellm, judge, step, model, sent, kwargs)
         except _Failed as failed:
             attempts += failed.attempts
             exc = failed.error
@@ -305,8 +309,11 @@ async def _request(
         # lone surrogates (a model splitting an emoji's escape) cannot be stored: replaced here
         text = fix_surrogates(getattr(choice.message, "content", None) or "")
         usage = getattr(response, "usage", None)
+        cached, cache_written = prompt_cache.cached_tokens(usage)
         tokens = {
             "input_tokens": getattr(usage, "prompt_tokens", None),
+            "cached_tokens": cached,
+            "cache_write_tokens": cache_written,
             "output_tokens": getattr(usage, "completion_tokens", None),
             "cost_usd": _cost_usd(litellm, response),
         }

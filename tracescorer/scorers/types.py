@@ -98,7 +98,9 @@ class JudgeCall:
     ``redactions`` counts redacted items by kind when a redacting processor ran (``{}`` when
     it found nothing), ``None`` when none ran. ``reused_from`` names the score an earlier,
     identical request was judged for when that verdict answered this one (no request was made:
-    no tokens, no cost; :mod:`tracescorer.scorers.reuse`).
+    no tokens, no cost; :mod:`tracescorer.scorers.reuse`). ``cached_tokens`` are the input tokens
+    the provider read from its prompt cache, ``cache_write_tokens`` those it wrote to it (both
+    included in ``input_tokens`` and priced by litellm as the provider bills them; None for none).
     """
 
     step: str
@@ -108,6 +110,8 @@ class JudgeCall:
     output: Any = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
     cost_usd: float | None = None
     attempts: int = 1
     duration_ms: float = 0.0

@@ -38,12 +38,12 @@ def _io_block(run: ScorerRun[Any, Any]) -> str | NotScorable:
 
 
 def _io_prompt(task: str) -> Callable[..., str | NotScorable]:
-    """A create_prompt showing the fenced input and response, then ``task``; not scorable
-    when the run has no output text."""
+    """A create_prompt showing ``task``, then the fenced input and response (the fixed text
+    first: a stable prefix for prompt caching); not scorable when the run has no output text."""
 
     def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | NotScorable:
         block = _io_block(run)
-        return block if isinstance(block, NotScorable) else f"{block}\n\n{task}"
+        return block if isinstance(block, NotScorable) else f"{task}\n\n{block}"
 
     return create_prompt
 

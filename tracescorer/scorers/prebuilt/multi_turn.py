@@ -54,20 +54,21 @@ def create_multi_turn_judge_scorer(
     if not criterion or not criterion.strip():
         raise ValueError("criterion must be a non-empty string")
     factor = check_scale(scale)
+    task = (
+        "Decide whether the conversation below satisfies this criterion.\n\n"
+        f"Criterion: {criterion.strip()}\n\n"
+        "The transcript lists, in order, every message the assistant sent. The user's "
+        "turns and tool results are not shown: judge the assistant's messages as a whole.\n\n"
+        "Answer with `satisfied` (true only if the criterion is met) and `reasoning` "
+        "(a short explanation citing the relevant turns)."
+    )
 
     def create_prompt(*, run: ScorerRun[Any, Any], results: Any) -> str | SkipJudge:
         turns = assistant_texts(run)
         if not turns:
             return skip_judge(MultiTurnVerdict(satisfied=False, reasoning=NO_ASSISTANT_MESSAGES))
-        return (
-            "Decide whether the conversation below satisfies this criterion.\n\n"
-            f"Criterion: {criterion.strip()}\n\n"
-            "The transcript lists, in order, every message the assistant sent. The user's "
-            "turns and tool results are not shown: judge the assistant's messages as a whole.\n\n"
-            f"{fence(numbered_transcript(turns), 'TRANSCRIPT')}\n\n"
-            "Answer with `satisfied` (true only if the criterion is met) and `reasoning` "
-            "(a short explanation citing the relevant turns)."
-        )
+        # the scorer's fixed text first and the conversation last: a stable prefix for prompt caching
+        return f"{task}\n\n{fence(numbered_transcript(turns), 'TRANSCRIPT')}"
 
     def score(verdict: MultiTurnVerdict, run: ScorerRun[Any, Any]) -> float:
         return factor if verdict.satisfied else 0.0
