@@ -71,6 +71,10 @@ def test_cached_prefixes_are_stored_priced_and_counted_by_the_budget(tmp_path: P
         try:
             _scored(daemon, "Sunny, 22C", 1)
             rows = _scored(daemon, "Rain, 14C", 2)
+            tokens = {
+                d: daemon.metric(f'tracescorer_judge_tokens_total{{direction="{d}"}} ')
+                for d in ("cached_input", "cache_write")
+            }
         finally:
             assert daemon.stop() == 0, daemon.log()
         first, second = (json.loads(r["metadata"])["judge_calls"][0] for r in rows)
@@ -79,6 +83,7 @@ def test_cached_prefixes_are_stored_priced_and_counted_by_the_budget(tmp_path: P
         assert RUBRIC in systems[0] and "Sunny" not in systems[0]
         assert first["cache_write_tokens"] > 1024 and "cached_tokens" not in first
         assert second["cached_tokens"] == first["cache_write_tokens"] and "cache_write_tokens" not in second
+        assert tokens == {"cached_input": second["cached_tokens"], "cache_write": first["cache_write_tokens"]}
         for row, call in zip(rows, (first, second), strict=True):
             assert row["status"] == "ok" and row["judge_cost_usd"] == call["cost_usd"]
             assert call["cost_usd"] == pytest.approx(_billed(call), rel=1e-9)

@@ -25,6 +25,10 @@ class JudgeCallSeen(Protocol):
     @property
     def output_tokens(self) -> int | None: ...
     @property
+    def cached_tokens(self) -> int | None: ...
+    @property
+    def cache_write_tokens(self) -> int | None: ...
+    @property
     def reused_from(self) -> str | None: ...
 
 
@@ -91,7 +95,12 @@ class ScoringFamilies(Families):
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
-        self.judge_tokens = Counter("tracescorer_judge_tokens", "Judge tokens by direction", ["direction"], registry=r)
+        self.judge_tokens = Counter(
+            "tracescorer_judge_tokens",
+            "Judge tokens by direction (cached_input and cache_write: parts of the input, by the provider's prompt cache)",
+            ["direction"],
+            registry=r,
+        )
         self.judge_reused = Counter(
             "tracescorer_judge_reused",
             "Judge requests answered by an earlier verdict of the same request and scorer version (no call, no cost;"
@@ -112,3 +121,7 @@ class ScoringFamilies(Families):
                 self.judge_tokens.labels("input").inc(call.input_tokens)
             if call.output_tokens:
                 self.judge_tokens.labels("output").inc(call.output_tokens)
+            if call.cached_tokens:  # of the input, read from the provider's prompt cache
+                self.judge_tokens.labels("cached_input").inc(call.cached_tokens)
+            if call.cache_write_tokens:
+                self.judge_tokens.labels("cache_write").inc(call.cache_write_tokens)
