@@ -94,11 +94,16 @@ async def trickle(conn: Conn, data: bytes, stop: asyncio.Event, interval_s: floa
 
 class Sender:
     """An OTel SDK span exporter (gRPC or HTTP) whose every export's result is kept: ``send()``
-    exports one span (blocking: call it from a thread) and returns whether it was acknowledged."""
+    exports one span (blocking: call it from a thread) and returns whether it was acknowledged;
+    ``options`` go to the exporter (TLS credentials, say)."""
 
-    def __init__(self, transport: str, *, grpc_endpoint: str = "", http_url: str = "", timeout_s: float = 10) -> None:
+    def __init__(
+        self, transport: str, *, grpc_endpoint: str = "", http_url: str = "", timeout_s: float = 10, **options: Any
+    ) -> None:
         self.transport = transport
-        self._exporter = span_exporter(transport, grpc_endpoint=grpc_endpoint, http_url=http_url, timeout=timeout_s)
+        self._exporter = span_exporter(
+            transport, grpc_endpoint=grpc_endpoint, http_url=http_url, timeout=timeout_s, **options
+        )
         self._memory = InMemorySpanExporter()
         provider = TracerProvider(resource=Resource.create({"service.name": f"edges-{transport}"}))
         provider.add_span_processor(SimpleSpanProcessor(self._memory))

@@ -64,20 +64,23 @@ class IngestFamilies(Families):
         )
         self.connections = Gauge(
             "tracescorer_receiver_connections",
-            "Open connections at an HTTP listener (http: OTLP and probes, api: the ops API)",
+            "Open connections at a listener (http: OTLP and probes, grpc: OTLP, counted through channelz a few "
+            "times a second, api: the ops API)",
             ["listener"],
             registry=r,
         )
         self.connections_closed = Counter(
             "tracescorer_receiver_connections_closed",
             "Connections the daemon closed, by listener and reason (header_timeout, idle_timeout, evicted = the "
-            "longest-idle one closed for a new one at receiver.max_connections, refused = at the cap, none idle)",
+            "least recently active idle one closed to make room at receiver.max_connections or when out of file "
+            "descriptors (grpc: near its cap), refused = at the cap, none idle)",
             ["listener", "reason"],
             registry=r,
         )
         self.accept_errors = Counter(
             "tracescorer_receiver_accept_errors",
-            "Failed accept() calls at an HTTP listener (out of file descriptors, say); retried with backoff",
+            "Failed accept() calls at an HTTP listener (out of file descriptors, say); retried at once after an "
+            "idle connection is evicted, else with backoff",
             ["listener"],
             registry=r,
         )

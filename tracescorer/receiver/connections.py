@@ -12,10 +12,18 @@ protocol through ``connect_accepted_socket``, behind a thin :class:`_Connection`
 request's first bytes arrive. :class:`ConnectionGuard` keeps the connections: one that has not
 sent complete headers ``header_timeout_s`` after it was accepted (or after the first byte of its
 next request) is closed, as is one with no request in flight for ``idle_timeout_s``. At
-``max_connections`` a new connection closes the longest-idle one (an HTTP/1.1 server may close an
-idle keep-alive connection at any time; clients open a new one), or is answered 503 when every
-connection is busy. accept() errors back off (50 ms doubling to 1 s) and are logged once per
-streak, with its count when it ends.
+``max_connections``, or when accept() finds no file descriptor left (then among those idle for
+:data:`EVICT_IDLE_S`), the least recently active idle connection is closed to make room (an
+HTTP/1.1 server may close an idle keep-alive connection at any time; clients open a new one); a
+connection still in its TLS handshake is idle since it was accepted. Only when every connection
+is busy is a new one answered 503. Other accept() errors, and running out of descriptors with
+nothing to evict, back off (50 ms doubling to 1 s) and are logged once per streak, with its count
+when it ends.
+
+Why handshakes count as idle: they were invisible to the cap's eviction, so with TLS on, 1,010
+clients that connected and sent nothing filled the cap with handshakes until
+``header_timeout_s``, and every new client was refused meanwhile (an OTLP/HTTP export took
+8.9-16 s through the SDK's retries; 0.8 s unhindered).
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ ACCEPT_BACKOFF_S = 0.05
 ACCEPT_BACKOFF_MAX_S = 1.0
 STREAK_REMINDER_S = 60.0  # a streak of accept errors is logged again this often while it lasts
 STREAK_QUIET_S = 2.0  # a streak ends once accept() has worked this long without a failure
+# out of descriptors, a connection idle this long is closed for a new one (a younger one may be
+# about to send its request: evicting it would only trade one new client for another)
+EVICT_IDLE_S = 2.0
 _REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 _OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
 
@@ -93,8 +104,10 @@ class _Connection(asyncio.Protocol):
         self.closing = True
         self._guard.closed(reason)
         self._guard.closing += 1
-        if reason == "header_timeout" and isinstance(self.transport, asyncio.Transport):
-            self.transport.abort()  # a client that stalls its headers gets no graceful close
+        # a client that stalls its headers gets no graceful close; an evicted connection's descriptor
+        # is wanted now (a TLS close would hold it until the peer's close_notify)
+        if reason in ("header_timeout", "evicted") and isinstance(self.transport, asyncio.Transport):
+            self.transport.abort()
         else:
             self.transport.close()
 
@@ -110,7 +123,8 @@ class ConnectionGuard:
         self.listener = listener
         self._metrics = metrics
         self._connections: dict[asyncio.BaseTransport, _Connection] = {}
-        self._pending = 0  # accepted, not connected yet (a TLS handshake)
+        # accepted, not connected yet (a TLS handshake): when accepted, oldest first
+        self._handshakes: dict[asyncio.Task[None], float] = {}
         self._busy = 0
         self.closing = 0  # connections closed and not gone yet (their descriptors are freed next)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,7 +138,7 @@ class ConnectionGuard:
 
     @property
     def open(self) -> int:
-        return len(self._connections) + self._pending
+        return len(self._connections) + len(self._handshakes)
 
     @property
     def busy(self) -> int:
@@ -133,7 +147,7 @@ class ConnectionGuard:
 
     def saturated(self) -> str | None:
         """Why a new connection would be refused now (None while it would be taken)."""
-        if self._busy + self._pending >= self.limits.max_connections:
+        if self._busy >= self.limits.max_connections:
             return (
                 f"{self.open} connections open, none idle ({self.listener} listener at "
                 f"receiver.max_connections {self.limits.max_connections})"
@@ -169,13 +183,27 @@ class ConnectionGuard:
             self._metrics.connections_closed.labels(self.listener, reason).inc()
 
     def make_room(self) -> bool:
-        """At the cap, close the longest-idle connection; False when every one is busy."""
+        """At the cap, close the least recently active idle connection; False when every one is busy."""
         if self.open - self.closing < self.limits.max_connections:
             return True
-        idle = [c for c in self._connections.values() if not c.busy and not c.closing]
-        if not idle:
+        return self.evict()
+
+    def evict(self, idle_for_s: float = 0.0) -> bool:
+        """Close the least recently active idle connection, or handshake (idle since it was
+        accepted), if idle for ``idle_for_s`` at least; False when there is none."""
+        before = self.now() - idle_for_s
+        idle = [c for c in self._connections.values() if not c.busy and not c.closing and c.since <= before]
+        oldest = min(idle, key=lambda c: c.since, default=None)
+        handshake = next(((t, at) for t, at in self._handshakes.items() if not t.done() and at <= before), None)
+        if handshake is not None and (oldest is None or handshake[1] <= oldest.since):
+            task = handshake[0]
+            del self._handshakes[task]
+            task.cancel()  # the socket is closed as the task ends (see GuardedSite._admit)
+            self.closed("evicted")
+            return True
+        if oldest is None:
             return False
-        min(idle, key=lambda c: c.since).close("evicted")
+        oldest.close("evicted")
         return True
 
     def sweep(self) -> None:
@@ -200,8 +228,10 @@ class ConnectionGuard:
         if self._metrics is not None:
             self._metrics.accept_errors.labels(self.listener).inc()
 
-    def pending(self, delta: int) -> None:
-        self._pending += delta
+    def handshaking(self, task: asyncio.Task[None]) -> None:
+        """``task`` sets up an accepted connection (its TLS handshake) until it ends."""
+        self._handshakes[task] = self.now()
+        task.add_done_callback(lambda done: self._handshakes.pop(done, None))
 
 
 class _AcceptStreak:
@@ -310,6 +340,10 @@ class GuardedSite(web.BaseSite):
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 continue
             except OSError as exc:
+                if exc.errno in _OUT_OF_FILES and self._guard.evict(EVICT_IDLE_S):
+                    self._guard.accept_failed()
+                    await asyncio.sleep(0)  # the evicted connection's descriptor is freed as the loop turns
+                    continue
                 await asyncio.sleep(streak.failed(exc))
                 continue
             streak.accepted()
@@ -326,8 +360,10 @@ class GuardedSite(web.BaseSite):
                     pass  # the client is gone already: nothing to tell it
             sock.close()
             return
-        self._guard.pending(1)
         task = asyncio.create_task(self._connect(sock))
+        # evicted in its handshake: the transport is closed if there was one, the socket in any case
+        task.add_done_callback(lambda done: sock.close() if done.cancelled() else None)
+        self._guard.handshaking(task)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -346,5 +382,3 @@ class GuardedSite(web.BaseSite):
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             log.debug("%s: connection dropped before it was set up: %s", self._what, exc)
             sock.close()
-        finally:
-            guard.pending(-1)

@@ -15,7 +15,7 @@ import grpc
 from tracescorer.aio import cancel
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
-from tracescorer.receiver import status
+from tracescorer.receiver import grpc_room, status
 from tracescorer.receiver.connections import ConnectionLimits
 from tracescorer.receiver.health import HealthService
 from tracescorer.receiver.http import bearer_ok
@@ -77,6 +77,7 @@ class OtlpGrpcReceiver:
         self._max_streams = max_concurrent_streams
         self._health = HealthService(readiness or (lambda: None), list(_SERVICES.values()))
         self._health_task: asyncio.Task[None] | None = None
+        self._room_task: asyncio.Task[None] | None = None  # on grpc's loop
         self._waiting = 0  # calls handed to the daemon's loop and not answered (grpc's loop only)
         self._server: grpc.aio.Server | None = None
         self._main: asyncio.AbstractEventLoop | None = None
@@ -126,6 +127,7 @@ class OtlpGrpcReceiver:
 
     async def _start(self) -> int:
         """On grpc's loop: build the server there (grpc.aio binds to the loop it is made on)."""
+        servers_before = grpc_room.server_ids()
         self._server = grpc.aio.server(options=self._options())
         await self._health.add_to(self._server)
         for signal, service in _SERVICES.items():
@@ -148,11 +150,35 @@ class OtlpGrpcReceiver:
                 "(address in use, or not an address of this host)"
             )
         await self._server.start()
+        self._keep_room(grpc_room.server_ids() - servers_before)
         return self.port
+
+    def _keep_room(self, new_servers: set[int]) -> None:
+        """On grpc's loop: keep room under the connection cap (see grpc_room), counting the
+        connections on /metrics; channelz must tell this server from any other in the process."""
+        if len(new_servers) != 1:
+            log.warning("OTLP gRPC receiver: channelz does not tell its server apart: idle connections are not evicted")
+            return
+        closed = self._metrics.connections_closed.labels("grpc", "evicted")
+        keeper = grpc_room.RoomKeeper(new_servers.pop(), self.port, self._limits.max_connections, closed.inc)
+        self._metrics.connections.labels("grpc").set_function(lambda: keeper.open)
+
+        async def keep() -> None:
+            while True:
+                await asyncio.sleep(grpc_room.CHECK_INTERVAL_S)
+                try:
+                    if evicted := keeper.check():
+                        log.debug("OTLP gRPC receiver: %d idle connections closed to keep room", evicted)
+                except (ValueError, KeyError, OSError) as exc:  # channelz's answer, or /proc, not as expected
+                    log.warning("OTLP gRPC receiver: cannot count its connections (%s): idle ones are not evicted", exc)
+                    return
+
+        self._room_task = asyncio.create_task(keep(), name="grpc-room")
 
     def _options(self) -> list[tuple[str, int]]:
         """grpc core's own bounds (what grpc.aio can set): its connections are accepted and kept
-        in C, out of the event loop's sight, so the cap and timeouts are grpc's."""
+        in C, out of the event loop's sight, so the cap and timeouts are grpc's (grpc_room keeps
+        room under the cap)."""
         limits = self._limits
         return [
             ("grpc.max_receive_message_length", self._max_message_bytes),
@@ -183,6 +209,9 @@ class OtlpGrpcReceiver:
             await cancel([self._health_task])
             self._health_task = None
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._health.shut_down(), self._loop))
+        if self._room_task is not None:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(cancel([self._room_task]), self._loop))
+            self._room_task = None
         server = self._server
         if server is not None:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(server.stop(grace_s), self._loop))
