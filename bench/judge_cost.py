@@ -1,7 +1,9 @@
 """What judging costs (prints figures; not a test).
 
 1. Dollars per 1,000 runs offered to a multi-turn judge, for a realistic mix, with each way of
-   paying less off and on: naive; verdict reuse; provider prompt caching; gating; all of them.
+   paying less off and on: naive; verdict reuse; provider prompt caching; gating; batch mode
+   (OpenAI only: the daemon's :class:`~tracescorer.runner.batches.Batcher` against the fake's
+   Batch API, its batch rows in memory); all of them.
    The judge is the prebuilt multi-turn judge with a custom rubric of ~2,600 tokens (the
    instructions: the static prefix), over conversations of 2-8 assistant turns (90-1,400
    tokens); ``--repeats`` of the runs (default 25 %) are exact repeats of an earlier one
@@ -40,9 +42,11 @@ from scoring import fake_server, judge_throughput  # noqa: E402 - bench/ is the 
 
 from tests.fakes import FakeOpenAI, Reply  # noqa: E402
 from tests.fakes.fake_anthropic import FakeAnthropic  # noqa: E402
-from tracescorer.config.scoring import GateSettings  # noqa: E402
+from tracescorer.config.scoring import GateSettings, JudgeSettings  # noqa: E402
+from tracescorer.records.judge_batches import JudgeBatchRecord  # noqa: E402
+from tracescorer.runner.batches import Batcher  # noqa: E402
 from tracescorer.runner.gates import gate_refusal  # noqa: E402
-from tracescorer.scorers import reuse  # noqa: E402
+from tracescorer.scorers import batching, reuse  # noqa: E402
 from tracescorer.scorers.prebuilt import create_multi_turn_judge_scorer  # noqa: E402
 from tracescorer.scorers.types import ScorerRun  # noqa: E402
 
@@ -102,6 +106,23 @@ class MemoryVerdicts:
         self.kept[key] = text
 
 
+class MemoryBatches:
+    """The batcher's two store methods, in memory."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, JudgeBatchRecord] = {}
+
+    async def open_judge_batches(self) -> list[JudgeBatchRecord]:
+        return [r for r in self.rows.values() if r.status != "closed"]
+
+    async def put_judge_batch(self, batch: JudgeBatchRecord) -> None:
+        self.rows[batch.id] = batch
+
+
+async def _unused(item: object) -> None:
+    raise AssertionError("the bench runs the scorers itself")
+
+
 @dataclass
 class Tally:
     usd: float = 0.0
@@ -113,7 +134,14 @@ class Tally:
 
 
 async def run_mix(
-    provider: str, convs: list[tuple[str, ...]], *, reusing: bool, caching: bool, gating: bool, concurrency: int
+    provider: str,
+    convs: list[tuple[str, ...]],
+    *,
+    reusing: bool,
+    caching: bool,
+    gating: bool,
+    batch: bool,
+    concurrency: int,
 ) -> tuple[Tally, list[float | None]]:
     """Judge ``convs`` on fresh fake providers; the cost and each conversation's score (None: gated)."""
     if provider == "openai":
@@ -128,7 +156,12 @@ async def run_mix(
     )
     verdicts = MemoryVerdicts() if reusing else None
     tally, scores = Tally(), [None] * len(convs)
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(concurrency if not batch else len(convs))  # batch waits: judge.batch.max_pending
+    batcher = None
+    if batch:
+        settings = JudgeSettings.model_validate({"batch": {"collect_s": 0.5, "poll_s": 0.05, "max_size": 2000}})
+        batcher = Batcher(MemoryBatches(), settings, _unused, max_queue=1)  # type: ignore[arg-type]
+        await batcher.start()
 
     async def one(i: int) -> None:
         turns = convs[i]
@@ -136,11 +169,12 @@ async def run_mix(
             tally.gated += 1
             return
         async with gate:
-            token = reuse.SESSION.set(verdicts)
+            token, queued = reuse.SESSION.set(verdicts), batching.BATCH.set(batcher)
             try:
                 result = await scorer.run(ScorerRun(output=tuple({"role": "assistant", "content": t} for t in turns)))
             finally:
                 reuse.SESSION.reset(token)
+                batching.BATCH.reset(queued)
         scores[i] = result.score
         for call in result.judge_calls:
             tally.usd += call.cost_usd or 0.0
@@ -152,6 +186,8 @@ async def run_mix(
     try:
         await asyncio.gather(*(one(i) for i in range(len(convs))))
     finally:
+        if batcher is not None:
+            await batcher.stop(time.monotonic() + 5)
         server.stop()
     return tally, scores
 
@@ -161,7 +197,9 @@ CONFIGS = {
     "reuse": {"reusing": True},
     "caching": {"caching": True},
     "gating": {"gating": True},
+    "batch": {"batch": True},
     "all on": {"reusing": True, "caching": True, "gating": True},
+    "all+bat": {"reusing": True, "caching": True, "gating": True, "batch": True},
 }
 
 
@@ -171,7 +209,10 @@ async def cost_table(convs: list[tuple[str, ...]], concurrency: int) -> None:
         print(f"\n== {MODELS[provider]}: $ per 1,000 runs offered ({len(convs)} runs, concurrency {concurrency}) ==")
         naive_usd, naive_scores = 0.0, []
         for name, flags in CONFIGS.items():
-            options = {"reusing": False, "caching": False, "gating": False, **flags}
+            if flags.get("batch") and provider != "openai":
+                print(f"{name:<8} (batch mode submits OpenAI batches only: sent live)")
+                continue
+            options = {"reusing": False, "caching": False, "gating": False, "batch": False, **flags}
             started = time.perf_counter()
             tally, scores = await run_mix(provider, convs, concurrency=concurrency, **options)
             if name == "naive":

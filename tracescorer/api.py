@@ -6,7 +6,8 @@
   endpoint (users' SQL), the product's typed reads the read commands make (``/api/v1/reads/<name>``,
   :mod:`tracescorer.store.reads`), backfill jobs and human labels (:mod:`tracescorer.calibration.routes`),
   behind a token generated at each start and published only in the 0600 state file
-  (:mod:`tracescorer.control`). The ingest token never opens it. At most
+  (:mod:`tracescorer.control`), and ``POST /api/v1/reload``, which reloads the configuration
+  (:mod:`tracescorer.daemon.reload`). The ingest token never opens it. At most
   ``store.query_max_concurrent`` queries run at once (each takes a query process); more are refused
   with 429 and Retry-After (the CLI waits and retries); typed reads run on the store's readers and
   are not counted. While the store process is started again after it died, queries and reads are
@@ -25,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from tracescorer.calibration.routes import LabelRoutes
-from tracescorer.control import BACKFILL_PATH, QUERY_PATH, READS_PATH
+from tracescorer.control import BACKFILL_PATH, QUERY_PATH, READS_PATH, RELOAD_PATH
 from tracescorer.metrics import CONTENT_TYPE_LATEST, Metrics
 from tracescorer.output import jsonable
 from tracescorer.receiver.http import bearer_ok
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: what a query refused for the concurrency bound is told to wait (seconds)
 RETRY_AFTER_S = 1
+
+Reload = Callable[[], Awaitable[tuple[int, dict[str, Any]]]]
+"""Reloads the configuration: (HTTP status, JSON body): 200 applied, 4xx refused and why."""
 
 Readiness = Callable[[], "str | None"]
 """Returns None when the daemon is ready, else the reason it is not (shown in ``/readyz``)."""
@@ -154,10 +158,12 @@ class ControlApi:
         max_concurrent: int = 2,
         runner: ScoringRunner | None = None,
         labels: LabelRoutes | None = None,
+        reload: Reload | None = None,
     ) -> None:
         if not token:
             raise ValueError("the ops API needs a token")
         self._runner = runner
+        self._reload = reload
         self._max_concurrent = max_concurrent
         self._running = 0  # queries in flight (the event loop's only: no lock)
         self._labels = labels
@@ -177,6 +183,7 @@ class ControlApi:
                 web.post(READS_PATH + "/{read}", self.read),
                 web.post(BACKFILL_PATH, self.start_backfill),
                 web.get(BACKFILL_PATH + "/{job}", self.backfill_status),
+                web.post(RELOAD_PATH, self.reload),
                 *(self._labels.routes() if self._labels is not None else ()),
             ]
         )
@@ -188,6 +195,13 @@ class ControlApi:
             return _unauthorized()
         response: web.StreamResponse = await handler(request)
         return response
+
+    async def reload(self, request: web.Request) -> web.Response:
+        """Read the configuration file again and apply it (or refuse it, saying why)."""
+        if self._reload is None:
+            return web.json_response({"error": "this daemon cannot reload"}, status=503)
+        status, body = await self._reload()
+        return web.json_response(body, status=status)
 
     async def query(self, request: web.Request) -> web.Response:
         if self._running >= self._max_concurrent:

@@ -8,8 +8,8 @@ store keeps to commit what was queued (scoring drains until its share runs out, 
 judge calls still running; their targets are scored after the next start).
 
 Only the wiring is here: readiness, the listeners' construction, the state file's content, the
-stop signals and the start-up lines are in :mod:`tracescorer.daemon`, the monitors' construction in
-:mod:`tracescorer.monitors.build`.
+signals, reloading the configuration and the start-up lines are in :mod:`tracescorer.daemon`, the
+monitors' construction in :mod:`tracescorer.monitors.build`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import asyncio
 import logging
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 from tracescorer import control
@@ -29,8 +30,9 @@ from tracescorer.clock import SYSTEM_CLOCK, Clock
 from tracescorer.config import Settings
 from tracescorer.daemon import announce, listeners
 from tracescorer.daemon.readiness import Readiness
+from tracescorer.daemon.reload import Reloaded, Reloader, ReloadRefused
 from tracescorer.daemon.serve_info import serve_info
-from tracescorer.daemon.signals import StopSignals, stop_note
+from tracescorer.daemon.signals import StopSignals
 from tracescorer.export import EvaluationExporter
 from tracescorer.http_server import HttpServer
 from tracescorer.lifecycle import Stages
@@ -57,7 +59,9 @@ log = logging.getLogger(__name__)
 class App:
     """One daemon instance. ``await app.start()``, then ``await app.stop()`` (or ``run()``)."""
 
-    def __init__(self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, settings: Settings, *, clock: Clock = SYSTEM_CLOCK, config_path: str | Path | None = None
+    ) -> None:
         self.settings = s = settings
         self.clock = clock  # what every period below is measured with (tests pass one they move)
         self.metrics = Metrics(score_buckets=s.score_metrics.buckets)
@@ -72,13 +76,10 @@ class App:
             max_inflight_bytes=s.receiver.max_inflight_bytes,
             max_requests=s.receiver.max_concurrent_requests,
         )
-        self.exporter = (
-            EvaluationExporter(st.deliveries, s.export, observer=self.metrics, owner=self.owner)
-            if s.export.enabled
-            else None
-        )
+        # built without sinks too (export.enabled false): a reload may add some
+        self.exporter = EvaluationExporter(st.deliveries, s.export, observer=self.metrics, owner=self.owner)
         shared = st.coordination is not None
-        score_listeners: list[ScoreListener] = [self.exporter] if self.exporter is not None else []
+        score_listeners: list[ScoreListener] = [self.exporter]
         # backfills and the healer use it; each worker recovers its own runs and conversations
         recovery = RecoveryScope(runs=False, conversations=False)
         self.runner = build_runner(
@@ -127,8 +128,7 @@ class App:
             leadership=st.leadership,
             clock=self.clock,
         )
-        if self.monitors is not None:
-            score_listeners.append(self.monitors)
+        score_listeners.append(self.monitors)
         score_listeners.append(ScoreMetrics(self.metrics, max_agents=s.score_metrics.max_agents))
         for listener in score_listeners[len(self.runner.writer.listeners) :]:
             self.runner.add_score_listener(listener)
@@ -147,6 +147,17 @@ class App:
         self.agreement = AgreementGauges(st.reads, self.metrics)
         self.labels.on_labels.append(self.agreement.poke)
         self.pool.on_evaluations.append(self.agreement.poke)  # the workers store other tools' evaluations
+        self.reloader = Reloader(
+            s,
+            config_path=config_path,
+            metrics=self.metrics,
+            runner=self.runner,
+            pool=self.pool,
+            monitors=self.monitors,
+            exporter=self.exporter,
+        )
+        self.reloader.on_applied.append(lambda new: self.labels.rebind({b.id: b.scope for b in new.scorers}))
+        self._reloads: set[asyncio.Task[None]] = set()  # SIGHUP's, until done
         self.control = ControlApi(
             st.queries,
             reads=st.reads,
@@ -156,6 +167,7 @@ class App:
             max_concurrent=s.store.query_max_concurrent,
             runner=self.runner,
             labels=self.labels,
+            reload=self._reload_call,
         )
         self._api: HttpServer | None = None
         self.api_port = 0
@@ -218,10 +230,9 @@ class App:
         if st.files:
             self.metrics.track_db_size(st.files)
         reserve = self._store_reserve_s
-        if self.exporter is not None:
-            await stages.enter(self.exporter, reserve_s=reserve)
-        if self.monitors is not None:  # before the runner: its windows are rebuilt from the stored scores
-            await stages.enter(self.monitors, reserve_s=reserve)
+        await stages.enter(self.exporter, reserve_s=reserve)
+        # before the runner: the monitors' windows are rebuilt from the stored scores
+        await stages.enter(self.monitors, reserve_s=reserve)
         await stages.enter(self.agreement, reserve_s=reserve)  # agreement gauges from the stored labels
         await stages.enter(self.runner, reserve_s=reserve + 1.0)  # a little for export and claims
         await stages.enter(self.healer, reserve_s=reserve + 1.0)  # stops before the runner it feeds
@@ -287,18 +298,48 @@ class App:
             self.settings.shutdown.grace_s,
         )
 
+    # --- reload ---------------------------------------------------------------------------------
+
+    async def reload(self, settings: Settings | None = None) -> Reloaded:
+        """Apply the configuration file again (or ``settings``): see :mod:`tracescorer.daemon.reload`;
+        raises :class:`ReloadRefused` with the reason (the running configuration stays)."""
+        if self._stages is None or self._stopped.is_set():
+            raise ReloadRefused("the daemon is not running (starting or stopping)")
+        done = await self.reloader.reload(settings)
+        self.settings = self.reloader.settings
+        return done
+
+    async def _reload_call(self) -> tuple[int, dict[str, Any]]:
+        """The ops API's reload: 200 applied; 409 a key that needs a restart; 400 invalid."""
+        try:
+            return 200, (await self.reload()).to_json()
+        except ReloadRefused as exc:
+            return 409 if exc.restart else 400, {"error": f"reload refused: {exc}", "restart": exc.restart}
+
+    def _reload_on_signal(self) -> None:
+        task = asyncio.create_task(self._reload_quietly(), name="reload")
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    async def _reload_quietly(self) -> None:
+        log.info("SIGHUP received: reloading the configuration")
+        try:
+            await self.reload()
+        except ReloadRefused:
+            pass  # logged with its reason; the running configuration stays
+
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT/SIGHUP (:mod:`tracescorer.daemon.signals`: SIGHUP does
-        not reload the configuration), stop gracefully."""
-        signals = StopSignals()  # before the start: a signal meanwhile stops the daemon once started
+        """Start, reload at each SIGHUP, serve until SIGTERM/SIGINT (:mod:`tracescorer.daemon.signals`),
+        stop gracefully."""
+        signals = StopSignals()  # before the start: a stop signal meanwhile stops the daemon once started
         await self.start()
+        signals.on_reload(self._reload_on_signal)
         try:
             received = await signals.wait()
             log.info(
-                "%s received, shutting down (within shutdown.grace_s=%gs)%s",
+                "%s received, shutting down (within shutdown.grace_s=%gs)",
                 received.name,
                 self.settings.shutdown.grace_s,
-                stop_note(received),
             )
         finally:
             await self.stop()

@@ -29,6 +29,7 @@ _COMMANDS = {
     "label-queue": ("labels", "label_queue"),
     "agreement": ("agreement", "agreement"),
     "disagreements": ("agreement", "disagreements"),
+    "reload": ("reload", "reload"),
 }
 
 
@@ -91,7 +92,7 @@ def serve(config_path: str | None) -> None:
     tune_gc()
 
     try:
-        asyncio.run(App(settings).run())
+        asyncio.run(App(settings, config_path=config_path).run())
     except (StoreError, BindingError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -25,6 +25,7 @@ from typing import Any
 QUERY_PATH = "/api/v1/query"
 READS_PATH = "/api/v1/reads"  # + "/<read name>": the product's typed reads (tracescorer.store.reads)
 BACKFILL_PATH = "/api/v1/backfill"
+RELOAD_PATH = "/api/v1/reload"  # reads the configuration file again (tracescorer.daemon.reload)
 # How long a read command keeps retrying a daemon that refuses connections (it may be starting
 # its listeners, or stopping) before it says so.
 RETRY_S = 5.0

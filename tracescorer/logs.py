@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Literal
 
-__all__ = ["THIRD_PARTY", "JsonFormatter", "configure", "configured", "current_format", "quiet_litellm"]
+__all__ = ["THIRD_PARTY", "JsonFormatter", "configure", "configured", "current_format", "quiet_litellm", "set_level"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
@@ -78,6 +78,11 @@ def configure(level: str, fmt: LogFormat = "text") -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     quiet_litellm()
     logging.captureWarnings(True)  # Python warnings as records of this handler, not bare stderr text
+
+
+def set_level(level: str) -> None:
+    """Log ``level`` and above of this package from now on (a configuration reload)."""
+    logging.getLogger("tracescorer").setLevel(level.upper())
 
 
 def configured() -> bool:

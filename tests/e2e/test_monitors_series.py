@@ -57,8 +57,8 @@ class Daemon:
 
     @property
     def service(self) -> MonitorService:
-        assert isinstance(self.app.monitors, MonitorService)
-        return self.app.monitors
+        assert isinstance(self.app.monitors.running, MonitorService)
+        return self.app.monitors.running
 
     def samples(self) -> float | None:
         return self.app.metrics.registry.get_sample_value("tracescorer_monitor_samples", {"monitor": "quality"})

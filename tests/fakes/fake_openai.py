@@ -4,7 +4,8 @@ It is a real HTTP server (aiohttp, its own event loop in a background thread) bo
 ``127.0.0.1`` on port 0, so clients such as litellm talk to it over real sockets. Replies are
 scripted with :meth:`FakeOpenAI.script`: a rule matches when its key occurs in the request's
 prompt text (every message's content joined), and hands out its replies in order, the last
-one repeating. Every request is recorded (:attr:`FakeOpenAI.requests`) and counted.
+one repeating; the Batch API answers a batch's lines the same way (:mod:`fakes.openai_batches`).
+Every request is recorded (:attr:`FakeOpenAI.requests`) and counted.
 
 Example::
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .openai_batches import FakeBatches
 from .prompt_cache import AutomaticCache
 
 __all__ = ["FakeOpenAI", "RecordedRequest", "Reply"]
@@ -217,6 +219,7 @@ class FakeOpenAI:
         self.default = default or Reply.json({"score": 1})
         self.model = model
         self.prompt_cache = AutomaticCache() if prompt_cache else None
+        self.batches = FakeBatches(self)  # the Batch API: /v1/files, /v1/batches
         self._rules: list[_Rule] = []
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -335,6 +338,7 @@ class FakeOpenAI:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         for path in self.PATHS:
             app.router.add_post(path, self._handle)
+        self.batches.routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -9,9 +9,11 @@ from typing import Any
 from tracescorer import create_scorer
 
 GATE = threading.Event()  # a threading.Event: tests run on different event loops
+STARTED = threading.Event()  # set once a run waits at the gate
 
 
 async def _score(*, run: Any, results: Any) -> float:
+    STARTED.set()
     while not GATE.is_set():
         await asyncio.sleep(0.01)
     return 1.0

@@ -35,6 +35,10 @@ class LabelRoutes:
         self._scopes = dict(scopes)
         self.on_labels: list[Callable[[], None]] = []
 
+    def rebind(self, scopes: Mapping[str, str]) -> None:
+        """The bound scorers' scopes after a configuration reload."""
+        self._scopes = dict(scopes)
+
     def routes(self) -> list[web.RouteDef]:
         return [web.post(LABELS_PATH, self.post)]
 

@@ -13,7 +13,7 @@ class ShutdownSettings(Section):
     grace_s: float = Field(
         20,
         gt=0,
-        description="the whole shutdown (SIGTERM/SIGINT/SIGHUP) ends within this; judge calls "
+        description="the whole shutdown (SIGTERM/SIGINT) ends within this; judge calls "
         "still running then are cancelled and scored after the next start",
     )
 

@@ -11,6 +11,25 @@ from tracescorer.config.base import Section
 from tracescorer.filters import RunFilter
 
 
+class BatchSettings(Section):
+    """``judge.batch``: how judge requests of ``mode: batch`` are gathered into provider batches."""
+
+    max_size: int = Field(1000, gt=0, le=50_000, description="judge requests per provider batch at most")
+    collect_s: float = Field(
+        60, ge=0, description="a batch is submitted this long after its first request came (or when full)"
+    )
+    poll_s: float = Field(30, gt=0, description="how often a submitted batch is asked for its results")
+    max_wait_s: float = Field(
+        3600,
+        gt=0,
+        description="a request whose batch has not answered this long after it was submitted is sent live"
+        " (the batch is cancelled)",
+    )
+    max_pending: int = Field(
+        2000, gt=0, description="judge runs waiting for batches at once (beside judge.max_concurrency)"
+    )
+
+
 class JudgeSettings(Section):
     model: str = ""
     api_base: str | None = None
@@ -35,6 +54,12 @@ class JudgeSettings(Section):
         " a model string (same api_base/api_key) or {model:, api_base:, api_key:, ...}; scores name the model"
         " that answered",
     )
+    mode: Literal["live", "batch"] = Field(
+        "live",
+        description="live: each judge request is sent at once; batch: gathered into provider batches (OpenAI"
+        " Batch API), answered within judge.batch.max_wait_s at the batch price (a binding: mode:)",
+    )
+    batch: BatchSettings = Field(default_factory=BatchSettings)
     reuse_max_age_s: float = Field(
         86_400,
         ge=0,
@@ -118,6 +143,8 @@ class ScorerBinding(Section):
     #: reuse earlier verdicts of the same judge request (judge.reuse_max_age_s); false: always ask
     reuse: bool = True
     when: GateSettings | None = None
+    #: live or batch (judge.mode when unset)
+    mode: Literal["live", "batch"] | None = None
     enabled: bool = True
 
     @model_validator(mode="after")

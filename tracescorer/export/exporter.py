@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 from tracescorer.config import ExportSettings
 from tracescorer.export.sink import ExportResult, ItemResult
-from tracescorer.export.sinks import NamedSink, build_sinks, describe
+from tracescorer.export.sinks import NamedSink, SinkPlan, build_sinks, describe, sink_keys
 from tracescorer.lifecycle import seconds_left
 from tracescorer.records import deliveries
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
@@ -36,7 +36,7 @@ from tracescorer.store.api import DeliveryStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeliveryResult", "EvaluationExporter", "ExportObserver", "ExportOutcome"]
+__all__ = ["DeliveryResult", "EvaluationExporter", "ExportObserver", "ExportOutcome", "SinkPlan"]
 
 ExportOutcome = Literal["exported", "failed"]
 DeliveryResult = Literal["delivered", "retry", "rejected", "failed"]
@@ -106,11 +106,38 @@ class EvaluationExporter:
 
     async def start(self) -> None:
         """Start one export loop per sink (the first pass exports what earlier runs left)."""
-        if not self._workers or self._started or self.stopped:
+        if self._started or self.stopped:
             return
         self._started = True
         for worker in self._workers:
             worker.start()
+
+    def plan(self, settings: ExportSettings) -> SinkPlan:
+        """The sinks of a reloaded ``export`` section, built (raises ConfigError); :meth:`apply` it."""
+        keys = sink_keys(settings) if settings.enabled else {}
+        now = sink_keys(self.settings) if self.settings.enabled else {}
+        kept = {w.id for w in self._workers if keys.get(w.id) == now.get(w.id)}
+        built = [n for n in (build_sinks(settings) if settings.enabled else []) if n.id not in kept]
+        return SinkPlan(settings, list(keys), kept, built)
+
+    async def apply(self, plan: SinkPlan) -> None:
+        """Export to the sinks of ``plan``: a new or changed sink starts, one removed or changed stops
+        once its delivery in flight ended (within ``export.timeout_s``), the others go on."""
+        gone = [w for w in self._workers if w.id not in plan.kept]
+        workers = {w.id: w for w in self._workers if w.id in plan.kept} | {
+            n.id: _SinkWorker(n, self) for n in plan.built
+        }
+        self.settings, self.sink_ids = plan.settings, plan.ids
+        self._workers = [workers[i] for i in plan.ids]
+        for worker in self._workers:
+            worker.settings = plan.settings
+            if worker.id not in plan.kept and self._started and not self.stopped:
+                worker.start()
+        await asyncio.gather(*(w.shutdown(plan.settings.timeout_s, drain=False) for w in gone))
+        if plan.built or gone:
+            log.info(
+                "evaluation export reloaded: %s", describe([NamedSink(w.id, w.sink) for w in self._workers]) or "none"
+            )
 
     def notify(self, count: int = 1) -> None:
         """``count`` scores were written: export now once ``batch_size`` are waiting, else on the timer.
@@ -161,7 +188,8 @@ class _SinkWorker:
         self.id = named.id
         self.sink = named.sink
         self._exporter = exporter
-        self._settings = exporter.settings
+        self.settings = exporter.settings
+        self._stopping = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -179,7 +207,7 @@ class _SinkWorker:
     def notify(self, count: int) -> None:
         self._dirty = True
         self._announced += max(count, 0)
-        if self._announced >= self._settings.batch_size and time.monotonic() >= self._retry_at:
+        if self._announced >= self.settings.batch_size and time.monotonic() >= self._retry_at:
             self._wake.set()
 
     async def flush(self, timeout_s: float, *, ignore_backoff: bool) -> bool:
@@ -190,12 +218,15 @@ class _SinkWorker:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
         return task in done and not task.cancelled() and task.result()
 
-    async def shutdown(self, timeout_s: float) -> bool:
+    async def shutdown(self, timeout_s: float, *, drain: bool = True) -> bool:
+        """Stop the loop once its delivery in flight ended, export what is due (``drain``: not for
+        a sink a reload removed), shut the sink down; within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
+        self._stopping = True
         self._wake.set()
         if self._task is not None:
             await asyncio.wait({self._task}, timeout=max(0.0, deadline - time.monotonic()))
-        drained = await self.flush(max(0.0, deadline - time.monotonic()), ignore_backoff=False)
+        drained = await self.flush(max(0.0, deadline - time.monotonic()), ignore_backoff=False) if drain else True
         try:
             await asyncio.wait_for(self.sink.shutdown(), max(0.1, deadline - time.monotonic()))
         except Exception:  # a failing sink shutdown must not fail ours
@@ -212,8 +243,8 @@ class _SinkWorker:
     # --- the loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        interval_s = self._settings.interval_s
-        while not self._exporter.stopped:
+        interval_s = self.settings.interval_s
+        while not (self._exporter.stopped or self._stopping):
             now = time.monotonic()
             if self._failures:  # after a failure the backoff decides: retries slow down, then recover
                 wait_s = max(0.0, self._retry_at - now)
@@ -224,7 +255,7 @@ class _SinkWorker:
             except TimeoutError:
                 pass
             self._wake.clear()
-            if self._exporter.stopped:
+            if self._exporter.stopped or self._stopping:
                 break
             now = time.monotonic()
             due = self._dirty or (self._next_due is not None and now >= self._next_due)
@@ -235,14 +266,14 @@ class _SinkWorker:
         """Export batches until nothing is due; True when nothing is left pending."""
         try:
             async with self._lock:
-                while deadline is None or time.monotonic() < deadline:
+                while (deadline is None and not self._stopping) or time.monotonic() < (deadline or 0.0):
                     self._dirty = False
                     self._announced = 0
                     read, ok = await self._export_once(ignore_backoff)
                     if not ok:
                         self._dirty = True
                         return False
-                    if read == 0 or (not ignore_backoff and read < self._settings.batch_size):
+                    if read == 0 or (not ignore_backoff and read < self.settings.batch_size):
                         await self._refresh_next_due(nothing_read=read == 0)
                         return read == 0 or self._next_due is None
                 return False
@@ -254,7 +285,7 @@ class _SinkWorker:
     async def _export_once(self, ignore_backoff: bool) -> tuple[int, bool]:
         """Claim, send and record one batch: (scores read, False on a failure worth backing off)."""
         store, exporter = self._exporter.store, self._exporter
-        limit = self._settings.batch_size
+        limit = self.settings.batch_size
         try:
             due: list[DueScore] = await store.due_deliveries(self.id, exporter.owner, limit, ignore_backoff)
             if not due:
@@ -296,7 +327,7 @@ class _SinkWorker:
         return len(due), True
 
     def _outcome(self, score: DueScore, attempts_before: int, item: ItemResult) -> DeliveryOutcome:
-        s = self._settings
+        s = self.settings
         attempts = attempts_before + 1
         common: dict[str, Any] = {"score_id": score.id, "version": score.version, "attempts": attempts}
         if item.result is ExportResult.SUCCESS:
@@ -336,11 +367,11 @@ class _SinkWorker:
             return
         if due_in is not None and due_in <= 0 and nothing_read:
             # due but not readable (another daemon's claim, its score deleted): the timer decides
-            due_in = self._settings.interval_s
+            due_in = self.settings.interval_s
         self._next_due = None if due_in is None else time.monotonic() + due_in
 
     def _failed(self, message: str, *args: Any) -> None:
-        s = self._settings
+        s = self.settings
         self._failures += 1
         self._backoff_s = min(s.retry_max_s, self._backoff_s * 2 if self._backoff_s else s.retry_initial_s)
         self._retry_at = time.monotonic() + self._backoff_s

@@ -27,13 +27,24 @@ from tracescorer.export.otlp_transport import OtlpTarget, resolve_target
 from tracescorer.export.phoenix import PhoenixSink
 from tracescorer.export.sink import ScoreExporter
 
-__all__ = ["NamedSink", "build_sinks", "sink_ids"]
+__all__ = ["NamedSink", "SinkPlan", "build_sinks", "sink_ids", "sink_keys"]
 
 
 @dataclass(frozen=True, slots=True)
 class NamedSink:
     id: str
     sink: ScoreExporter
+
+
+@dataclass(frozen=True, slots=True)
+class SinkPlan:
+    """What :meth:`EvaluationExporter.apply` makes of a reloaded ``export`` section: its settings,
+    its sink ids in order, those running already whose settings are unchanged, the new ones built."""
+
+    settings: ExportSettings
+    ids: list[str]
+    kept: set[str]
+    built: list[NamedSink]
 
 
 def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
@@ -51,6 +62,15 @@ def sink_ids(settings: ExportSettings) -> list[tuple[str, str]]:
     if duplicates:
         raise ConfigError(f"export.sinks: duplicate sink name(s) {', '.join(duplicates)} (give each a distinct name)")
     return ids
+
+
+def sink_keys(settings: ExportSettings) -> dict[str, str]:
+    """Each sink's id and what it is built from (a reload keeps a sink whose key is unchanged)."""
+    if not settings.sinks:
+        legacy = settings.model_dump(mode="json", include={"endpoint", "protocol", "headers", "timeout_s"})
+        return {"otlp": repr(sorted(legacy.items()))}
+    entries = [(e.model_dump_json(), settings.timeout_s) for e in settings.sinks]
+    return {sink_id: repr(entry) for (sink_id, _), entry in zip(sink_ids(settings), entries, strict=True)}
 
 
 def _otlp(kind: str, s: OtlpSinkSettings, default_timeout_s: float) -> ScoreExporter:

@@ -7,7 +7,7 @@ open files, start time; the store process is not included) and ``tracescorer_bui
 ``registry`` holds :class:`Metrics` (the registry, ``/metrics`` exposition); the families are
 declared in one module per stage that owns them: ``ingest`` (receivers, segment log, feed,
 triage), ``store``, ``assembly``, ``scoring`` (and the judge), ``export``, ``scores`` (score
-quality), ``calibration``, ``monitors``; ``families`` is their shared base. ``merge`` makes one
+quality), ``calibration``, ``monitors``, ``config`` (reloads); ``families`` is their shared base. ``merge`` makes one
 exposition of several processes: a worker's :meth:`Metrics.snapshot` is absorbed by the main
 process's :class:`Metrics`, whose ``/metrics`` sums them (see :mod:`tracescorer.metrics.merge`).
 """

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Gauge, ProcessCollector, disabl
 from tracescorer import __version__
 from tracescorer.metrics.assembly import AssemblyFamilies
 from tracescorer.metrics.calibration import CalibrationFamilies
+from tracescorer.metrics.config import ConfigFamilies
 from tracescorer.metrics.export import ExportFamilies
 from tracescorer.metrics.ingest import IngestFamilies
 from tracescorer.metrics.merge import MergedView, Snapshot, take_snapshot
@@ -30,6 +31,7 @@ class Metrics(
     ScoreFamilies,
     CalibrationFamilies,
     MonitorFamilies,
+    ConfigFamilies,
 ):
     """Every metric the daemon exports; components receive this object explicitly.
 
@@ -61,6 +63,7 @@ class Metrics(
         self._declare_scores(r, score_buckets)
         self._declare_calibration(r)
         self._declare_monitors(r)
+        self._declare_config(r)
         self._merged = MergedView(r)
 
     def snapshot(self) -> Snapshot:

@@ -102,6 +102,11 @@ def uses_judge(scorer: Scorer[Any, Any]) -> bool:
     return bool(scorer.prompt_steps)
 
 
+def scoped(bound: Sequence[BoundScorer], scope: str) -> list[BoundScorer]:
+    """The bindings of ``bound`` of one scope (``run`` or ``conversation``)."""
+    return [b for b in bound if b.binding.scope == scope]
+
+
 def build_bindings(bindings: Sequence[ScorerBinding], judge_defaults: JudgeSettings) -> list[BoundScorer]:
     """Build the scorers of the enabled ``bindings`` (disabled ones are skipped).
 

@@ -55,14 +55,22 @@ class BindingCaps:
     def __init__(self, bound: Sequence[BoundScorer], *, shared: TokenSource | None = None) -> None:
         self._budgets: dict[str, DailyBudget] = {}
         self._buckets: dict[str, CallBucket] = {}
-        for b in bound:
-            limits = b.binding.limits
-            if limits.daily_budget_usd is not None:
-                self._budgets[b.binding.id] = DailyBudget(limits.daily_budget_usd)
-            if limits.requests_per_minute is not None:
-                self._buckets[b.binding.id] = CallBucket(limits.requests_per_minute)
+        self.rebind(bound)
         self._shared = shared
         self._degraded = False
+
+    def rebind(self, bound: Sequence[BoundScorer]) -> None:
+        """The caps of ``bound`` (a reload): a binding keeps its spend today, and its tokens while its rate is unchanged."""
+        budgets, buckets = self._budgets, self._buckets
+        self._budgets, self._buckets = {}, {}
+        for b in bound:
+            limits, bid = b.binding.limits, b.binding.id
+            if (usd := limits.daily_budget_usd) is not None:
+                spent = budgets[bid].spent_usd if bid in budgets else 0.0
+                self._budgets[bid] = DailyBudget(usd, spent_today_usd=spent)
+            if (rpm := limits.requests_per_minute) is not None:
+                bucket = buckets.get(bid)
+                self._buckets[bid] = bucket if bucket is not None and bucket.capacity == rpm else CallBucket(rpm)
 
     @property
     def budgeted(self) -> list[str]:

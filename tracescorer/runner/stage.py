@@ -37,7 +37,8 @@ from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
 from tracescorer.model import AgentRun
 from tracescorer.records.scores import ScoreRecord
-from tracescorer.runner.bindings import BoundScorer
+from tracescorer.runner.batches import Batcher
+from tracescorer.runner.bindings import BoundScorer, scoped
 from tracescorer.runner.caps import BindingCaps, sync_shared_spend
 from tracescorer.runner.decider import Decision, decide, outcome
 from tracescorer.runner.gates import dependents, first_deciders, gate_refusal, stored_refusal
@@ -61,11 +62,7 @@ WRITE_RESERVE_S = 0.25  # of a shutdown's time: kept for storing what finished
 # per score): one code score in CPU_SAMPLE, picked at random, is timed and counted that many times
 CPU_SAMPLE = 8
 
-__all__ = [
-    "Decision",
-    "ScoreListener",
-    "ScoringRunner",
-]
+__all__ = ["Decision", "ScoreListener", "ScoringRunner"]
 
 
 @stored_through_slots
@@ -97,11 +94,9 @@ class ScoringRunner:
         recovery: RecoveryScope | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self._bound = list(bound)
+        self.caps = caps or BindingCaps(bound)  # per-binding caps (scorers[].limits)
+        self.rebind(bound)
         self._recovery = recovery or RecoveryScope()  # what this runner recovers at start
-        self._run_bindings = [b for b in bound if b.binding.scope == "run"]
-        self._conv_bindings = [b for b in bound if b.binding.scope == "conversation"]
-        self._run_first, self._gated = first_deciders(self._run_bindings), dependents(bound)
         self._runs = runs
         self._scores = scores
         self._metrics = metrics
@@ -109,16 +104,22 @@ class ScoringRunner:
         judge, scoring = settings.judge, settings.scoring
         self.rate: Limiter = rate or RateLimiter(judge.requests_per_minute)
         self.budget = DailyBudget(judge.daily_budget_usd)
-        self.caps = caps or BindingCaps(bound)  # per-binding caps (scorers[].limits)
         self._shared_budget = shared_budget
         self.writer = ScoreWriter(scores, listeners, metrics=metrics, clock=clock)
         self._judge = WorkerPool(
             "judge", workers=judge.max_concurrency, max_queue=scoring.max_queue, handle=self._run_task
         )
         self._code = WorkerPool("code", workers=scoring.workers, max_queue=scoring.max_queue, handle=self._run_task)
+        self.batches = Batcher(scores, judge, self._run_task, max_queue=scoring.max_queue, clock=clock)  # mode: batch
         self._tasks: list[asyncio.Task[None]] = []
         self.judging = JudgeSide(scores, judge.reuse_max_age_s)
         self._accepting = False
+
+    def rebind(self, bound: Sequence[BoundScorer]) -> None:
+        """Decide with ``bound`` from now on (a reload); tasks queued or running keep their binding."""
+        self._bound, self._gated, self._conv_bindings = list(bound), dependents(bound), scoped(bound, "conversation")
+        self._run_first = first_deciders(scoped(bound, "run"))
+        self.caps.rebind(bound)
 
     def add_score_listener(self, listener: ScoreListener) -> None:
         """Also tell ``listener`` about every committed batch of score rows."""
@@ -177,11 +178,11 @@ class ScoringRunner:
 
     async def start_workers(self) -> None:
         """Only the workers and the writer (a one-off backfill needs no recovery)."""
-        self.budget = DailyBudget(
-            self._settings.judge.daily_budget_usd, spent_today_usd=await self._scores.spent_today_usd()
-        )
+        spent = await self._scores.spent_today_usd()
+        self.budget = DailyBudget(self._settings.judge.daily_budget_usd, spent_today_usd=spent)
         if self.caps.budgeted:
             self.caps.sync(await self._scores.spent_today_by_scorer(self.caps.budgeted))
+        await self.batches.start()
         self.writer.start()
         self._judge.start()
         self._code.start()
@@ -191,16 +192,16 @@ class ScoringRunner:
 
     async def stop(self, deadline: float) -> bool:
         """Stop intake, let queued work finish until ``deadline`` (monotonic seconds; at most
-        ``scoring.shutdown_timeout_s`` from now), cancel what still runs, store what finished.
-        True when nothing was abandoned; abandoned targets get no decision row, so the next
+        ``scoring.shutdown_timeout_s`` from now), cancel what still runs, store what finished. True when
+        nothing was abandoned; abandoned targets (batch-mode waits at once) get no decision row: the next
         start's recovery scores them (within ``scoring.recover_window_s``)."""
         self._accepting = False
         timeout_s = min(self._settings.scoring.shutdown_timeout_s, seconds_left(deadline))
         deadline = time.monotonic() + timeout_s
         await cancel(self._tasks)
         self._tasks = []
+        abandoned = int(not await self.batches.stop(deadline))  # batch waits: recovered after the next start
         drain_s = max(0.0, timeout_s * (1 - WRITE_RESERVE_S))
-        abandoned = 0
         for pool, left in zip(
             (self._judge, self._code),
             await asyncio.gather(self._judge.shutdown(drain_s), self._code.shutdown(drain_s)),
@@ -258,7 +259,7 @@ class ScoringRunner:
             self._record(bound, target, decision, detail, source)
             return decision
         done: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        pool = self._judge if bound.uses_judge else self._code
+        pool = self.batches.pool_of(bound) or (self._judge if bound.uses_judge else self._code)
         # live runs come from the segment log's feed, which waits while half a queue is taken
         # (backlog()): the runs of traces already in assembly may pass the limit rather than be
         # dropped; their number is bounded by assembly's own limits

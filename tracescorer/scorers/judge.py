@@ -14,7 +14,6 @@ that ship with litellm) unless the user set them explicitly.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import threading
@@ -23,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tracescorer.scorers import prompt_cache, reuse
+from tracescorer.scorers import batching, prompt_cache, reuse
 from tracescorer.scorers.errors import JudgeCallError, JudgeError, JudgeOutputError, ScorerConfigError
 from tracescorer.scorers.judge_config import JsonPromptInjection, Judge
 from tracescorer.scorers.judge_health import FailureStreaks
@@ -181,15 +180,6 @@ async def _prepare(judge: Judge, prompt: str) -> _Prepared:
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _provider(litellm: Any, model: str) -> str | None:
-    """litellm's provider of ``model`` (``anthropic``, ``openai``...), None when it knows none."""
-    try:
-        return str(litellm.get_llm_provider(model)[1])
-    except Exception:  # noqa: BLE001 - a model litellm cannot place: no marks, the request reports the error
-        return None
-
-
 def _cost_usd(litellm: Any, response: Any) -> float | None:
     # litellm prices every response with its cost functions and keeps the figure in
     # ``_hidden_params["response_cost"]`` (None when the model has no known price). Reuse it:
@@ -265,7 +255,11 @@ async def _request(
     for index, (model, extra) in enumerate(routes):
         kwargs = {**base, **extra}
         # marks say what to cache, not what is judged: the reuse key below is of the unmarked messages
-        sent = prompt_cache.mark_static(messages) if prompt_cache.needs_marks(_provider(litellm, model)) else messages
+        sent = (
+            prompt_cache.mark_static(messages)
+            if prompt_cache.needs_marks(batching.provider_of(litellm, model))
+            else messages
+        )
 
         def record(model: str = model, **fields: Any) -> JudgeCall:
             return JudgeCall(
@@ -336,8 +330,14 @@ class _Failed(Exception):
 async def _attempts(
     litellm: Any, judge: Judge, step: str, model: str, messages: list[ChatMessage], kwargs: dict[str, Any]
 ) -> tuple[Any, int]:
-    """The model's response and the attempts it took, retried as the judge's error processors say;
-    raises :class:`_Failed`."""
+    """The model's response and the attempts it took, retried as the judge's error processors say
+    (or a provider batch's answer, in batch mode: :mod:`~tracescorer.scorers.batching`); raises :class:`_Failed`."""
+    if (queue := batching.BATCH.get()) is not None:
+        try:
+            if (answered := await queue.ask(litellm, model, messages, kwargs)) is not None:
+                return answered, 1
+        except Exception as exc:  # a request the batch answered with an error: its heal class decides
+            raise _Failed(exc, 1) from exc
     cap = judge.retry_cap
     attempts, retries = 0, 0
     while True:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from tracescorer.model import AgentRun, Conversation, LogRecord, Span
 from tracescorer.records.deliveries import Claim, DeliveryOutcome, DueScore
 from tracescorer.records.heal import HealPolicy
+from tracescorer.records.judge_batches import JudgeBatchRecord
 from tracescorer.records.labels import EvaluationRecord, LabelRecord
 from tracescorer.records.monitors import MonitorEvent, MonitorState, Rebuilt, WindowSpec
 from tracescorer.records.scores import AssemblyRecord, DecisionRecord, ScoreRecord, VerdictRecord
@@ -178,6 +179,12 @@ class ScoreStore(Protocol):
 
     async def write_verdicts(self, verdicts: Sequence[VerdictRecord], *, max_age_s: float) -> None:
         """Keep judge verdicts for reuse (stamped now), and delete those older than ``max_age_s``."""
+
+    async def open_judge_batches(self) -> list[JudgeBatchRecord]:
+        """The provider batches of judge requests not closed (``intent`` or ``submitted``)."""
+
+    async def put_judge_batch(self, batch: JudgeBatchRecord) -> None:
+        """Insert or replace a provider batch's row by id; returns once it is durable."""
 
 
 class LabelStore(Protocol):

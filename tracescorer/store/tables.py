@@ -235,6 +235,23 @@ def verdict_table(dialect: str = "duckdb") -> tuple[str, ...]:
     )
 
 
+#: Provider batches of judge requests (:class:`~tracescorer.records.judge_batches.JudgeBatchRecord`):
+#: a row per batch, written before it is submitted and updated as it goes; few rows (open ones are
+#: read at start), so a key in both engines.
+JUDGE_BATCH_COLUMNS: Columns = (
+    ("id", "VARCHAR PRIMARY KEY"),
+    ("model", "VARCHAR NOT NULL"),
+    ("status", "VARCHAR NOT NULL"),
+    ("request_keys", "JSON NOT NULL"),
+    ("created_at", "DOUBLE NOT NULL"),
+    ("provider_batch_id", "VARCHAR"),
+)
+
+
+def judge_batch_table(dialect: str = "duckdb") -> str:
+    return create_table("judge_batches", JUDGE_BATCH_COLUMNS, dialect=dialect)
+
+
 #: Traces triage skipped, a row per request (records.skipped.SkippedTrace; no key: appended only).
 SKIPPED_COLUMNS: Columns = (
     ("trace_id", "VARCHAR NOT NULL"),

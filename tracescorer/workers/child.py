@@ -28,11 +28,13 @@ from typing import Protocol
 from tracescorer import logs
 from tracescorer.assembly.idle import LocalIdleConversations
 from tracescorer.clock import SYSTEM_CLOCK, Clock
+from tracescorer.config import Settings
 from tracescorer.feed.partition import Partition
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import Stages
 from tracescorer.metrics import Metrics
 from tracescorer.records.scores import DecisionRecord, ScoreRecord
+from tracescorer.runner.bindings import BindingError, build_bindings
 from tracescorer.runner.recovery import RecoveryScope
 from tracescorer.runtime import tune_gc
 from tracescorer.seglog import LogView
@@ -55,13 +57,13 @@ class _ScoresOut:
 
     def __init__(self, channel: AsyncChannel, *, decisions: bool) -> None:
         self._channel = channel
-        self._decisions = decisions
+        self.decisions = decisions
 
     def on_scores(self, scores: Sequence[ScoreRecord]) -> None:
         self._channel.send(encode((m.SCORES, list(scores))))
 
     def on_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
-        if self._decisions:
+        if self.decisions:
             self._channel.send(encode((m.DECISIONS, list(decisions))))
 
 
@@ -88,9 +90,9 @@ class Worker:
         self.view.advance(start.end)
         # this worker's runs and conversations left unscored (also those of its own previous life)
         recovery = RecoveryScope(owns=partition.owns_hex, owns_conversation=partition.owns_conversation)
-        out = _ScoresOut(channel, decisions=any(mon.aggregate == "coverage" for mon in s.monitors))
+        self.out = _ScoresOut(channel, decisions=any(mon.aggregate == "coverage" for mon in s.monitors))
         self.runner = build_runner(
-            s, self.stores, self.metrics, [out], recovery=recovery, shared_spend=True, clock=clock
+            s, self.stores, self.metrics, [self.out], recovery=recovery, shared_spend=True, clock=clock
         )
         self.pipeline = Pipeline(
             s,
@@ -172,6 +174,8 @@ class Worker:
                     self.send_metrics()
                 elif kind == m.TURNS and isinstance(self.pipeline.conversations, LocalIdleConversations):
                     self.pipeline.conversations.on_turns(value)
+                elif kind == m.RELOAD:
+                    await self.reload(value)
                 elif kind == m.STOP:
                     self._deadline = time.monotonic() + float(value)
                     return 0
@@ -180,6 +184,21 @@ class Worker:
             for task in (recv, lost):
                 if task is not None and not task.done():
                     task.cancel()
+
+    async def reload(self, settings: Settings) -> None:
+        """Apply this worker's share of a reloaded configuration: its scorers (decisions from now
+        on; targets decided before finish with their binding), whether it tells decisions (coverage
+        monitors), its log level; tell the main process (``RELOADED``)."""
+        try:
+            bound = await asyncio.to_thread(build_bindings, settings.scorers, settings.judge)
+        except BindingError as exc:  # the main process built them: only a worker's own environment differs
+            self.channel.send(encode((m.RELOADED, f"worker {self.name}: {exc}")))
+            return
+        self.runner.rebind(bound)
+        self.out.decisions = any(mon.aggregate == "coverage" for mon in settings.monitors)
+        if self.own_process:
+            logs.set_level(settings.log.level)
+        self.channel.send(encode((m.RELOADED, None)))
 
     async def _report(self) -> None:
         told, told_at, metrics_at, metrics_offset = None, 0.0, 0.0, -1

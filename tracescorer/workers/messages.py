@@ -3,15 +3,16 @@ socketpair, :mod:`tracescorer.ipc`): a message is ``(kind, value)``.
 
 main → worker: ``START`` (:class:`Start`, first), ``END`` (``(end offset, synced at)``: the segment
 log is synced up to there), ``SNAPSHOT`` (tell your metrics now: ``/metrics`` is being scraped),
-``TURNS`` (conversation ids this worker owns that got a run stored, by any worker), ``STOP``
-(seconds left to drain).
+``TURNS`` (conversation ids this worker owns that got a run stored, by any worker), ``RELOAD``
+(its share of a reloaded configuration: it rebinds its scorers and sets its log level;
+:mod:`tracescorer.daemon.reload`), ``STOP`` (seconds left to drain).
 worker → main: ``READY`` and ``PROGRESS`` (:class:`Progress`), ``SCORES`` (committed score rows,
 for the daemon's exporter, monitors and score metrics), ``DECISIONS`` (committed decision rows,
 for its coverage monitors; sent only when one is configured), ``EVALUATIONS`` (other tools' evaluations
 were stored: the daemon's agreement gauges are computed again soon), ``TURNS`` (conversation ids
 that got a run stored here: the main process tells each conversation's owner), ``METRICS`` (``(feed offset,
 snapshot)``: its metrics as of that offset),
-``STOPPED`` (whether it drained).
+``RELOADED`` (None once a ``RELOAD`` is applied, else why not), ``STOPPED`` (whether it drained).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tracescorer.config import Settings
 START, END, SNAPSHOT, STOP = "start", "end", "snapshot", "stop"
 READY, PROGRESS, SCORES, METRICS, STOPPED = "ready", "progress", "scores", "metrics", "stopped"
 EVALUATIONS, TURNS, DECISIONS = "evaluations", "turns", "decisions"
+RELOAD, RELOADED = "reload", "reloaded"
 
 #: a worker's exit status when its store connection was lost (the store process restarts): the
 #: main process starts it again with a new connection

@@ -34,10 +34,9 @@ from tracescorer.feed.partition import Partition, conversation_owner
 from tracescorer.ipc import AsyncChannel, encode
 from tracescorer.lifecycle import seconds_left
 from tracescorer.metrics import Metrics
-from tracescorer.records.scores import DecisionRecord, ScoreRecord
-from tracescorer.runner.writer import DecisionListener, ScoreListener
+from tracescorer.runner.writer import ScoreListener
 from tracescorer.seglog import SegmentLog
-from tracescorer.workers import child
+from tracescorer.workers import child, fanout
 from tracescorer.workers import messages as m
 from tracescorer.workers.share import share
 
@@ -45,6 +44,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 120.0  # a worker's start: its store connection, recovery listing
 RESTART_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+RELOAD_TIMEOUT_S = 30.0  # a worker's rebinding: building its scorers
 
 
 @dataclass(slots=True)
@@ -55,6 +55,7 @@ class _Worker:
     progress: m.Progress | None = None
     metrics_offset: int = -1  # the feed offset its last metrics were taken at
     told_metrics: asyncio.Event = field(default_factory=asyncio.Event)  # set at each METRICS
+    reloaded: asyncio.Future[str | None] | None = None  # its answer to the last RELOAD
     ready: asyncio.Future[bool] | None = None
     stopped: asyncio.Future[bool] | None = None
     reader: asyncio.Task[None] | None = None
@@ -276,9 +277,9 @@ class WorkerPool:
                         w.ready.set_result(True)
                     channel.send(encode((m.END, (self._log.end_offset, time.time()))))
             elif kind == m.SCORES:
-                self._tell_scores(value)
+                fanout.tell_scores(self.listeners, value)
             elif kind == m.DECISIONS:
-                self._tell_decisions(value)
+                fanout.tell_decisions(self.listeners, value)
             elif kind == m.TURNS:
                 self._tell_owners(value)
             elif kind == m.EVALUATIONS:
@@ -288,10 +289,14 @@ class WorkerPool:
                 w.metrics_offset, snapshot = value
                 self._metrics.absorb(w.name, snapshot)
                 w.told_metrics.set()
+            elif kind == m.RELOADED and w.reloaded is not None and not w.reloaded.done():
+                w.reloaded.set_result(value)
             elif kind == m.STOPPED and w.stopped is not None and not w.stopped.done():
                 w.stopped.set_result(bool(value))
         channel.close()
         status = await process.wait()
+        if w.reloaded is not None and not w.reloaded.done():  # it starts again with the new settings
+            w.reloaded.set_result(f"worker {w.name} exited while reloading")
         self._metrics.retire(w.name, pid=process.pid)
         w.channel = None
         if w.ready is not None and not w.ready.done():
@@ -325,6 +330,20 @@ class WorkerPool:
                     await w.process.wait()
             # a failed start's reader set w.down; the next attempt starts it again
 
+    async def reload(self, settings: Settings, timeout_s: float = RELOAD_TIMEOUT_S) -> list[str]:
+        """Give every running worker (and any started from now on) its share of a reloaded
+        configuration; what went wrong, per worker (empty when every one applied it)."""
+        self._settings = settings
+        frame = encode((m.RELOAD, share(settings, len(self.workers))))
+        asked: dict[str, asyncio.Future[str | None]] = {}
+        for w in self.workers:
+            if w.channel is not None and w.down is None:
+                asked[w.name] = w.reloaded = asyncio.get_running_loop().create_future()
+                w.channel.send(frame)
+        done = (await asyncio.wait(asked.values(), timeout=timeout_s))[0] if asked else set()
+        late = [f"worker {name} did not answer in {timeout_s:g}s" for name, f in asked.items() if f not in done]
+        return late + [str(f.result()) for f in done if f.result()]
+
     async def refresh_metrics(self, timeout_s: float = 0.5) -> None:
         """Ask every running worker for its metrics now and wait for them (up to ``timeout_s``):
         a scrape of ``/metrics`` shows the daemon as it is, not as it was a second ago."""
@@ -347,21 +366,6 @@ class WorkerPool:
             w = self.workers[index]
             if w.channel is not None and w.down is None:
                 w.channel.send(encode((m.TURNS, ids)))
-
-    def _tell_scores(self, scores: Sequence[ScoreRecord]) -> None:
-        for listener in self.listeners:
-            try:
-                listener.on_scores(scores)
-            except Exception:  # a listener must never stop the pool
-                log.exception("score listener %r failed", listener)
-
-    def _tell_decisions(self, decisions: Sequence[DecisionRecord]) -> None:
-        for listener in self.listeners:
-            try:
-                if isinstance(listener, DecisionListener):
-                    listener.on_decisions(decisions)
-            except Exception:  # a listener must never stop the pool
-                log.exception("decision listener %r failed", listener)
 
     # --- the log ----------------------------------------------------------------------------------
 

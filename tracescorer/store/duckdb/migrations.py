@@ -24,6 +24,7 @@ from tracescorer.store.tables import (
     coordination_tables,
     create_table,
     delivery_table,
+    judge_batch_table,
     monitor_state_upgrade,
     monitor_tables,
     verdict_table,
@@ -113,6 +114,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "judge verdicts kept for reuse; scores count the judge calls an earlier verdict answered",
         (*verdict_table(), "ALTER TABLE scores ADD COLUMN IF NOT EXISTS judge_reused INTEGER"),
     ),
+    Migration(17, "provider batches of judge requests (judge mode: batch)", (judge_batch_table(),)),
 )
 
 BASELINE_VERSION = 1

@@ -3,7 +3,7 @@
 :class:`DuckDBStore` is the store process's client (:class:`~.process.StoreProcess`) with one part
 per consumer protocol of :mod:`tracescorer.store.api`, each part in the module that also holds
 the SQL it sends: :class:`~.spanlog.SpanLogPart` (intake and span log), :class:`~.runs.RunsPart`,
-:class:`~.scores.ScoresPart`, :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
+:class:`~.scores.ScoresPart` (and :class:`~.judge_batches.JudgeBatchesPart`), :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`,
 :class:`~.labels.LabelsPart` (human labels, other tools' evaluations) and
 :class:`~.keys.RetentionPart` (results retention within the key-index budget),
 :class:`~.reads.ReadsPart` (the product's own reads, on the store process's readers). Nothing is
@@ -27,6 +27,7 @@ from tracescorer.sizes import size_bytes
 from tracescorer.store.duckdb import keys
 from tracescorer.store.duckdb.deliveries import DeliveriesPart
 from tracescorer.store.duckdb.fresh import NewTraces
+from tracescorer.store.duckdb.judge_batches import JudgeBatchesPart
 from tracescorer.store.duckdb.keys import RetentionPart
 from tracescorer.store.duckdb.labels import LabelsPart
 from tracescorer.store.duckdb.monitors import MonitorsPart
@@ -43,6 +44,7 @@ class DuckDBStore(
     SpanLogPart,
     RunsPart,
     ScoresPart,
+    JudgeBatchesPart,
     DeliveriesPart,
     MonitorsPart,
     LabelsPart,

@@ -21,7 +21,7 @@ from tracescorer.store.api import SchemaError
 from tracescorer.store.duckdb.migrations import Migration
 from tracescorer.store.postgres.query import quote_ident
 from tracescorer.store.postgres.schema import BASELINE, QUERYABLE
-from tracescorer.store.tables import calibration_tables, monitor_state_upgrade, verdict_table
+from tracescorer.store.tables import calibration_tables, judge_batch_table, monitor_state_upgrade, verdict_table
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "judge verdicts kept for reuse; scores count the judge calls an earlier verdict answered",
         (*verdict_table("postgres"), "ALTER TABLE scores ADD COLUMN IF NOT EXISTS judge_reused integer"),
     ),
+    Migration(8, "provider batches of judge requests (judge mode: batch)", (judge_batch_table("postgres"),)),
 )
 
 _LOCK = "hashtext('tracescorer.schema')"

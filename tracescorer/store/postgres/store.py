@@ -3,7 +3,7 @@
 :class:`PostgresResultStore` is an async psycopg 3 connection pool (:class:`~.pool.Pool`) with one
 part per consumer protocol of :mod:`tracescorer.store.api`, each part beside the SQL it runs:
 :class:`~.results.ResultsPart` (runs, scores, decisions, spend, retention), :class:`~.verdicts.VerdictsPart`
-(judge verdicts kept for reuse),
+(judge verdicts kept for reuse), :class:`~.judge_batches.JudgeBatchesPart` (provider batches of judge requests),
 :class:`~.deliveries.DeliveriesPart`, :class:`~.monitors.MonitorsPart`, :class:`~.labels.LabelsPart`
 (human labels, other tools' evaluations),
 :class:`~.claims.CoordinationPart` (the coordination of several daemons: conversation claims, the
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from tracescorer.store.postgres.claims import CoordinationPart
 from tracescorer.store.postgres.deliveries import DeliveriesPart
+from tracescorer.store.postgres.judge_batches import JudgeBatchesPart
 from tracescorer.store.postgres.labels import LabelsPart
 from tracescorer.store.postgres.monitors import MonitorsPart
 from tracescorer.store.postgres.pool import Pool
@@ -28,6 +29,15 @@ from tracescorer.store.postgres.verdicts import VerdictsPart
 
 
 class PostgresResultStore(
-    ResultsPart, VerdictsPart, DeliveriesPart, MonitorsPart, LabelsPart, CoordinationPart, QueryPart, ReadsPart, Pool
+    ResultsPart,
+    VerdictsPart,
+    JudgeBatchesPart,
+    DeliveriesPart,
+    MonitorsPart,
+    LabelsPart,
+    CoordinationPart,
+    QueryPart,
+    ReadsPart,
+    Pool,
 ):
     """Results in PostgreSQL (see the module docstring)."""
