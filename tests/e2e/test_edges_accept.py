@@ -3,30 +3,20 @@ and logs the streak once, then once more with its count when it accepts again; i
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 
-from support.daemon import REPO, wait_for
+from support import lone_listener
+from support.daemon import wait_for
 
 
 def test_out_of_files_accept_errors_are_logged_once_per_streak_and_backed_off(tmp_path):
     log_path = tmp_path / "listener.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "support.lone_listener", "8"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            cwd=str(REPO),
-            env={**os.environ, "PYTHONPATH": str(REPO / "tests")},
-        )
+        proc, port = lone_listener.start(log)
     clients: list[socket.socket] = []
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        port = int(proc.stdout.readline())
         for _ in range(30):  # more than the 8 descriptors it may open: the rest wait in the backlog
             clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
         wait_for(lambda: "cannot accept connections" in log_path.read_text(), 20, what="the streak logged")

@@ -5,28 +5,17 @@ connection times out."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 
-from support.daemon import REPO
+from support import lone_listener
 
 
 def test_out_of_files_the_oldest_idle_connection_makes_room(tmp_path):
     with open(tmp_path / "listener.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "support.lone_listener", "8"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            cwd=str(REPO),
-            env={**os.environ, "PYTHONPATH": str(REPO / "tests")},
-        )
+        proc, port = lone_listener.start(log)
     idle: list[socket.socket] = []
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        port = int(proc.stdout.readline())
         # as many silent connections as it may open descriptors (the listener's cap is far above)
         idle = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(8)]
         with socket.create_connection(("127.0.0.1", port), timeout=20) as client:

@@ -15,7 +15,6 @@ it to assemble the runs it sent and to pass the monitor's ``for``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -24,18 +23,13 @@ from pathlib import Path
 import pytest
 from fakes.webhook_receiver import WebhookReceiver
 from support.clock import ManualClock
-from support.daemon import config_dict, settled, wait_for_async
+from support.daemon import config_dict, wait_for_async
+from support.monitored import Monitored
 
 from tracescorer.app import App
 from tracescorer.config import Settings
-from tracescorer.demo import emit_conversations
-from tracescorer.monitors import MonitorService
 
-STEP_S = 1.0
-MAX_STEPS = 5
 FOR_S = 120.0
-
-_seq = iter(range(1_000_000))
 
 
 @pytest.fixture
@@ -44,43 +38,14 @@ def hooks():
         yield receiver
 
 
-class Daemon:
+class Daemon(Monitored):
     def __init__(self, app: App, clock: ManualClock) -> None:
-        self.app, self.clock = app, clock
-        self.counted = 0
-
-    @property
-    def service(self) -> MonitorService:
-        assert isinstance(self.app.monitors.running, MonitorService)
-        return self.app.monitors.running
-
-    def samples(self) -> float | None:
-        return self.app.metrics.registry.get_sample_value("tracescorer_monitor_samples", {"monitor": "coverage"})
-
-    def transitions(self, state: str) -> float:
-        value = self.app.metrics.registry.get_sample_value(
-            "tracescorer_monitor_transitions_total", {"monitor": "coverage", "state": state}
-        )
-        return value or 0.0
+        super().__init__(app, clock, "coverage")
 
     async def runs(self, agent: str, n: int) -> None:
         """``n`` runs of ``agent``, each decided and counted by the coverage monitor (an eligible
         target, scored or not)."""
-        conversations = [
-            {"id": f"c-{next(_seq)}", "agent": agent, "turns": [("How is my order?", None, None, None, "score=1")]}
-            for _ in range(n)
-        ]
-        await asyncio.to_thread(emit_conversations, f"127.0.0.1:{self.app.grpc_port}", conversations)
-        await settled(self.app)
-        self.counted += n
-        counted = lambda: self.samples() == self.counted  # noqa: E731
-        for _ in range(MAX_STEPS - 1):  # the assembly closes a trace once the clock passed idle_s
-            self.clock.advance(STEP_S)
-            with contextlib.suppress(TimeoutError):
-                await wait_for_async(counted, 5, what=f"{self.counted} targets counted")
-                return
-        self.clock.advance(STEP_S)
-        await wait_for_async(counted, 60, what=f"{self.counted} targets counted")
+        await self.send(agent, ["score=1"] * n)
 
     async def at(self, when: float) -> None:
         """Move the clock to ``when``, evaluate (the one-second timer's pass), wait for what it sent."""

@@ -5,10 +5,10 @@ believing, and what `tracescorer monitors` shows.
 
 The App runs on a :class:`ManualClock`: pending periods, clear periods, cooldowns and reminder
 intervals pass when the test moves it, never while it waits. Each step of a series sends its
-runs, waits until the daemon stored them, moves the clock :data:`STEP_S` on (the assembly measures
-idle time with the App's clock) and waits until the monitor counted them (moving the clock on
-again if they are not counted within seconds, at most :data:`MAX_STEPS` times). So a score is
-counted within seconds of clock time of when it was sent: every period here is minutes long, and
+runs, waits until the daemon stored them, moves the clock a step on (the assembly measures idle
+time with the App's clock) and waits until the monitor counted them (moving the clock on again if
+they are not counted within seconds, a few times at most: :class:`support.monitored.Monitored`). So
+a score is counted within seconds of clock time of when it was sent: every period here is minutes long, and
 each test moves the clock across a period by itself (to just before its end, then to it).
 """
 
@@ -28,18 +28,12 @@ import yaml
 from click.testing import CliRunner
 from fakes.webhook_receiver import Received, WebhookReceiver
 from support.clock import ManualClock
-from support.daemon import config_dict, query_rows, settled, wait_for_async
+from support.daemon import config_dict, query_rows, wait_for_async
+from support.monitored import Monitored
 
 from tracescorer.app import App
 from tracescorer.cli import main
 from tracescorer.config import Settings
-from tracescorer.demo import emit_conversations
-from tracescorer.monitors import MonitorService
-
-STEP_S = 1.0
-MAX_STEPS = 5  # a step moves the clock at most this many times STEP_S
-
-_seq = iter(range(1_000_000))
 
 
 @pytest.fixture
@@ -48,45 +42,16 @@ def hooks():
         yield receiver
 
 
-class Daemon:
+class Daemon(Monitored):
     """An App on the test's loop with the ``quality`` monitor, its clock, and its config file."""
 
     def __init__(self, app: App, clock: ManualClock, config_path: Path) -> None:
-        self.app, self.clock, self.config_path = app, clock, config_path
-        self.sent = 0
-
-    @property
-    def service(self) -> MonitorService:
-        assert isinstance(self.app.monitors.running, MonitorService)
-        return self.app.monitors.running
-
-    def samples(self) -> float | None:
-        return self.app.metrics.registry.get_sample_value("tracescorer_monitor_samples", {"monitor": "quality"})
-
-    def transitions(self, state: str) -> float:
-        value = self.app.metrics.registry.get_sample_value(
-            "tracescorer_monitor_transitions_total", {"monitor": "quality", "state": state}
-        )
-        return value or 0.0
+        super().__init__(app, clock, "quality")
+        self.config_path = config_path
 
     async def step(self, passes: int = 0, fails: int = 0) -> None:
         """Passing (score 1) and failing (score 0) runs, counted by the monitor (see the module doc)."""
-        answers = ["score=1"] * passes + ["score=0"] * fails
-        conversations = [
-            {"id": f"c-{next(_seq)}", "agent": "support", "turns": [("How is my order?", None, None, None, a)]}
-            for a in answers
-        ]
-        await asyncio.to_thread(emit_conversations, f"127.0.0.1:{self.app.grpc_port}", conversations)
-        self.sent += len(answers)
-        await settled(self.app)
-        counted = lambda: self.samples() == self.sent  # noqa: E731
-        for _ in range(MAX_STEPS - 1):  # a span the assembly took after the clock moved closes a step later
-            self.clock.advance(STEP_S)
-            with contextlib.suppress(TimeoutError):
-                await wait_for_async(counted, 5, what=f"{self.sent} scores counted")
-                return
-        self.clock.advance(STEP_S)
-        await wait_for_async(counted, 60, what=f"{self.sent} scores counted")
+        await self.send("support", ["score=1"] * passes + ["score=0"] * fails)
 
     async def at(self, when: float) -> None:
         """Move the clock to ``when`` and evaluate there (what the one-second timer does), then wait

@@ -1,15 +1,19 @@
-"""A lone HttpServer (the receivers' connection handling) under a small open-files limit, for
-the accept-error test: ``python -m support.lone_listener FREE`` prints its port, lets FREE more
-descriptors be opened, and serves until its stdin closes, printing its accept-error count for each
-line read and once more at the end."""
+"""A lone HttpServer (the receivers' connection handling) under a small open-files limit, for the
+accept tests (:func:`start` runs it): ``python -m support.lone_listener FREE`` prints its port,
+lets FREE more descriptors be opened, and serves until its stdin closes, printing its
+accept-error count for each line read and once more at the end."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
+import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import IO
 
 from aiohttp import web
 
@@ -17,6 +21,21 @@ from tracescorer.http_server import HttpServer
 from tracescorer.metrics import Metrics
 from tracescorer.receiver import fdlimit
 from tracescorer.receiver.connections import ConnectionLimits
+
+
+def start(log: IO[bytes], free: int = 8) -> tuple[subprocess.Popen[bytes], int]:
+    """This module as a process (its log to ``log``, ``free`` descriptors to open) and its port."""
+    tests = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "support.lone_listener", str(free)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        cwd=str(tests.parent),
+        env={**os.environ, "PYTHONPATH": str(tests)},
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
 
 
 async def main(free: int) -> None:
