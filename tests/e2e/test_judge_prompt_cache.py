@@ -40,7 +40,8 @@ def _config(tmp_path: Path, fake: FakeAnthropic, budget: float | None = None) ->
         "options": {"criterion": "The agent gave a forecast", "instructions": RUBRIC},
     }
     judge = {"model": MODEL, "api_base": fake.url, "api_key": "k", "retries": 0, "daily_budget_usd": budget}
-    return config_dict(tmp_path, assembly={"idle_s": 0.2}, judge=judge, scorers=[binding])
+    # one worker: its budget knows every run's spend at once (workers share theirs every few seconds)
+    return config_dict(tmp_path, assembly={"idle_s": 0.2}, judge=judge, scorers=[binding], workers={"count": 0})
 
 
 def _scored(daemon: DaemonProcess, answer: str, count: int) -> list[dict[str, Any]]:
